@@ -1,0 +1,164 @@
+// Package series defines the agent's data model shared by every collector, the history store and
+// the query layer: a series' identity (its labels), its kind, and the Sink that a scan is written
+// into.
+//
+// A series is identified by its label set. Its canonical Key is the JSON object of its labels with
+// sorted keys and no spaces, so a key is both a stable map key and parseable back into labels
+// (history kept across restarts remembers series by key alone).
+package series
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Kind is the type of a series' values.
+type Kind uint8
+
+// The kinds. Counter, Level and Float values travel as 64 raw bits (see Sink.Put).
+const (
+	Counter Kind = 1 // uint64, ever growing; a decrease is a reset
+	Level   Kind = 2 // int64 level
+	Float   Kind = 3 // float64 level, bits as math.Float64bits
+	State   Kind = 4 // text with the unix-ms time it was entered; no history is kept
+)
+
+// String returns the name used in the HTTP API: counter, level, float or state.
+func (k Kind) String() string {
+	switch k {
+	case Counter:
+		return "counter"
+	case Level:
+		return "level"
+	case Float:
+		return "float"
+	case State:
+		return "state"
+	}
+	return "kind(" + strconv.Itoa(int(k)) + ")"
+}
+
+// ParseKind is the inverse of Kind.String.
+func ParseKind(s string) (Kind, error) {
+	switch s {
+	case "counter":
+		return Counter, nil
+	case "level":
+		return Level, nil
+	case "float":
+		return Float, nil
+	case "state":
+		return State, nil
+	}
+	return 0, fmt.Errorf("unknown series kind %q", s)
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (k Kind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (k *Kind) UnmarshalText(b []byte) error {
+	v, err := ParseKind(string(b))
+	*k = v
+	return err
+}
+
+// Labels is a series' label set. A Labels map handed to a Sink is owned by the Sink afterwards
+// and must not be modified.
+type Labels map[string]string
+
+// Key returns the canonical identity of l: a JSON object with sorted keys and no spaces.
+func (l Labels) Key() string {
+	keys := make([]string, 0, len(l))
+	n := 2
+	for k, v := range l {
+		keys = append(keys, k)
+		n += len(k) + len(v) + 6
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	b.Grow(n)
+	b.WriteByte('{')
+	for i, k := range keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		writeJSONString(&b, k)
+		b.WriteByte(':')
+		writeJSONString(&b, l[k])
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+// Clone returns a copy of l that the caller may modify.
+func (l Labels) Clone() Labels {
+	c := make(Labels, len(l)+1)
+	for k, v := range l {
+		c[k] = v
+	}
+	return c
+}
+
+// ParseKey parses a Key back into labels.
+func ParseKey(key string) (Labels, error) {
+	var l Labels
+	if err := json.Unmarshal([]byte(key), &l); err != nil {
+		return nil, fmt.Errorf("parse series key: %w", err)
+	}
+	if l == nil {
+		return nil, errors.New("parse series key: not an object")
+	}
+	return l, nil
+}
+
+func writeJSONString(b *strings.Builder, s string) {
+	const hex = "0123456789abcdef"
+	b.WriteByte('"')
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			b.WriteByte('\\')
+			b.WriteByte(c)
+		case c < 0x20:
+			b.WriteString(`\u00`)
+			b.WriteByte(hex[c>>4])
+			b.WriteByte(hex[c&15])
+		default:
+			b.WriteByte(c)
+		}
+	}
+	b.WriteByte('"')
+}
+
+// Ref is a registered series: the handle a collector keeps between scans so that writing a value
+// costs no lookup. Refs are made by Sink.Series; Labels, Kind and Key never change after that.
+// ID belongs to the Sink (it may re-number a Ref whose history has expired); collectors must not
+// touch it.
+type Ref struct {
+	Labels Labels
+	Key    string
+	Kind   Kind
+	ID     int32
+}
+
+// Sink receives the samples of one scan. A Sink is used by one scan at a time: collectors of the
+// same scan run sequentially or synchronise among themselves; Sink methods are not safe for
+// concurrent use.
+type Sink interface {
+	// Series returns the Ref of the series with these labels and kind, registering it on first
+	// use. The Sink keeps labels; the caller must not modify the map afterwards. Collectors
+	// should cache the Ref for as long as the thing it measures lives.
+	Series(labels Labels, kind Kind) *Ref
+	// Put records the value of r for the current scan. bits is the uint64 of a Counter, the
+	// int64 of a Level converted to uint64, or math.Float64bits of a Float.
+	Put(r *Ref, bits uint64)
+	// PutState records the current value of a State series: its text and the unix-ms time the
+	// state was entered (0: no state).
+	PutState(r *Ref, sinceMs int64, text string)
+}

@@ -1,0 +1,48 @@
+package series
+
+import "testing"
+
+func TestKeyRoundTrip(t *testing.T) {
+	for _, l := range []Labels{
+		{"metric": "a"},
+		{"metric": "x\"y\\z\n\x01", "pid": "12", "b": ""},
+		{"ünï": "cödé", "a": "{}"},
+	} {
+		k := l.Key()
+		got, err := ParseKey(k)
+		if err != nil {
+			t.Fatalf("ParseKey(%q): %v", k, err)
+		}
+		if len(got) != len(l) {
+			t.Fatalf("ParseKey(%q) = %v; want %v", k, got, l)
+		}
+		for name, v := range l {
+			if got[name] != v {
+				t.Errorf("ParseKey(%q)[%q] = %q; want %q", k, name, got[name], v)
+			}
+		}
+	}
+	if k := (Labels{"b": "2", "a": "1"}).Key(); k != `{"a":"1","b":"2"}` {
+		t.Errorf("Key() = %s; want sorted compact JSON", k)
+	}
+}
+
+func TestParseKeyRejects(t *testing.T) {
+	for _, k := range []string{"", "[]", "null", `{"a":1}`} {
+		if _, err := ParseKey(k); err == nil {
+			t.Errorf("ParseKey(%q) = nil error; want error", k)
+		}
+	}
+}
+
+func TestKindText(t *testing.T) {
+	for _, k := range []Kind{Counter, Level, Float, State} {
+		got, err := ParseKind(k.String())
+		if err != nil || got != k {
+			t.Errorf("ParseKind(%q) = %v, %v; want %v", k.String(), got, err, k)
+		}
+	}
+	if _, err := ParseKind("gauge"); err == nil {
+		t.Error("ParseKind(gauge) succeeded; want error")
+	}
+}
