@@ -6,6 +6,8 @@ type Recorder struct {
 	refs   map[string]*Ref
 	Values map[string]uint64 // by Key
 	States map[string]RecordedState
+	// Problems holds the reasons reported per source, in order.
+	Problems map[string][]string
 }
 
 // RecordedState is what a Recorder keeps of a State series.
@@ -16,7 +18,7 @@ type RecordedState struct {
 
 // NewRecorder returns an empty Recorder.
 func NewRecorder() *Recorder {
-	return &Recorder{refs: map[string]*Ref{}, Values: map[string]uint64{}, States: map[string]RecordedState{}}
+	return &Recorder{refs: map[string]*Ref{}, Values: map[string]uint64{}, States: map[string]RecordedState{}, Problems: map[string][]string{}}
 }
 
 // Series implements Sink.
@@ -40,3 +42,8 @@ func (r *Recorder) PutState(ref *Ref, since int64, text string) {
 
 // Refs returns every series registered so far, by Key.
 func (r *Recorder) Refs() map[string]*Ref { return r.refs }
+
+// Problem implements Sink.
+func (r *Recorder) Problem(source, reason string) {
+	r.Problems[source] = append(r.Problems[source], reason)
+}

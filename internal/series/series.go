@@ -8,9 +8,11 @@
 package series
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -161,4 +163,65 @@ type Sink interface {
 	// PutState records the current value of a State series: its text and the unix-ms time the
 	// state was entered (0: no state).
 	PutState(r *Ref, sinceMs int64, text string)
+	// Problem reports that source (a file path, a pid, a collector name) could not be read in
+	// this scan and why. The agent logs each distinct (source, reason) once and lists the
+	// problems of the latest scan in /api/v1/status. A problem does not stop the scan.
+	Problem(source, reason string)
+}
+
+// Collector reads one kind of thing (the machine, processes, applications' files, plugins) into
+// a Sink. Collect is called once per scan from the scan goroutine, never concurrently with
+// itself; it must return promptly when ctx is done. A returned error means the whole collector
+// failed for this scan; per-item failures are reported with Sink.Problem instead.
+type Collector interface {
+	Collect(ctx context.Context, sink Sink) error
+}
+
+// Sample is the latest value of one series as queries and exports see it. Its JSON form is the
+// series object of the HTTP API: {"labels", "kind", "value", "ts"} plus "rate" for counters (when
+// known) and "text", "since" for states.
+type Sample struct {
+	Labels  Labels
+	Kind    Kind
+	TS      int64   // unix ms of the scan that read it
+	Bits    uint64  // raw value, as in Sink.Put
+	Rate    float64 // per second, counters only
+	HasRate bool
+	Text    string // states only
+	Since   int64  // states only: unix ms the state was entered, 0 for none
+}
+
+// Value returns the sample's value as a JSON-ready Go value: uint64, int64, float64 or, for a
+// state, the text.
+func (s *Sample) Value() any {
+	return Decode(s.Kind, s.Bits)
+}
+
+// Float returns the value as a float64 (a state's value is its Since time).
+func (s *Sample) Float() float64 {
+	return ToFloat(s.Kind, s.Bits)
+}
+
+// Decode turns raw bits of kind k into uint64, int64 or float64.
+func Decode(k Kind, bits uint64) any {
+	switch k {
+	case Counter:
+		return bits
+	case Level:
+		return int64(bits)
+	default:
+		return math.Float64frombits(bits)
+	}
+}
+
+// ToFloat converts raw bits of kind k to float64.
+func ToFloat(k Kind, bits uint64) float64 {
+	switch k {
+	case Counter:
+		return float64(bits)
+	case Level:
+		return float64(int64(bits))
+	default:
+		return math.Float64frombits(bits)
+	}
 }

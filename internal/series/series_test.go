@@ -46,3 +46,16 @@ func TestKindText(t *testing.T) {
 		t.Error("ParseKind(gauge) succeeded; want error")
 	}
 }
+
+func TestSampleJSON(t *testing.T) {
+	s := Sample{Labels: Labels{"metric": "x"}, Kind: Counter, TS: 5, Bits: 7, Rate: 1.5, HasRate: true}
+	b, _ := s.MarshalJSON()
+	if want := `{"labels":{"metric":"x"},"kind":"counter","value":7,"ts":5,"rate":1.5}`; string(b) != want {
+		t.Errorf("MarshalJSON = %s; want %s", b, want)
+	}
+	s = Sample{Labels: Labels{"metric": "s"}, Kind: State, TS: 5, Text: "a\"b", Since: 3}
+	b, _ = s.MarshalJSON()
+	if want := `{"labels":{"metric":"s"},"kind":"state","value":"a\"b","ts":5,"text":"a\"b","since":3}`; string(b) != want {
+		t.Errorf("MarshalJSON = %s; want %s", b, want)
+	}
+}

@@ -1,0 +1,59 @@
+package series
+
+import (
+	"math"
+	"strconv"
+)
+
+// MarshalJSON writes the API's series object. Non-finite floats, which JSON cannot hold, are
+// written as the strings "NaN", "+Inf" and "-Inf".
+func (s Sample) MarshalJSON() ([]byte, error) {
+	return s.AppendJSON(make([]byte, 0, 128)), nil
+}
+
+// AppendJSON appends the JSON form of s to b.
+func (s *Sample) AppendJSON(b []byte) []byte {
+	b = append(b, `{"labels":`...)
+	b = append(b, s.Labels.Key()...)
+	b = append(b, `,"kind":"`...)
+	b = append(b, s.Kind.String()...)
+	b = append(b, `","value":`...)
+	switch s.Kind {
+	case Counter:
+		b = strconv.AppendUint(b, s.Bits, 10)
+	case Level:
+		b = strconv.AppendInt(b, int64(s.Bits), 10)
+	case Float:
+		b = AppendFloat(b, math.Float64frombits(s.Bits))
+	case State:
+		b = strconv.AppendQuote(b, s.Text)
+	default:
+		b = append(b, "null"...)
+	}
+	b = append(b, `,"ts":`...)
+	b = strconv.AppendInt(b, s.TS, 10)
+	if s.Kind == Counter && s.HasRate {
+		b = append(b, `,"rate":`...)
+		b = AppendFloat(b, s.Rate)
+	}
+	if s.Kind == State {
+		b = append(b, `,"text":`...)
+		b = strconv.AppendQuote(b, s.Text)
+		b = append(b, `,"since":`...)
+		b = strconv.AppendInt(b, s.Since, 10)
+	}
+	return append(b, '}')
+}
+
+// AppendFloat appends f as a JSON number, or as the string "NaN", "+Inf" or "-Inf".
+func AppendFloat(b []byte, f float64) []byte {
+	switch {
+	case math.IsNaN(f):
+		return append(b, `"NaN"`...)
+	case math.IsInf(f, 1):
+		return append(b, `"+Inf"`...)
+	case math.IsInf(f, -1):
+		return append(b, `"-Inf"`...)
+	}
+	return strconv.AppendFloat(b, f, 'g', -1, 64)
+}
