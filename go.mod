@@ -1,3 +1,5 @@
 module github.com/cantal-go/cantal
 
 go 1.26.8
+
+require golang.org/x/sys v0.49.0 // indirect
