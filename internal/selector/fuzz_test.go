@@ -1,0 +1,70 @@
+package selector
+
+import (
+	"regexp"
+	"testing"
+
+	"github.com/cantal-go/cantal/internal/series"
+)
+
+// FuzzParse checks that Parse never panics, that what it accepts prints back into a selector
+// that selects the same series, and that the regexp fast paths agree with the regexp engine.
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{
+		`requests.number`, `{}`, `{metric="a", pid!="1"}`, `{metric=~"cpu\\..*", x!~"a|b"}`,
+		`req{pid="1"}`, `{"req.total", pid="1"}`, `{"my label"="v"}`, "{a=`raw\\`}",
+		`{a='it\'s', b="\xff\u00e9\101"}`, `{a=~"(?i)x[a-c](d|e)"}`, `{a=~".+", b=~".*"}`, `{pid=42}`,
+		`{a="1"}}`, `{a=~"("}`, "{\n a = \"1\" ,\r\n}",
+	} {
+		f.Add(s, "a", "requests.number")
+	}
+	f.Fuzz(func(t *testing.T, s, v1, v2 string) {
+		sel, err := Parse(s)
+		if err != nil {
+			if sel != nil {
+				t.Fatalf("Parse(%q) returned a selector and an error", s)
+			}
+			return
+		}
+		again, err := Parse(sel.String())
+		if err != nil {
+			t.Fatalf("Parse(%q).String() = %q does not parse: %v", s, sel.String(), err)
+		}
+		if again.String() != sel.String() {
+			t.Fatalf("round trip of %q: %q then %q", s, sel.String(), again.String())
+		}
+		labels := []series.Labels{{}, {"metric": v1}, {"metric": v2, "a": v1}, {"a": v2, "pid": v1, "b": v2}}
+		for _, l := range labels {
+			if sel.Match(l) != again.Match(l) {
+				t.Fatalf("%q and its round trip %q disagree on %v", s, sel.String(), l)
+			}
+		}
+		for _, m := range sel.Matchers() {
+			if m.Op != MatchRegexp && m.Op != NotMatchRegexp {
+				continue
+			}
+			re := regexp.MustCompile("^(?s:" + m.Value + ")$")
+			for _, v := range []string{v1, v2, "", m.Value} {
+				if (m.Op == MatchRegexp) != (m.Matches(v) == re.MatchString(v)) {
+					t.Fatalf("matcher %s (fast path %d) on %q disagrees with the regexp engine", m.String(), m.fast, v)
+				}
+			}
+		}
+		if names, ok := sel.MetricNames(); ok {
+			// Every series outside the names must be rejected.
+			l := series.Labels{"metric": v1, "a": v2}
+			if sel.Match(l) && !contains(names, v1) {
+				t.Fatalf("%q matches metric %q outside MetricNames() %q", s, v1, names)
+			}
+		}
+	})
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}
