@@ -1,0 +1,39 @@
+// Command cantal-agent is the per-node agent: it scans the machine and every instrumented
+// application every interval, keeps an hour of history, and serves the API and the web UI.
+// Flags are documented in README.md and by -help; everything is built in package agent.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/cantal-go/cantal/internal/agent"
+)
+
+func main() {
+	cfg, err := agent.ParseFlags(os.Args[0], os.Args[1:], os.Getenv)
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cantal-agent:", err)
+		os.Exit(2)
+	}
+	log, err := agent.NewLogger(os.Stderr, cfg.LogLevel, cfg.LogFormat)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "cantal-agent:", err)
+		os.Exit(2)
+	}
+	a, err := agent.New(cfg, log)
+	if err != nil {
+		log.Error("cannot start", "err", err)
+		os.Exit(1)
+	}
+	if err := a.Run(context.Background()); err != nil {
+		log.Error("stopped", "err", err)
+		os.Exit(1)
+	}
+}

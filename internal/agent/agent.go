@@ -1,0 +1,299 @@
+// Package agent builds the cantal-agent from its Config and runs it: the scan loop that feeds the
+// registry and the history every interval, the periodic history snapshot, and the HTTP server.
+//
+// Lifecycle (oklog/run, one actor per subsystem, the first to stop stops all): the signal actor
+// ends on SIGINT/SIGTERM; the HTTP actor shuts its server down gracefully; the scan actor
+// finishes its current scan and, being the only writer of the history, writes the final snapshot
+// itself after its last scan, so a SIGTERM loses no point.
+package agent
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/oklog/run"
+
+	"github.com/cantal-go/cantal/internal/api"
+	"github.com/cantal-go/cantal/internal/apps"
+	"github.com/cantal-go/cantal/internal/history"
+	"github.com/cantal-go/cantal/internal/registry"
+	"github.com/cantal-go/cantal/internal/series"
+	"github.com/cantal-go/cantal/internal/sysscan"
+)
+
+// Version is the agent's version, set at build time with -ldflags "-X ...agent.Version=...".
+var Version = "0.1.0-dev"
+
+// Agent is one node's agent. Build it with New, then call Run once.
+type Agent struct {
+	cfg     Config
+	log     *slog.Logger
+	nodeID  string
+	started time.Time
+
+	hist  *history.Store
+	reg   *registry.Registry
+	procs *sysscan.Processes
+	apps  *apps.Collector
+	colls []namedCollector
+
+	mux      *http.ServeMux
+	listener net.Listener
+	lock     *os.File
+
+	lastScanNs atomic.Int64
+	scans      atomic.Int64
+}
+
+type namedCollector struct {
+	name string
+	c    series.Collector
+}
+
+const snapshotName = "history.snap"
+
+// New builds an agent: it takes the state directory's lock, loads the history snapshot (a
+// corrupt one is set aside and the agent starts empty), binds the HTTP listener (so a busy port
+// fails here, before anything runs) and wires the collectors.
+func New(cfg Config, log *slog.Logger) (*Agent, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	a := &Agent{cfg: cfg, log: log, started: time.Now()}
+	hopt := history.Options{Retention: cfg.History, Interval: cfg.Interval}
+	a.hist = history.New(hopt)
+	if cfg.StateDir != "" {
+		if err := a.openStateDir(); err != nil {
+			log.Warn("state directory unusable: history and node id will not persist", "dir", cfg.StateDir, "err", err)
+			a.cfg.StateDir = ""
+		}
+	}
+	if a.cfg.StateDir != "" {
+		h, err := history.LoadFile(a.statePath(snapshotName), hopt)
+		if err != nil {
+			log.Error("history snapshot unreadable; starting with empty history", "err", err)
+		}
+		if h != nil {
+			a.hist = h
+		}
+		st := h.Stats()
+		log.Info("history loaded", "series", st.Series, "points", st.Points)
+	}
+	if a.nodeID == "" {
+		a.nodeID = randomID()
+	}
+	a.reg = registry.New(a.hist, cfg.History, log)
+
+	sopt := sysscan.Options{Proc: cfg.Proc, Sys: cfg.Sys}
+	a.procs = sysscan.NewProcesses(sopt)
+	a.apps = apps.New(a.procs, apps.Options{Proc: cfg.Proc, Log: log})
+	a.colls = []namedCollector{
+		{"machine", sysscan.NewMachine(sopt)},
+		{"processes", a.procs},
+		{"cgroups", sysscan.NewCgroups(sopt)},
+		{"apps", a.apps},
+	}
+
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		a.Close()
+		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+	}
+	a.listener = ln
+	a.mux = http.NewServeMux()
+	a.routes()
+	return a, nil
+}
+
+// Addr returns the HTTP listener's address.
+func (a *Agent) Addr() net.Addr { return a.listener.Addr() }
+
+// Close releases what New took, for an agent that will not Run.
+func (a *Agent) Close() {
+	if a.listener != nil {
+		a.listener.Close()
+	}
+	if a.lock != nil {
+		a.lock.Close()
+	}
+}
+
+func (a *Agent) statePath(name string) string { return filepath.Join(a.cfg.StateDir, name) }
+
+// openStateDir creates the state directory, takes its lock (two agents sharing one state
+// directory would overwrite each other's snapshot) and reads or makes the node id.
+func (a *Agent) openStateDir() error {
+	if err := os.MkdirAll(a.cfg.StateDir, 0o700); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(a.statePath("lock"), os.O_CREATE|os.O_RDWR|syscall.O_CLOEXEC, 0o600)
+	if err != nil {
+		return err
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		return fmt.Errorf("another agent holds %s: %w", a.statePath("lock"), err)
+	}
+	a.lock = f
+	idPath := a.statePath("node-id")
+	if b, err := os.ReadFile(idPath); err == nil && len(strings.TrimSpace(string(b))) > 0 {
+		a.nodeID = strings.TrimSpace(string(b))
+		return nil
+	}
+	a.nodeID = randomID()
+	return os.WriteFile(idPath, []byte(a.nodeID+"\n"), 0o600)
+}
+
+func randomID() string {
+	var b [8]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Run runs the agent until ctx is done or a signal stops it.
+func (a *Agent) Run(ctx context.Context) error {
+	defer a.Close()
+	var g run.Group
+	g.Add(run.SignalHandler(ctx, os.Interrupt, syscall.SIGTERM))
+
+	// Scanning; the final snapshot is written here after the last scan.
+	scanCtx, stopScan := context.WithCancel(context.Background())
+	g.Add(func() error {
+		return a.scanLoop(scanCtx)
+	}, func(error) { stopScan() })
+
+	// Periodic snapshots.
+	if a.cfg.StateDir != "" {
+		snapCtx, stopSnap := context.WithCancel(context.Background())
+		g.Add(func() error {
+			t := time.NewTicker(a.cfg.SnapshotInterval)
+			defer t.Stop()
+			for {
+				select {
+				case <-snapCtx.Done():
+					return nil
+				case <-t.C:
+					a.saveHistory()
+				}
+			}
+		}, func(error) { stopSnap() })
+	}
+
+	// HTTP.
+	srv := &http.Server{
+		Handler:           a.mux,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelDebug),
+	}
+	g.Add(func() error {
+		a.log.Info("serving", "addr", a.listener.Addr().String(), "node", a.cfg.NodeName, "id", a.nodeID)
+		if err := srv.Serve(a.listener); !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("http: %w", err)
+		}
+		return nil
+	}, func(error) {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		srv.Shutdown(sctx)
+	})
+
+	err := g.Run()
+	var sig run.SignalError
+	if errors.As(err, &sig) || errors.Is(err, context.Canceled) {
+		a.log.Info("stopped", "reason", err.Error())
+		return nil
+	}
+	return err
+}
+
+func (a *Agent) scanLoop(ctx context.Context) error {
+	a.scan(ctx)
+	t := time.NewTicker(a.cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			if a.cfg.StateDir != "" {
+				a.saveHistory()
+			}
+			return nil
+		case <-t.C:
+			a.scan(ctx)
+		}
+	}
+}
+
+// scan runs every collector once into the registry.
+func (a *Agent) scan(ctx context.Context) {
+	start := time.Now()
+	a.reg.Begin(start.UnixMilli())
+	for _, nc := range a.colls {
+		if err := nc.c.Collect(ctx, a.reg); err != nil {
+			a.reg.Problem(nc.name, err.Error())
+		}
+	}
+	a.reg.Commit()
+	d := time.Since(start)
+	a.lastScanNs.Store(int64(d))
+	a.scans.Add(1)
+	if d > a.cfg.Interval/2 {
+		a.log.Warn("slow scan", "duration", d, "interval", a.cfg.Interval)
+	}
+}
+
+func (a *Agent) saveHistory() {
+	start := time.Now()
+	if err := a.hist.SaveFile(a.statePath(snapshotName)); err != nil {
+		a.log.Error("history snapshot not written", "err", err)
+		return
+	}
+	a.log.Debug("history snapshot written", "duration", time.Since(start))
+}
+
+func (a *Agent) routes() {
+	s := &api.Server{
+		Registry:  a.reg,
+		Status:    a.status,
+		Processes: a.processes,
+		Log:       a.log,
+		MaxWindow: a.cfg.History,
+	}
+	s.Register(a.mux)
+	if a.cfg.Pprof {
+		a.mux.HandleFunc("/debug/pprof/", pprof.Index)
+		a.mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		a.mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		a.mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		a.mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	a.mux.HandleFunc("/", a.index)
+}
+
+func (a *Agent) index(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/" {
+		api.Error(w, http.StatusNotFound, "not found: "+r.URL.Path)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	fmt.Fprintf(w, `<!doctype html><title>cantal-agent %s</title><h1>cantal-agent on %s</h1><ul>
+<li><a href="/api/v1/status">status</a><li><a href="/api/v1/processes">processes</a>
+<li><a href="/api/v1/metrics">metrics</a></ul>`, Version, htmlEscape(a.cfg.NodeName))
+}
+
+func htmlEscape(s string) string {
+	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;").Replace(s)
+}

@@ -1,0 +1,142 @@
+package agent
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+// Config is everything the agent's flags set. The zero value is not usable; start from
+// DefaultConfig or ParseFlags.
+type Config struct {
+	Listen           string        // HTTP address
+	GossipListen     string        // UDP gossip address; "" = same as Listen
+	ClusterName      string        // enables gossip when not empty
+	Peers            []string      // peers to join at start
+	GossipKey        string        // file with the gossip encryption key
+	StateDir         string        // history snapshot, node id, peers; "" = nothing persisted
+	Interval         time.Duration // scan interval
+	History          time.Duration // retention
+	SnapshotInterval time.Duration // how often history is saved besides at shutdown
+	RRDDDir          string        // XAPI rrdd plugin files
+	Proc             string        // proc root
+	Sys              string        // sys root
+	NodeName         string
+	Statsd           string // statsd UDP address; "" = off
+	Carbon           string // Graphite plaintext address; "" = off
+	CarbonInterval   time.Duration
+	InfluxPath       string // path of the Influx line-protocol export
+	Pprof            bool   // serve /debug/pprof
+	LogLevel         string
+	LogFormat        string
+}
+
+// DefaultConfig returns the embedded defaults.
+func DefaultConfig() Config {
+	host, _ := os.Hostname()
+	return Config{
+		Listen:           "127.0.0.1:22682",
+		StateDir:         "/var/lib/cantal",
+		Interval:         2 * time.Second,
+		History:          time.Hour,
+		SnapshotInterval: time.Minute,
+		RRDDDir:          "/dev/shm/metrics",
+		Proc:             "/proc",
+		Sys:              "/sys",
+		NodeName:         host,
+		CarbonInterval:   10 * time.Second,
+		InfluxPath:       "/influx",
+		LogLevel:         "info",
+		LogFormat:        "text",
+	}
+}
+
+type listFlag struct{ p *[]string }
+
+func (l listFlag) String() string {
+	if l.p == nil {
+		return ""
+	}
+	return strings.Join(*l.p, ",")
+}
+
+func (l listFlag) Set(s string) error {
+	for _, v := range strings.Split(s, ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			*l.p = append(*l.p, v)
+		}
+	}
+	return nil
+}
+
+// ParseFlags parses the agent's command line. Each flag may also come from the environment as
+// CANTAL_<FLAG> (upper case, dashes as underscores); the command line wins.
+func ParseFlags(name string, args []string, getenv func(string) string) (Config, error) {
+	c := DefaultConfig()
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.StringVar(&c.Listen, "listen", c.Listen, "HTTP address of the API and web UI")
+	fs.StringVar(&c.GossipListen, "gossip-listen", c.GossipListen, "UDP gossip address (default: the address and port of --listen)")
+	fs.StringVar(&c.ClusterName, "cluster-name", c.ClusterName, "cluster name; enables gossip with peers of the same name")
+	fs.Var(listFlag{&c.Peers}, "peer", "peer gossip address to join (repeatable, or comma-separated)")
+	fs.StringVar(&c.GossipKey, "gossip-key", c.GossipKey, "file holding the gossip encryption key (16, 24 or 32 bytes, raw or base64)")
+	fs.StringVar(&c.StateDir, "state-dir", c.StateDir, "directory for the history snapshot, node id and peers (empty: keep nothing)")
+	fs.DurationVar(&c.Interval, "interval", c.Interval, "scan interval")
+	fs.DurationVar(&c.History, "history", c.History, "how much history to keep at full precision")
+	fs.DurationVar(&c.SnapshotInterval, "snapshot-interval", c.SnapshotInterval, "how often the history snapshot is written (also at shutdown)")
+	fs.StringVar(&c.RRDDDir, "rrdd-dir", c.RRDDDir, "directory of XAPI rrdd plugin files (empty: off)")
+	fs.StringVar(&c.Proc, "proc", c.Proc, "proc file system root")
+	fs.StringVar(&c.Sys, "sys", c.Sys, "sys file system root")
+	fs.StringVar(&c.NodeName, "node-name", c.NodeName, "node name shown to peers and users (default: host name)")
+	fs.StringVar(&c.Statsd, "statsd", c.Statsd, "UDP address for statsd ingest (empty: off)")
+	fs.StringVar(&c.Carbon, "carbon", c.Carbon, "Graphite/carbon plaintext address to send every series to (empty: off)")
+	fs.DurationVar(&c.CarbonInterval, "carbon-interval", c.CarbonInterval, "how often to send to --carbon")
+	fs.StringVar(&c.InfluxPath, "influx-path", c.InfluxPath, "HTTP path of the Influx line-protocol export")
+	fs.BoolVar(&c.Pprof, "pprof", c.Pprof, "serve /debug/pprof on the HTTP listener")
+	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
+	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "text or json")
+
+	set := map[string]bool{}
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var errs []error
+	fs.VisitAll(func(f *flag.Flag) {
+		if set[f.Name] || getenv == nil {
+			return
+		}
+		env := "CANTAL_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v := getenv(env); v != "" {
+			if err := f.Value.Set(v); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", env, err))
+			}
+		}
+	})
+	if err := errors.Join(errs...); err != nil {
+		return c, err
+	}
+	return c, c.Validate()
+}
+
+// Validate reports settings that cannot work.
+func (c *Config) Validate() error {
+	switch {
+	case c.Interval < 10*time.Millisecond:
+		return fmt.Errorf("--interval %s is too short", c.Interval)
+	case c.History < c.Interval:
+		return fmt.Errorf("--history %s is shorter than --interval %s", c.History, c.Interval)
+	case c.SnapshotInterval <= 0:
+		return fmt.Errorf("--snapshot-interval must be positive")
+	case c.Listen == "":
+		return fmt.Errorf("--listen is required")
+	case !strings.HasPrefix(c.InfluxPath, "/"):
+		return fmt.Errorf("--influx-path must start with /")
+	}
+	return nil
+}

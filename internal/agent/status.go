@@ -1,0 +1,118 @@
+package agent
+
+import (
+	"os"
+	"time"
+
+	"github.com/cantal-go/cantal/internal/registry"
+	"github.com/cantal-go/cantal/internal/sysscan"
+)
+
+// Status is the /api/v1/status answer.
+type Status struct {
+	NodeID      string  `json:"node_id"`
+	NodeName    string  `json:"node_name"`
+	Hostname    string  `json:"hostname"`
+	Version     string  `json:"version"`
+	Started     int64   `json:"started"` // unix ms
+	UptimeS     float64 `json:"uptime_s"`
+	IntervalMs  int64   `json:"interval_ms"`
+	HistoryS    float64 `json:"history_s"`
+	Pid         int     `json:"pid"`
+	ClusterName string  `json:"cluster_name,omitempty"`
+	LastScan    struct {
+		TS         int64   `json:"ts"`
+		DurationMs float64 `json:"duration_ms"`
+		Scans      int64   `json:"scans"`
+	} `json:"last_scan"`
+	Counts struct {
+		Series        int   `json:"series"`
+		LiveSeries    int   `json:"live_series"`
+		Processes     int   `json:"processes"`
+		Apps          int   `json:"apps"`
+		Problems      int   `json:"problems"`
+		HistoryPoints int64 `json:"history_points"`
+		HistoryBytes  int64 `json:"history_bytes"`
+	} `json:"counts"`
+	Problems []registry.Problem `json:"problems"`
+}
+
+func (a *Agent) status() any {
+	var s Status
+	s.NodeID = a.nodeID
+	s.NodeName = a.cfg.NodeName
+	s.Hostname, _ = os.Hostname()
+	s.Version = Version
+	s.Started = a.started.UnixMilli()
+	s.UptimeS = time.Since(a.started).Seconds()
+	s.IntervalMs = a.cfg.Interval.Milliseconds()
+	s.HistoryS = a.cfg.History.Seconds()
+	s.Pid = os.Getpid()
+	s.ClusterName = a.cfg.ClusterName
+	v := a.reg.View()
+	s.LastScan.TS = v.TS
+	s.LastScan.DurationMs = float64(a.lastScanNs.Load()) / 1e6
+	s.LastScan.Scans = a.scans.Load()
+	s.Counts.Series = v.Len()
+	v.Each(func(h registry.Handle) bool {
+		if h.Live() {
+			s.Counts.LiveSeries++
+		}
+		return true
+	})
+	s.Counts.Processes = len(a.procs.Table())
+	s.Counts.Apps = a.apps.Count()
+	s.Problems = v.Problems
+	if s.Problems == nil {
+		s.Problems = []registry.Problem{}
+	}
+	s.Counts.Problems = len(s.Problems)
+	hs := a.hist.Stats()
+	s.Counts.HistoryPoints = int64(hs.Points)
+	s.Counts.HistoryBytes = int64(hs.Bytes)
+	return s
+}
+
+// ProcessJSON is one process in /api/v1/processes.
+type ProcessJSON struct {
+	PID        int      `json:"pid"`
+	PPID       int      `json:"ppid"`
+	UID        int      `json:"uid"`
+	Name       string   `json:"name"`
+	Cmdline    []string `json:"cmdline"`
+	State      string   `json:"state"`
+	StartTime  int64    `json:"start_time"`
+	Threads    int      `json:"threads"`
+	CPUUser    float64  `json:"cpu_user"`
+	CPUSystem  float64  `json:"cpu_system"`
+	CPUPercent float64  `json:"cpu_percent"`
+	RSS        uint64   `json:"rss"`
+	VSZ        uint64   `json:"vsz"`
+	Swap       uint64   `json:"swap"`
+	ReadBytes  uint64   `json:"read_bytes"`
+	WriteBytes uint64   `json:"write_bytes"`
+	Cgroup     string   `json:"cgroup"`
+	AppName    string   `json:"appname,omitempty"`
+	Metrics    bool     `json:"metrics"`
+}
+
+func (a *Agent) processes() any {
+	table := a.procs.Table()
+	out := make([]ProcessJSON, len(table))
+	for i := range table {
+		p := &table[i]
+		out[i] = ProcessJSON{
+			PID: p.PID, PPID: p.PPID, UID: p.UID, Name: p.Name, Cmdline: p.Cmdline,
+			State: p.State, StartTime: p.StartTime, Threads: p.Threads,
+			CPUUser: p.CPUUser, CPUSystem: p.CPUSystem, CPUPercent: p.CPUPercent,
+			RSS: p.RSS, VSZ: p.VSZ, Swap: p.Swap, ReadBytes: p.ReadBytes, WriteBytes: p.WriteBytes,
+			Cgroup: p.Cgroup, AppName: p.CantalAppName, Metrics: a.apps.Exports(p.PID),
+		}
+		if out[i].Cmdline == nil {
+			out[i].Cmdline = []string{}
+		}
+	}
+	return map[string]any{"processes": out}
+}
+
+var _ = sysscan.Options{}

@@ -1,0 +1,310 @@
+// Package api serves the agent's HTTP API (DESIGN.md's contract): status, processes, metrics,
+// history, stats and peers as JSON, with errors as {"error": "..."} and a 4xx/5xx code.
+//
+// A Server reads the registry's latest View and the history store; it never blocks a scan.
+// Handlers are safe for concurrent use.
+package api
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cantal-go/cantal/internal/history"
+	"github.com/cantal-go/cantal/internal/registry"
+	"github.com/cantal-go/cantal/internal/selector"
+	"github.com/cantal-go/cantal/internal/series"
+)
+
+// Peers is the cluster membership as the API needs it. A nil Peers means gossip is off.
+type Peers interface {
+	// PeersJSON returns the known peers (not the node itself), JSON-ready.
+	PeersJSON() any
+	// Join adds a peer by its gossip address.
+	Join(addr string) error
+}
+
+// Server holds what the handlers read. Fields are set before Handler is called and not changed
+// after.
+type Server struct {
+	Registry  *registry.Registry
+	Status    func() any // the /api/v1/status object
+	Processes func() any // the /api/v1/processes object
+	Peers     Peers
+	Log       *slog.Logger
+	// MaxWindow bounds the window of history and stats queries (the retention).
+	MaxWindow time.Duration
+}
+
+// Register adds the API routes to mux.
+func (s *Server) Register(mux *http.ServeMux) {
+	handle(mux, "/api/v1/status", map[string]http.HandlerFunc{"GET": s.status})
+	handle(mux, "/api/v1/processes", map[string]http.HandlerFunc{"GET": s.processes})
+	handle(mux, "/api/v1/metrics", map[string]http.HandlerFunc{"GET": s.metrics})
+	handle(mux, "/api/v1/history", map[string]http.HandlerFunc{"GET": s.history})
+	handle(mux, "/api/v1/stats", map[string]http.HandlerFunc{"GET": s.stats})
+	handle(mux, "/api/v1/peers", map[string]http.HandlerFunc{"GET": s.peers, "POST": s.addPeer})
+	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
+		Error(w, http.StatusNotFound, fmt.Sprintf("no such API route: %s", r.URL.Path))
+	})
+}
+
+// handle registers a path answering the given methods, with a JSON 405 for the others.
+func handle(mux *http.ServeMux, path string, methods map[string]http.HandlerFunc) {
+	allow := make([]string, 0, len(methods))
+	for m := range methods {
+		allow = append(allow, m)
+	}
+	mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+		h, ok := methods[r.Method]
+		if !ok && r.Method == http.MethodHead {
+			h, ok = methods[http.MethodGet]
+		}
+		if !ok {
+			w.Header().Set("Allow", strings.Join(allow, ", "))
+			Error(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed on %s", r.Method, path))
+			return
+		}
+		h(w, r)
+	})
+}
+
+// Error writes {"error": msg} with code.
+func Error(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	b, _ := json.Marshal(map[string]string{"error": msg})
+	w.Write(append(b, '\n'))
+}
+
+// WriteJSON writes v as JSON with code 200.
+func WriteJSON(w http.ResponseWriter, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		Error(w, http.StatusInternalServerError, "encode answer: "+err.Error())
+		return
+	}
+	writeRaw(w, append(b, '\n'))
+}
+
+func writeRaw(w http.ResponseWriter, b []byte) {
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.Write(b)
+}
+
+func (s *Server) status(w http.ResponseWriter, r *http.Request)    { WriteJSON(w, s.Status()) }
+func (s *Server) processes(w http.ResponseWriter, r *http.Request) { WriteJSON(w, s.Processes()) }
+
+// Query is a parsed series query: ?match=SEL&window=DUR&fn=rate.
+type Query struct {
+	Sel    *selector.Selector
+	Window time.Duration
+	Rate   bool
+}
+
+// ParseQuery reads match, window and fn from r. An empty match selects every series.
+func ParseQuery(r *http.Request, defWindow, maxWindow time.Duration) (Query, error) {
+	q := Query{Window: defWindow}
+	v := r.URL.Query()
+	sel, err := selector.Parse(v.Get("match"))
+	if err != nil {
+		return q, fmt.Errorf("bad match: %w", err)
+	}
+	q.Sel = sel
+	if ws := v.Get("window"); ws != "" {
+		d, err := time.ParseDuration(ws)
+		if err != nil {
+			return q, fmt.Errorf("bad window %q: %w", ws, err)
+		}
+		if d <= 0 {
+			return q, fmt.Errorf("bad window %q: must be positive", ws)
+		}
+		if maxWindow > 0 && d > maxWindow {
+			return q, fmt.Errorf("bad window %q: longer than the history kept (%s)", ws, maxWindow)
+		}
+		q.Window = d
+	}
+	switch fn := v.Get("fn"); fn {
+	case "":
+	case "rate":
+		q.Rate = true
+	default:
+		return q, fmt.Errorf("bad fn %q: the only function is rate", fn)
+	}
+	return q, nil
+}
+
+// LatestJSON appends the {"series": [...]} answer of the latest values matching sel to b.
+func LatestJSON(b []byte, reg *registry.Registry, sel *selector.Selector) []byte {
+	view := reg.View()
+	hist := reg.History()
+	var scratch [2]history.Point
+	b = append(b, `{"series":[`...)
+	n := 0
+	view.Each(func(h registry.Handle) bool {
+		if !h.Live() || !sel.Match(h.Labels()) {
+			return true
+		}
+		smp, ok := h.Latest(hist, scratch[:0])
+		if !ok {
+			return true
+		}
+		if n > 0 {
+			b = append(b, ',')
+		}
+		n++
+		b = smp.AppendJSON(b)
+		return true
+	})
+	return append(b, "]}\n"...)
+}
+
+func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
+	q, err := ParseQuery(r, 0, s.MaxWindow)
+	if err != nil {
+		Error(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	writeRaw(w, LatestJSON(make([]byte, 0, 4096), s.Registry, q.Sel))
+}
+
+// Points returns the points of one series in [from, to], converted to rates for a counter when
+// rate is set. Values are float64 (exact for integers up to 2^53).
+func Points(hist *history.Store, h registry.Handle, from, to int64, rate bool) [][2]float64 {
+	var pts [][2]float64
+	kind := h.Kind()
+	var prev history.Point
+	havePrev := false
+	hist.Range(h.HistoryID(), from, to, func(ts int64, bits uint64) bool {
+		p := history.Point{TS: ts, Bits: bits}
+		if rate && kind == series.Counter {
+			if havePrev {
+				if v, ok := history.Rate(prev, p); ok {
+					pts = append(pts, [2]float64{float64(ts), v})
+				}
+			}
+			prev, havePrev = p, true
+			return true
+		}
+		pts = append(pts, [2]float64{float64(ts), series.ToFloat(kind, bits)})
+		return true
+	})
+	return pts
+}
+
+func appendPoints(b []byte, pts [][2]float64) []byte {
+	b = append(b, '[')
+	for i, p := range pts {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '[')
+		b = strconv.AppendInt(b, int64(p[0]), 10)
+		b = append(b, ',')
+		b = series.AppendFloat(b, p[1])
+		b = append(b, ']')
+	}
+	return append(b, ']')
+}
+
+// HistoryJSON appends the {"series": [{"labels", "kind", "points"}]} answer for q to b. States,
+// which keep no history, are left out; so are series with no point in the window.
+func HistoryJSON(b []byte, reg *registry.Registry, q Query, now int64) []byte {
+	view := reg.View()
+	hist := reg.History()
+	from := now - q.Window.Milliseconds()
+	b = append(b, `{"series":[`...)
+	n := 0
+	view.Each(func(h registry.Handle) bool {
+		if h.Kind() == series.State || !q.Sel.Match(h.Labels()) {
+			return true
+		}
+		pts := Points(hist, h, from, now, q.Rate)
+		if len(pts) == 0 {
+			return true
+		}
+		if n > 0 {
+			b = append(b, ',')
+		}
+		n++
+		b = append(b, `{"labels":`...)
+		b = append(b, h.Key()...)
+		b = append(b, `,"kind":"`...)
+		b = append(b, h.Kind().String()...)
+		b = append(b, '"')
+		if q.Rate && h.Kind() == series.Counter {
+			b = append(b, `,"fn":"rate"`...)
+		}
+		b = append(b, `,"points":`...)
+		b = appendPoints(b, pts)
+		b = append(b, '}')
+		return true
+	})
+	return append(b, "]}\n"...)
+}
+
+func (s *Server) history(w http.ResponseWriter, r *http.Request) {
+	q, err := ParseQuery(r, 5*time.Minute, s.MaxWindow)
+	if err != nil {
+		Error(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	writeRaw(w, HistoryJSON(make([]byte, 0, 4096), s.Registry, q, time.Now().UnixMilli()))
+}
+
+func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
+	q, err := ParseQuery(r, 5*time.Minute, s.MaxWindow)
+	if err != nil {
+		Error(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	writeRaw(w, StatsJSON(make([]byte, 0, 4096), s.Registry, q, time.Now().UnixMilli()))
+}
+
+func (s *Server) peers(w http.ResponseWriter, r *http.Request) {
+	if s.Peers == nil {
+		WriteJSON(w, map[string]any{"peers": []any{}})
+		return
+	}
+	WriteJSON(w, s.Peers.PeersJSON())
+}
+
+func (s *Server) addPeer(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		Addr string `json:"addr"`
+	}
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		Error(w, http.StatusBadRequest, "bad body: want {\"addr\": \"host:port\"}: "+err.Error())
+		return
+	}
+	if req.Addr == "" {
+		Error(w, http.StatusBadRequest, "bad body: addr is empty")
+		return
+	}
+	if s.Peers == nil {
+		Error(w, http.StatusConflict, "gossip is off: start the agent with --cluster-name")
+		return
+	}
+	if err := s.Peers.Join(req.Addr); err != nil {
+		var he interface{ HTTPStatus() int }
+		code := http.StatusBadGateway
+		if errors.As(err, &he) {
+			code = he.HTTPStatus()
+		}
+		Error(w, code, "join "+req.Addr+": "+err.Error())
+		return
+	}
+	WriteJSON(w, map[string]any{"joined": req.Addr})
+}
+
+var _ = math.NaN

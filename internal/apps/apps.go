@@ -1,0 +1,258 @@
+// Package apps is the agent's collector for instrumented applications: every process whose
+// environment names CANTAL_PATH has its .meta/.values pair read each scan, through the process's
+// own root directory (so paths inside containers resolve) and only as far as the process's uid
+// could read the files itself (package safefile).
+//
+// Several processes naming the same files in the same mount namespace (forked workers sharing a
+// mapping) are read once per scan; their series carry the lowest such pid.
+package apps
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+
+	"github.com/cantal-go/cantal/internal/safefile"
+	"github.com/cantal-go/cantal/internal/series"
+	"github.com/cantal-go/cantal/internal/sysscan"
+	"github.com/cantal-go/cantal/shm"
+)
+
+// Options configure a Collector.
+type Options struct {
+	Proc          string // proc root; default /proc
+	MaxMetaSize   int64  // default 1 MiB
+	MaxValuesSize int64  // default 16 MiB
+	Log           *slog.Logger
+}
+
+// ProcessTable is what the collector needs of the process scan: the latest table.
+type ProcessTable interface {
+	Table() []sysscan.Process
+}
+
+// Collector implements series.Collector. Collect runs on the scan goroutine; Count and Exports
+// may be called from any goroutine.
+type Collector struct {
+	procs  ProcessTable
+	opt    Options
+	groups map[groupKey]*group
+	mntns  map[pidStart]string
+
+	count   atomic.Int64
+	exports atomic.Pointer[map[int]struct{}]
+}
+
+type groupKey struct {
+	ns   string // mount namespace of the processes
+	uid  int
+	path string // CANTAL_PATH
+}
+
+type pidStart struct {
+	pid   int
+	start int64
+}
+
+type group struct {
+	key     groupKey
+	rootPID int // the pid whose /proc/PID/root the files are opened through
+	reader  *shm.Reader
+	labels  series.Labels // agent labels: pid, process, cgroup, appname
+	layout  *shm.Layout
+	refs    []*series.Ref
+	texts   []string // last text of each state entry, to avoid a conversion per scan
+	seen    bool
+}
+
+// New returns a Collector reading the applications found in procs' table. procs must be
+// collected before this collector in each scan.
+func New(procs ProcessTable, opt Options) *Collector {
+	if opt.Proc == "" {
+		opt.Proc = "/proc"
+	}
+	if opt.MaxMetaSize <= 0 {
+		opt.MaxMetaSize = 1 << 20
+	}
+	if opt.MaxValuesSize <= 0 {
+		opt.MaxValuesSize = 16 << 20
+	}
+	if opt.Log == nil {
+		opt.Log = slog.New(slog.DiscardHandler)
+	}
+	c := &Collector{procs: procs, opt: opt, groups: map[groupKey]*group{}, mntns: map[pidStart]string{}}
+	c.exports.Store(&map[int]struct{}{})
+	return c
+}
+
+// Count returns the number of applications read in the latest scan.
+func (c *Collector) Count() int { return int(c.count.Load()) }
+
+// Exports reports whether pid's metrics were read in the latest scan.
+func (c *Collector) Exports(pid int) bool {
+	_, ok := (*c.exports.Load())[pid]
+	return ok
+}
+
+// Collect implements series.Collector.
+func (c *Collector) Collect(ctx context.Context, sink series.Sink) error {
+	table := c.procs.Table()
+	for _, g := range c.groups {
+		g.seen = false
+	}
+	alive := make(map[pidStart]bool, 64)
+	exports := make(map[int]struct{}, len(c.groups))
+	lowest := make(map[groupKey]*sysscan.Process, len(c.groups))
+	for i := range table {
+		p := &table[i]
+		if p.CantalPath == "" {
+			continue
+		}
+		ps := pidStart{p.PID, p.StartTime}
+		alive[ps] = true
+		ns, ok := c.mntns[ps]
+		if !ok {
+			link, err := os.Readlink(c.opt.Proc + "/" + strconv.Itoa(p.PID) + "/ns/mnt")
+			if err != nil {
+				continue // gone meanwhile
+			}
+			ns = link
+			c.mntns[ps] = ns
+		}
+		k := groupKey{ns: ns, uid: p.UID, path: p.CantalPath}
+		if b := lowest[k]; b == nil || p.PID < b.PID {
+			lowest[k] = p
+		}
+		exports[p.PID] = struct{}{}
+	}
+	for k, p := range lowest {
+		g := c.groups[k]
+		if g == nil {
+			g = &group{key: k}
+			c.groups[k] = g
+		}
+		if g.reader == nil || g.rootPID != p.PID {
+			g.setRoot(c, p)
+		}
+		g.seen = true
+	}
+	for ps := range c.mntns {
+		if !alive[ps] {
+			delete(c.mntns, ps)
+		}
+	}
+	n := 0
+	for k, g := range c.groups {
+		if !g.seen {
+			g.close()
+			delete(c.groups, k)
+			continue
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if g.read(sink) {
+			n++
+		}
+	}
+	c.count.Store(int64(n))
+	c.exports.Store(&exports)
+	return nil
+}
+
+// setRoot makes p the process the group's files are opened through and its labels come from.
+func (g *group) setRoot(c *Collector, p *sysscan.Process) {
+	g.close()
+	g.rootPID = p.PID
+	root := c.opt.Proc + "/" + strconv.Itoa(p.PID) + "/root"
+	pol := safefile.Policy{Root: root, UID: p.UID, MaxSize: max(c.opt.MaxMetaSize, c.opt.MaxValuesSize)}
+	// The reader names files by root+path (used only to notice a replaced file cheaply); every
+	// open goes through the policy, resolved inside the process's root.
+	g.reader = shm.NewReader(root+g.key.path, shm.ReaderOptions{
+		Open: func(name string) (*os.File, error) {
+			return pol.Open(strings.TrimPrefix(name, root))
+		},
+		MaxMetaSize:   c.opt.MaxMetaSize,
+		MaxValuesSize: c.opt.MaxValuesSize,
+	})
+	g.labels = series.Labels{"pid": strconv.Itoa(p.PID), "process": p.Name}
+	if p.Cgroup != "" {
+		g.labels["cgroup"] = p.Cgroup
+	}
+	if p.CantalAppName != "" {
+		g.labels["appname"] = p.CantalAppName
+	}
+	g.layout, g.refs = nil, nil
+}
+
+func (g *group) close() {
+	if g.reader != nil {
+		g.reader.Close()
+		g.reader = nil
+	}
+}
+
+// read reads the group's files into sink; it reports whether values were read.
+func (g *group) read(sink series.Sink) bool {
+	snap, err := g.reader.Read()
+	source := g.key.path + " (pid " + strconv.Itoa(g.rootPID) + ")"
+	if err != nil {
+		if errors.Is(err, shm.ErrNotReady) {
+			return false // between the client's two renames; next scan
+		}
+		if errors.Is(err, os.ErrNotExist) {
+			sink.Problem(source, "metrics files not found (yet)")
+			return false
+		}
+		sink.Problem(source, err.Error())
+		return false
+	}
+	if snap.LayoutChanged || g.layout != snap.Layout {
+		g.layout = snap.Layout
+		g.refs = g.refs[:0]
+		g.texts = make([]string, len(g.layout.Entries))
+		for i := range g.layout.Entries {
+			e := &g.layout.Entries[i]
+			labels := make(series.Labels, len(e.Labels)+len(g.labels))
+			for k, v := range e.Labels {
+				labels[k] = v
+			}
+			for k, v := range g.labels { // the agent's labels win: a process cannot pose as another
+				labels[k] = v
+			}
+			g.refs = append(g.refs, sink.Series(labels, kindOf(e.Kind)))
+		}
+		for _, s := range g.layout.Skipped {
+			sink.Problem(source, s)
+		}
+	}
+	for i := range g.layout.Entries {
+		e := &g.layout.Entries[i]
+		if e.Kind == shm.KindState {
+			since, text := e.State(snap.Values)
+			if g.texts[i] != string(text) { // no allocation: compiler-optimised comparison
+				g.texts[i] = string(text)
+			}
+			sink.PutState(g.refs[i], since, g.texts[i])
+			continue
+		}
+		sink.Put(g.refs[i], e.Bits(snap.Values))
+	}
+	return true
+}
+
+func kindOf(k shm.Kind) series.Kind {
+	switch k {
+	case shm.KindCounter:
+		return series.Counter
+	case shm.KindLevel:
+		return series.Level
+	case shm.KindFloat:
+		return series.Float
+	}
+	return series.State
+}

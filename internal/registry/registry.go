@@ -1,0 +1,338 @@
+// Package registry is the agent's table of live series: the series.Sink that every scan is written
+// into, backed by the history store, and the read side that queries, exports and subscriptions
+// use.
+//
+// Concurrency: exactly one goroutine (the scanner) calls Begin, the Sink methods and Commit.
+// Readers (Latest, Series, Problems, Scan) may run on any goroutine at any time; they never block
+// the scanner for longer than it takes to swap a pointer.
+package registry
+
+import (
+	"fmt"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cantal-go/cantal/internal/history"
+	"github.com/cantal-go/cantal/internal/series"
+)
+
+// Registry maps series to history and keeps what history does not: states, problems and the
+// scan clock.
+type Registry struct {
+	hist      *history.Store
+	retention time.Duration
+	log       *slog.Logger
+
+	// Scanner-owned.
+	byKey   map[string]*series.Ref
+	entries []*entry // by Ref.ID; nil slots are free
+	free    []int32
+	changed bool // set of series changed in this scan
+	scanTS  int64
+	probs   []Problem
+	logged  map[Problem]int64 // problems already logged, with the scan they were last seen in
+
+	// Published for readers after each Commit.
+	view atomic.Pointer[View]
+
+	subsMu sync.Mutex
+	subs   map[chan<- *View]struct{}
+}
+
+type entry struct {
+	ref    *series.Ref
+	hid    history.ID
+	lastTS atomic.Int64                  // ts of the scan that last wrote it
+	state  atomic.Pointer[series.Sample] // states only: latest text and since
+}
+
+// Problem is one source that could not be read in a scan, and why.
+type Problem struct {
+	Source string `json:"source"`
+	Reason string `json:"reason"`
+}
+
+// View is what readers see of one committed scan: the scan time, the series known after it,
+// and the problems it met. A View is immutable.
+type View struct {
+	TS       int64
+	entries  []*entry
+	Problems []Problem
+}
+
+// New returns a Registry writing into hist. Series already in hist (loaded from a snapshot) are
+// known from the start.
+// States, which have no history, are forgotten when not seen for retention.
+func New(hist *history.Store, retention time.Duration, log *slog.Logger) *Registry {
+	r := &Registry{
+		hist:      hist,
+		retention: retention,
+		log:       log,
+		byKey:     map[string]*series.Ref{},
+		logged:    map[Problem]int64{},
+		subs:      map[chan<- *View]struct{}{},
+	}
+	hist.Each(func(id history.ID, key string, kind series.Kind) bool {
+		labels, err := series.ParseKey(key)
+		if err != nil {
+			log.Warn("history holds a series with an unreadable key", "key", key, "err", err)
+			return true
+		}
+		ref := &series.Ref{Labels: labels, Key: key, Kind: kind}
+		r.add(ref, id)
+		return true
+	})
+	r.publish()
+	return r
+}
+
+// History returns the store behind the registry.
+func (r *Registry) History() *history.Store { return r.hist }
+
+func (r *Registry) add(ref *series.Ref, hid history.ID) *entry {
+	e := &entry{ref: ref, hid: hid}
+	if n := len(r.free); n > 0 {
+		ref.ID = r.free[n-1]
+		r.free = r.free[:n-1]
+		r.entries[ref.ID] = e
+	} else {
+		ref.ID = int32(len(r.entries))
+		r.entries = append(r.entries, e)
+	}
+	r.byKey[ref.Key] = ref
+	r.changed = true
+	return e
+}
+
+// Begin starts a scan taken at tsMs (unix ms).
+func (r *Registry) Begin(tsMs int64) {
+	r.scanTS = tsMs
+	r.probs = r.probs[:0:0]
+	r.hist.Begin(tsMs)
+}
+
+// Series implements series.Sink.
+func (r *Registry) Series(labels series.Labels, kind series.Kind) *series.Ref {
+	key := labels.Key()
+	if ref, ok := r.byKey[key]; ok {
+		if ref.Kind != kind {
+			// The same labels now carry another kind (an application changed a metric's type).
+			// The old series keeps its key until its history expires; the new values are
+			// refused meanwhile, and the status says why.
+			r.Problem(key, fmt.Sprintf("series changed kind from %s to %s; new values dropped until the old history expires", ref.Kind, kind))
+			return &series.Ref{Labels: labels, Key: key, Kind: kind, ID: -1}
+		}
+		return ref
+	}
+	ref := &series.Ref{Labels: labels, Key: key, Kind: kind, ID: -1}
+	r.attach(ref)
+	return ref
+}
+
+// attach gives a detached Ref an entry. It fails (nil) when the key is taken by a series of
+// another kind, in the registry or in the history.
+func (r *Registry) attach(ref *series.Ref) *entry {
+	if cur, ok := r.byKey[ref.Key]; ok {
+		if cur.Kind != ref.Kind {
+			return nil
+		}
+		return r.entries[cur.ID]
+	}
+	var hid history.ID
+	if ref.Kind != series.State {
+		id, err := r.hist.Series(ref.Key, ref.Kind)
+		if err != nil {
+			r.Problem(ref.Key, err.Error())
+			return nil
+		}
+		hid = id
+	}
+	return r.add(ref, hid)
+}
+
+// entry returns ref's entry. Invariant: ref.ID >= 0 exactly when entries[ref.ID].ref == ref. A Ref
+// whose series expired while its collector still held it is attached again.
+func (r *Registry) entry(ref *series.Ref) *entry {
+	if ref.ID >= 0 {
+		return r.entries[ref.ID]
+	}
+	return r.attach(ref)
+}
+
+// Put implements series.Sink.
+func (r *Registry) Put(ref *series.Ref, bits uint64) {
+	e := r.entry(ref)
+	if e == nil || ref.Kind == series.State {
+		return
+	}
+	r.hist.Add(e.hid, bits)
+	e.lastTS.Store(r.scanTS)
+}
+
+// PutState implements series.Sink.
+func (r *Registry) PutState(ref *series.Ref, sinceMs int64, text string) {
+	e := r.entry(ref)
+	if e == nil || ref.Kind != series.State {
+		return
+	}
+	if old := e.state.Load(); old == nil || old.Since != sinceMs || old.Text != text {
+		e.state.Store(&series.Sample{Labels: ref.Labels, Kind: series.State, Since: sinceMs, Text: text})
+	}
+	e.lastTS.Store(r.scanTS)
+}
+
+// Problem implements series.Sink. Each distinct (source, reason) is logged when it first appears
+// (and again if it comes back after having gone away).
+func (r *Registry) Problem(source, reason string) {
+	p := Problem{source, reason}
+	r.probs = append(r.probs, p)
+	if _, seen := r.logged[p]; !seen {
+		r.log.Warn("scan problem", "source", source, "reason", reason)
+	}
+	r.logged[p] = r.scanTS
+}
+
+func (r *Registry) remove(ref *series.Ref) {
+	if r.byKey[ref.Key] == ref {
+		delete(r.byKey, ref.Key)
+	}
+	if ref.ID >= 0 && int(ref.ID) < len(r.entries) && r.entries[ref.ID] != nil && r.entries[ref.ID].ref == ref {
+		r.entries[ref.ID] = nil
+		r.free = append(r.free, ref.ID)
+	}
+	ref.ID = -1
+	r.changed = true
+}
+
+// Commit ends the scan: the history gets its points, expired history is dropped, and readers
+// and subscribers see the new View.
+func (r *Registry) Commit() {
+	r.hist.Commit()
+	for _, key := range r.hist.Expire() {
+		if ref, ok := r.byKey[key]; ok && ref.Kind != series.State {
+			r.remove(ref)
+		}
+	}
+	// States keep no history: forget one unseen for the retention period.
+	horizon := r.scanTS - r.retention.Milliseconds()
+	for _, e := range r.entries {
+		if e != nil && e.ref.Kind == series.State && e.lastTS.Load() < horizon {
+			r.remove(e.ref)
+		}
+	}
+	// Forget logged problems that did not recur, so a problem that comes back is logged again.
+	for p, ts := range r.logged {
+		if ts != r.scanTS {
+			delete(r.logged, p)
+		}
+	}
+	r.publish()
+}
+
+func (r *Registry) publish() {
+	v := &View{TS: r.scanTS, Problems: r.probs}
+	if old := r.view.Load(); old != nil && !r.changed {
+		v.entries = old.entries
+	} else {
+		v.entries = make([]*entry, 0, len(r.byKey))
+		for _, e := range r.entries {
+			if e != nil {
+				v.entries = append(v.entries, e)
+			}
+		}
+		sort.Slice(v.entries, func(i, j int) bool { return v.entries[i].ref.Key < v.entries[j].ref.Key })
+	}
+	r.changed = false
+	r.view.Store(v)
+	r.subsMu.Lock()
+	for ch := range r.subs {
+		select {
+		case ch <- v:
+		default: // a slow subscriber misses a view, never the scanner's time
+		}
+	}
+	r.subsMu.Unlock()
+}
+
+// View returns the latest committed scan.
+func (r *Registry) View() *View { return r.view.Load() }
+
+// Subscribe makes ch receive each new View after a Commit; a send that would block is dropped.
+// The returned function ends the subscription.
+func (r *Registry) Subscribe(ch chan<- *View) (cancel func()) {
+	r.subsMu.Lock()
+	r.subs[ch] = struct{}{}
+	r.subsMu.Unlock()
+	return func() {
+		r.subsMu.Lock()
+		delete(r.subs, ch)
+		r.subsMu.Unlock()
+	}
+}
+
+// Len returns the number of series in the view.
+func (v *View) Len() int { return len(v.entries) }
+
+// Each calls fn for every series in the view, in key order, until fn returns false. live tells
+// whether the series was written in the view's scan.
+func (v *View) Each(fn func(h Handle) bool) {
+	for _, e := range v.entries {
+		if !fn(Handle{e: e, viewTS: v.TS}) {
+			return
+		}
+	}
+}
+
+// Handle is a reader's access to one series of a View.
+type Handle struct {
+	e      *entry
+	viewTS int64
+}
+
+// Labels returns the series' labels; the caller must not modify them.
+func (h Handle) Labels() series.Labels { return h.e.ref.Labels }
+
+// Key returns the series' canonical key.
+func (h Handle) Key() string { return h.e.ref.Key }
+
+// Kind returns the series' kind.
+func (h Handle) Kind() series.Kind { return h.e.ref.Kind }
+
+// HistoryID returns the series' id in the history store; meaningless for states.
+func (h Handle) HistoryID() history.ID { return h.e.hid }
+
+// Live reports whether the series was written by the view's scan (or a later one).
+func (h Handle) Live() bool { return h.e.lastTS.Load() >= h.viewTS && h.viewTS != 0 }
+
+// Latest returns the series' latest value, with the rate of a counter when its last two points
+// are consecutive without a reset. ok is false for a series with no value yet.
+func (h Handle) Latest(hist *history.Store, scratch []history.Point) (s series.Sample, ok bool) {
+	s.Labels = h.e.ref.Labels
+	s.Kind = h.e.ref.Kind
+	if s.Kind == series.State {
+		st := h.e.state.Load()
+		if st == nil {
+			return s, false
+		}
+		s.Text, s.Since, s.TS = st.Text, st.Since, h.e.lastTS.Load()
+		return s, true
+	}
+	if s.Kind == series.Counter {
+		pts := hist.Last(h.e.hid, 2, scratch[:0])
+		if len(pts) == 0 {
+			return s, false
+		}
+		last := pts[len(pts)-1]
+		s.TS, s.Bits = last.TS, last.Bits
+		if len(pts) == 2 {
+			s.Rate, s.HasRate = history.Rate(pts[0], last)
+		}
+		return s, true
+	}
+	p, ok := hist.Latest(h.e.hid)
+	s.TS, s.Bits = p.TS, p.Bits
+	return s, ok
+}
