@@ -1,0 +1,273 @@
+package shm
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// parseLabels parses the JSON subset allowed in a metadata line: one flat object with string
+// keys and string values, at least one key, every key once, surrounded by optional JSON
+// whitespace. Escapes, including \uXXXX surrogate pairs as Python's json.dumps writes them, are
+// decoded; a lone surrogate becomes U+FFFD as in encoding/json. The input must be valid UTF-8.
+func parseLabels(s []byte) (map[string]string, error) {
+	p := jsonParser{s: s}
+	p.ws()
+	if !p.eat('{') {
+		return nil, p.errorf("metadata must be a JSON object")
+	}
+	labels := make(map[string]string, 2)
+	p.ws()
+	if p.eat('}') {
+		return nil, errors.New("metadata object has no keys")
+	}
+	for {
+		p.ws()
+		if p.peek() != '"' {
+			return nil, p.errorf("expected a string key")
+		}
+		k, err := p.str()
+		if err != nil {
+			return nil, err
+		}
+		p.ws()
+		if !p.eat(':') {
+			return nil, p.errorf("expected ':' after key %q", k)
+		}
+		p.ws()
+		if p.peek() != '"' {
+			return nil, p.errorf("value of key %q is not a string", k)
+		}
+		v, err := p.str()
+		if err != nil {
+			return nil, err
+		}
+		if _, dup := labels[k]; dup {
+			return nil, fmt.Errorf("duplicate key %q in metadata object", k)
+		}
+		labels[k] = v
+		p.ws()
+		if p.eat(',') {
+			continue
+		}
+		if p.eat('}') {
+			break
+		}
+		return nil, p.errorf("expected ',' or '}'")
+	}
+	p.ws()
+	if p.i != len(p.s) {
+		return nil, p.errorf("trailing data after metadata object")
+	}
+	return labels, nil
+}
+
+type jsonParser struct {
+	s []byte
+	i int
+}
+
+func (p *jsonParser) errorf(format string, args ...any) error {
+	where := "end of metadata"
+	if p.i < len(p.s) {
+		where = fmt.Sprintf("column %d (%q)", p.i+1, p.s[p.i])
+	}
+	return fmt.Errorf("bad JSON at %s: %s", where, fmt.Sprintf(format, args...))
+}
+
+func (p *jsonParser) peek() byte {
+	if p.i < len(p.s) {
+		return p.s[p.i]
+	}
+	return 0
+}
+
+func (p *jsonParser) eat(c byte) bool {
+	if p.i < len(p.s) && p.s[p.i] == c {
+		p.i++
+		return true
+	}
+	return false
+}
+
+func (p *jsonParser) ws() {
+	for p.i < len(p.s) {
+		switch p.s[p.i] {
+		case ' ', '\t':
+			p.i++
+		default:
+			return
+		}
+	}
+}
+
+// str parses a JSON string starting at the opening quote.
+func (p *jsonParser) str() (string, error) {
+	p.i++ // opening quote
+	start := p.i
+	// Fast path: no escapes.
+	for p.i < len(p.s) {
+		c := p.s[p.i]
+		if c == '"' {
+			s := p.s[start:p.i]
+			p.i++
+			if !utf8.Valid(s) {
+				return "", errors.New("bad JSON: string is not valid UTF-8")
+			}
+			return string(s), nil
+		}
+		if c == '\\' || c < 0x20 {
+			break
+		}
+		p.i++
+	}
+	buf := append([]byte(nil), p.s[start:p.i]...)
+	for p.i < len(p.s) {
+		c := p.s[p.i]
+		switch {
+		case c == '"':
+			p.i++
+			if !utf8.Valid(buf) {
+				return "", errors.New("bad JSON: string is not valid UTF-8")
+			}
+			return string(buf), nil
+		case c < 0x20:
+			return "", p.errorf("control character in string")
+		case c != '\\':
+			buf = append(buf, c)
+			p.i++
+			continue
+		}
+		p.i++ // backslash
+		if p.i >= len(p.s) {
+			break
+		}
+		e := p.s[p.i]
+		p.i++
+		switch e {
+		case '"', '\\', '/':
+			buf = append(buf, e)
+		case 'b':
+			buf = append(buf, '\b')
+		case 'f':
+			buf = append(buf, '\f')
+		case 'n':
+			buf = append(buf, '\n')
+		case 'r':
+			buf = append(buf, '\r')
+		case 't':
+			buf = append(buf, '\t')
+		case 'u':
+			r, ok := p.hex4()
+			if !ok {
+				return "", p.errorf("bad \\u escape")
+			}
+			if utf16.IsSurrogate(r) {
+				r2 := utf8.RuneError
+				if p.i+1 < len(p.s) && p.s[p.i] == '\\' && p.s[p.i+1] == 'u' {
+					save := p.i
+					p.i += 2
+					if lo, ok := p.hex4(); ok {
+						if d := utf16.DecodeRune(r, lo); d != utf8.RuneError {
+							r2 = d
+						} else {
+							p.i = save
+						}
+					} else {
+						return "", p.errorf("bad \\u escape")
+					}
+				}
+				r = r2
+			}
+			buf = utf8.AppendRune(buf, r)
+		default:
+			p.i--
+			return "", p.errorf("bad escape '\\%c'", e)
+		}
+	}
+	return "", p.errorf("unterminated string")
+}
+
+func (p *jsonParser) hex4() (rune, bool) {
+	if p.i+4 > len(p.s) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range p.s[p.i : p.i+4] {
+		switch {
+		case c >= '0' && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case c >= 'a' && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case c >= 'A' && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	p.i += 4
+	return r, true
+}
+
+// appendLabelsJSON appends labels as the existing clients write them: Python's
+// json.dumps(labels, sort_keys=True) with its defaults, that is keys sorted, ", " between
+// members, ": " after a key, and every character outside printable ASCII escaped (\uXXXX with
+// lowercase hex, surrogate pairs above U+FFFF). keys must be sorted.
+func appendLabelsJSON(b []byte, keys []string, labels map[string]string) []byte {
+	b = append(b, '{')
+	for i, k := range keys {
+		if i > 0 {
+			b = append(b, ", "...)
+		}
+		b = appendPyString(b, k)
+		b = append(b, ": "...)
+		b = appendPyString(b, labels[k])
+	}
+	return append(b, '}')
+}
+
+func appendPyString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	u := func(b []byte, r rune) []byte {
+		return append(b, '\\', 'u', hex[r>>12&15], hex[r>>8&15], hex[r>>4&15], hex[r&15])
+	}
+	b = append(b, '"')
+	for _, r := range s {
+		switch {
+		case r == '"' || r == '\\':
+			b = append(b, '\\', byte(r))
+		case r == '\n':
+			b = append(b, `\n`...)
+		case r == '\r':
+			b = append(b, `\r`...)
+		case r == '\t':
+			b = append(b, `\t`...)
+		case r == '\b':
+			b = append(b, `\b`...)
+		case r == '\f':
+			b = append(b, `\f`...)
+		case r >= 0x20 && r < 0x7f:
+			b = append(b, byte(r))
+		case r > 0xffff:
+			hi, lo := utf16.EncodeRune(r)
+			b = u(u(b, hi), lo)
+		default:
+			b = u(b, r)
+		}
+	}
+	return append(b, '"')
+}
+
+// labelsKey returns a canonical identity of a label set, used to find duplicates.
+func labelsKey(keys []string, labels map[string]string) string {
+	var b []byte
+	for _, k := range keys {
+		b = strconv.AppendQuote(b, k)
+		b = append(b, '=')
+		b = strconv.AppendQuote(b, labels[k])
+		b = append(b, ',')
+	}
+	return string(b)
+}
