@@ -1,0 +1,54 @@
+package sysscan
+
+import (
+	"os"
+	"path/filepath"
+)
+
+// Options says where the collectors find procfs and sysfs. The zero value means the host's own
+// /proc and /sys. Options are copied by the constructors and never modified.
+type Options struct {
+	// Proc is the procfs mount point, "/proc" when empty. An agent running in a container with
+	// the host's procfs mounted elsewhere sets it (e.g. "/host/proc").
+	Proc string
+	// Sys is the sysfs mount point, "/sys" when empty. Cgroup hierarchies are looked up under
+	// Sys/fs/cgroup.
+	Sys string
+	// ClockTick is USER_HZ, the unit of the tick counters in /proc/stat and /proc/PID/stat;
+	// 100 when zero (the value on every Linux architecture Go supports).
+	ClockTick int
+	// PageSize is the size of a memory page in bytes; os.Getpagesize() when zero.
+	PageSize int
+	// MaxRead caps how much of /proc/PID/cmdline and /proc/PID/environ is read; 64 KiB when
+	// zero. A longer command line is truncated; a CANTAL_PATH beyond the cap is not seen.
+	MaxRead int
+}
+
+func (o Options) withDefaults() Options {
+	if o.Proc == "" {
+		o.Proc = "/proc"
+	}
+	if o.Sys == "" {
+		o.Sys = "/sys"
+	}
+	if o.ClockTick <= 0 {
+		o.ClockTick = 100
+	}
+	if o.PageSize <= 0 {
+		o.PageSize = os.Getpagesize()
+	}
+	if o.MaxRead <= 0 {
+		o.MaxRead = 64 << 10
+	}
+	o.Proc = filepath.Clean(o.Proc)
+	o.Sys = filepath.Clean(o.Sys)
+	return o
+}
+
+// ticksToMs converts clock ticks to milliseconds.
+func (o *Options) ticksToMs(t uint64) uint64 {
+	if o.ClockTick == 100 {
+		return t * 10
+	}
+	return t * 1000 / uint64(o.ClockTick)
+}

@@ -1,0 +1,392 @@
+package sysscan
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/cantal-go/cantal/internal/series"
+	"golang.org/x/sys/unix"
+)
+
+// Process is one row of the process table. Its strings and Cmdline are shared between
+// snapshots and must be treated as read-only.
+type Process struct {
+	PID, PPID, UID int
+	Name           string   // comm, the kernel's 15-byte command name
+	Cmdline        []string // nil for kernel threads and zombies
+	State          string   // one letter as in ps: R, S, D, Z, T, t, X, I, ...
+	StartTime      int64    // unix ms
+	Threads        int
+	CPUUser        float64 // seconds
+	CPUSystem      float64 // seconds
+	CPUPercent     float64 // of one CPU, since the previous scan; 0 on a process's first scan
+	RSS, VSZ, Swap uint64  // bytes
+	ReadBytes      uint64  // bytes fetched from storage (0 when /proc/PID/io is unreadable)
+	WriteBytes     uint64
+	Cgroup         string // see the package's cgroup rules; "" for the root cgroup
+	CantalPath     string // CANTAL_PATH from the process's environment at exec
+	CantalAppName  string // CANTAL_APPNAME
+}
+
+// Per-process series, in the order of procState.refs.
+const (
+	pmUser = iota
+	pmSystem
+	pmRSS
+	pmVSZ
+	pmSwap
+	pmThreads
+	pmRead
+	pmWrite
+	pmNum
+)
+
+var processMetrics = [pmNum]struct {
+	name string
+	kind series.Kind
+}{
+	pmUser:    {"process.cpu.user_ms", series.Counter},
+	pmSystem:  {"process.cpu.system_ms", series.Counter},
+	pmRSS:     {"process.memory.rss", series.Level},
+	pmVSZ:     {"process.memory.vsize", series.Level},
+	pmSwap:    {"process.memory.swap", series.Level},
+	pmThreads: {"process.threads", series.Level},
+	pmRead:    {"process.io.read_bytes", series.Counter},
+	pmWrite:   {"process.io.write_bytes", series.Counter},
+}
+
+// procState is what Processes remembers of a pid between scans. A pid is the same process
+// while its start time is; an exec (a new comm) keeps the pid and start time but re-reads the
+// command line and environment.
+type procState struct {
+	pid        int
+	pidStr     string
+	startTicks uint64
+	name       string
+	cmdline    []string
+	env        cantalEnv
+	cgroup     *cgroupInfo
+	refs       [pmNum]*series.Ref
+	refsFor    string // cgroup name the refs were made with
+	prevCPU    uint64 // utime+stime ticks at prevAt
+	prevAt     time.Time
+	seen       uint64
+}
+
+// Processes is a series.Collector that scans every /proc/PID, emits per-process series
+// labelled {metric, pid, process, cgroup} and per-cgroup series labelled {metric, cgroup}
+// (see cgroup_name.go for what a process's cgroup is), and keeps the latest process table.
+//
+// Collect must not be called concurrently with itself; Table and AppendTable may be called from
+// any goroutine at any time.
+type Processes struct {
+	opt     Options
+	cg      *cgroupTracker
+	procs   map[int]*procState
+	gen     uint64
+	btimeMs int64 // boot time, read once so start times stay stable
+
+	pids    []int
+	dirents []byte
+	path    []byte
+	buf     []byte
+	big     []byte
+
+	mu        sync.RWMutex
+	published []Process // guarded by mu; never modified after publication until swapped out
+	building  []Process // owned by Collect
+}
+
+// NewProcesses returns a process collector reading opt.Proc and opt.Sys.
+func NewProcesses(opt Options) *Processes {
+	opt = opt.withDefaults()
+	return &Processes{
+		opt:     opt,
+		cg:      newCgroupTracker(opt),
+		procs:   map[int]*procState{},
+		dirents: make([]byte, 32<<10),
+		buf:     make([]byte, 0, 4096),
+	}
+}
+
+// Table returns a copy of the process table of the latest complete scan, sorted by pid. It is
+// safe to call from any goroutine; the copy belongs to the caller (its strings and Cmdline
+// slices are shared and read-only).
+func (p *Processes) Table() []Process {
+	return p.AppendTable(nil)
+}
+
+// AppendTable appends the latest process table to dst and returns it, for callers that reuse a
+// buffer. It is safe to call from any goroutine.
+func (p *Processes) AppendTable(dst []Process) []Process {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return append(dst, p.published...)
+}
+
+// isGone reports whether err means the process exited while being read.
+func isGone(err error) bool {
+	return errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ESRCH)
+}
+
+// Collect implements series.Collector: one scan of every process.
+func (p *Processes) Collect(ctx context.Context, sink series.Sink) error {
+	procfd, err := openDir(p.opt.Proc)
+	if err != nil {
+		return fmt.Errorf("scan processes: %w", err)
+	}
+	defer unix.Close(procfd)
+	if p.btimeMs == 0 {
+		if err := p.readBtime(procfd); err != nil {
+			return fmt.Errorf("scan processes: %w", err)
+		}
+	}
+	p.pids, err = pidDirs(procfd, p.dirents, p.pids[:0])
+	if err != nil {
+		return fmt.Errorf("scan processes: %w", err)
+	}
+	p.gen++
+	now := time.Now()
+	table := p.building[:0]
+	var ioDenied bool
+	for i, pid := range p.pids {
+		if i&255 == 255 && ctx.Err() != nil {
+			return fmt.Errorf("scan processes: %w", ctx.Err())
+		}
+		row, ok, denied := p.scanPID(procfd, pid, now, sink)
+		ioDenied = ioDenied || denied
+		if ok {
+			table = append(table, row)
+		}
+	}
+	if ioDenied {
+		sink.Problem(p.opt.Proc+"/PID/io", "permission denied for some processes: their read and write bytes are missing (the agent is not root, or they are protected)")
+	}
+	for pid, st := range p.procs {
+		if st.seen != p.gen {
+			delete(p.procs, pid)
+		}
+	}
+	p.cg.collect(sink, p.gen)
+
+	p.mu.Lock()
+	p.published, p.building = table, p.published
+	p.mu.Unlock()
+	clear(p.building) // drop references to strings of processes that are gone
+	p.building = p.building[:0]
+	return nil
+}
+
+func (p *Processes) readBtime(procfd int) error {
+	p.path = append(p.path[:0], "stat\x00"...)
+	b, err := readFileAt(procfd, p.path, &p.big, 4<<20)
+	if err != nil {
+		return fmt.Errorf("read %s/stat: %w", p.opt.Proc, err)
+	}
+	var s procStat
+	if err := parseProcStat(b, &s); err != nil {
+		return err
+	}
+	if s.Btime == 0 {
+		return fmt.Errorf("%s/stat has no btime", p.opt.Proc)
+	}
+	p.btimeMs = int64(s.Btime) * 1000
+	return nil
+}
+
+// pidPath sets p.path to "PID/file\0".
+func (p *Processes) pidPath(pid int, file string) []byte {
+	b := strconv.AppendInt(p.path[:0], int64(pid), 10)
+	b = append(b, '/')
+	b = append(b, file...)
+	p.path = append(b, 0)
+	return p.path
+}
+
+// readPID reads PID/file into p.buf. gone is true when the process exited.
+func (p *Processes) readPID(procfd, pid int, file string, limit int) (b []byte, gone bool, err error) {
+	b, err = readFileAt(procfd, p.pidPath(pid, file), &p.buf, limit)
+	if err != nil {
+		if isGone(err) {
+			return nil, true, err
+		}
+		if errors.Is(err, errTooLong) {
+			return b, false, err
+		}
+		return nil, false, fmt.Errorf("read %s/%d/%s: %w", p.opt.Proc, pid, file, err)
+	}
+	return b, false, nil
+}
+
+// scanPID reads one process. ok is false when it vanished or could not be read (a problem is
+// reported for the latter).
+func (p *Processes) scanPID(procfd, pid int, now time.Time, sink series.Sink) (row Process, ok, ioDenied bool) {
+	b, gone, err := p.readPID(procfd, pid, "stat", 4096)
+	if gone {
+		return row, false, false
+	}
+	if err != nil || len(b) == 0 {
+		if err == nil {
+			return row, false, false // an exiting process may read as empty
+		}
+		sink.Problem(fmt.Sprintf("%s/%d/stat", p.opt.Proc, pid), err.Error())
+		return row, false, false
+	}
+	ps, err := parsePIDStat(b)
+	if err != nil {
+		sink.Problem(fmt.Sprintf("%s/%d/stat", p.opt.Proc, pid), err.Error())
+		return row, false, false
+	}
+	st := p.procs[pid]
+	if st == nil || st.startTicks != ps.StartTicks {
+		st = &procState{pid: pid, pidStr: strconv.Itoa(pid), startTicks: ps.StartTicks}
+		p.procs[pid] = st
+	}
+	fresh := false
+	if st.name != string(ps.Comm) || st.prevAt.IsZero() { // no allocation when equal
+		if st.name != "" {
+			st.refs = [pmNum]*series.Ref{} // the process label changes
+		}
+		st.name = validString(ps.Comm)
+		fresh = true
+	}
+	row = Process{
+		PID: pid, PPID: ps.PPID, Name: st.name, State: stateString(ps.State),
+		StartTime: p.btimeMs + int64(p.opt.ticksToMs(ps.StartTicks)),
+		Threads:   int(ps.Threads),
+		CPUUser:   float64(ps.UTime) / float64(p.opt.ClockTick),
+		CPUSystem: float64(ps.STime) / float64(p.opt.ClockTick),
+		RSS:       ps.RSSPages * uint64(p.opt.PageSize),
+		VSZ:       ps.VSize,
+	}
+
+	if b, gone, err = p.readPID(procfd, pid, "status", 16<<10); gone {
+		return row, false, false
+	} else if err != nil {
+		sink.Problem(fmt.Sprintf("%s/%d/status", p.opt.Proc, pid), err.Error())
+	} else if s, err := parsePIDStatus(b); err != nil {
+		sink.Problem(fmt.Sprintf("%s/%d/status", p.opt.Proc, pid), err.Error())
+	} else {
+		row.UID, row.Swap = int(s.UID), s.Swap
+	}
+
+	if b, gone, err = p.readPID(procfd, pid, "io", 4096); gone {
+		return row, false, false
+	} else if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
+		ioDenied = true
+	} else if err != nil {
+		sink.Problem(fmt.Sprintf("%s/%d/io", p.opt.Proc, pid), err.Error())
+	} else if io, err := parsePIDIO(b); err != nil {
+		sink.Problem(fmt.Sprintf("%s/%d/io", p.opt.Proc, pid), err.Error())
+	} else {
+		row.ReadBytes, row.WriteBytes = io.ReadBytes, io.WriteBytes
+	}
+
+	if b, gone, err = p.readPID(procfd, pid, "cgroup", 64<<10); gone {
+		return row, false, false
+	} else if err != nil {
+		sink.Problem(fmt.Sprintf("%s/%d/cgroup", p.opt.Proc, pid), err.Error())
+	} else if ci, err := p.cg.intern(b, p.gen); err != nil {
+		sink.Problem(fmt.Sprintf("%s/%d/cgroup", p.opt.Proc, pid), err.Error())
+	} else {
+		st.cgroup = ci
+	}
+	if st.cgroup != nil {
+		row.Cgroup = st.cgroup.Name
+		p.cg.count(st.cgroup, p.gen)
+	}
+
+	if fresh {
+		p.readOnce(procfd, st, sink)
+	}
+	row.Cmdline, row.CantalPath, row.CantalAppName = st.cmdline, st.env.Path, st.env.AppName
+
+	cpu := ps.UTime + ps.STime
+	if !st.prevAt.IsZero() && cpu >= st.prevCPU {
+		if dt := now.Sub(st.prevAt).Seconds(); dt > 0 {
+			row.CPUPercent = float64(cpu-st.prevCPU) / float64(p.opt.ClockTick) / dt * 100
+		}
+	}
+	st.prevCPU, st.prevAt, st.seen = cpu, now, p.gen
+
+	if st.refsFor != row.Cgroup {
+		st.refs = [pmNum]*series.Ref{}
+		st.refsFor = row.Cgroup
+	}
+	vals := [pmNum]uint64{
+		pmUser:    p.opt.ticksToMs(ps.UTime),
+		pmSystem:  p.opt.ticksToMs(ps.STime),
+		pmRSS:     row.RSS,
+		pmVSZ:     row.VSZ,
+		pmSwap:    row.Swap,
+		pmThreads: ps.Threads,
+		pmRead:    row.ReadBytes,
+		pmWrite:   row.WriteBytes,
+	}
+	for m, v := range vals {
+		r := st.refs[m]
+		if r == nil {
+			l := series.Labels{"metric": processMetrics[m].name, "pid": st.pidStr, "process": st.name}
+			if row.Cgroup != "" {
+				l["cgroup"] = row.Cgroup
+			}
+			r = sink.Series(l, processMetrics[m].kind)
+			st.refs[m] = r
+		}
+		sink.Put(r, v)
+	}
+	return row, true, ioDenied
+}
+
+// readOnce reads the command line and environment of a new (or newly exec'd) process.
+func (p *Processes) readOnce(procfd int, st *procState, sink series.Sink) {
+	b, gone, err := p.readPID(procfd, st.pid, "cmdline", p.opt.MaxRead)
+	switch {
+	case gone:
+		return
+	case err != nil && !errors.Is(err, errTooLong):
+		sink.Problem(fmt.Sprintf("%s/%d/cmdline", p.opt.Proc, st.pid), err.Error())
+	default:
+		st.cmdline = parseCmdline(b)
+	}
+	b, gone, err = p.readPID(procfd, st.pid, "environ", p.opt.MaxRead)
+	switch {
+	case gone:
+		return
+	case errors.Is(err, errTooLong):
+		// The last variable may be cut: keep only the complete ones.
+		if i := lastIndexByte(b, 0); i >= 0 {
+			st.env = parseEnviron(b[:i])
+		}
+	case errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM):
+		// Not root, or a process we may not inspect: it exports no metrics as far as we know.
+	case err != nil:
+		sink.Problem(fmt.Sprintf("%s/%d/environ", p.opt.Proc, st.pid), err.Error())
+	default:
+		st.env = parseEnviron(b)
+	}
+}
+
+func lastIndexByte(b []byte, c byte) int {
+	for i := len(b) - 1; i >= 0; i-- {
+		if b[i] == c {
+			return i
+		}
+	}
+	return -1
+}
+
+// stateString returns the one-letter state without allocating for the known letters.
+func stateString(c byte) string {
+	const letters = "RSDZTtXxKWPI"
+	for i := 0; i < len(letters); i++ {
+		if letters[i] == c {
+			return letters[i : i+1]
+		}
+	}
+	return validString([]byte{c})
+}
