@@ -1,0 +1,324 @@
+package rrdd
+
+import (
+	"fmt"
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// jsonKind is the type of a parsed JSON value.
+type jsonKind uint8
+
+const (
+	jsonNull jsonKind = iota
+	jsonBool
+	jsonNumber // text holds the literal, including the non-standard Infinity, -Infinity, NaN
+	jsonString
+	jsonArray
+	jsonObject
+)
+
+// jsonValue is a parsed JSON value. Objects keep their members in document order, which matters:
+// v2 values pair with datasources in the order the metadata lists them.
+type jsonValue struct {
+	kind    jsonKind
+	text    string // string contents, number literal, "true"/"false"
+	members []jsonMember
+	items   []jsonValue
+}
+
+type jsonMember struct {
+	key   string
+	value jsonValue
+}
+
+// get returns the first member named key.
+func (v *jsonValue) get(key string) (*jsonValue, bool) {
+	for i := range v.members {
+		if v.members[i].key == key {
+			return &v.members[i].value, true
+		}
+	}
+	return nil, false
+}
+
+const maxJSONDepth = 32
+
+// jsonParser is a small strict JSON parser, except that it accepts the bare tokens Infinity,
+// -Infinity and NaN that Python's json.dumps writes for non-finite floats.
+type jsonParser struct {
+	b   []byte
+	pos int
+}
+
+// parseJSON parses b as exactly one JSON value with optional surrounding whitespace.
+func parseJSON(b []byte) (jsonValue, error) {
+	p := jsonParser{b: b}
+	v, err := p.value(0)
+	if err != nil {
+		return jsonValue{}, err
+	}
+	p.space()
+	if p.pos != len(p.b) {
+		return jsonValue{}, p.errorf("junk after the JSON value")
+	}
+	return v, nil
+}
+
+func (p *jsonParser) errorf(format string, args ...any) error {
+	return fmt.Errorf("json at offset %d: %s", p.pos, fmt.Sprintf(format, args...))
+}
+
+func (p *jsonParser) space() {
+	for p.pos < len(p.b) {
+		switch p.b[p.pos] {
+		case ' ', '\t', '\n', '\r':
+			p.pos++
+		default:
+			return
+		}
+	}
+}
+
+func (p *jsonParser) literal(s string) bool {
+	if len(p.b)-p.pos >= len(s) && string(p.b[p.pos:p.pos+len(s)]) == s {
+		p.pos += len(s)
+		return true
+	}
+	return false
+}
+
+func (p *jsonParser) value(depth int) (jsonValue, error) {
+	if depth > maxJSONDepth {
+		return jsonValue{}, p.errorf("nested deeper than %d", maxJSONDepth)
+	}
+	p.space()
+	if p.pos >= len(p.b) {
+		return jsonValue{}, p.errorf("unexpected end of input")
+	}
+	switch c := p.b[p.pos]; {
+	case c == '{':
+		return p.object(depth)
+	case c == '[':
+		return p.array(depth)
+	case c == '"':
+		s, err := p.str()
+		return jsonValue{kind: jsonString, text: s}, err
+	case p.literal("true"):
+		return jsonValue{kind: jsonBool, text: "true"}, nil
+	case p.literal("false"):
+		return jsonValue{kind: jsonBool, text: "false"}, nil
+	case p.literal("null"):
+		return jsonValue{kind: jsonNull}, nil
+	case p.literal("Infinity"):
+		return jsonValue{kind: jsonNumber, text: "Infinity"}, nil
+	case p.literal("-Infinity"):
+		return jsonValue{kind: jsonNumber, text: "-Infinity"}, nil
+	case p.literal("NaN"):
+		return jsonValue{kind: jsonNumber, text: "NaN"}, nil
+	case c == '-' || c >= '0' && c <= '9':
+		return p.number()
+	default:
+		return jsonValue{}, p.errorf("unexpected character %q", c)
+	}
+}
+
+func (p *jsonParser) object(depth int) (jsonValue, error) {
+	p.pos++ // {
+	v := jsonValue{kind: jsonObject}
+	p.space()
+	if p.pos < len(p.b) && p.b[p.pos] == '}' {
+		p.pos++
+		return v, nil
+	}
+	for {
+		p.space()
+		if p.pos >= len(p.b) || p.b[p.pos] != '"' {
+			return jsonValue{}, p.errorf("expected a member name")
+		}
+		key, err := p.str()
+		if err != nil {
+			return jsonValue{}, err
+		}
+		p.space()
+		if p.pos >= len(p.b) || p.b[p.pos] != ':' {
+			return jsonValue{}, p.errorf("expected ':' after member name %q", key)
+		}
+		p.pos++
+		val, err := p.value(depth + 1)
+		if err != nil {
+			return jsonValue{}, err
+		}
+		v.members = append(v.members, jsonMember{key, val})
+		p.space()
+		if p.pos >= len(p.b) {
+			return jsonValue{}, p.errorf("unexpected end of input in object")
+		}
+		switch p.b[p.pos] {
+		case ',':
+			p.pos++
+		case '}':
+			p.pos++
+			return v, nil
+		default:
+			return jsonValue{}, p.errorf("expected ',' or '}' in object, got %q", p.b[p.pos])
+		}
+	}
+}
+
+func (p *jsonParser) array(depth int) (jsonValue, error) {
+	p.pos++ // [
+	v := jsonValue{kind: jsonArray}
+	p.space()
+	if p.pos < len(p.b) && p.b[p.pos] == ']' {
+		p.pos++
+		return v, nil
+	}
+	for {
+		item, err := p.value(depth + 1)
+		if err != nil {
+			return jsonValue{}, err
+		}
+		v.items = append(v.items, item)
+		p.space()
+		if p.pos >= len(p.b) {
+			return jsonValue{}, p.errorf("unexpected end of input in array")
+		}
+		switch p.b[p.pos] {
+		case ',':
+			p.pos++
+		case ']':
+			p.pos++
+			return v, nil
+		default:
+			return jsonValue{}, p.errorf("expected ',' or ']' in array, got %q", p.b[p.pos])
+		}
+	}
+}
+
+func (p *jsonParser) number() (jsonValue, error) {
+	start := p.pos
+	if p.b[p.pos] == '-' {
+		p.pos++
+	}
+	digits := func() int {
+		n := 0
+		for p.pos < len(p.b) && p.b[p.pos] >= '0' && p.b[p.pos] <= '9' {
+			p.pos++
+			n++
+		}
+		return n
+	}
+	if p.pos < len(p.b) && p.b[p.pos] == '0' {
+		p.pos++
+	} else if digits() == 0 {
+		return jsonValue{}, p.errorf("malformed number")
+	}
+	if p.pos < len(p.b) && p.b[p.pos] == '.' {
+		p.pos++
+		if digits() == 0 {
+			return jsonValue{}, p.errorf("malformed number")
+		}
+	}
+	if p.pos < len(p.b) && (p.b[p.pos] == 'e' || p.b[p.pos] == 'E') {
+		p.pos++
+		if p.pos < len(p.b) && (p.b[p.pos] == '+' || p.b[p.pos] == '-') {
+			p.pos++
+		}
+		if digits() == 0 {
+			return jsonValue{}, p.errorf("malformed number")
+		}
+	}
+	return jsonValue{kind: jsonNumber, text: string(p.b[start:p.pos])}, nil
+}
+
+// str parses a string starting at the opening quote and returns its contents.
+func (p *jsonParser) str() (string, error) {
+	p.pos++ // "
+	start := p.pos
+	// Fast path: no escapes.
+	for p.pos < len(p.b) {
+		c := p.b[p.pos]
+		if c == '"' {
+			s := string(p.b[start:p.pos])
+			p.pos++
+			return s, nil
+		}
+		if c == '\\' || c < 0x20 {
+			break
+		}
+		p.pos++
+	}
+	buf := append([]byte(nil), p.b[start:p.pos]...)
+	for p.pos < len(p.b) {
+		c := p.b[p.pos]
+		switch {
+		case c == '"':
+			p.pos++
+			return string(buf), nil
+		case c < 0x20:
+			return "", p.errorf("control character in string")
+		case c != '\\':
+			buf = append(buf, c)
+			p.pos++
+			continue
+		}
+		p.pos++ // backslash
+		if p.pos >= len(p.b) {
+			break
+		}
+		e := p.b[p.pos]
+		p.pos++
+		switch e {
+		case '"', '\\', '/':
+			buf = append(buf, e)
+		case 'b':
+			buf = append(buf, '\b')
+		case 'f':
+			buf = append(buf, '\f')
+		case 'n':
+			buf = append(buf, '\n')
+		case 'r':
+			buf = append(buf, '\r')
+		case 't':
+			buf = append(buf, '\t')
+		case 'u':
+			r, ok := p.hex4()
+			if !ok {
+				return "", p.errorf("malformed \\u escape")
+			}
+			if utf16.IsSurrogate(r) {
+				save := p.pos
+				if p.literal(`\u`) {
+					if r2, ok := p.hex4(); ok {
+						if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
+							buf = utf8.AppendRune(buf, d)
+							continue
+						}
+					}
+				}
+				p.pos = save
+				r = utf8.RuneError
+			}
+			buf = utf8.AppendRune(buf, r)
+		default:
+			return "", p.errorf("unknown escape \\%c", e)
+		}
+	}
+	return "", p.errorf("unterminated string")
+}
+
+func (p *jsonParser) hex4() (rune, bool) {
+	if len(p.b)-p.pos < 4 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(string(p.b[p.pos:p.pos+4]), 16, 32)
+	if err != nil {
+		return 0, false
+	}
+	p.pos += 4
+	return rune(n), true
+}
+
+func utf8AppendRune(b []byte, r rune) []byte { return utf8.AppendRune(b, r) }
