@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -26,6 +27,10 @@ const (
 	DefaultMaxMetaSize   = 1 << 20  // 1 MiB: about ten thousand metrics
 	DefaultMaxValuesSize = 16 << 20 // 16 MiB
 )
+
+// youngValues is how long after its creation a .values file newer than its .meta is taken
+// for one whose .meta is not written yet.
+const youngValues = 2 * time.Second
 
 // maxAttempts bounds how often one Read starts over when files are replaced under it.
 const maxAttempts = 4
@@ -288,9 +293,11 @@ func (r *Reader) loadMeta() error {
 	}
 	// That moment may still be the one between a restarting writer's two renames, if it
 	// did not remove its old .meta first. Clients create .values before .meta, so a .values
-	// born after this .meta belongs to the next .meta.
+	// born after this .meta belongs to the next .meta. Only a young .values is suspect: files
+	// copied by other tools can have any birth order, and a writer is between its renames
+	// for microseconds, not for a whole youngValues.
 	if mb, ok := birthNs(r.metaPath.s); ok {
-		if vb, ok := birthNs(r.valuesPath.s); ok && vb > mb {
+		if vb, ok := birthNs(r.valuesPath.s); ok && vb > mb && time.Now().UnixNano()-vb < youngValues.Nanoseconds() {
 			return fmt.Errorf("%s: values file is newer than meta file: %w", r.base, ErrNotReady)
 		}
 	}
