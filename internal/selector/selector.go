@@ -25,7 +25,7 @@
 //     {pid!=""} those that have a non-empty one.
 //   - Regular expressions use RE2 syntax (package regexp), are anchored at both ends and run in
 //     single-line mode ('.' matches a newline), like Prometheus: {metric=~"cpu\\..*"}.
-//   - {} matches every series. An empty or blank selector is an error.
+//   - {} matches every series, and so does an empty or blank selector (an absent ?match=).
 //   - All matchers must hold (logical AND). Conflicting matchers are not an error; they just
 //     match nothing.
 //
@@ -36,7 +36,6 @@
 package selector
 
 import (
-	"errors"
 	"fmt"
 	"regexp"
 	"regexp/syntax"
@@ -250,7 +249,8 @@ func (e *SyntaxError) Error() string {
 // Unwrap returns the underlying cause.
 func (e *SyntaxError) Unwrap() error { return e.Err }
 
-// Parse parses a selector. See the package documentation for the syntax.
+// Parse parses a selector. See the package documentation for the syntax. A blank s gives the
+// empty selector {}, which matches every series.
 func Parse(s string) (*Selector, error) {
 	p := parser{s: s}
 	ms, err := p.parse()
@@ -446,10 +446,6 @@ func isNameByte(c byte) bool {
 	return c > ' ' && c != 0x7f
 }
 
-// ErrEmpty is wrapped by the error Parse returns for an empty or blank selector, so that callers
-// which treat a missing selector as "everything" can tell it apart from a malformed one.
-var ErrEmpty = errors.New("empty selector")
-
 type parser struct {
 	s   string
 	pos int
@@ -477,7 +473,7 @@ func (p *parser) found() string {
 func (p *parser) parse() ([]Matcher, error) {
 	p.skipSpace()
 	if p.pos == len(p.s) {
-		return nil, &SyntaxError{Offset: p.pos, Msg: "expected a metric name or '{' (use {} to select every series)", Err: ErrEmpty}
+		return nil, nil // blank: no matchers, every series
 	}
 	var ms []Matcher
 	if p.s[p.pos] != '{' {

@@ -18,6 +18,8 @@ func TestParseString(t *testing.T) {
 		{`disk/sda-1:ops`, `{metric="disk/sda-1:ops"}`},
 		{`{}`, `{}`},
 		{` { } `, `{}`},
+		{``, `{}`},
+		{" \t\n", `{}`},
 		{`{metric="a"}`, `{metric="a"}`},
 		{`{pid!="42"}`, `{pid!="42"}`},
 		{`{metric=~"cpu\\..*"}`, `{metric=~"cpu\\..*"}`},
@@ -57,8 +59,6 @@ func TestParseErrors(t *testing.T) {
 		offset int
 		msg    string
 	}{
-		{``, 0, "expected a metric name or '{'"},
-		{`   `, 3, "expected a metric name or '{'"},
 		{`{`, 1, "expected a label name or '}', found end of input"},
 		{`{pid}`, 4, `expected '=', '!=', '=~' or '!~' after label name "pid", found '}'`},
 		{`{pid=42}`, 5, `expected a quoted value after pid=, found '4'`},
@@ -89,11 +89,9 @@ func TestParseErrors(t *testing.T) {
 			t.Errorf("Parse(%q) error = %q; want prefix %q", tc.in, err, want)
 		}
 	}
-	if _, err := Parse(" "); !errors.Is(err, ErrEmpty) {
-		t.Errorf("Parse(blank) error = %v; want ErrEmpty", err)
-	}
-	if _, err := Parse("{a=~\"(\"}"); errors.Is(err, ErrEmpty) {
-		t.Errorf("Parse(bad regexp) error wraps ErrEmpty")
+	var se *SyntaxError
+	if _, err := Parse(`{a=~"("}`); !errors.As(err, &se) || se.Unwrap() == nil {
+		t.Errorf("Parse(bad regexp) error = %v; want a SyntaxError wrapping the regexp error", err)
 	}
 }
 
