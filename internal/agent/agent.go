@@ -103,7 +103,6 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 	a.colls = []namedCollector{
 		{"machine", sysscan.NewMachine(sopt)},
 		{"processes", a.procs},
-		{"cgroups", sysscan.NewCgroups(sopt)},
 		{"apps", a.apps},
 	}
 

@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/cantal-go/cantal/internal/registry"
-	"github.com/cantal-go/cantal/internal/sysscan"
 )
 
 // Status is the /api/v1/status answer.
@@ -114,5 +113,3 @@ func (a *Agent) processes() any {
 	}
 	return map[string]any{"processes": out}
 }
-
-var _ = sysscan.Options{}

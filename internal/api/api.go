@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -20,6 +19,7 @@ import (
 	"github.com/cantal-go/cantal/internal/registry"
 	"github.com/cantal-go/cantal/internal/selector"
 	"github.com/cantal-go/cantal/internal/series"
+	"github.com/cantal-go/cantal/internal/stats"
 )
 
 // Peers is the cluster membership as the API needs it. A nil Peers means gossip is off.
@@ -176,40 +176,34 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 	writeRaw(w, LatestJSON(make([]byte, 0, 4096), s.Registry, q.Sel))
 }
 
-// Points returns the points of one series in [from, to], converted to rates for a counter when
-// rate is set. Values are float64 (exact for integers up to 2^53).
-func Points(hist *history.Store, h registry.Handle, from, to int64, rate bool) [][2]float64 {
-	var pts [][2]float64
+// Points appends to dst the points of one series in [from, to], turned into per-second rates
+// for a counter when rate is set (stats.Rates: reset- and gap-safe). Values are float64 (exact
+// for integers up to 2^53).
+func Points(dst []stats.Point, hist *history.Store, h registry.Handle, from, to int64, rate bool) []stats.Point {
 	kind := h.Kind()
-	var prev history.Point
-	havePrev := false
+	start := len(dst)
 	hist.Range(h.HistoryID(), from, to, func(ts int64, bits uint64) bool {
-		p := history.Point{TS: ts, Bits: bits}
-		if rate && kind == series.Counter {
-			if havePrev {
-				if v, ok := history.Rate(prev, p); ok {
-					pts = append(pts, [2]float64{float64(ts), v})
-				}
-			}
-			prev, havePrev = p, true
-			return true
-		}
-		pts = append(pts, [2]float64{float64(ts), series.ToFloat(kind, bits)})
+		dst = append(dst, stats.Point{TS: ts, Value: series.ToFloat(kind, bits)})
 		return true
 	})
-	return pts
+	if rate && kind == series.Counter {
+		raw := dst[start:]
+		rates := stats.Rates(make([]stats.Point, 0, len(raw)), raw)
+		dst = append(dst[:start], rates...)
+	}
+	return dst
 }
 
-func appendPoints(b []byte, pts [][2]float64) []byte {
+func appendPoints(b []byte, pts []stats.Point) []byte {
 	b = append(b, '[')
 	for i, p := range pts {
 		if i > 0 {
 			b = append(b, ',')
 		}
 		b = append(b, '[')
-		b = strconv.AppendInt(b, int64(p[0]), 10)
+		b = strconv.AppendInt(b, p.TS, 10)
 		b = append(b, ',')
-		b = series.AppendFloat(b, p[1])
+		b = series.AppendFloat(b, p.Value)
 		b = append(b, ']')
 	}
 	return append(b, ']')
@@ -223,11 +217,12 @@ func HistoryJSON(b []byte, reg *registry.Registry, q Query, now int64) []byte {
 	from := now - q.Window.Milliseconds()
 	b = append(b, `{"series":[`...)
 	n := 0
+	var pts []stats.Point
 	view.Each(func(h registry.Handle) bool {
 		if h.Kind() == series.State || !q.Sel.Match(h.Labels()) {
 			return true
 		}
-		pts := Points(hist, h, from, now, q.Rate)
+		pts = Points(pts[:0], hist, h, from, now, q.Rate)
 		if len(pts) == 0 {
 			return true
 		}
@@ -307,4 +302,39 @@ func (s *Server) addPeer(w http.ResponseWriter, r *http.Request) {
 	WriteJSON(w, map[string]any{"joined": req.Addr})
 }
 
-var _ = math.NaN
+// StatsJSON appends the {"series": [{"labels", "count", "min", ...}]} answer for q to b: the
+// statistics of each matching series over the window (of its rates with fn=rate).
+func StatsJSON(b []byte, reg *registry.Registry, q Query, now int64) []byte {
+	view := reg.View()
+	hist := reg.History()
+	from := now - q.Window.Milliseconds()
+	b = append(b, `{"series":[`...)
+	n := 0
+	var pts []stats.Point
+	var z stats.Summarizer
+	view.Each(func(h registry.Handle) bool {
+		if h.Kind() == series.State || !q.Sel.Match(h.Labels()) {
+			return true
+		}
+		pts = Points(pts[:0], hist, h, from, now, q.Rate)
+		if len(pts) == 0 {
+			return true
+		}
+		if n > 0 {
+			b = append(b, ',')
+		}
+		n++
+		b = append(b, `{"labels":`...)
+		b = append(b, h.Key()...)
+		b = append(b, `,"kind":"`...)
+		b = append(b, h.Kind().String()...)
+		b = append(b, `",`...)
+		if q.Rate && h.Kind() == series.Counter {
+			b = append(b, `"fn":"rate",`...)
+		}
+		b = z.Summarize(pts).AppendFields(b)
+		b = append(b, '}')
+		return true
+	})
+	return append(b, "]}\n"...)
+}

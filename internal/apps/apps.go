@@ -211,7 +211,7 @@ func (g *group) read(sink series.Sink) bool {
 		sink.Problem(source, err.Error())
 		return false
 	}
-	if snap.LayoutChanged || g.layout != snap.Layout {
+	if snap.Changed || g.layout != snap.Layout {
 		g.layout = snap.Layout
 		g.refs = g.refs[:0]
 		g.texts = make([]string, len(g.layout.Entries))

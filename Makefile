@@ -1,0 +1,51 @@
+# The two commands README.md promises:
+#   make run    build and run the agent with its embedded defaults
+#   make test   install what the tests need, then run the whole test suite
+GO      ?= go
+BIN     := bin
+ARGS    ?=
+VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -s -w -X github.com/cantal-go/cantal/internal/agent.Version=$(VERSION)
+
+.PHONY: all setup build run test test-unit test-e2e bench fuzz vet clean
+
+all: build
+
+setup:
+	sh scripts/setup.sh
+
+# Static binaries: no cgo.
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
+
+run: setup build
+	./$(BIN)/cantal-agent $(ARGS)
+
+vet:
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo 'gofmt needed'; exit 1; }
+	$(GO) vet ./...
+	cd bench && $(GO) vet ./...
+
+# The whole suite: formatting and vet, every package under the race detector (unit, fuzz seed
+# corpora, real Prometheus/InfluxDB/Chromium where a package needs them, end-to-end tests with the
+# real agent binary), and the bench module's correctness tests (benchmarks themselves: make bench).
+test: setup vet
+	$(GO) test -race -timeout 20m ./...
+	cd bench && $(GO) test -timeout 10m ./...
+
+bench:
+	cd bench && $(GO) test -run '^$$' -bench . -benchmem -timeout 60m ./...
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# A short run of every fuzz target (FUZZTIME each).
+FUZZTIME ?= 30s
+fuzz:
+	@for pkg in $$($(GO) list ./...); do \
+		for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
+			echo "fuzz $$pkg $$f"; \
+			$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \
+		done; \
+	done
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,29 @@
+#!/bin/sh
+# setup.sh installs everything the agent's build and the whole test suite need on a fresh Debian
+# machine of this project's kind: Debian packages (only those missing; `apt-get update` once),
+# the Go modules of both modules, and the per-area installers of the test suites.
+# Idempotent and quiet when nothing is missing. Run as root (the agent and its tests are root).
+set -eu
+cd "$(dirname "$0")/.."
+
+# program:package pairs the core tests need.
+need=""
+for pair in python3:python3 unshare:util-linux ip:iproute2 ping:iputils-ping ps:procps \
+	mount:mount nc:netcat-openbsd; do
+	cmd=${pair%%:*}
+	pkg=${pair#*:}
+	command -v "$cmd" >/dev/null 2>&1 || need="$need $pkg"
+done
+if [ -n "$need" ]; then
+	echo "setup: installing$need"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -qq
+	apt-get install -y -qq --no-install-recommends $need >/dev/null
+fi
+
+for s in scripts/install-deps-*.sh; do
+	[ -e "$s" ] && sh "$s"
+done
+
+go mod download
+(cd bench && go mod download)
