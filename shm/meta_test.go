@@ -1,0 +1,184 @@
+package shm
+
+import (
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestParseMetaValid(t *testing.T) {
+	type ent struct {
+		kind   Kind
+		off    int
+		size   int
+		labels map[string]string
+		line   int
+	}
+	tests := []struct {
+		name    string
+		meta    string
+		want    []ent
+		size    int
+		skipped []string
+	}{
+		{"seed example", "counter 8: {\"metric\": \"requests.number\"}\ncounter 8: {\"metric\": \"requests.duration\", \"unit\": \"ms\"}\npad 48\nstate 64: {\"value\": \"request.sql.request\"}\n",
+			[]ent{
+				{KindCounter, 0, 8, map[string]string{"metric": "requests.number"}, 1},
+				{KindCounter, 8, 8, map[string]string{"metric": "requests.duration", "unit": "ms"}, 2},
+				{KindState, 64, 64, map[string]string{"value": "request.sql.request"}, 4},
+			}, 128, nil},
+		{"levels, two spaces after colon", "level 8 signed:  {\"metric\": \"memoryusage\"}\nlevel 8 float: {\"m\": \"f\"}\n",
+			[]ent{
+				{KindLevel, 0, 8, map[string]string{"metric": "memoryusage"}, 1},
+				{KindFloat, 8, 8, map[string]string{"m": "f"}, 2},
+			}, 16, nil},
+		{"no final newline", "counter 8: {\"a\": \"b\"}",
+			[]ent{{KindCounter, 0, 8, map[string]string{"a": "b"}, 1}}, 8, nil},
+		{"compact json, unsorted keys", "counter 8: {\"z\":\"1\",\"a\":\"2\"}\n",
+			[]ent{{KindCounter, 0, 8, map[string]string{"z": "1", "a": "2"}, 1}}, 8, nil},
+		{"escapes", `counter 8: {"k\u00e9": "\ud83d\ude00\n\t\"\\\/\b\f\r", "\u003c": "\ud800"}` + "\n",
+			[]ent{{KindCounter, 0, 8, map[string]string{"ké": "😀\n\t\"\\/\b\f\r", "<": "\uFFFD"}, 1}}, 8, nil},
+		{"utf-8 and tabs", "counter 8:\t{ \"métrique\" :\t\"значение\" }\t\n",
+			[]ent{{KindCounter, 0, 8, map[string]string{"métrique": "значение"}, 1}}, 8, nil},
+		{"smallest and largest state", "state 16: {\"a\": \"1\"}\nstate 65535: {\"a\": \"2\"}\n",
+			[]ent{
+				{KindState, 0, 16, map[string]string{"a": "1"}, 1},
+				{KindState, 16, 65535, map[string]string{"a": "2"}, 2},
+			}, 65551, nil},
+		{"skipped entries keep their bytes", "level 8 unsigned: {\"a\": \"1\"}\nhistogram 24: {\"a\": \"2\"}\ncounter 4: {\"a\": \"3\"}\nlevel 4 signed: {\"a\": \"4\"}\nlevel 8 weird: {\"a\": \"5\"}\ncounter 8 x: {\"a\": \"6\"}\nstate 64 x: {\"a\": \"7\"}\nlevel 8 signed extra: {\"a\": \"8\"}\ncounter 8: {\"a\": \"9\"}\n",
+			[]ent{{KindCounter, 128, 8, map[string]string{"a": "9"}, 9}}, 136, []string{
+				"m:1: level 8 unsigned is not supported",
+				`m:2: unknown type "histogram"`,
+				"m:3: counter 4 is not supported (only counter 8)",
+				"m:4: level 4 signed is not supported (only size 8)",
+				"m:5: level 8 weird is not supported",
+				`m:6: counter with parameter "x" is not supported`,
+				`m:7: state with parameter "x" is not supported`,
+				`m:8: level 8 with parameters "signed extra" is not supported`,
+			}},
+		{"same label values under different keys", "counter 8: {\"a\": \"b\"}\ncounter 8: {\"b\": \"a\"}\ncounter 8: {\"a\": \"b\", \"c\": \"d\"}\n",
+			[]ent{
+				{KindCounter, 0, 8, map[string]string{"a": "b"}, 1},
+				{KindCounter, 8, 8, map[string]string{"b": "a"}, 2},
+				{KindCounter, 16, 8, map[string]string{"a": "b", "c": "d"}, 3},
+			}, 24, nil},
+		{"only padding", "pad 8\n", nil, 8, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l, err := ParseMeta("m", []byte(tt.meta))
+			if err != nil {
+				t.Fatalf("ParseMeta(%q) error: %v", tt.meta, err)
+			}
+			if l.Size != tt.size {
+				t.Errorf("Size = %d; want %d", l.Size, tt.size)
+			}
+			if len(l.Entries) != len(tt.want) {
+				t.Fatalf("got %d entries; want %d: %+v", len(l.Entries), len(tt.want), l.Entries)
+			}
+			for i, w := range tt.want {
+				e := l.Entries[i]
+				if e.Kind != w.kind || e.Offset != w.off || e.Size != w.size || e.Line != w.line || !maps.Equal(e.Labels, w.labels) {
+					t.Errorf("entry %d = %+v; want %+v", i, e, w)
+				}
+			}
+			if strings.Join(l.Skipped, "|") != strings.Join(tt.skipped, "|") {
+				t.Errorf("Skipped = %q; want %q", l.Skipped, tt.skipped)
+			}
+		})
+	}
+}
+
+func TestParseMetaErrors(t *testing.T) {
+	tests := []struct {
+		class, meta, want string
+	}{
+		{"empty file", "", "m: empty meta file"},
+		{"blank line", "counter 8: {\"a\": \"b\"}\n\ncounter 8: {\"a\": \"c\"}\n", "m:2: empty line"},
+		{"only newline", "\n", "m:1: empty line"},
+		{"whitespace line", "counter 8: {\"a\": \"b\"}\n  \n", "m:2: empty line"},
+		{"crlf", "counter 8: {\"a\": \"b\"}\r\n", "m:1: carriage return"},
+		{"crlf second line", "counter 8: {\"a\": \"b\"}\ncounter 8: {\"a\": \"c\"}\r\n", "m:2: carriage return"},
+		{"no size", "counter: {\"a\": \"b\"}\n", "m:1: expected \"TYPE SIZE [PARAM]: JSON\""},
+		{"bad size", "counter x: {\"a\": \"b\"}\n", "m:1: counter: bad size \"x\""},
+		{"negative size", "counter -8: {\"a\": \"b\"}\n", "m:1: counter: bad size"},
+		{"huge size", "pad 99999999999\n", "m:1: pad: bad size"},
+		{"zero pad", "pad 0\n", "m:1: pad size 0 out of range 1..65535"},
+		{"oversize pad", "pad 65536\n", "m:1: pad size 65536 out of range"},
+		{"pad with json", "pad 8: {\"a\": \"b\"}\n", "m:1: pad takes only a size"},
+		{"pad with param", "pad 8 x\n", "m:1: pad takes only a size"},
+		{"oversize state", "state 65536: {\"a\": \"b\"}\n", "m:1: state size 65536 out of range"},
+		{"undersize state", "state 15: {\"a\": \"b\"}\n", "m:1: state size 15 out of range 16..65535"},
+		{"oversize unknown", "histogram 70000: {\"a\": \"b\"}\n", "m:1: histogram size 70000 out of range"},
+		{"level without kind", "level 8: {\"a\": \"b\"}\n", "m:1: level needs a parameter"},
+		{"missing json", "counter 8\n", "m:1: counter 8 has no JSON metadata"},
+		{"missing json after colon", "counter 8:\n", "m:1: bad JSON at end of metadata: metadata must be a JSON object"},
+		{"json not object", "counter 8: [\"a\"]\n", "m:1: bad JSON at column 2 ('['): metadata must be a JSON object"},
+		{"json string", "counter 8: \"a\"\n", "metadata must be a JSON object"},
+		{"empty object", "counter 8: {}\n", "m:1: metadata object has no keys"},
+		{"number value", "counter 8: {\"a\": 1}\n", "m:1: bad JSON at column 8 ('1'): value of key \"a\" is not a string"},
+		{"null value", "counter 8: {\"a\": null}\n", "value of key \"a\" is not a string"},
+		{"bool value", "counter 8: {\"a\": true}\n", "value of key \"a\" is not a string"},
+		{"nested object", "counter 8: {\"a\": {\"b\": \"c\"}}\n", "value of key \"a\" is not a string"},
+		{"array value", "counter 8: {\"a\": [\"b\"]}\n", "value of key \"a\" is not a string"},
+		{"non-string key", "counter 8: {1: \"b\"}\n", "expected a string key"},
+		{"duplicate key", "counter 8: {\"a\": \"b\", \"a\": \"c\"}\n", "m:1: duplicate key \"a\" in metadata object"},
+		{"duplicate key after escape", "counter 8: {\"a\": \"b\", \"\\u0061\": \"c\"}\n", "duplicate key \"a\""},
+		{"duplicate metric", "counter 8: {\"a\": \"b\", \"c\": \"d\"}\nlevel 8 signed: {\"c\": \"d\", \"a\": \"b\"}\n", "m:2: duplicate metric: same labels as line 1"},
+		{"duplicate skipped metric", "histogram 8: {\"a\": \"b\"}\ncounter 8: {\"a\": \"b\"}\n", "m:2: duplicate metric"},
+		{"trailing comma", "counter 8: {\"a\": \"b\",}\n", "expected a string key"},
+		{"missing colon in object", "counter 8: {\"a\" \"b\"}\n", "expected ':' after key \"a\""},
+		{"missing comma", "counter 8: {\"a\": \"b\" \"c\": \"d\"}\n", "expected ',' or '}'"},
+		{"trailing garbage", "counter 8: {\"a\": \"b\"} x\n", "trailing data after metadata object"},
+		{"two objects", "counter 8: {\"a\": \"b\"}{\"c\": \"d\"}\n", "trailing data"},
+		{"unterminated string", "counter 8: {\"a\": \"b}\n", "unterminated string"},
+		{"unterminated object", "counter 8: {\"a\": \"b\"\n", "expected ',' or '}'"},
+		{"bad escape", "counter 8: {\"a\": \"\\x\"}\n", "bad escape '\\x'"},
+		{"bad unicode escape", "counter 8: {\"a\": \"\\u12G4\"}\n", "bad \\u escape"},
+		{"short unicode escape", "counter 8: {\"a\": \"\\u12\"}\n", "bad \\u escape"},
+		{"control character", "counter 8: {\"a\": \"b\tc\"}\n", "control character in string"},
+		{"invalid utf-8", "counter 8: {\"a\": \"\xff\"}\n", "string is not valid UTF-8"},
+		{"invalid utf-8 after escape", "counter 8: {\"a\": \"\\n\xff\"}\n", "string is not valid UTF-8"},
+		{"multi-line json", "counter 8: {\"a\":\n\"b\"}\n", "m:1: bad JSON at end of metadata"},
+		{"error on later line", "counter 8: {\"a\": \"b\"}\npad 8\nstate 8: {\"a\": \"c\"}\n", "m:3: state size 8 out of range"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.class, func(t *testing.T) {
+			l, err := ParseMeta("m", []byte(tt.meta))
+			if err == nil {
+				t.Fatalf("ParseMeta(%q) = %+v; want error containing %q", tt.meta, l, tt.want)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("ParseMeta(%q) error = %q; want it to contain %q", tt.meta, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestAppendLabelsJSON(t *testing.T) {
+	tests := []struct {
+		labels map[string]string
+		want   string
+	}{
+		{map[string]string{"metric": "x"}, `{"metric": "x"}`},
+		{map[string]string{"b": "2", "a": "1"}, `{"a": "1", "b": "2"}`},
+		{map[string]string{"q": "\"\\\n\r\t\b\f\x01\x7f/"}, `{"q": "\"\\\n\r\t\b\f\u0001\u007f/"}`},
+		{map[string]string{"é": "😀"}, `{"\u00e9": "\ud83d\ude00"}`},
+	}
+	for _, tt := range tests {
+		keys := make([]string, 0, len(tt.labels))
+		for k := range tt.labels {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		got := string(appendLabelsJSON(nil, keys, tt.labels))
+		if got != tt.want {
+			t.Errorf("appendLabelsJSON(%q) = %s; want %s", tt.labels, got, tt.want)
+		}
+		back, err := parseLabels([]byte(got))
+		if err != nil || !maps.Equal(back, tt.labels) {
+			t.Errorf("parseLabels(%s) = %q, %v; want %q", got, back, err, tt.labels)
+		}
+	}
+}
