@@ -38,7 +38,6 @@ func u64(vs ...uint64) []byte {
 	return b
 }
 
-
 func TestEntryDecoding(t *testing.T) {
 	state := func(since uint64, text string, size int) []byte {
 		b := make([]byte, size)
