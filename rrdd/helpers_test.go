@@ -3,6 +3,8 @@ package rrdd
 import (
 	"encoding/binary"
 	"hash/crc32"
+	"os"
+	"testing"
 )
 
 // buildV2 lays out a v2 file by hand, independently of Encoder: header, data CRC, metadata CRC,
@@ -22,4 +24,15 @@ func buildV2(tsBits uint64, values []uint64, meta string, junk string) []byte {
 	b = binary.BigEndian.AppendUint32(b, uint32(len(meta)))
 	b = append(b, meta...)
 	return append(b, junk...)
+}
+
+func readFileErr(path string) ([]byte, error) { return os.ReadFile(path) }
+
+func readFile(t testing.TB, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -118,15 +118,15 @@ func (r *Reader) Read(b []byte) error {
 	return err
 }
 
-// detect tells v1 from v2. A v1 file has "\n", 8 hex digits and "\n" after the magic; in v2
-// those bytes are the checksums and the datasource count, whose high bytes are not hex digits
-// for any count below 0x30000000.
+// detect tells v1 from v2. A v1 file has "\n" at offsets 11 and 20 (around the hex length); in
+// v2 offset 20 is the second byte of the datasource count, 0x0a only for counts of 655360 and
+// more, far beyond what fits in a plugin file.
 func detect(b []byte) (Protocol, error) {
 	if len(b) < len(Header) || string(b[:len(Header)]) != Header {
 		n := min(len(b), len(Header))
 		return 0, fmt.Errorf("file starts with %q, not %q: %w", b[:n], Header, ErrHeader)
 	}
-	if len(b) > v1MD5 && b[len(Header)] == '\n' && b[v1MD5-1] == '\n' && isHex(b[v1Length:v1MD5-1]) {
+	if len(b) > v1MD5 && b[len(Header)] == '\n' && b[v1MD5-1] == '\n' {
 		return V1, nil
 	}
 	return V2, nil
@@ -218,7 +218,7 @@ func (r *Reader) readV1(b []byte) error {
 		return fmt.Errorf("v1 framing: no newline after the checksum: %w", ErrHeader)
 	}
 	length, err := strconv.ParseUint(string(b[v1Length:v1Length+8]), 16, 32)
-	if err != nil {
+	if err != nil || !isHex(b[v1Length:v1Length+8]) {
 		return fmt.Errorf("v1 length %q: %w", b[v1Length:v1Length+8], ErrHeader)
 	}
 	var want [16]byte
