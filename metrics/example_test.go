@@ -1,0 +1,65 @@
+package metrics_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http/httptest"
+	"time"
+
+	"github.com/cantal-go/cantal/metrics"
+)
+
+func ExampleCounter() {
+	requests := metrics.NewCounter("http/requests")
+	requests.Inc()
+	requests.Add(4)
+	requests.Dec()
+	fmt.Println(requests.Value())
+	// Output: 4
+}
+
+func ExampleTimer() {
+	latency := metrics.NewTimer("db/query", metrics.Milliseconds, metrics.WithWindow(time.Minute, 1000))
+	// Concurrent events are timed under their own keys.
+	latency.Start("query-1")
+	latency.Start("query-2")
+	if _, err := latency.Stop("query-1"); err != nil {
+		fmt.Println(err)
+	}
+	if _, err := latency.Stop("query-1"); err != nil {
+		fmt.Println(err)
+	}
+	latency.Observe(20 * time.Millisecond)
+	latency.Observe(40 * time.Millisecond)
+	s, _ := latency.Statistics()
+	fmt.Println(latency.Name(), s.Count, s.Max)
+	// Output:
+	// timer "db/query_ms": stop "query-1": timer not started
+	// db/query_ms 3 40
+}
+
+func ExampleRegistry() {
+	reg := metrics.NewRegistry()
+	jobs := metrics.NewCounter("jobs_done")
+	queue := metrics.NewGaugeFunc("queue_length", func(context.Context) (float64, error) { return 3, nil })
+	for _, m := range []metrics.Metric{jobs, queue} {
+		if err := reg.Add(m); err != nil {
+			fmt.Println(err)
+		}
+	}
+	jobs.Add(42)
+
+	// reg is an http.Handler: mount it at /metrics/snapshot in a real server.
+	rec := httptest.NewRecorder()
+	reg.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics/snapshot?timeout=1secs", nil))
+	body, _ := io.ReadAll(rec.Body)
+	fmt.Print(string(body))
+	// Output: {"jobs_done":42,"queue_length":3}
+}
+
+func ExampleNewStatistics() {
+	s, ok := metrics.NewStatistics([]float64{1, 2, 3, 4})
+	fmt.Println(ok, s.Count, s.Min, s.P50, s.P90, s.Max)
+	// Output: true 4 1 2.5 3.7 4
+}

@@ -1,0 +1,176 @@
+package metrics
+
+import (
+	"cmp"
+	"runtime"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// window keeps the recent values of one metric: libprocess' TimeSeries.
+//
+// Writers must not contend, so the history is split into shards, one per processor in
+// practice: a writer takes a shard from a sync.Pool (which is per-P), locks it (uncontended
+// unless two Ps hold the same shard, which happens only after the pool was cleared by a GC) and
+// appends to its ring. Each shard keeps up to capacity values, so a metric updated from a single
+// goroutine keeps its full capacity; a reader merges all shards and keeps the newest capacity
+// values.
+//
+// Writers do not read the clock either, which costs more than the rest of an update: values are
+// stamped with a coarse clock, now, refreshed by the first writer after a runtime timer marked
+// it stale. The timer is armed only while values are being written, so an idle window costs
+// nothing.
+type window struct {
+	dur      time.Duration
+	res      time.Duration
+	capacity int
+	base     time.Time // monotonic origin of every stamp
+
+	now   atomic.Int64 // coarse time since base, in ns
+	stale atomic.Bool  // now must be refreshed before use
+	timer *time.Timer  // sets stale once res has passed since the last refresh
+
+	pool   sync.Pool // of *shard
+	next   atomic.Uint32
+	shards []shard
+}
+
+type entry struct {
+	ts int64 // ns since base
+	v  float64
+}
+
+type shard struct {
+	mu   sync.Mutex
+	ring []entry // grows to capacity, then wraps
+	pos  int     // next slot to overwrite once full
+	// The last value written to this shard, for Timer.Value: raw int64 and its stamp.
+	lastTS  int64
+	lastRaw int64
+	hasLast bool
+	_       [64]byte // keep shards on separate cache lines
+}
+
+func newWindow(d time.Duration, capacity int) *window {
+	res := min(max(d/100, time.Millisecond), time.Second)
+	n := min(max(2*runtime.GOMAXPROCS(0), 2), 64)
+	w := &window{dur: d, res: res, capacity: capacity, base: time.Now(), shards: make([]shard, n)}
+	w.stale.Store(true)
+	w.timer = time.AfterFunc(time.Hour, func() { w.stale.Store(true) })
+	w.timer.Stop()
+	w.pool.New = func() any {
+		i := w.next.Add(1) - 1
+		return &w.shards[int(i%uint32(len(w.shards)))]
+	}
+	return w
+}
+
+// stamp returns the coarse current time, refreshing it when stale.
+func (w *window) stamp() int64 {
+	if !w.stale.Load() {
+		return w.now.Load()
+	}
+	ts := int64(time.Since(w.base))
+	w.now.Store(ts)
+	if w.stale.CompareAndSwap(true, false) {
+		w.timer.Reset(w.res)
+	}
+	return ts
+}
+
+// push appends v to the history.
+func (w *window) push(v float64) {
+	ts := w.stamp()
+	s := w.pool.Get().(*shard)
+	s.mu.Lock()
+	s.add(w.capacity, entry{ts, v})
+	s.mu.Unlock()
+	w.pool.Put(s)
+}
+
+// pushLast appends v to the history and remembers raw as the shard's last value.
+func (w *window) pushLast(v float64, raw int64) {
+	ts := w.stamp()
+	s := w.pool.Get().(*shard)
+	s.mu.Lock()
+	s.add(w.capacity, entry{ts, v})
+	s.lastTS, s.lastRaw, s.hasLast = ts, raw, true
+	s.mu.Unlock()
+	w.pool.Put(s)
+}
+
+func (s *shard) add(capacity int, e entry) {
+	if len(s.ring) < capacity {
+		s.ring = append(s.ring, e)
+		return
+	}
+	s.ring[s.pos] = e
+	s.pos++
+	if s.pos == len(s.ring) {
+		s.pos = 0
+	}
+}
+
+// last returns the most recent raw value given to pushLast, 0 if none. Values stamped within
+// the same clock step on different shards are not ordered; any of them may be returned.
+func (w *window) last() int64 {
+	var raw, ts int64
+	found := false
+	for i := range w.shards {
+		s := &w.shards[i]
+		s.mu.Lock()
+		if s.hasLast && (!found || s.lastTS >= ts) {
+			raw, ts, found = s.lastRaw, s.lastTS, true
+		}
+		s.mu.Unlock()
+	}
+	return raw
+}
+
+// values returns a copy of the values within the window, at most capacity of them (the newest),
+// in no particular order.
+func (w *window) values() []float64 {
+	cutoff := int64(time.Since(w.base) - w.dur)
+	type ranked struct {
+		entry
+		rank int // 0 for the newest of its shard
+	}
+	var es []ranked
+	for i := range w.shards {
+		s := &w.shards[i]
+		s.mu.Lock()
+		// Newest first: ring[pos-1] down to ring[0], then ring[len-1] down to ring[pos].
+		n := len(s.ring)
+		for r := range n {
+			e := s.ring[((s.pos-1-r)%n+n)%n]
+			if e.ts >= cutoff {
+				es = append(es, ranked{e, r})
+			}
+		}
+		s.mu.Unlock()
+	}
+	if len(es) > w.capacity {
+		// Newest stamps first; within one clock step, shards' newest values first, so the
+		// latest value of every shard survives truncation.
+		slices.SortFunc(es, func(a, b ranked) int {
+			return cmp.Or(cmp.Compare(b.ts, a.ts), cmp.Compare(a.rank, b.rank))
+		})
+		es = es[:w.capacity]
+	}
+	vs := make([]float64, len(es))
+	for i, e := range es {
+		vs[i] = e.v
+	}
+	return vs
+}
+
+// statistics computes Statistics over the window; a nil window has none.
+func (w *window) statistics() (Statistics, bool) {
+	if w == nil {
+		return Statistics{}, false
+	}
+	vs := w.values()
+	return statisticsOfSorted(sortValues(vs))
+}
