@@ -186,13 +186,16 @@ func (t *cgroupTracker) collect(sink series.Sink, gen uint64) {
 		}
 		t.put(sink, name, cs, cgProcesses, uint64(cs.procs))
 		ci := cs.info
+		var haveCPU, haveMem bool
 		if ci.V2Dir != "" {
-			t.readV2(sink, name, cs, ci.V2Dir)
+			haveCPU, haveMem = t.readV2(sink, name, cs, ci.V2Dir)
 		}
-		if ci.MemDir != "" {
+		// On hybrid machines the unified hierarchy may measure CPU but not memory; the v1
+		// controllers fill in what it lacks.
+		if ci.MemDir != "" && !haveMem {
 			t.readV1Memory(sink, name, cs, ci.MemDir)
 		}
-		if ci.CPUAcctDir != "" {
+		if ci.CPUAcctDir != "" && !haveCPU {
 			t.readV1CPU(sink, name, cs, ci.CPUAcctDir)
 		}
 	}
@@ -226,19 +229,21 @@ func (t *cgroupTracker) read(sink series.Sink, dir, file string) ([]byte, bool) 
 	return b, true
 }
 
-func (t *cgroupTracker) readSingle(sink series.Sink, name string, cs *cgroupSeries, dir, file string, m int) {
+// readSingle reads a one-value file into series m; it reports whether the file was there.
+func (t *cgroupTracker) readSingle(sink series.Sink, name string, cs *cgroupSeries, dir, file string, m int) bool {
 	b, ok := t.read(sink, dir, file)
 	if !ok {
-		return
+		return false
 	}
 	v, ok, err := parseSingleValue(b)
 	if err != nil {
 		sink.Problem(dir+"/"+file, err.Error())
-		return
+		return false
 	}
 	if ok && !(m == cgMemLimit && v >= 1<<62) { // v1 says "no limit" with a huge number
 		t.put(sink, name, cs, m, v)
 	}
+	return true
 }
 
 func (t *cgroupTracker) readKeyed(sink series.Sink, dir, file string) bool {
@@ -254,8 +259,9 @@ func (t *cgroupTracker) readKeyed(sink series.Sink, dir, file string) bool {
 	return true
 }
 
-func (t *cgroupTracker) readV2(sink series.Sink, name string, cs *cgroupSeries, dir string) {
-	if t.readKeyed(sink, dir, "cpu.stat") {
+// readV2 reads a unified-hierarchy cgroup and reports whether it had CPU and memory files.
+func (t *cgroupTracker) readV2(sink series.Sink, name string, cs *cgroupSeries, dir string) (haveCPU, haveMem bool) {
+	if haveCPU = t.readKeyed(sink, dir, "cpu.stat"); haveCPU {
 		for _, e := range [...]struct {
 			key string
 			m   int
@@ -265,7 +271,9 @@ func (t *cgroupTracker) readV2(sink series.Sink, name string, cs *cgroupSeries, 
 			}
 		}
 	}
-	t.readSingle(sink, name, cs, dir, "memory.current", cgMemUsage)
+	if haveMem = t.readSingle(sink, name, cs, dir, "memory.current", cgMemUsage); !haveMem {
+		return haveCPU, false
+	}
 	t.readSingle(sink, name, cs, dir, "memory.max", cgMemLimit)
 	if t.readKeyed(sink, dir, "memory.stat") {
 		if v, ok := lookup(t.kvs, "anon"); ok {
@@ -275,6 +283,7 @@ func (t *cgroupTracker) readV2(sink series.Sink, name string, cs *cgroupSeries, 
 			t.put(sink, name, cs, cgMemFile, v)
 		}
 	}
+	return haveCPU, true
 }
 
 func (t *cgroupTracker) readV1Memory(sink series.Sink, name string, cs *cgroupSeries, dir string) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -149,6 +150,7 @@ func (p *Processes) Collect(ctx context.Context, sink series.Sink) error {
 	if err != nil {
 		return fmt.Errorf("scan processes: %w", err)
 	}
+	slices.Sort(p.pids) // procfs lists pids in order already; other trees may not
 	p.gen++
 	now := time.Now()
 	table := p.building[:0]

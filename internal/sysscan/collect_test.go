@@ -1,0 +1,330 @@
+package sysscan
+
+import (
+	"context"
+	"math"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"testing"
+
+	"github.com/cantal-go/cantal/internal/series"
+)
+
+func fixtureOptions() Options {
+	return Options{Proc: "testdata/proc", Sys: "testdata/sys", PageSize: 4096}
+}
+
+func TestMachineFixture(t *testing.T) {
+	m := NewMachine(fixtureOptions())
+	r := series.NewRecorder()
+	if err := m.Collect(context.Background(), r); err != nil {
+		t.Fatalf("Collect: %v", err)
+	}
+	if len(r.Problems) != 0 {
+		t.Errorf("problems: %v", r.Problems)
+	}
+	u := func(v uint64) uint64 { return v }
+	f := func(v float64) uint64 { return math.Float64bits(v) }
+	want := map[string]uint64{
+		`{"metric":"cpu.user_ms"}`:                                 u(73940),
+		`{"metric":"cpu.steal_ms"}`:                                u(20),
+		`{"cpu":"1","metric":"cpu.idle_ms"}`:                       u(306890),
+		`{"metric":"system.context_switches"}`:                     u(443898),
+		`{"metric":"system.forks"}`:                                u(8105),
+		`{"metric":"system.procs_running"}`:                        u(3),
+		`{"metric":"system.load_avg_5min"}`:                        f(0.46),
+		`{"metric":"system.tasks_total"}`:                          u(87),
+		`{"metric":"system.uptime_s"}`:                             f(370.95),
+		`{"metric":"system.files.max"}`:                            u(2466167),
+		`{"metric":"memory.MemTotal"}`:                             u(24683620 * 1024),
+		`{"metric":"memory.HugePages_Total"}`:                      u(2),
+		`{"interface":"eth0","metric":"net.interface.tx.carrier"}`: u(11),
+		`{"interface":"lo","metric":"net.interface.rx.bytes"}`:     u(3193),
+		`{"metric":"net.Tcp.MaxConn"}`:                             uint64(math.MaxUint64), // -1 as a level
+		`{"metric":"net.Tcp.ActiveOpens"}`:                         u(17),
+		`{"metric":"net.TcpExt.ListenDrops"}`:                      u(7),
+		`{"device":"vda","metric":"disk.read.bytes"}`:              u(961658 * 512),
+		`{"device":"vda","metric":"disk.in_progress"}`:             u(2),
+		`{"device":"vda","metric":"disk.flush.time_ms"}`:           u(9),
+		`{"device":"vda1","metric":"disk.weighted_io_time_ms"}`:    u(9),
+		`{"metric":"tcp.sockets","state":"listen"}`:                u(3),
+		`{"metric":"tcp.sockets","state":"established"}`:           u(3),
+		`{"metric":"tcp.sockets","state":"time_wait"}`:             u(1),
+		`{"metric":"tcp.sockets","state":"close_wait"}`:            u(0),
+		`{"metric":"tcp.tx_queue"}`:                                u(16),
+		`{"metric":"tcp.rx_queue"}`:                                u(3),
+		`{"metric":"tcp.listen.sockets","port":"22"}`:              u(2),
+		`{"metric":"tcp.listen.queue","port":"22"}`:                u(3),
+		`{"metric":"tcp.listen.established","port":"22"}`:          u(1),
+		`{"metric":"tcp.listen.established","port":"8080"}`:        u(1),
+		`{"metric":"tcp.uid.sockets","uid":"0"}`:                   u(3),
+		`{"metric":"tcp.uid.sockets","uid":"1000"}`:                u(2),
+		`{"metric":"tcp.uid.sockets","uid":"1001"}`:                u(1),
+	}
+	for k, v := range want {
+		got, ok := r.Values[k]
+		if !ok {
+			t.Errorf("series %s missing", k)
+		} else if got != v {
+			t.Errorf("series %s = %d; want %d", k, got, v)
+		}
+	}
+	kinds := map[string]series.Kind{
+		`{"metric":"cpu.user_ms"}`:                     series.Counter,
+		`{"metric":"system.load_avg_5min"}`:            series.Float,
+		`{"metric":"net.Tcp.CurrEstab"}`:               series.Level,
+		`{"metric":"net.Tcp.ActiveOpens"}`:             series.Counter,
+		`{"metric":"memory.MemFree"}`:                  series.Level,
+		`{"device":"vda","metric":"disk.in_progress"}`: series.Level,
+	}
+	for k, kind := range kinds {
+		if ref := r.Refs()[k]; ref == nil || ref.Kind != kind {
+			t.Errorf("series %s: kind %v; want %v", k, ref, kind)
+		}
+	}
+	for k := range r.Values {
+		ref := r.Refs()[k]
+		if d := ref.Labels["device"]; d == "loop0" || d == "ram0" {
+			t.Errorf("series %s: ram and loop devices must be skipped", k)
+		}
+		if _, ok := ref.Labels["port"]; ok && ref.Labels["port"] != "22" && ref.Labels["port"] != "8080" {
+			t.Errorf("series %s: only listening ports get per-port series", k)
+		}
+	}
+}
+
+func TestMachineMissingFiles(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "loadavg"), []byte("0.5 0.4 0.3 2/10 99\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "uptime"), []byte("garbage"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := series.NewRecorder()
+	if err := NewMachine(Options{Proc: dir}).Collect(context.Background(), r); err != nil {
+		t.Fatalf("Collect: %v", err)
+	}
+	if got := r.Values[`{"metric":"system.load_avg_1min"}`]; got != math.Float64bits(0.5) {
+		t.Errorf("load still collected when other files are missing: got %v", math.Float64frombits(got))
+	}
+	for _, src := range []string{"stat", "meminfo", "uptime", "net/dev", "diskstats", "net/tcp"} {
+		if len(r.Problems[filepath.Join(dir, src)]) == 0 {
+			t.Errorf("no problem reported for %s; problems: %v", src, r.Problems)
+		}
+	}
+	if err := NewMachine(Options{Proc: filepath.Join(dir, "nope")}).Collect(context.Background(), r); err == nil {
+		t.Errorf("Collect with a missing proc root: nil error")
+	}
+}
+
+func TestProcessesFixture(t *testing.T) {
+	p := NewProcesses(fixtureOptions())
+	r := series.NewRecorder()
+	if err := p.Collect(context.Background(), r); err != nil {
+		t.Fatalf("Collect: %v", err)
+	}
+	if len(r.Problems) != 0 {
+		t.Errorf("problems: %v", r.Problems)
+	}
+	table := p.Table()
+	pids := make([]int, len(table))
+	for i, pr := range table {
+		pids[i] = pr.PID
+	}
+	if !slices.Equal(pids, []int{1, 2, 42, 4242, 5000}) {
+		t.Fatalf("pids = %v", pids)
+	}
+	got := *findPID(table, 42)
+	want := Process{
+		PID: 42, PPID: 1, UID: 33, Name: "my (weird) app", Cmdline: []string{"nginx: worker process"}, State: "R",
+		StartTime: 1700000000_000 + 50_000, Threads: 3, CPUUser: 2.5, CPUSystem: 1.3,
+		RSS: 2560 * 4096, VSZ: 104857600, Swap: 17 * 1024, ReadBytes: 1 << 20, WriteBytes: 2 << 20,
+		Cgroup: "system.nginx", CantalPath: "/run/cantal/nginx", CantalAppName: "web",
+	}
+	if !equalProcess(got, want) {
+		t.Errorf("process 42 =\n%+v; want\n%+v", got, want)
+	}
+	if k := findPID(table, 2); k.Cmdline != nil || k.Cgroup != "" || k.Swap != 0 {
+		t.Errorf("kernel thread = %+v", *k)
+	}
+	if c := findPID(table, 4242); c.Cgroup != "docker.abc123" || c.CantalPath != "/tmp/x" || c.UID != 1000 {
+		t.Errorf("container process = %+v", *c)
+	}
+	if u := findPID(table, 5000); u.Cgroup != "user" {
+		t.Errorf("user session process cgroup = %q; want user", u.Cgroup)
+	}
+
+	vals := map[string]uint64{
+		`{"cgroup":"system.nginx","metric":"process.cpu.user_ms","pid":"42","process":"my (weird) app"}`:    2500,
+		`{"cgroup":"system.nginx","metric":"process.memory.rss","pid":"42","process":"my (weird) app"}`:     2560 * 4096,
+		`{"cgroup":"system.nginx","metric":"process.io.write_bytes","pid":"42","process":"my (weird) app"}`: 2 << 20,
+		`{"cgroup":"system.nginx","metric":"process.threads","pid":"42","process":"my (weird) app"}`:        3,
+		`{"metric":"process.memory.vsize","pid":"1","process":"init"}`:                                      20000000,
+		// cgroups: v2 cpu.stat wins over cpuacct, v1 memory fills in, "no limit" is left out.
+		`{"cgroup":"system.nginx","metric":"cgroup.cpu.usage_ms"}`:  2500,
+		`{"cgroup":"system.nginx","metric":"cgroup.cpu.system_ms"}`: 1000,
+		`{"cgroup":"system.nginx","metric":"cgroup.memory.usage"}`:  10485760,
+		`{"cgroup":"system.nginx","metric":"cgroup.memory.anon"}`:   8192,
+		`{"cgroup":"system.nginx","metric":"cgroup.memory.file"}`:   4096,
+		`{"cgroup":"system.nginx","metric":"cgroup.processes"}`:     1,
+		`{"cgroup":"docker.abc123","metric":"cgroup.memory.usage"}`: 2097152,
+		`{"cgroup":"docker.abc123","metric":"cgroup.memory.limit"}`: 104857600,
+		`{"cgroup":"docker.abc123","metric":"cgroup.memory.anon"}`:  2048,
+		`{"cgroup":"user","metric":"cgroup.cpu.user_ms"}`:           600,
+		`{"cgroup":"user","metric":"cgroup.processes"}`:             1,
+	}
+	for k, v := range vals {
+		if got, ok := r.Values[k]; !ok || got != v {
+			t.Errorf("series %s = %d, %v; want %d", k, got, ok, v)
+		}
+	}
+	for _, absent := range []string{
+		`{"cgroup":"system.nginx","metric":"cgroup.memory.limit"}`,
+		`{"cgroup":"docker.abc123","metric":"cgroup.cpu.usage_ms"}`, // its cpuacct cgroup is the root: that is the machine, not the container
+	} {
+		if _, ok := r.Values[absent]; ok {
+			t.Errorf("series %s should not exist", absent)
+		}
+	}
+}
+
+func equalProcess(a, b Process) bool {
+	return reflect.DeepEqual(a, b)
+}
+
+// copyTree copies a fixture directory so that a test may change it.
+func copyTree(t *testing.T, src string) string {
+	t.Helper()
+	dst := t.TempDir()
+	err := os.CopyFS(dst, os.DirFS(src))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+func TestProcessesChurn(t *testing.T) {
+	proc := copyTree(t, "testdata/proc")
+	opt := fixtureOptions()
+	opt.Proc = proc
+	p := NewProcesses(opt)
+	r := series.NewRecorder()
+	if err := p.Collect(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.procs) != 5 {
+		t.Fatalf("%d processes cached", len(p.procs))
+	}
+	envCalls := p.procs[42].env
+
+	// pid 4242 exits, pid 42's environment changes on disk (not re-read: same process), pid 7
+	// appears and vanishes between listing and reading (stat missing).
+	if err := os.RemoveAll(filepath.Join(proc, "4242")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(proc, "42", "environ"), []byte("CANTAL_PATH=/changed\x00"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Join(proc, "7"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	r2 := series.NewRecorder()
+	if err := p.Collect(context.Background(), r2); err != nil {
+		t.Fatal(err)
+	}
+	if len(r2.Problems) != 0 {
+		t.Errorf("a vanished process is not a problem: %v", r2.Problems)
+	}
+	if len(p.procs) != 4 || p.procs[4242] != nil {
+		t.Errorf("pid 4242 still cached after exit")
+	}
+	if _, ok := p.cg.byName["docker.abc123"]; ok {
+		t.Errorf("cgroup of the exited process still cached")
+	}
+	if got := findPID(p.Table(), 42).CantalPath; got != envCalls.Path {
+		t.Errorf("environ re-read for the same (pid, start time): CantalPath %q", got)
+	}
+
+	// The same pid with a new start time is a new process: environ is read again.
+	stat := readFixture(t, "proc/42/stat")
+	newStat := []byte(string(stat[:len(stat)-1]))
+	newStat = []byte(replaceField(string(newStat), 22, "6000"))
+	if err := os.WriteFile(filepath.Join(proc, "42", "stat"), newStat, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Collect(context.Background(), r2); err != nil {
+		t.Fatal(err)
+	}
+	if got := findPID(p.Table(), 42); got.CantalPath != "/changed" || got.StartTime != 1700000000_000+60_000 {
+		t.Errorf("pid reuse: CantalPath %q StartTime %d", got.CantalPath, got.StartTime)
+	}
+}
+
+// replaceField replaces field n (1-based, proc(5) numbering) of a stat line without a space in
+// its comm... or with one: it counts from the closing parenthesis.
+func replaceField(stat string, n int, v string) string {
+	i := len(stat) - 1
+	for stat[i] != ')' {
+		i--
+	}
+	fields := splitSpace(stat[i+2:])
+	fields[n-3] = v
+	out := stat[:i+2]
+	for j, f := range fields {
+		if j > 0 {
+			out += " "
+		}
+		out += f
+	}
+	return out + "\n"
+}
+
+func splitSpace(s string) []string {
+	var out []string
+	for len(s) > 0 {
+		j := 0
+		for j < len(s) && s[j] != ' ' {
+			j++
+		}
+		out = append(out, s[:j])
+		if j == len(s) {
+			break
+		}
+		s = s[j+1:]
+	}
+	return out
+}
+
+func TestProcessesTableConcurrent(t *testing.T) {
+	p := NewProcesses(fixtureOptions())
+	ctx := context.Background()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for range 200 {
+			for _, pr := range p.Table() {
+				if pr.PID == 0 || pr.Name == "" {
+					t.Errorf("torn row %+v", pr)
+					return
+				}
+			}
+		}
+	}()
+	for range 50 {
+		if err := p.Collect(ctx, series.NewRecorder()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-done
+}
+
+func TestProcessesCancel(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := NewMachine(Options{}).Collect(ctx, series.NewRecorder()); err == nil {
+		t.Errorf("Machine.Collect with a cancelled context: nil error")
+	}
+}
