@@ -67,8 +67,8 @@ func (a *Agent) status() any {
 	}
 	s.Counts.Problems = len(s.Problems)
 	hs := a.hist.Stats()
-	s.Counts.HistoryPoints = int64(hs.Points)
-	s.Counts.HistoryBytes = int64(hs.Bytes)
+	s.Counts.HistoryPoints = hs.Points
+	s.Counts.HistoryBytes = hs.CompressedBytes + hs.StagingBytes
 	return s
 }
 

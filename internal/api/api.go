@@ -50,6 +50,7 @@ func (s *Server) Register(mux *http.ServeMux) {
 	handle(mux, "/api/v1/history", map[string]http.HandlerFunc{"GET": s.history})
 	handle(mux, "/api/v1/stats", map[string]http.HandlerFunc{"GET": s.stats})
 	handle(mux, "/api/v1/peers", map[string]http.HandlerFunc{"GET": s.peers, "POST": s.addPeer})
+	handle(mux, "/api/v1/ws", map[string]http.HandlerFunc{"GET": s.ws})
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		Error(w, http.StatusNotFound, fmt.Sprintf("no such API route: %s", r.URL.Path))
 	})
