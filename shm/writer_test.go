@@ -192,7 +192,7 @@ func TestStateTruncatesOnRuneBoundary(t *testing.T) {
 		{"123456789", "12345678"},
 		{"1234567é", "1234567"}, // é is 2 bytes: would end at byte 9
 		{"123456é", "123456é"},  // exactly 8 bytes
-		{"12😀😀", "12😀"},        // 4-byte runes
+		{"12😀😀", "12😀"},         // 4-byte runes
 		{"😀😀😀", "😀😀"},
 		{"\xff\xff\xff\xff\xff\xff\xff\xff\xff", "\xff\xff\xff\xff\xff\xff\xff\xff"}, // not UTF-8: bytes
 	}
