@@ -187,11 +187,11 @@ func TestDecodeBlockRejects(t *testing.T) {
 		{presRange, 70, 1}, // range past the segment
 		{presRange, 0, 0},  // empty range
 		{presBitmap, 0, 0, 0, 0, 0, 0, 0, 0},
-		{presAll},                        // no value
-		{presAll, 2, 3},                  // bad order
-		{presAll, 2, 1, 0, 65},           // width > 64
-		{presAll, 2, 1, 0, 10},           // truncated residuals
-		{presAll | tfXOR<<2, 1, 2, 3},    // truncated xor
+		{presAll},                         // no value
+		{presAll, 2, 3},                   // bad order
+		{presAll, 2, 1, 0, 65},            // width > 64
+		{presAll, 2, 1, 0, 10},            // truncated residuals
+		{presAll | tfXOR<<2, 1, 2, 3},     // truncated xor
 		{presAll | tfDecimal<<2, 9, 2, 0}, // bad decimals
 	} {
 		if err := decodeBlock(b, 64, &d); !errors.Is(err, errCorrupt) {

@@ -405,4 +405,3 @@ func (r *Recorder) processes(c *scanCtx) {
 		}
 	}
 }
-

@@ -1,0 +1,494 @@
+package history
+
+import (
+	"bufio"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+
+	"github.com/cantal-go/cantal/internal/series"
+)
+
+// Snapshot format, version 1 (all integers uvarint unless noted, varint = zigzag):
+//
+//	magic "CANTALH\x00"
+//	version (1), block scans
+//	series count, then per series: kind byte, born varint, key length, key bytes
+//	segment count, then per segment: scan count (the last segment may be partial),
+//	  first time varint, then time deltas (each ≥ 1), then per series: block length, block
+//	crc32c (Castagnoli) of everything above, 4 bytes little-endian
+//
+// Series are numbered densely in the snapshot; IDs after loading may differ from before.
+const (
+	snapMagic   = "CANTALH\x00"
+	snapVersion = 1
+)
+
+// ErrCorrupt wraps every error ReadSnapshot returns for a malformed, truncated or
+// checksum-failing snapshot (as opposed to an I/O error while reading it).
+var ErrCorrupt = errors.New("corrupt history snapshot")
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// WriteSnapshot writes every series and point of s to w. It is a reader: safe to call from any
+// goroutine while the writer appends, which it never holds up. The snapshot is consistent as of
+// one moment (the latest committed scan when it starts).
+func (s *Store) WriteSnapshot(w io.Writer) error {
+	v := s.acquire()
+	// The open segment's committed scans, compressed as a partial segment.
+	// Load the committed count before the series table: every point below n then belongs to a
+	// series in t (or to an older holder of its ID, filtered out by born).
+	n := int(v.open.n.Load())
+	t := s.metas.Load()
+	var partial *segment
+	if n > 0 {
+		partial = compressStaging(v.open, n, t)
+	}
+	s.release(v)
+
+	type entry struct {
+		id ID
+		m  *meta
+	}
+	var live []entry
+	for i := range t.m {
+		if m := t.m[i].Load(); m != nil {
+			live = append(live, entry{ID(i), m})
+		}
+	}
+	segs := v.segs
+	if partial != nil {
+		segs = append(segs[:len(segs):len(segs)], partial)
+	}
+
+	h := crc32.New(castagnoli)
+	bw := bufio.NewWriterSize(io.MultiWriter(w, h), 1<<16)
+	var b []byte
+	b = append(b, snapMagic...)
+	b = binary.AppendUvarint(b, snapVersion)
+	b = binary.AppendUvarint(b, uint64(s.scans))
+	b = binary.AppendUvarint(b, uint64(len(live)))
+	for _, e := range live {
+		b = append(b, byte(e.m.kind))
+		b = binary.AppendVarint(b, e.m.born)
+		b = binary.AppendUvarint(b, uint64(len(e.m.key)))
+		b = append(b, e.m.key...)
+	}
+	b = binary.AppendUvarint(b, uint64(len(segs)))
+	if _, err := bw.Write(b); err != nil {
+		return fmt.Errorf("write history snapshot: %w", err)
+	}
+	var enc encoder
+	var d decoded
+	var vals [MaxBlockScans]uint64
+	var pres [MaxBlockScans]uint8
+	for _, g := range segs {
+		b = b[:0]
+		b = binary.AppendUvarint(b, uint64(len(g.ts)))
+		b = binary.AppendVarint(b, g.ts[0])
+		for j := 1; j < len(g.ts); j++ {
+			b = binary.AppendUvarint(b, uint64(g.ts[j]-g.ts[j-1]))
+		}
+		for _, e := range live {
+			blk := g.block(e.id)
+			if len(blk) > 0 && g.ts[0] < e.m.born {
+				// The block may hold points of an expired series that had this ID before:
+				// keep only the points of the current one.
+				blk = nil
+				if decodeBlock(g.block(e.id), len(g.ts), &d) == nil {
+					clear(pres[:len(g.ts)])
+					for k := 0; k < d.n; k++ {
+						if j := d.idx[k]; g.ts[j] >= e.m.born {
+							vals[j], pres[j] = d.val[k], 1
+						}
+					}
+					blk = enc.appendBlock(nil, e.m.kind, vals[:len(g.ts)], pres[:len(g.ts)], len(g.ts))
+				}
+			}
+			b = binary.AppendUvarint(b, uint64(len(blk)))
+			b = append(b, blk...)
+		}
+		if _, err := bw.Write(b); err != nil {
+			return fmt.Errorf("write history snapshot: %w", err)
+		}
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("write history snapshot: %w", err)
+	}
+	if _, err := w.Write(binary.LittleEndian.AppendUint32(nil, h.Sum32())); err != nil {
+		return fmt.Errorf("write history snapshot: %w", err)
+	}
+	return nil
+}
+
+// compressStaging compresses the first n committed scans of st (pinned by the caller).
+func compressStaging(st *staging, n int, t *metaTable) *segment {
+	var enc encoder
+	var pres [MaxBlockScans]uint8
+	rows := min(st.rows, len(t.m))
+	g := &segment{ts: append([]int64(nil), st.ts[:n]...), off: make([]uint32, rows+1)}
+	for id := 0; id < rows; id++ {
+		g.off[id] = uint32(len(g.data))
+		m := t.m[id].Load()
+		if m == nil {
+			continue
+		}
+		row := id * st.scans
+		for j := 0; j < n; j++ {
+			pres[j] = 0
+			if st.pres[row+j] != 0 && st.ts[j] >= m.born {
+				pres[j] = 1
+			}
+		}
+		g.data = enc.appendBlock(g.data, m.kind, st.vals[row:row+n], pres[:n], n)
+	}
+	g.off[rows] = uint32(len(g.data))
+	return g
+}
+
+// snapReader parses a snapshot held in memory, never reading past its end.
+type snapReader struct {
+	b   []byte
+	p   int
+	err error
+}
+
+func (r *snapReader) fail(format string, args ...any) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: at byte %d: %s", ErrCorrupt, r.p, fmt.Sprintf(format, args...))
+	}
+}
+
+func (r *snapReader) uvarint(what string) uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b[r.p:])
+	if n <= 0 {
+		r.fail("bad %s", what)
+		return 0
+	}
+	r.p += n
+	return v
+}
+
+func (r *snapReader) varint(what string) int64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(r.b[r.p:])
+	if n <= 0 {
+		r.fail("bad %s", what)
+		return 0
+	}
+	r.p += n
+	return v
+}
+
+// bytes returns the next n bytes, failing when fewer remain (so counts read from the input can
+// never make the reader allocate more than the input's size).
+func (r *snapReader) bytes(n uint64, what string) []byte {
+	if r.err != nil {
+		return nil
+	}
+	if n > uint64(len(r.b)-r.p) {
+		r.fail("%s of %d bytes past the end", what, n)
+		return nil
+	}
+	b := r.b[r.p : r.p+int(n)]
+	r.p += int(n)
+	return b
+}
+
+// count reads a count of items each taking at least minSize bytes, rejecting counts the rest of
+// the input cannot hold.
+func (r *snapReader) count(minSize int, what string) int {
+	n := r.uvarint(what)
+	if r.err == nil && n > uint64((len(r.b)-r.p)/minSize) {
+		r.fail("%s %d too large for the input", what, n)
+		return 0
+	}
+	return int(n)
+}
+
+// maxSnapshot bounds the size ReadSnapshot accepts (the input is held in memory).
+const maxSnapshot = 16 << 30
+
+// ReadSnapshot reads a snapshot written by WriteSnapshot into a new Store with options opt.
+// Scans older than opt.Retention before opt.Now are dropped, with the series left without any
+// point. Malformed input yields an error wrapping ErrCorrupt; memory use is bounded by the
+// input's size.
+func ReadSnapshot(r io.Reader, opt Options) (*Store, error) {
+	b, err := io.ReadAll(io.LimitReader(r, maxSnapshot+1))
+	if err != nil {
+		return nil, fmt.Errorf("read history snapshot: %w", err)
+	}
+	if len(b) > maxSnapshot {
+		return nil, fmt.Errorf("%w: larger than %d bytes", ErrCorrupt, maxSnapshot)
+	}
+	return parseSnapshot(b, opt)
+}
+
+func parseSnapshot(b []byte, opt Options) (*Store, error) {
+	if len(b) < len(snapMagic)+4 || string(b[:len(snapMagic)]) != snapMagic {
+		return nil, fmt.Errorf("%w: not a history snapshot", ErrCorrupt)
+	}
+	body := b[:len(b)-4]
+	if got, want := crc32.Checksum(body, castagnoli), binary.LittleEndian.Uint32(b[len(b)-4:]); got != want {
+		return nil, fmt.Errorf("%w: checksum %08x, want %08x (truncated or damaged)", ErrCorrupt, got, want)
+	}
+	r := &snapReader{b: body, p: len(snapMagic)}
+	if v := r.uvarint("version"); r.err == nil && v != snapVersion {
+		return nil, fmt.Errorf("%w: version %d, want %d", ErrCorrupt, v, snapVersion)
+	}
+	scans := r.uvarint("block scans")
+	if r.err == nil && (scans == 0 || scans > MaxBlockScans) {
+		r.fail("block scans %d", scans)
+	}
+	type sser struct {
+		key  string
+		kind series.Kind
+		born int64
+		last int64
+		keep bool
+	}
+	nser := r.count(3, "series count")
+	sers := make([]sser, 0, nser)
+	seen := make(map[string]bool, nser)
+	for i := 0; i < nser && r.err == nil; i++ {
+		kb := r.bytes(1, "kind")
+		if r.err != nil {
+			break
+		}
+		k := series.Kind(kb[0])
+		born := r.varint("born")
+		key := string(r.bytes(r.uvarint("key length"), "key"))
+		if r.err != nil {
+			break
+		}
+		if k != series.Counter && k != series.Level && k != series.Float {
+			r.fail("series %d: kind %d", i, k)
+		}
+		if seen[key] {
+			r.fail("series %d: duplicate key %q", i, key)
+		}
+		seen[key] = true
+		sers = append(sers, sser{key: key, kind: k, born: born, last: born})
+	}
+	type sseg struct {
+		ts     []int64
+		blocks [][]byte
+	}
+	nseg := r.count(1+len(sers), "segment count")
+	segs := make([]sseg, 0, nseg)
+	prev := int64(0)
+	var d decoded
+	for i := 0; i < nseg && r.err == nil; i++ {
+		n := r.uvarint("scan count")
+		if r.err != nil {
+			break
+		}
+		if n == 0 || n > scans || n > uint64(len(r.b)-r.p) {
+			r.fail("segment %d: %d scans", i, n)
+			break
+		}
+		if n < scans && i != nseg-1 {
+			r.fail("segment %d: partial segment before the last", i)
+			break
+		}
+		g := sseg{ts: make([]int64, n), blocks: make([][]byte, len(sers))}
+		g.ts[0] = r.varint("time")
+		if i > 0 && g.ts[0] <= prev {
+			r.fail("segment %d: time goes back", i)
+		}
+		for j := 1; j < int(n) && r.err == nil; j++ {
+			dt := r.uvarint("time delta")
+			if dt == 0 || dt > 1<<62 || g.ts[j-1] > g.ts[j-1]+int64(dt) {
+				r.fail("segment %d: bad time delta %d", i, dt)
+			}
+			g.ts[j] = g.ts[j-1] + int64(dt)
+		}
+		prev = g.ts[n-1]
+		for k := range sers {
+			blk := r.bytes(r.uvarint("block length"), "block")
+			if r.err != nil {
+				break
+			}
+			if err := decodeBlock(blk, int(n), &d); err != nil {
+				r.fail("segment %d series %d: %v", i, k, err)
+				break
+			}
+			if d.n > 0 {
+				if g.ts[d.idx[0]] < sers[k].born {
+					r.fail("segment %d series %d: point before the series was born", i, k)
+					break
+				}
+				sers[k].last = max(sers[k].last, g.ts[d.idx[d.n-1]])
+			}
+			g.blocks[k] = blk
+		}
+		segs = append(segs, g)
+	}
+	if r.err == nil && r.p != len(body) {
+		r.fail("%d trailing bytes", len(body)-r.p)
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+
+	// Build the store: drop stale segments, then the series left without a point.
+	opt = opt.withDefaults()
+	if opt.BlockScans != int(scans) {
+		opt.BlockScans = int(scans) // blocks are laid out for the snapshot's segment size
+	}
+	s := New(opt)
+	cutoff := opt.Now().UnixMilli() - opt.Retention.Milliseconds()
+	first := 0
+	for first < len(segs) && segs[first].ts[len(segs[first].ts)-1] < cutoff {
+		first++
+	}
+	segs = segs[first:]
+	oldest := cutoff
+	if len(segs) > 0 {
+		oldest = min(oldest, segs[0].ts[0])
+	}
+	ids := make([]ID, len(sers))
+	for k := range sers {
+		if sers[k].last < oldest {
+			continue
+		}
+		id, err := s.register(sers[k].key, sers[k].kind, sers[k].born)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrCorrupt, err)
+		}
+		ids[k] = id
+		sers[k].keep = true
+		s.w.lastTS[id] = sers[k].last
+	}
+	nids := len(s.w.kinds)
+	var closed []*segment
+	for i, g := range segs {
+		if len(g.ts) < int(scans) && i == len(segs)-1 {
+			// The partial segment becomes the open staging.
+			st := s.w.st
+			copy(st.ts, g.ts)
+			pts := 0
+			for k, blk := range g.blocks {
+				if !sers[k].keep {
+					continue
+				}
+				_ = decodeBlock(blk, len(g.ts), &d) // validated above
+				row := int(ids[k]) * st.scans
+				for x := 0; x < d.n; x++ {
+					st.vals[row+int(d.idx[x])] = d.val[x]
+					st.pres[row+int(d.idx[x])] = 1
+				}
+				pts += d.n
+			}
+			st.n.Store(int32(len(g.ts)))
+			s.w.j = len(g.ts)
+			s.stagingPoints.Store(int64(pts))
+			break
+		}
+		seg := &segment{ts: g.ts, off: make([]uint32, nids+1)}
+		size := 0
+		for k, blk := range g.blocks {
+			if sers[k].keep {
+				size += len(blk)
+			}
+		}
+		seg.data = make([]byte, 0, size)
+		// Blocks in ID order; IDs were given in snapshot order to the kept series.
+		for k, blk := range g.blocks {
+			if !sers[k].keep {
+				continue
+			}
+			seg.off[ids[k]] = uint32(len(seg.data))
+			seg.data = append(seg.data, blk...)
+			_ = decodeBlock(blk, len(g.ts), &d)
+			seg.points += d.n
+		}
+		seg.off[nids] = uint32(len(seg.data))
+		closed = append(closed, seg)
+	}
+	if len(segs) > 0 {
+		last := segs[len(segs)-1].ts
+		s.w.lastTS0 = last[len(last)-1]
+	}
+	s.view.Store(&view{segs: closed, open: s.w.st, gen: s.w.st.gen.Load()})
+	return s, nil
+}
+
+// SaveFile writes a snapshot to path atomically: to a temporary file in the same directory,
+// fsynced, renamed over path, and the directory fsynced. A crash leaves either the old or the
+// new snapshot. Safe to call from any goroutine while the writer appends. The agent calls it
+// periodically and at shutdown after the last Commit; points committed after the last SaveFile
+// are lost on a crash.
+func (s *Store) SaveFile(path string) (err error) {
+	dir := filepath.Dir(path)
+	f, err := os.CreateTemp(dir, filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("save history: %w", err)
+	}
+	tmp := f.Name()
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if err = s.WriteSnapshot(f); err != nil {
+		return fmt.Errorf("save history %s: %w", path, err)
+	}
+	if err = f.Sync(); err != nil {
+		return fmt.Errorf("save history %s: %w", path, err)
+	}
+	if err = f.Close(); err != nil {
+		return fmt.Errorf("save history %s: %w", path, err)
+	}
+	if err = os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("save history: %w", err)
+	}
+	if d, derr := os.Open(dir); derr == nil {
+		derr = d.Sync()
+		d.Close()
+		if derr != nil {
+			return fmt.Errorf("save history: sync %s: %w", dir, derr)
+		}
+	}
+	return nil
+}
+
+// LoadFile loads the snapshot at path. A missing file gives an empty store and no error. A
+// corrupt or truncated file is renamed to path+".corrupt-<unix seconds>" and an empty store is
+// returned together with an error saying so (wrapping ErrCorrupt), so that the caller logs it
+// and starts empty; other read errors also return an empty store with the error, leaving the
+// file in place.
+func LoadFile(path string, opt Options) (*Store, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return New(opt), nil
+	}
+	if err != nil {
+		return New(opt), fmt.Errorf("load history: %w", err)
+	}
+	s, err := ReadSnapshot(f, opt)
+	f.Close()
+	if err == nil {
+		return s, nil
+	}
+	if !errors.Is(err, ErrCorrupt) {
+		return New(opt), fmt.Errorf("load history %s: %w", path, err)
+	}
+	aside := path + ".corrupt-" + strconv.FormatInt(opt.withDefaults().Now().Unix(), 10)
+	if rerr := os.Rename(path, aside); rerr != nil {
+		return New(opt), fmt.Errorf("load history %s: %w (and it could not be moved aside: %v)", path, err, rerr)
+	}
+	return New(opt), fmt.Errorf("load history %s: moved to %s: %w", path, aside, err)
+}

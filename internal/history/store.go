@@ -1,0 +1,520 @@
+package history
+
+import (
+	"fmt"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cantal-go/cantal/internal/series"
+)
+
+// Defaults of Options.
+const (
+	DefaultRetention  = time.Hour
+	DefaultInterval   = 2 * time.Second
+	DefaultBlockScans = 64
+	// MaxSeries bounds the number of live series; it keeps every segment's data under 4 GiB.
+	MaxSeries = 1 << 20
+)
+
+// Options configure a Store. The zero value means the defaults.
+type Options struct {
+	// Retention is how long points are kept (default 1h). Expire drops a segment only when
+	// its newest point is older than Retention, so a query for the last Retention always
+	// returns every point of it.
+	Retention time.Duration
+	// Interval is the expected time between scans (default 2s). It is a sizing hint.
+	Interval time.Duration
+	// BlockScans is the number of scans per segment (default 64, at most MaxBlockScans). A
+	// segment's values are kept uncompressed until it is full, then compressed into one block
+	// per series; larger segments compress better and cost more uncompressed memory
+	// (9 bytes per series per scan).
+	BlockScans int
+	// Now is the clock used when loading a snapshot to drop data older than Retention
+	// (default time.Now). The writer's own expiry uses the scans' timestamps instead.
+	Now func() time.Time
+}
+
+func (o Options) withDefaults() Options {
+	if o.Retention <= 0 {
+		o.Retention = DefaultRetention
+	}
+	if o.Interval <= 0 {
+		o.Interval = DefaultInterval
+	}
+	if o.BlockScans <= 0 {
+		o.BlockScans = DefaultBlockScans
+	}
+	o.BlockScans = min(o.BlockScans, MaxBlockScans)
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
+}
+
+// ID is a series' number in a Store. IDs are dense, start at 0 and may be reused after Expire
+// deletes a series; a reader holding an ID across Expire calls should check it with Lookup.
+type ID uint32
+
+// Point is one value of a series: the unix-ms time of its scan and its raw bits (uint64 of a
+// counter, int64 of a level, float64 bits of a float).
+type Point struct {
+	TS   int64
+	Bits uint64
+}
+
+// Rate returns the per-second rate of a counter between two of its points. It returns false
+// when the counter went backwards (a reset: the rate across it is unknown, never negative) or
+// when cur is not later than prev.
+func Rate(prev, cur Point) (float64, bool) {
+	if cur.TS <= prev.TS || cur.Bits < prev.Bits {
+		return 0, false
+	}
+	return float64(cur.Bits-prev.Bits) * 1000 / float64(cur.TS-prev.TS), true
+}
+
+// meta is the immutable description of a registered series.
+type meta struct {
+	key  string
+	kind series.Kind
+	born int64 // no point of this series is older; filters the points of a reused ID
+}
+
+type metaTable struct {
+	m []atomic.Pointer[meta]
+}
+
+// segment is a closed, immutable run of scans: the timestamps and one compressed block per
+// series.
+type segment struct {
+	ts     []int64  // scan times, increasing
+	off    []uint32 // block of series i is data[off[i]:off[i+1]]
+	data   []byte
+	points int
+}
+
+func (g *segment) block(id ID) []byte {
+	if int(id)+1 >= len(g.off) {
+		return nil
+	}
+	return g.data[g.off[id]:g.off[id+1]]
+}
+
+func (g *segment) first() int64 { return g.ts[0] }
+func (g *segment) last() int64  { return g.ts[len(g.ts)-1] }
+
+func (g *segment) bytes() int { return len(g.data) + 4*len(g.off) + 8*len(g.ts) }
+
+// staging holds the open segment uncompressed: row id*scans+j is series id at scan j. The writer
+// fills scan j, then publishes it by storing n = j+1; readers read only scans below n. A staging
+// is recycled for a later segment only when no reader holds it (see Store.acquire).
+type staging struct {
+	gen     atomic.Uint64 // bumped when the staging stops being the open one
+	readers atomic.Int64
+	n       atomic.Int32 // committed scans
+	scans   int
+	rows    int
+	ts      []int64
+	vals    []uint64
+	pres    []uint8
+}
+
+func newStaging(scans, rows int) *staging {
+	return &staging{scans: scans, rows: rows, ts: make([]int64, scans), vals: make([]uint64, scans*rows), pres: make([]uint8, scans*rows)}
+}
+
+// view is what readers see: the closed segments, oldest first, and the open staging. Views are
+// immutable; the writer publishes a new one when a segment closes or expires.
+type view struct {
+	segs []*segment
+	open *staging
+	gen  uint64 // open.gen when published
+}
+
+// Store keeps the recent history of numeric series in memory, compressed.
+//
+// Concurrency: exactly one goroutine, the writer, calls Series, Begin, Add, Commit and Expire.
+// Any number of other goroutines may call Lookup, Each, Range, Last, Latest, Stats,
+// WriteSnapshot and SaveFile at the same time. Readers never block the writer: they read
+// immutable segments and the committed part of the open segment without locks, and the writer
+// never waits for them (a staging buffer still in use by a reader is replaced, not waited for).
+// The only lock the writer takes is around the key index when it registers or deletes a series,
+// which readers hold for one map access.
+type Store struct {
+	opt   Options
+	scans int
+
+	view  atomic.Pointer[view]
+	metas atomic.Pointer[metaTable]
+
+	mu    sync.RWMutex // guards byKey; written by the writer only
+	byKey map[string]ID
+
+	nseries       atomic.Int64
+	stagingPoints atomic.Int64
+	clamped       atomic.Int64
+	dropped       atomic.Int64
+
+	w writer
+}
+
+// writer is the state owned by the writer goroutine.
+type writer struct {
+	st      *staging
+	kinds   []series.Kind // by ID; 0 marks a free ID
+	lastTS  []int64       // by ID: newest point or registration time
+	free    []ID
+	inScan  bool
+	j       int   // scan index in the open segment
+	ts      int64 // time of the open scan
+	lastTS0 int64 // time of the latest committed scan
+	adds    int
+	enc     encoder
+	arena   []byte
+	pool    []*staging
+	retired []*staging
+}
+
+// New returns an empty Store.
+func New(opt Options) *Store {
+	opt = opt.withDefaults()
+	s := &Store{opt: opt, scans: opt.BlockScans, byKey: map[string]ID{}}
+	s.w.lastTS0 = math.MinInt64
+	s.w.st = newStaging(s.scans, 64)
+	s.view.Store(&view{open: s.w.st, gen: s.w.st.gen.Load()})
+	s.metas.Store(&metaTable{})
+	return s
+}
+
+// Options returns the options s was made with, defaults filled in.
+func (s *Store) Options() Options { return s.opt }
+
+// Series returns the ID of the series with this key, registering it when new. A different kind
+// for an existing key is an error; so is a kind that is not Counter, Level or Float. Writer
+// goroutine only.
+func (s *Store) Series(key string, kind series.Kind) (ID, error) {
+	if id, ok := s.byKey[key]; ok { // the writer is the only mutator of byKey
+		if k := s.w.kinds[id]; k != kind {
+			return 0, fmt.Errorf("history: series %s is a %v, not a %v", key, k, kind)
+		}
+		return id, nil
+	}
+	if kind != series.Counter && kind != series.Level && kind != series.Float {
+		return 0, fmt.Errorf("history: series %s: kind %v has no history", key, kind)
+	}
+	born := s.w.lastTS0 + 1
+	if s.w.inScan {
+		born = s.w.ts
+	}
+	return s.register(key, kind, born)
+}
+
+func (s *Store) register(key string, kind series.Kind, born int64) (ID, error) {
+	w := &s.w
+	var id ID
+	if n := len(w.free); n > 0 {
+		id = w.free[n-1]
+		w.free = w.free[:n-1]
+	} else {
+		if len(w.kinds) >= MaxSeries {
+			return 0, fmt.Errorf("history: too many series (%d)", MaxSeries)
+		}
+		id = ID(len(w.kinds))
+		w.kinds = append(w.kinds, 0)
+		w.lastTS = append(w.lastTS, 0)
+	}
+	w.kinds[id] = kind
+	w.lastTS[id] = born
+	if int(id) >= w.st.rows {
+		s.growStaging(int(id) + 1)
+	}
+	t := s.metas.Load()
+	if int(id) >= len(t.m) {
+		nt := &metaTable{m: make([]atomic.Pointer[meta], max(64, 2*len(t.m), int(id)+1))}
+		for i := range t.m {
+			nt.m[i].Store(t.m[i].Load())
+		}
+		t = nt
+		s.metas.Store(t)
+	}
+	t.m[id].Store(&meta{key: key, kind: kind, born: born})
+	s.mu.Lock()
+	s.byKey[key] = id
+	s.mu.Unlock()
+	s.nseries.Add(1)
+	return id, nil
+}
+
+// growStaging replaces the open staging with a copy that has room for rows series.
+func (s *Store) growStaging(rows int) {
+	old := s.w.st
+	rows = max(rows, 2*old.rows)
+	st := newStaging(s.scans, rows)
+	copy(st.ts, old.ts)
+	copy(st.vals, old.vals)
+	copy(st.pres, old.pres)
+	st.n.Store(old.n.Load())
+	s.w.st = st
+	v := s.view.Load()
+	s.view.Store(&view{segs: v.segs, open: st, gen: st.gen.Load()})
+	old.gen.Add(1) // old is never written again; readers still holding it may finish with it
+	// Pooled stagings are too small now.
+	s.w.pool = s.w.pool[:0]
+}
+
+// Lookup returns the ID and kind of the series with this key. Safe for concurrent use.
+func (s *Store) Lookup(key string) (ID, series.Kind, bool) {
+	s.mu.RLock()
+	id, ok := s.byKey[key]
+	s.mu.RUnlock()
+	if !ok {
+		return 0, 0, false
+	}
+	m := s.meta(id)
+	if m == nil || m.key != key {
+		return 0, 0, false
+	}
+	return id, m.kind, true
+}
+
+func (s *Store) meta(id ID) *meta {
+	t := s.metas.Load()
+	if int(id) >= len(t.m) {
+		return nil
+	}
+	return t.m[id].Load()
+}
+
+// Each calls fn for every live series until fn returns false. It takes no lock: series
+// registered or deleted meanwhile may or may not be seen. Safe for concurrent use.
+func (s *Store) Each(fn func(id ID, key string, kind series.Kind) bool) {
+	t := s.metas.Load()
+	for i := range t.m {
+		if m := t.m[i].Load(); m != nil {
+			if !fn(ID(i), m.key, m.kind) {
+				return
+			}
+		}
+	}
+}
+
+// Begin starts a scan at tsMs (unix ms). Scan times must increase; a time not after the
+// previous scan's is moved to 1 ms after it (counted in Stats.ClampedScans) so that the time
+// column stays ordered. A Begin without Commit discards the values added since the previous
+// Begin. Writer goroutine only.
+func (s *Store) Begin(tsMs int64) {
+	w := &s.w
+	if w.inScan {
+		st := w.st
+		for r := 0; r < st.rows; r++ {
+			st.pres[r*st.scans+w.j] = 0
+		}
+	}
+	if tsMs <= w.lastTS0 {
+		tsMs = w.lastTS0 + 1
+		s.clamped.Add(1)
+	}
+	w.st.ts[w.j] = tsMs
+	w.ts = tsMs
+	w.inScan = true
+	w.adds = 0
+}
+
+// Add records bits as the value of series id in the open scan. Adding to an unknown ID or
+// outside Begin/Commit is ignored (counted in Stats.DroppedAdds); adding twice keeps the last
+// value. Writer goroutine only. It does not allocate.
+func (s *Store) Add(id ID, bits uint64) {
+	w := &s.w
+	if !w.inScan || int(id) >= len(w.kinds) || w.kinds[id] == 0 {
+		s.dropped.Add(1)
+		return
+	}
+	i := int(id)*w.st.scans + w.j
+	w.st.vals[i] = bits
+	if w.st.pres[i] == 0 {
+		w.st.pres[i] = 1
+		w.adds++
+	}
+	w.lastTS[id] = w.ts
+}
+
+// Commit publishes the open scan to readers. Series not added in it have a gap at its time. When
+// the open segment is full, Commit compresses it. Writer goroutine only.
+func (s *Store) Commit() {
+	w := &s.w
+	if !w.inScan {
+		return
+	}
+	w.inScan = false
+	w.st.n.Store(int32(w.j + 1))
+	w.lastTS0 = w.ts
+	s.stagingPoints.Add(int64(w.adds))
+	w.j++
+	if w.j == s.scans {
+		s.closeSegment()
+	}
+}
+
+// closeSegment compresses the full open staging into a segment and opens a fresh staging.
+func (s *Store) closeSegment() {
+	w := &s.w
+	st := w.st
+	n := len(w.kinds)
+	off := make([]uint32, n+1)
+	arena := w.arena[:0]
+	for id := 0; id < n; id++ {
+		off[id] = uint32(len(arena))
+		if k := w.kinds[id]; k != 0 {
+			row := id * st.scans
+			arena = w.enc.appendBlock(arena, k, st.vals[row:row+st.scans], st.pres[row:row+st.scans], st.scans)
+		}
+	}
+	off[n] = uint32(len(arena))
+	w.arena = arena
+	seg := &segment{ts: append([]int64(nil), st.ts...), off: off, data: append([]byte(nil), arena...)}
+	seg.points = int(s.stagingPoints.Load())
+
+	next := s.takeStaging(st.rows)
+	w.st = next
+	w.j = 0
+	v := s.view.Load()
+	segs := make([]*segment, len(v.segs)+1)
+	copy(segs, v.segs)
+	segs[len(v.segs)] = seg
+	s.stagingPoints.Store(0)
+	s.view.Store(&view{segs: segs, open: next, gen: next.gen.Load()})
+	s.retire(st)
+}
+
+// takeStaging returns a clean staging with at least rows rows, recycled when possible.
+func (s *Store) takeStaging(rows int) *staging {
+	w := &s.w
+	// Stagings retired earlier whose readers have left can be recycled now.
+	k := 0
+	for _, r := range w.retired {
+		if r.readers.Load() == 0 {
+			s.recycle(r)
+		} else {
+			w.retired[k] = r
+			k++
+		}
+	}
+	clear(w.retired[k:])
+	w.retired = w.retired[:k]
+	for len(w.pool) > 0 {
+		p := w.pool[len(w.pool)-1]
+		w.pool = w.pool[:len(w.pool)-1]
+		if p.rows >= rows {
+			return p
+		}
+	}
+	return newStaging(s.scans, rows)
+}
+
+// retire withdraws st from readers and recycles it when none holds it.
+func (s *Store) retire(st *staging) {
+	st.gen.Add(1) // readers that acquire st from now on see the change and retry
+	if st.readers.Load() == 0 {
+		s.recycle(st)
+		return
+	}
+	s.w.retired = append(s.w.retired, st)
+}
+
+func (s *Store) recycle(st *staging) {
+	if st.rows < s.w.st.rows {
+		return // too small; let it go
+	}
+	clear(st.pres)
+	st.n.Store(0)
+	s.w.pool = append(s.w.pool, st)
+}
+
+// Expire drops the segments whose newest point is older than Retention before the latest scan,
+// deletes the series left without any point and returns their keys. The IDs of deleted series
+// may be reused by later registrations. Writer goroutine only.
+func (s *Store) Expire() []string {
+	w := &s.w
+	if w.lastTS0 == math.MinInt64 {
+		return nil
+	}
+	cutoff := w.lastTS0 - s.opt.Retention.Milliseconds()
+	v := s.view.Load()
+	k := 0
+	for k < len(v.segs) && v.segs[k].last() < cutoff {
+		k++
+	}
+	if k == 0 {
+		return nil
+	}
+	segs := append([]*segment(nil), v.segs[k:]...)
+	s.view.Store(&view{segs: segs, open: v.open, gen: v.gen})
+	oldest := w.lastTS0
+	if len(segs) > 0 {
+		oldest = segs[0].first()
+	} else if w.st.n.Load() > 0 {
+		oldest = w.st.ts[0]
+	}
+	var gone []string
+	t := s.metas.Load()
+	for id, k := range w.kinds {
+		if k == 0 || w.lastTS[id] >= oldest {
+			continue
+		}
+		m := t.m[id].Load()
+		t.m[id].Store(nil)
+		w.kinds[id] = 0
+		w.free = append(w.free, ID(id))
+		s.mu.Lock()
+		delete(s.byKey, m.key)
+		s.mu.Unlock()
+		s.nseries.Add(-1)
+		gone = append(gone, m.key)
+	}
+	return gone
+}
+
+// Stats describes a Store's content and memory.
+type Stats struct {
+	Series          int   // live series
+	Points          int64 // stored points
+	Segments        int   // closed segments
+	CompressedBytes int64 // closed segments: blocks, offsets and time columns
+	StagingBytes    int64 // the open segment, uncompressed
+	OldestMs        int64 // time of the oldest scan kept (0: none)
+	LatestMs        int64 // time of the latest committed scan (0: none)
+	ClampedScans    int64 // scans whose time had to be moved forward
+	DroppedAdds     int64 // Adds ignored (unknown ID or outside a scan)
+}
+
+// Stats returns current statistics. Safe for concurrent use.
+func (s *Store) Stats() Stats {
+	v := s.view.Load()
+	st := Stats{
+		Series:       int(s.nseries.Load()),
+		Points:       s.stagingPoints.Load(),
+		Segments:     len(v.segs),
+		StagingBytes: int64(v.open.rows * v.open.scans * 9),
+		ClampedScans: s.clamped.Load(),
+		DroppedAdds:  s.dropped.Load(),
+	}
+	for _, g := range v.segs {
+		st.Points += int64(g.points)
+		st.CompressedBytes += int64(g.bytes())
+	}
+	if len(v.segs) > 0 {
+		st.OldestMs = v.segs[0].first()
+		st.LatestMs = v.segs[len(v.segs)-1].last()
+	}
+	o := s.acquire()
+	if n := int(o.open.n.Load()); n > 0 {
+		if st.OldestMs == 0 {
+			st.OldestMs = o.open.ts[0]
+		}
+		st.LatestMs = o.open.ts[n-1]
+	}
+	s.release(o)
+	return st
+}
