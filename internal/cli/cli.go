@@ -1,0 +1,276 @@
+// Package cli implements the `cantal` command-line tool: it queries a cantal-agent's HTTP API
+// (status, processes, metrics, history, stats, peers) and prints aligned tables or the agent's
+// JSON, and reads an application's metrics straight from its shared-memory files with no agent
+// running (`cantal values PID|PATH`).
+//
+// The command's main only builds a CLI from the process environment and calls Run; everything
+// else lives here so that it is tested against an httptest agent and hand-written files.
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+)
+
+// DefaultAgent is the agent queried when neither --agent nor CANTAL_AGENT is given.
+const DefaultAgent = "http://127.0.0.1:22682"
+
+// Exit codes returned by Run.
+const (
+	ExitOK    = 0 // success
+	ExitError = 1 // the command failed: agent unreachable, agent error, unreadable files
+	ExitUsage = 2 // bad command line
+)
+
+// CLI is one invocation's environment. The zero value is not usable; set at least Stdout and
+// Stderr. A CLI is used by one Run at a time.
+type CLI struct {
+	Stdout, Stderr io.Writer
+	// Getenv reads the environment (CANTAL_AGENT, CANTAL_PATH). nil means os.Getenv.
+	Getenv func(string) string
+	// HTTP is the client used to reach the agent. nil means a client with a 30 s timeout.
+	HTTP *http.Client
+	// Proc is the proc file system used by `values PID` (default "/proc").
+	Proc string
+	// Now and Location fix the clock and time zone of the output (tests). nil: time.Now and
+	// time.Local.
+	Now      func() time.Time
+	Location *time.Location
+}
+
+// usageError is a command-line mistake: reported with a hint and exit code 2.
+type usageError struct{ msg string }
+
+func (e *usageError) Error() string { return e.msg }
+
+func usagef(format string, args ...any) error {
+	return &usageError{fmt.Sprintf(format, args...)}
+}
+
+const usageText = `Usage: cantal COMMAND [flags]
+
+Query a cantal-agent:
+  status                         the agent: node, version, uptime, scan timing, counts, problems
+  processes [--sort pid|cpu|rss] every process the agent sees
+  metrics [SEL]                  latest value of each series matching SEL
+  history [SEL] [--window DUR] [--rate]
+                                 points of each matching series (--rate: counters as per-second rates)
+  stats [SEL] [--window DUR]     count, min, max, mean, median, p90, p95, p99, slope per series
+  peers                          the other agents this one knows
+
+Read an application's metrics directly, no agent needed:
+  values [PID|PATH]              PID: the process's CANTAL_PATH (read from /proc/PID/environ,
+                                 resolved inside its mount namespace); PATH: a CANTAL_PATH base
+                                 (or its .meta/.values file); none: $CANTAL_PATH
+
+Flags (after the command, in any order):
+  --agent URL    agent to query (default $CANTAL_AGENT or ` + DefaultAgent + `)
+  --match SEL    series selector, same as the SEL argument: a name (requests.number) or
+                 Prometheus matchers ({metric=~"cpu\\..*", pid="42"})
+  --window DUR   history/stats window, e.g. 30s, 5m, 1h (default: the agent's, 5m)
+  --rate         history: per-second rates of counters
+  -o FORMAT      table (default) or json (the agent's answer as it is)
+`
+
+// Run executes the command line args (without the program name) and returns the exit code.
+// Errors are printed to Stderr as "cantal: ...".
+func (c *CLI) Run(ctx context.Context, args []string) int {
+	err := c.run(ctx, args)
+	if err == nil {
+		return ExitOK
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(c.Stdout, usageText)
+		return ExitOK
+	}
+	var ue *usageError
+	if errors.As(err, &ue) {
+		fmt.Fprintf(c.Stderr, "cantal: %v\nRun 'cantal help' for usage.\n", err)
+		return ExitUsage
+	}
+	fmt.Fprintf(c.Stderr, "cantal: %v\n", err)
+	return ExitError
+}
+
+// options are the parsed flags shared by the commands.
+type options struct {
+	agent  string
+	match  string
+	window string
+	rate   bool
+	output string
+	sort   string
+	args   []string // positional arguments
+}
+
+func (c *CLI) getenv(k string) string {
+	if c.Getenv != nil {
+		return c.Getenv(k)
+	}
+	return os.Getenv(k)
+}
+
+func (c *CLI) now() time.Time {
+	if c.Now != nil {
+		return c.Now()
+	}
+	return time.Now()
+}
+
+func (c *CLI) loc() *time.Location {
+	if c.Location != nil {
+		return c.Location
+	}
+	return time.Local
+}
+
+// spec says which flags a command takes and how many positional arguments.
+type spec struct {
+	match, window, rate, sort, agent bool
+	maxArgs                          int
+}
+
+// commandSpec returns the spec of cmd, false for an unknown command.
+func commandSpec(cmd string) (spec, bool) {
+	switch cmd {
+	case "status", "peers":
+		return spec{agent: true}, true
+	case "processes":
+		return spec{agent: true, sort: true}, true
+	case "metrics":
+		return spec{agent: true, match: true, maxArgs: 1}, true
+	case "history":
+		return spec{agent: true, match: true, window: true, rate: true, maxArgs: 1}, true
+	case "stats":
+		return spec{agent: true, match: true, window: true, maxArgs: 1}, true
+	case "values":
+		return spec{maxArgs: 1}, true
+	}
+	return spec{}, false
+}
+
+func (c *CLI) parse(cmd string, args []string) (options, error) {
+	spec, _ := commandSpec(cmd)
+	o := options{output: "table", sort: "pid"}
+	fs := flag.NewFlagSet("cantal "+cmd, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	if spec.agent {
+		o.agent = c.getenv("CANTAL_AGENT")
+		if o.agent == "" {
+			o.agent = DefaultAgent
+		}
+		fs.StringVar(&o.agent, "agent", o.agent, "")
+	}
+	if spec.match {
+		fs.StringVar(&o.match, "match", "", "")
+	}
+	if spec.window {
+		fs.StringVar(&o.window, "window", "", "")
+	}
+	if spec.rate {
+		fs.BoolVar(&o.rate, "rate", false, "")
+	}
+	if spec.sort {
+		fs.StringVar(&o.sort, "sort", o.sort, "")
+	}
+	fs.StringVar(&o.output, "o", o.output, "")
+	fs.StringVar(&o.output, "output", o.output, "")
+	// Flags and positional arguments may be interleaved.
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return o, err
+			}
+			return o, usagef("%s: %v", cmd, err)
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		o.args = append(o.args, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	if len(o.args) > spec.maxArgs {
+		return o, usagef("%s: unexpected argument %q", cmd, o.args[spec.maxArgs])
+	}
+	if len(o.args) == 1 && spec.match {
+		if o.match != "" {
+			return o, usagef("%s: give the selector either as an argument or with --match, not both", cmd)
+		}
+		o.match = o.args[0]
+	}
+	if o.output != "table" && o.output != "json" {
+		return o, usagef("%s: -o %q: want table or json", cmd, o.output)
+	}
+	if o.window != "" {
+		d, err := time.ParseDuration(o.window)
+		if err != nil || d <= 0 {
+			return o, usagef("%s: --window %q: want a positive duration such as 30s, 5m or 1h", cmd, o.window)
+		}
+	}
+	switch o.sort {
+	case "pid", "cpu", "rss":
+	default:
+		return o, usagef("%s: --sort %q: want pid, cpu or rss", cmd, o.sort)
+	}
+	return o, nil
+}
+
+func (c *CLI) run(ctx context.Context, args []string) error {
+	if len(args) == 0 {
+		return usagef("no command given")
+	}
+	cmd := args[0]
+	switch cmd {
+	case "help", "-h", "-help", "--help":
+		return flag.ErrHelp
+	}
+	if _, ok := commandSpec(cmd); !ok {
+		return usagef("unknown command %q", cmd)
+	}
+	o, err := c.parse(cmd, args[1:])
+	if err != nil {
+		return err
+	}
+	if cmd == "values" {
+		return c.values(ctx, o)
+	}
+	a, err := newAgent(o.agent, c.HTTP)
+	if err != nil {
+		return usagef("%v", err)
+	}
+	switch cmd {
+	case "status":
+		return c.status(ctx, a, o)
+	case "processes":
+		return c.processes(ctx, a, o)
+	case "metrics":
+		return c.metrics(ctx, a, o)
+	case "history":
+		return c.history(ctx, a, o)
+	case "stats":
+		return c.stats(ctx, a, o)
+	case "peers":
+		return c.peers(ctx, a, o)
+	}
+	return usagef("unknown command %q", cmd)
+}
+
+// isDigits reports whether s is a non-empty string of ASCII digits.
+func isDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return strings.TrimLeft(s, "0") != "" || s == "0"
+}
