@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -76,9 +75,9 @@ func TestGoApplication(t *testing.T) {
 }
 
 // handWriter is a script that writes the files the way the protocol says, with no library:
-// .values first, then .meta, each through a temporary file and a rename. It increments the
-// counter by 10 every 100 ms and removes both files when told (SIGUSR1) and writes them again
-// on SIGUSR2.
+// .values first, then .meta, each through a temporary file and a rename, then updates the values
+// in place (as the mmap-based clients do). It increments the counter by 10 every 100 ms, removes
+// both files when told (SIGUSR1) and creates them again on SIGUSR2.
 const handWriter = `
 import os, struct, sys, time, signal
 base = sys.argv[1]
@@ -107,15 +106,20 @@ while True:
         ticks += 10
         text = b"hand written"
         values = struct.pack("=Qq48x", ticks, -7) + struct.pack("=q", since) + text + b"\0" * (56 - len(text))
-        write(base + ".values", values)
         if not os.path.exists(base + ".meta"):
+            write(base + ".values", values)
             write(base + ".meta", meta)
+        else:
+            fd = os.open(base + ".values", os.O_WRONLY)
+            os.pwrite(fd, values[:8], 0)
+            os.close(fd)
     time.sleep(0.1)
 `
 
 func python(t *testing.T) string {
 	t.Helper()
-	p, err := exec.LookPath("python3")
+	// Debian's, which every uid may run (a python3 found first on PATH may be a per-user shim).
+	p, err := exec.LookPath("/usr/bin/python3")
 	if err != nil {
 		t.Fatal("python3 is needed for the hand-written client; `make setup` installs it")
 	}
