@@ -3,6 +3,7 @@ module github.com/cantal-go/cantal
 go 1.26.8
 
 require (
+	github.com/coder/websocket v1.8.15
 	github.com/hashicorp/go-sockaddr v1.0.7
 	github.com/hashicorp/memberlist v0.7.0
 	github.com/influxdata/line-protocol/v2 v2.2.1
@@ -11,7 +12,6 @@ require (
 )
 
 require (
-	github.com/coder/websocket v1.8.15 // indirect
 	github.com/google/btree v1.1.3 // indirect
 	github.com/google/go-cmp v0.7.0 // indirect
 	github.com/hashicorp/errwrap v1.1.0 // indirect
