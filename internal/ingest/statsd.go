@@ -144,6 +144,9 @@ func checkNumber(v []byte, signed bool) error {
 	s := v
 	if signed && (s[0] == '+' || s[0] == '-') {
 		s = s[1:]
+		if len(s) == 0 || s[0] == '+' || s[0] == '-' {
+			return fmt.Errorf("invalid value %q", v)
+		}
 	}
 	f, err := strconv.ParseFloat(string(s), 64)
 	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
@@ -248,11 +251,13 @@ func (t *timerAgg) add(v, rate float64, maxSamples int, rnd func() uint64) {
 	}
 }
 
-// timerStat names the series of a timer after its name: <name>.count (counter: samples ever
-// received, scaled by the sample rate), then per interval with samples <name>.min, .max, .mean,
-// .sum and one per percentile: 0.5 is ".median", others ".p<percent>" (0.9 → p90, 0.999 → p99_9).
+// timerStatNames names the series of a timer after its name: <name>.count (counter: samples
+// ever received, scaled by the sample rate), then per interval with samples <name>.min, .max,
+// .mean and one per percentile: 0.5 is ".median", others ".p<percent>" (0.9 → p90,
+// 0.999 → p99_9). There is no per-interval sum: Prometheus reserves the _sum suffix for
+// summaries and histograms, and mean × count gives it.
 func timerStatNames(pcts []float64) []string {
-	names := []string{"count", "min", "max", "mean", "sum"}
+	names := []string{"count", "min", "max", "mean"}
 	for _, q := range pcts {
 		if q == 0.5 {
 			names = append(names, "median")
@@ -307,9 +312,8 @@ func (p *Push) collectStatsd(sink series.Sink, e *entry) {
 		put(1, t.min)
 		put(2, t.max)
 		put(3, t.sum/float64(t.n))
-		put(4, t.sum)
 		for i, q := range p.cfg.Percentiles {
-			put(5+i, quantile(t.values, q))
+			put(4+i, quantile(t.values, q))
 		}
 		t.n, t.sum, t.values = 0, 0, t.values[:0]
 	}

@@ -27,7 +27,7 @@ const maxStatsdLine = 64 << 10
 //   - gauge (g): a float; "+N"/"-N" add to the value held;
 //   - timer (ms), histogram (h), distribution (d): <name>.count (counter of values received,
 //     scaled by the sample rate) and, for each scan interval that received values,
-//     <name>.min, .max, .mean, .sum and the percentiles of Config.Percentiles (.median, .p90,
+//     <name>.min, .max, .mean and the percentiles of Config.Percentiles (.median, .p90,
 //     .p95, .p99); an interval without values leaves a gap;
 //   - set (s): a level holding the number of distinct values received in the scan interval.
 func (p *Push) ServeStatsd(ctx context.Context, addr string) error {
