@@ -2,6 +2,7 @@ package shm
 
 import (
 	"sync/atomic"
+	"unsafe"
 )
 
 // cell is the storage of an 8-byte metric. Before Start, p is nil and the value lives in pre,
@@ -10,10 +11,19 @@ import (
 // the mapping after it, and none is lost. A cell without a collection (the zero value of a
 // metric) keeps its value in pre forever, updated atomically.
 type cell struct {
-	p    atomic.Pointer[uint64]
+	// p is the *uint64 in the mapping, nil before Start. It is an unsafe.Pointer used with
+	// atomic.LoadPointer rather than an atomic.Pointer because that keeps Counter.Inc within
+	// the inliner's budget.
+	p    unsafe.Pointer
 	coll *Collection
 	pre  uint64
 }
+
+// ptr returns the mapped word, or nil before Start.
+func (c *cell) ptr() *uint64 { return (*uint64)(atomic.LoadPointer(&c.p)) }
+
+// setPtr switches the cell to the mapped word p. The collection's mutex is held.
+func (c *cell) setPtr(p *uint64) { atomic.StorePointer(&c.p, unsafe.Pointer(p)) }
 
 // slow runs f on the pre-start storage under the collection's mutex, or on the mapping if
 // Start switched the cell meanwhile.
@@ -23,7 +33,7 @@ func (c *cell) slow(f func(p *uint64)) {
 		return
 	}
 	c.coll.mu.Lock()
-	p := c.p.Load()
+	p := c.ptr()
 	if p == nil {
 		p = &c.pre
 	}
@@ -32,15 +42,25 @@ func (c *cell) slow(f func(p *uint64)) {
 }
 
 func (c *cell) add(n uint64) {
-	if p := c.p.Load(); p != nil {
+	if p := c.ptr(); p != nil {
 		atomic.AddUint64(p, n)
 		return
 	}
-	c.slow(func(p *uint64) { atomic.AddUint64(p, n) })
+	c.addSlow(n)
 }
 
+// addSlow is add before Start. It is kept out of line so that the callers' fast paths inline.
+//
+//go:noinline
+func (c *cell) addSlow(n uint64) { c.slow(func(p *uint64) { atomic.AddUint64(p, n) }) }
+
+// incSlow is addSlow(1), without an argument so that Counter.Inc inlines.
+//
+//go:noinline
+func (c *cell) incSlow() { c.addSlow(1) }
+
 func (c *cell) store(v uint64) {
-	if p := c.p.Load(); p != nil {
+	if p := c.ptr(); p != nil {
 		atomic.StoreUint64(p, v)
 		return
 	}
@@ -48,7 +68,7 @@ func (c *cell) store(v uint64) {
 }
 
 func (c *cell) load() uint64 {
-	if p := c.p.Load(); p != nil {
+	if p := c.ptr(); p != nil {
 		return atomic.LoadUint64(p)
 	}
 	var v uint64
@@ -66,7 +86,7 @@ func (c *cell) update(f func(uint64) uint64) {
 			}
 		}
 	}
-	if p := c.p.Load(); p != nil {
+	if p := c.ptr(); p != nil {
 		do(p)
 		return
 	}

@@ -266,7 +266,7 @@ func (c *Collection) Start() error {
 		if m.cell != nil {
 			p := (*uint64)(unsafe.Pointer(&mapping[off]))
 			atomic.StoreUint64(p, m.cell.pre)
-			m.cell.p.Store(p)
+			m.cell.setPtr(p)
 		} else {
 			m.state.switchTo(mapping[off : off+m.size])
 		}

@@ -10,20 +10,20 @@ type Counter struct{ cell cell }
 
 // Inc adds 1.
 func (c *Counter) Inc() {
-	if p := c.cell.p.Load(); p != nil {
-		atomic.AddUint64(p, 1)
-		return
+	if p := atomic.LoadPointer(&c.cell.p); p != nil {
+		atomic.AddUint64((*uint64)(p), 1)
+	} else {
+		c.cell.incSlow()
 	}
-	c.cell.add(1)
 }
 
 // Add adds n.
 func (c *Counter) Add(n uint64) {
-	if p := c.cell.p.Load(); p != nil {
-		atomic.AddUint64(p, n)
-		return
+	if p := atomic.LoadPointer(&c.cell.p); p != nil {
+		atomic.AddUint64((*uint64)(p), n)
+	} else {
+		c.cell.addSlow(n)
 	}
-	c.cell.add(n)
 }
 
 // Get returns the current value.
