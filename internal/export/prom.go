@@ -9,8 +9,9 @@
 // than a letter, digit or underscore becomes "_" (requests.number → requests_number, colons
 // included: they are reserved for recording rules), and a leading digit gets a "_" prefix.
 // Counters get the "_total" suffix (requests.number → requests_number_total) unless they
-// already have it. The other labels become labels, named the same way (a name starting with
-// "__", reserved by Prometheus, gets the prefix "label"; a name that collides with another of
+// already have it; a name starting with "__", reserved by Prometheus, gets the prefix "metric".
+// The other labels become labels, named the same way (a name starting with "__" gets the
+// prefix "label"; a name that collides with another of
 // the same sample after this gets "_" appended); empty values are left out, as Prometheus
 // treats them as absent. When different original names map to one family, each sample also
 // carries the label cantal_metric="<original name>" so that no two samples collide.
@@ -100,7 +101,7 @@ type Options struct {
 type Prom struct {
 	Options
 
-	names  map[string]string // metric or label name → Prometheus name
+	names  [2]map[string]string // metric (0) or label (1) name → Prometheus name
 	famIdx map[string]int
 	fams   []family
 	order  []int32 // sample indices grouped by family
@@ -122,14 +123,18 @@ type family struct {
 const maxCachedNames = 1 << 17
 
 func (e *Prom) name(s string, metric bool) string {
-	if n, ok := e.names[s]; ok {
+	c := 0
+	if !metric {
+		c = 1
+	}
+	if n, ok := e.names[c][s]; ok {
 		return n
 	}
-	if e.names == nil || len(e.names) >= maxCachedNames {
-		e.names = make(map[string]string, 1024)
+	if e.names[c] == nil || len(e.names[c]) >= maxCachedNames {
+		e.names[c] = make(map[string]string, 1024)
 	}
 	n := promName(s, metric)
-	e.names[s] = n
+	e.names[c][s] = n
 	return n
 }
 
@@ -169,8 +174,12 @@ func promName(s string, metric bool) string {
 	if n == "" {
 		n = "_"
 	}
-	if !metric && strings.HasPrefix(n, "__") {
-		n = "label" + n
+	if strings.HasPrefix(n, "__") { // reserved for Prometheus' own use
+		if metric {
+			n = "metric" + n
+		} else {
+			n = "label" + n
+		}
 	}
 	return n
 }
@@ -202,6 +211,9 @@ func (e *Prom) Append(dst []byte, samples []series.Sample, f Format) []byte {
 		if kind == series.Counter {
 			if !strings.HasSuffix(name, "_total") {
 				name += "_total"
+				if strings.HasPrefix(name, "__") { // "_" + "_total"
+					name = "metric" + name
+				}
 			}
 		} else {
 			kind = series.Float // one gauge family for levels, floats and states
