@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -326,5 +327,94 @@ func TestProcessesCancel(t *testing.T) {
 	cancel()
 	if err := NewMachine(Options{}).Collect(ctx, series.NewRecorder()); err == nil {
 		t.Errorf("Machine.Collect with a cancelled context: nil error")
+	}
+}
+
+// countKept counts the files Processes holds open.
+func countKept(p *Processes) int {
+	n := 0
+	for _, st := range p.procs {
+		for _, f := range st.files {
+			if f.open {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+func TestProcessesKeepOpenBudget(t *testing.T) {
+	for _, keep := range []int{-1, 4, 0} {
+		opt := fixtureOptions()
+		opt.KeepOpen = keep
+		p := NewProcesses(opt)
+		var tables [][]Process
+		for range 3 {
+			r := series.NewRecorder()
+			if err := p.Collect(context.Background(), r); err != nil {
+				t.Fatal(err)
+			}
+			if len(r.Problems) != 0 {
+				t.Errorf("KeepOpen %d: problems %v", keep, r.Problems)
+			}
+			tables = append(tables, p.Table())
+		}
+		limit := max(keep, 0)
+		if keep == 0 {
+			limit = 15 // default budget is larger than the fixture's 5 processes × 3 files
+		}
+		if n := countKept(p); n != p.kept || n != limit {
+			t.Errorf("KeepOpen %d: %d files open, counter says %d; want %d", keep, n, p.kept, limit)
+		}
+		for i := range tables[1] {
+			tables[1][i].CPUPercent, tables[2][i].CPUPercent = 0, 0
+		}
+		if !reflect.DeepEqual(tables[1], tables[2]) {
+			t.Errorf("KeepOpen %d: rereading kept files gave another table", keep)
+		}
+		if got := findPID(tables[2], 42); got == nil || got.Swap != 17*1024 || got.WriteBytes != 2<<20 {
+			t.Errorf("KeepOpen %d: process 42 = %+v", keep, got)
+		}
+		p.Close()
+		if n := countKept(p); n != 0 || p.kept != 0 {
+			t.Errorf("KeepOpen %d: %d files open after Close (counter %d)", keep, n, p.kept)
+		}
+	}
+}
+
+func TestProcessesExitWithKeptFiles(t *testing.T) {
+	// A real child: its kept files must read as gone once it exits and is reaped.
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	p := NewProcesses(Options{})
+	defer p.Close()
+	if err := p.Collect(context.Background(), series.NewRecorder()); err != nil {
+		t.Fatal(err)
+	}
+	if findPID(p.Table(), pid) == nil || p.procs[pid] == nil || !p.procs[pid].files[pfStat].open {
+		t.Fatalf("child %d not scanned with kept files", pid)
+	}
+	if got := findPID(p.Table(), pid); !slices.Equal(got.Cmdline, []string{"sleep", "60"}) {
+		t.Errorf("child Cmdline = %q", got.Cmdline)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	r := series.NewRecorder()
+	if err := p.Collect(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	if findPID(p.Table(), pid) != nil || p.procs[pid] != nil {
+		t.Errorf("exited child %d still in the table", pid)
+	}
+	if n := countKept(p); n != p.kept {
+		t.Errorf("%d files open, counter says %d", n, p.kept)
+	}
+	for src := range r.Problems {
+		if src != "/proc/PID/io" {
+			t.Errorf("problem %s: %v", src, r.Problems[src])
+		}
 	}
 }

@@ -87,10 +87,12 @@ type lineReader struct {
 	buf []byte
 }
 
-// each calls fn with every line of fd, without its newline. The slice passed to fn is only valid
-// during the call. A line longer than the buffer is an error.
+// each calls fn with every line of fd, read from offset 0 with pread(2) so that a file kept
+// open is generated afresh, without its newline. The slice passed to fn is only valid during
+// the call. A line longer than the buffer is an error.
 func (lr *lineReader) each(fd int, fn func(line []byte)) error {
 	start, end := 0, 0
+	var off int64
 	for {
 		if end == len(lr.buf) {
 			if start == 0 {
@@ -99,13 +101,14 @@ func (lr *lineReader) each(fd int, fn func(line []byte)) error {
 			end = copy(lr.buf, lr.buf[start:end])
 			start = 0
 		}
-		n, err := unix.Read(fd, lr.buf[end:])
+		n, err := unix.Pread(fd, lr.buf[end:], off)
 		if err == unix.EINTR {
 			continue
 		}
 		if err != nil {
 			return err
 		}
+		off += int64(n)
 		if n == 0 {
 			if start < end {
 				fn(lr.buf[start:end])
@@ -182,4 +185,76 @@ func atoiPositive(b []byte) (int, bool) {
 		n = n*10 + int(c-'0')
 	}
 	return n, true
+}
+
+// preadAll reads fd from offset 0 into (*buf)[:0], growing *buf up to limit bytes. Reading a
+// procfs file from offset 0 again makes the kernel generate it afresh, so a file kept open is
+// re-read with one system call per scan instead of open, read, read and close.
+//
+// single says the file is generated as one piece (proc's single_open files: PID/stat, status,
+// io, cgroup, meminfo, ...), so that a read shorter than the buffer is its end; other files
+// (diskstats, net/dev) are read until pread returns 0.
+func preadAll(fd int, buf *[]byte, limit int, single bool) ([]byte, error) {
+	b := (*buf)[:0]
+	if cap(b) == 0 {
+		b = make([]byte, 0, min(limit, 4096))
+	}
+	for {
+		n, err := unix.Pread(fd, b[len(b):cap(b)], int64(len(b)))
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			*buf = b
+			return b[:0], err
+		}
+		b = b[:len(b)+n]
+		if n == 0 || (single && len(b) < cap(b)) {
+			*buf = b
+			return b, nil
+		}
+		if len(b) == cap(b) {
+			if cap(b) >= limit {
+				*buf = b
+				return b, errTooLong
+			}
+			nb := make([]byte, len(b), min(limit, 2*cap(b)))
+			copy(nb, b)
+			b = nb
+			if single { // a single-piece file must be read in one go to be consistent
+				b = b[:0]
+			}
+		}
+	}
+}
+
+// keptFile is a procfs file kept open between scans and re-read with preadAll. The zero value
+// is closed.
+type keptFile struct {
+	fd   int // valid when open
+	open bool
+}
+
+// read opens name (NUL-terminated, relative to dirfd) on first use and reads it whole. When
+// the read fails the file is closed, so that the next scan opens it again.
+func (k *keptFile) read(dirfd int, name []byte, buf *[]byte, limit int, single bool) ([]byte, error) {
+	if !k.open {
+		fd, err := openAt(dirfd, name)
+		if err != nil {
+			return nil, err
+		}
+		k.fd, k.open = fd, true
+	}
+	b, err := preadAll(k.fd, buf, limit, single)
+	if err != nil && !errors.Is(err, errTooLong) {
+		k.close()
+	}
+	return b, err
+}
+
+func (k *keptFile) close() {
+	if k.open {
+		unix.Close(k.fd)
+		k.open = false
+	}
 }

@@ -17,13 +17,14 @@ import (
 // independently: a file that cannot be read or parsed is reported with Sink.Problem and the
 // others are still collected.
 //
-// A Machine keeps its buffers and Refs between scans; Collect must not be called concurrently
-// with itself.
+// A Machine keeps its buffers, Refs and open files between scans (Close releases the files);
+// Collect and Close must not be called concurrently.
 type Machine struct {
-	opt  Options
-	gen  uint64
-	path []byte
-	buf  []byte
+	opt   Options
+	gen   uint64
+	path  []byte
+	buf   []byte
+	files [len(machineFiles)]keptFile
 
 	stat  procStat
 	cpu   [len(cpuStates)]*series.Ref
@@ -39,6 +40,26 @@ type Machine struct {
 	disks map[string]*diskRefs
 	dstat []diskStat
 	tcp   tcpScan
+}
+
+// machineFiles are the files Machine reads besides the TCP tables, kept open between scans;
+// single marks those the kernel generates in one piece (see preadAll).
+var machineFiles = [...]struct {
+	name   string
+	single bool
+}{
+	{"stat", true}, {"meminfo", true}, {"loadavg", true}, {"uptime", true}, {"sys/fs/file-nr", true},
+	{"net/dev", false}, {"net/snmp", true}, {"net/netstat", true}, {"diskstats", false},
+}
+
+// Close closes the files Machine keeps open between scans. Collect may be called again
+// afterwards; it reopens them.
+func (m *Machine) Close() error {
+	for i := range m.files {
+		m.files[i].close()
+	}
+	m.tcp.close()
+	return nil
 }
 
 type cpuRefs struct {
@@ -156,31 +177,22 @@ func (m *Machine) Collect(ctx context.Context, sink series.Sink) error {
 	}
 	defer unix.Close(procfd)
 	m.gen++
-	steps := [...]struct {
-		file string
-		fn   func(b []byte, sink series.Sink) error
-	}{
-		{"stat", m.collectStat},
-		{"meminfo", m.collectMeminfo},
-		{"loadavg", m.collectLoadAvg},
-		{"uptime", m.collectUptime},
-		{"sys/fs/file-nr", m.collectFileNr},
-		{"net/dev", m.collectNetDev},
-		{"net/snmp", m.collectNetstat},
-		{"net/netstat", m.collectNetstat},
-		{"diskstats", m.collectDiskstats},
+	steps := [len(machineFiles)]func(b []byte, sink series.Sink) error{
+		m.collectStat, m.collectMeminfo, m.collectLoadAvg, m.collectUptime, m.collectFileNr,
+		m.collectNetDev, m.collectNetstat, m.collectNetstat, m.collectDiskstats,
 	}
-	for _, s := range steps {
+	for i, fn := range steps {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("scan machine: %w", err)
 		}
-		m.path = append(append(m.path[:0], s.file...), 0)
-		b, err := readFileAt(procfd, m.path, &m.buf, 8<<20)
+		f := &machineFiles[i]
+		m.path = append(append(m.path[:0], f.name...), 0)
+		b, err := m.files[i].read(procfd, m.path, &m.buf, 8<<20, f.single)
 		if err == nil {
-			err = s.fn(b, sink)
+			err = fn(b, sink)
 		}
 		if err != nil {
-			sink.Problem(filepath.Join(m.opt.Proc, s.file), err.Error())
+			sink.Problem(filepath.Join(m.opt.Proc, f.name), err.Error())
 		}
 	}
 	m.tcp.collect(ctx, procfd, m.opt.Proc, sink, m.gen)

@@ -22,6 +22,11 @@ type Options struct {
 	// MaxRead caps how much of /proc/PID/cmdline and /proc/PID/environ is read; 64 KiB when
 	// zero. A longer command line is truncated; a CANTAL_PATH beyond the cap is not seen.
 	MaxRead int
+	// KeepOpen is how many /proc/PID files Processes keeps open between scans, re-reading each
+	// with a single pread(2) (3 per process: stat, status, io); 3072 when zero, none when
+	// negative. Each costs the kernel about a page of memory; processes beyond the budget are
+	// read with open, read and close, which is about three times as expensive.
+	KeepOpen int
 }
 
 func (o Options) withDefaults() Options {
@@ -36,6 +41,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.PageSize <= 0 {
 		o.PageSize = os.Getpagesize()
+	}
+	if o.KeepOpen == 0 {
+		o.KeepOpen = 3072
 	}
 	if o.MaxRead <= 0 {
 		o.MaxRead = 64 << 10

@@ -73,6 +73,7 @@ type procState struct {
 	cgroup     *cgroupInfo
 	refs       [pmNum]*series.Ref
 	refsFor    string // cgroup name the refs were made with
+	files      [pfNum]keptFile
 	prevCPU    uint64 // utime+stime ticks at prevAt
 	prevAt     time.Time
 	seen       uint64
@@ -82,13 +83,15 @@ type procState struct {
 // labelled {metric, pid, process, cgroup} and per-cgroup series labelled {metric, cgroup}
 // (see cgroup_name.go for what a process's cgroup is), and keeps the latest process table.
 //
-// Collect must not be called concurrently with itself; Table and AppendTable may be called from
+// Processes keeps up to Options.KeepOpen /proc files open between scans; Close releases them.
+// Collect and Close must not be called concurrently; Table and AppendTable may be called from
 // any goroutine at any time.
 type Processes struct {
 	opt     Options
 	cg      *cgroupTracker
 	procs   map[int]*procState
 	gen     uint64
+	kept    int   // files open in procs[*].files
 	btimeMs int64 // boot time, read once so start times stay stable
 
 	pids    []int
@@ -168,9 +171,9 @@ func (p *Processes) Collect(ctx context.Context, sink series.Sink) error {
 	if ioDenied {
 		sink.Problem(p.opt.Proc+"/PID/io", "permission denied for some processes: their read and write bytes are missing (the agent is not root, or they are protected)")
 	}
-	for pid, st := range p.procs {
+	for _, st := range p.procs {
 		if st.seen != p.gen {
-			delete(p.procs, pid)
+			p.forget(st)
 		}
 	}
 	p.cg.collect(sink, p.gen)
@@ -224,14 +227,103 @@ func (p *Processes) readPID(procfd, pid int, file string, limit int) (b []byte, 
 	return b, false, nil
 }
 
+// Files of a process kept open between scans, in procState.files.
+const (
+	pfStat = iota
+	pfStatus
+	pfIO
+	pfNum
+)
+
+var pidFiles = [pfNum]string{pfStat: "stat", pfStatus: "status", pfIO: "io"}
+
+// cgroupEvery is how often (in scans) a known process's cgroup file is read again: processes
+// are placed in their cgroup before they exec, and moves are rare, so each scan reads it for a
+// fifth of the processes (and for every new one).
+const cgroupEvery = 5
+
+// readKept reads PID/file through the kept file f, opening it when needed and keeping it open
+// while the budget allows. gone is true when the process exited.
+func (p *Processes) readKept(procfd, pid, file int, f *keptFile, limit int) (b []byte, gone bool, err error) {
+	wasOpen := f.open
+	if !f.open {
+		if p.kept >= p.opt.KeepOpen {
+			b, err = readFileAt(procfd, p.pidPath(pid, pidFiles[file]), &p.buf, limit)
+			return p.readResult(pid, file, b, err)
+		}
+		p.kept++
+	}
+	b, err = f.read(procfd, p.pidPath(pid, pidFiles[file]), &p.buf, limit, true)
+	if !f.open {
+		p.kept--
+	}
+	if err == nil && len(b) == 0 && wasOpen {
+		// A kept file of a process that exited reads as empty or ESRCH.
+		return nil, true, nil
+	}
+	return p.readResult(pid, file, b, err)
+}
+
+func (p *Processes) readResult(pid, file int, b []byte, err error) ([]byte, bool, error) {
+	switch {
+	case err == nil:
+		return b, false, nil
+	case isGone(err):
+		return nil, true, err
+	case errors.Is(err, errTooLong):
+		return b, false, err
+	}
+	return nil, false, fmt.Errorf("read %s/%d/%s: %w", p.opt.Proc, pid, pidFiles[file], err)
+}
+
+// forget closes the files of st and drops it.
+func (p *Processes) forget(st *procState) {
+	for i := range st.files {
+		if st.files[i].open {
+			st.files[i].close()
+			p.kept--
+		}
+	}
+	if p.procs[st.pid] == st {
+		delete(p.procs, st.pid)
+	}
+}
+
+// Close closes the /proc files kept open between scans and forgets every process. Collect may
+// be called again afterwards. Close must not be called concurrently with Collect.
+func (p *Processes) Close() error {
+	for _, st := range p.procs {
+		p.forget(st)
+	}
+	return nil
+}
+
 // scanPID reads one process. ok is false when it vanished or could not be read (a problem is
 // reported for the latter).
 func (p *Processes) scanPID(procfd, pid int, now time.Time, sink series.Sink) (row Process, ok, ioDenied bool) {
-	b, gone, err := p.readPID(procfd, pid, "stat", 4096)
-	if gone {
-		return row, false, false
+	st := p.procs[pid]
+	var b []byte
+	var gone bool
+	var err error
+	if st != nil {
+		b, gone, err = p.readKept(procfd, pid, pfStat, &st.files[pfStat], 4096)
+		if gone {
+			// The process we knew exited; the pid may already belong to another one.
+			p.forget(st)
+			st = nil
+		}
 	}
+	var tmp keptFile
+	if st == nil {
+		b, gone, err = p.readKept(procfd, pid, pfStat, &tmp, 4096)
+		if gone {
+			tmp.close()
+			return row, false, false
+		}
+	}
+	stat := &tmp
 	if err != nil || len(b) == 0 {
+		p.closeTmp(&tmp)
 		if err == nil {
 			return row, false, false // an exiting process may read as empty
 		}
@@ -240,12 +332,17 @@ func (p *Processes) scanPID(procfd, pid int, now time.Time, sink series.Sink) (r
 	}
 	ps, err := parsePIDStat(b)
 	if err != nil {
+		p.closeTmp(&tmp)
 		sink.Problem(fmt.Sprintf("%s/%d/stat", p.opt.Proc, pid), err.Error())
 		return row, false, false
 	}
-	st := p.procs[pid]
-	if st == nil || st.startTicks != ps.StartTicks {
+	if st != nil && st.startTicks != ps.StartTicks {
+		p.forget(st) // pid reused between two scans
+		st = nil
+	}
+	if st == nil {
 		st = &procState{pid: pid, pidStr: strconv.Itoa(pid), startTicks: ps.StartTicks}
+		st.files[pfStat] = *stat
 		p.procs[pid] = st
 	}
 	fresh := false
@@ -266,7 +363,7 @@ func (p *Processes) scanPID(procfd, pid int, now time.Time, sink series.Sink) (r
 		VSZ:       ps.VSize,
 	}
 
-	if b, gone, err = p.readPID(procfd, pid, "status", 16<<10); gone {
+	if b, gone, err = p.readKept(procfd, pid, pfStatus, &st.files[pfStatus], 16<<10); gone {
 		return row, false, false
 	} else if err != nil {
 		sink.Problem(fmt.Sprintf("%s/%d/status", p.opt.Proc, pid), err.Error())
@@ -276,7 +373,7 @@ func (p *Processes) scanPID(procfd, pid int, now time.Time, sink series.Sink) (r
 		row.UID, row.Swap = int(s.UID), s.Swap
 	}
 
-	if b, gone, err = p.readPID(procfd, pid, "io", 4096); gone {
+	if b, gone, err = p.readKept(procfd, pid, pfIO, &st.files[pfIO], 4096); gone {
 		return row, false, false
 	} else if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
 		ioDenied = true
@@ -288,16 +385,19 @@ func (p *Processes) scanPID(procfd, pid int, now time.Time, sink series.Sink) (r
 		row.ReadBytes, row.WriteBytes = io.ReadBytes, io.WriteBytes
 	}
 
-	if b, gone, err = p.readPID(procfd, pid, "cgroup", 64<<10); gone {
-		return row, false, false
-	} else if err != nil {
-		sink.Problem(fmt.Sprintf("%s/%d/cgroup", p.opt.Proc, pid), err.Error())
-	} else if ci, err := p.cg.intern(b, p.gen); err != nil {
-		sink.Problem(fmt.Sprintf("%s/%d/cgroup", p.opt.Proc, pid), err.Error())
-	} else {
-		st.cgroup = ci
+	if fresh || st.cgroup == nil || (uint64(pid)+p.gen)%cgroupEvery == 0 {
+		if b, err = readFileAt(procfd, p.pidPath(pid, "cgroup"), &p.buf, 64<<10); isGone(err) {
+			return row, false, false
+		} else if err != nil {
+			sink.Problem(fmt.Sprintf("%s/%d/cgroup", p.opt.Proc, pid), err.Error())
+		} else if ci, err := p.cg.intern(b, p.gen); err != nil {
+			sink.Problem(fmt.Sprintf("%s/%d/cgroup", p.opt.Proc, pid), err.Error())
+		} else {
+			st.cgroup = ci
+		}
 	}
 	if st.cgroup != nil {
+		st.cgroup.seen = p.gen
 		row.Cgroup = st.cgroup.Name
 		p.cg.count(st.cgroup, p.gen)
 	}
@@ -342,6 +442,14 @@ func (p *Processes) scanPID(procfd, pid int, now time.Time, sink series.Sink) (r
 		sink.Put(r, v)
 	}
 	return row, true, ioDenied
+}
+
+// closeTmp closes a stat file opened for a process that was then not kept.
+func (p *Processes) closeTmp(f *keptFile) {
+	if f.open {
+		f.close()
+		p.kept--
+	}
 }
 
 // readOnce reads the command line and environment of a new (or newly exec'd) process.

@@ -14,6 +14,7 @@ import (
 // through a fixed buffer: a busy machine may have 100k sockets (15 MB of text).
 type tcpScan struct {
 	lr       lineReader
+	files    [2]keptFile // tcp, tcp6
 	states   [len(tcpStates)]int64
 	txq, rxq uint64
 	// Per local port, reset each scan: listening sockets, their accept queues, and established
@@ -48,6 +49,12 @@ func newTCPScan() tcpScan {
 		byUID:    map[uint32]int64{},
 		portRefs: map[uint16]*portRefs{},
 		uidRefs:  map[uint32]*uidRef{},
+	}
+}
+
+func (t *tcpScan) close() {
+	for i := range t.files {
+		t.files[i].close()
 	}
 }
 
@@ -104,21 +111,24 @@ func (t *tcpScan) add(s tcpSock) {
 func (t *tcpScan) collect(ctx context.Context, procfd int, proc string, sink series.Sink, gen uint64) {
 	t.reset()
 	read := 0
-	for _, name := range []string{"net/tcp\x00", "net/tcp6\x00"} {
+	for i, name := range [2]string{"net/tcp\x00", "net/tcp6\x00"} {
 		if ctx.Err() != nil {
 			return
 		}
 		file := filepath.Join(proc, name[:len(name)-1])
-		fd, err := openAt(procfd, []byte(name))
-		if err != nil {
-			if !errors.Is(err, unix.ENOENT) { // no IPv6 is normal
-				sink.Problem(file, err.Error())
+		kf := &t.files[i]
+		if !kf.open {
+			fd, err := openAt(procfd, []byte(name))
+			if err != nil {
+				if !errors.Is(err, unix.ENOENT) { // no IPv6 is normal
+					sink.Problem(file, err.Error())
+				}
+				continue
 			}
-			continue
+			kf.fd, kf.open = fd, true
 		}
-		err = t.lr.each(fd, t.line)
-		unix.Close(fd)
-		if err != nil {
+		if err := t.lr.each(kf.fd, t.line); err != nil {
+			kf.close()
 			sink.Problem(file, err.Error())
 			continue
 		}
