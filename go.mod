@@ -3,6 +3,7 @@ module github.com/cantal-go/cantal
 go 1.26.8
 
 require (
+	github.com/cactus/go-statsd-client/v5 v5.1.0
 	github.com/coder/websocket v1.8.15
 	github.com/hashicorp/go-sockaddr v1.0.7
 	github.com/hashicorp/memberlist v0.7.0
