@@ -30,8 +30,10 @@ import (
 	"github.com/cantal-go/cantal/internal/apps"
 	"github.com/cantal-go/cantal/internal/history"
 	"github.com/cantal-go/cantal/internal/registry"
+	"github.com/cantal-go/cantal/internal/rrddscan"
 	"github.com/cantal-go/cantal/internal/series"
 	"github.com/cantal-go/cantal/internal/sysscan"
+	"github.com/cantal-go/cantal/internal/web"
 )
 
 // Version is the agent's version, set at build time with -ldflags "-X ...agent.Version=...".
@@ -104,6 +106,9 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 		{"machine", sysscan.NewMachine(sopt)},
 		{"processes", a.procs},
 		{"apps", a.apps},
+	}
+	if cfg.RRDDDir != "" {
+		a.colls = append(a.colls, namedCollector{"rrdd", rrddscan.New(cfg.RRDDDir, rrddscan.Options{})})
 	}
 
 	ln, err := net.Listen("tcp", cfg.Listen)
@@ -279,20 +284,5 @@ func (a *Agent) routes() {
 		a.mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		a.mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
-	a.mux.HandleFunc("/", a.index)
-}
-
-func (a *Agent) index(w http.ResponseWriter, r *http.Request) {
-	if r.URL.Path != "/" {
-		api.Error(w, http.StatusNotFound, "not found: "+r.URL.Path)
-		return
-	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	fmt.Fprintf(w, `<!doctype html><title>cantal-agent %s</title><h1>cantal-agent on %s</h1><ul>
-<li><a href="/api/v1/status">status</a><li><a href="/api/v1/processes">processes</a>
-<li><a href="/api/v1/metrics">metrics</a></ul>`, Version, htmlEscape(a.cfg.NodeName))
-}
-
-func htmlEscape(s string) string {
-	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&quot;").Replace(s)
+	a.mux.Handle("/", web.Handler())
 }
