@@ -64,7 +64,8 @@ type Collection struct {
 	started bool
 	closed  bool
 	path    string
-	mapping []byte // never unmapped: metrics may still point into it
+	mapping []byte   // never unmapped: metrics may still point into it
+	files   [2]inode // .meta and .values as created, so Close removes only ours
 }
 
 // metric is a declared metric waiting for Start.
@@ -276,6 +277,12 @@ func (c *Collection) Start() error {
 		return fmt.Errorf("start: %w", err)
 	}
 	c.started, c.path, c.mapping = true, path, mapping
+	for i, p := range []string{metaPath, valuesPath} {
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err == nil {
+			c.files[i] = inodeOf(&st)
+		}
+	}
 	return nil
 }
 
@@ -327,9 +334,9 @@ func writeFileAtomic(path string, data []byte) error {
 	return err
 }
 
-// Close removes the .meta and then the .values file. Metrics stay usable: the memory stays
-// mapped (it is released when the process exits), but nobody reads it anymore. Close is
-// idempotent; after it, Start fails.
+// Close removes the .meta and then the .values file, unless another process has replaced
+// them meanwhile. Metrics stay usable: the memory stays mapped (it is released when the process
+// exits), but nobody reads it anymore. Close is idempotent; after it, Start fails.
 func (c *Collection) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -341,7 +348,11 @@ func (c *Collection) Close() error {
 		return nil
 	}
 	var errs []error
-	for _, p := range []string{c.path + ".meta", c.path + ".values"} {
+	for i, p := range []string{c.path + ".meta", c.path + ".values"} {
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil || inodeOf(&st) != c.files[i] {
+			continue // gone, or no longer ours
+		}
 		if err := os.Remove(p); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
 		}

@@ -325,3 +325,22 @@ func TestCloseRemovesFiles(t *testing.T) {
 		t.Errorf("Read after Close: %v; want ErrNotExist", err)
 	}
 }
+
+func TestCloseLeavesAnotherProcessFiles(t *testing.T) {
+	base := filepath.Join(t.TempDir(), "app")
+	c := NewCollection(Options{Path: base})
+	Must(c.Counter(map[string]string{"m": "c"}))
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Another process (a restart sharing CANTAL_PATH) replaces the files.
+	writePair(t, base, "counter 8: {\"m\": \"other\"}\n", u64(1))
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, ext := range []string{".meta", ".values"} {
+		if _, err := os.Stat(base + ext); err != nil {
+			t.Errorf("Close removed the other process's %s: %v", ext, err)
+		}
+	}
+}
