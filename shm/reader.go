@@ -317,6 +317,10 @@ func (r *Reader) openValues() error {
 		f.Close()
 		return err
 	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		f.Close()
+		return fmt.Errorf("%s: not a regular file", r.valuesPath.s)
+	}
 	if inodeOf(&st) != r.paired {
 		f.Close()
 		return errRetry // replaced between lstat and open
