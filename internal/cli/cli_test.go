@@ -225,7 +225,7 @@ func writeApp(t *testing.T, base string) {
 	values := make([]byte, 128)
 	ne := binary.NativeEndian
 	ne.PutUint64(values[0:], 97)
-	ne.PutUint64(values[8:], uint64(^uint64(2))) // -3
+	ne.PutUint64(values[8:], uint64(^uint64(2)))  // -3
 	ne.PutUint64(values[16:], 0x3ff8000000000000) // 1.5
 	ne.PutUint64(values[24:], 3<<20)
 	ne.PutUint64(values[64:], uint64(nowMs-90_000))
