@@ -35,7 +35,7 @@ func (s *State) switchTo(m []byte) {
 func (s *State) ts(b []byte) *uint64 { return (*uint64)(unsafe.Pointer(&b[0])) }
 
 // Enter sets the state to text, entered now. Text longer than the state holds (its size minus
-// 8 bytes) is cut at a UTF-8 character boundary.
+// 8 bytes) is cut at a UTF-8 character boundary; readers also end the text at a NUL byte.
 func (s *State) Enter(text string) { s.EnterAt(text, time.Now()) }
 
 // EnterAt sets the state to text, entered at t.
