@@ -131,12 +131,14 @@ func (s *Store) WriteSnapshot(w io.Writer) error {
 func compressStaging(st *staging, n int, t *metaTable) *segment {
 	var enc encoder
 	var pres [MaxBlockScans]uint8
+	var sw segWriter
 	rows := min(st.rows, len(t.m))
-	g := &segment{ts: append([]int64(nil), st.ts[:n]...), off: make([]uint32, rows+1)}
 	for id := 0; id < rows; id++ {
-		g.off[id] = uint32(len(g.data))
+		sw.begin()
+		start := len(sw.data)
 		m := t.m[id].Load()
 		if m == nil {
+			sw.end(0)
 			continue
 		}
 		row := id * st.scans
@@ -146,10 +148,10 @@ func compressStaging(st *staging, n int, t *metaTable) *segment {
 				pres[j] = 1
 			}
 		}
-		g.data = enc.appendBlock(g.data, m.kind, st.vals[row:row+n], pres[:n], n)
+		sw.data = enc.appendBlock(sw.data, m.kind, st.vals[row:row+n], pres[:n], n)
+		sw.end(len(sw.data) - start)
 	}
-	g.off[rows] = uint32(len(g.data))
-	return g
+	return sw.segment(st.ts[:n])
 }
 
 // snapReader parses a snapshot held in memory, never reading past its end.
@@ -371,7 +373,7 @@ func parseSnapshot(b []byte, opt Options) (*Store, error) {
 		sers[k].keep = true
 		s.w.lastTS[id] = sers[k].last
 	}
-	nids := len(s.w.kinds)
+	var sw segWriter
 	var closed []*segment
 	for i, g := range segs {
 		if len(g.ts) < int(scans) && i == len(segs)-1 {
@@ -396,26 +398,17 @@ func parseSnapshot(b []byte, opt Options) (*Store, error) {
 			s.stagingPoints.Store(int64(pts))
 			break
 		}
-		seg := &segment{ts: g.ts, off: make([]uint32, nids+1)}
-		size := 0
-		for k, blk := range g.blocks {
-			if sers[k].keep {
-				size += len(blk)
-			}
-		}
-		seg.data = make([]byte, 0, size)
 		// Blocks in ID order; IDs were given in snapshot order to the kept series.
+		sw.reset()
 		for k, blk := range g.blocks {
 			if !sers[k].keep {
 				continue
 			}
-			seg.off[ids[k]] = uint32(len(seg.data))
-			seg.data = append(seg.data, blk...)
+			sw.add(blk)
 			_ = decodeBlock(blk, len(g.ts), &d)
-			seg.points += d.n
+			sw.points += d.n
 		}
-		seg.off[nids] = uint32(len(seg.data))
-		closed = append(closed, seg)
+		closed = append(closed, sw.segment(g.ts))
 	}
 	if len(segs) > 0 {
 		last := segs[len(segs)-1].ts

@@ -1,6 +1,7 @@
 package history
 
 import (
+	"encoding/binary"
 	"fmt"
 	"math"
 	"sync"
@@ -87,25 +88,86 @@ type metaTable struct {
 }
 
 // segment is a closed, immutable run of scans: the timestamps and one compressed block per
-// series.
+// series. Block lengths are uvarints in ID order (one byte for a series without points), with
+// the data and length offsets of every group of 64 IDs, so the index costs little more than a
+// byte per series.
 type segment struct {
-	ts     []int64  // scan times, increasing
-	off    []uint32 // block of series i is data[off[i]:off[i+1]]
-	data   []byte
-	points int
+	ts      []int64  // scan times, increasing
+	lens    []byte   // uvarint block length per ID
+	chk     []uint32 // chk[g]: offset in data of the block of ID 64g
+	lensOff []uint32 // lensOff[g]: offset in lens of the length of ID 64g
+	data    []byte
+	points  int
 }
 
+const idGroup = 64
+
 func (g *segment) block(id ID) []byte {
-	if int(id)+1 >= len(g.off) {
+	gi := int(id) / idGroup
+	if gi >= len(g.chk) {
 		return nil
 	}
-	return g.data[g.off[id]:g.off[id+1]]
+	p, off := int(g.lensOff[gi]), int(g.chk[gi])
+	for k := gi * idGroup; p < len(g.lens); k++ {
+		l, n := binary.Uvarint(g.lens[p:])
+		if n <= 0 || uint64(len(g.data)-off) < l {
+			return nil // unreachable: segments are built by segWriter
+		}
+		p += n
+		if k == int(id) {
+			return g.data[off : off+int(l)]
+		}
+		off += int(l)
+	}
+	return nil
 }
 
 func (g *segment) first() int64 { return g.ts[0] }
 func (g *segment) last() int64  { return g.ts[len(g.ts)-1] }
 
-func (g *segment) bytes() int { return len(g.data) + 4*len(g.off) + 8*len(g.ts) }
+func (g *segment) bytes() int { return len(g.data) + len(g.lens) + 4*len(g.chk) + 4*len(g.lensOff) + 8*len(g.ts) }
+
+// segWriter builds a segment, series by series in ID order. Its buffers are reused.
+type segWriter struct {
+	lens         []byte
+	chk, lensOff []uint32
+	data         []byte
+	n            int
+	points       int
+}
+
+func (sw *segWriter) reset() {
+	sw.lens, sw.chk, sw.lensOff, sw.data = sw.lens[:0], sw.chk[:0], sw.lensOff[:0], sw.data[:0]
+	sw.n, sw.points = 0, 0
+}
+
+// add appends the block of the next ID.
+func (sw *segWriter) add(blk []byte) { sw.begin(); sw.data = append(sw.data, blk...); sw.end(len(blk)) }
+
+// begin and end bracket a block appended to sw.data directly.
+func (sw *segWriter) begin() {
+	if sw.n%idGroup == 0 {
+		sw.chk = append(sw.chk, uint32(len(sw.data)))
+		sw.lensOff = append(sw.lensOff, uint32(len(sw.lens)))
+	}
+}
+
+func (sw *segWriter) end(size int) {
+	sw.lens = binary.AppendUvarint(sw.lens, uint64(size))
+	sw.n++
+}
+
+// segment returns the built segment with its own exactly sized copies of the buffers.
+func (sw *segWriter) segment(ts []int64) *segment {
+	return &segment{
+		ts:      append([]int64(nil), ts...),
+		lens:    append([]byte(nil), sw.lens...),
+		chk:     append([]uint32(nil), sw.chk...),
+		lensOff: append([]uint32(nil), sw.lensOff...),
+		data:    append([]byte(nil), sw.data...),
+		points:  sw.points,
+	}
+}
 
 // staging holds the open segment uncompressed: row id*scans+j is series id at scan j. The writer
 // fills scan j, then publishes it by storing n = j+1; readers read only scans below n. A staging
@@ -172,7 +234,7 @@ type writer struct {
 	lastTS0 int64 // time of the latest committed scan
 	adds    int
 	enc     encoder
-	arena   []byte
+	sw      segWriter
 	pool    []*staging
 	retired []*staging
 }
@@ -361,20 +423,19 @@ func (s *Store) Commit() {
 func (s *Store) closeSegment() {
 	w := &s.w
 	st := w.st
-	n := len(w.kinds)
-	off := make([]uint32, n+1)
-	arena := w.arena[:0]
-	for id := 0; id < n; id++ {
-		off[id] = uint32(len(arena))
+	sw := &w.sw
+	sw.reset()
+	for id := range w.kinds {
+		sw.begin()
+		start := len(sw.data)
 		if k := w.kinds[id]; k != 0 {
 			row := id * st.scans
-			arena = w.enc.appendBlock(arena, k, st.vals[row:row+st.scans], st.pres[row:row+st.scans], st.scans)
+			sw.data = w.enc.appendBlock(sw.data, k, st.vals[row:row+st.scans], st.pres[row:row+st.scans], st.scans)
 		}
+		sw.end(len(sw.data) - start)
 	}
-	off[n] = uint32(len(arena))
-	w.arena = arena
-	seg := &segment{ts: append([]int64(nil), st.ts...), off: off, data: append([]byte(nil), arena...)}
-	seg.points = int(s.stagingPoints.Load())
+	sw.points = int(s.stagingPoints.Load())
+	seg := sw.segment(st.ts)
 
 	next := s.takeStaging(st.rows)
 	w.st = next
