@@ -3,6 +3,8 @@ package sysscan
 import (
 	"os"
 	"path/filepath"
+
+	"golang.org/x/sys/unix"
 )
 
 // Options says where the collectors find procfs and sysfs. The zero value means the host's own
@@ -23,9 +25,10 @@ type Options struct {
 	// zero. A longer command line is truncated; a CANTAL_PATH beyond the cap is not seen.
 	MaxRead int
 	// KeepOpen is how many /proc/PID files Processes keeps open between scans, re-reading each
-	// with a single pread(2) (3 per process: stat, status, io); 3072 when zero, none when
-	// negative. Each costs the kernel about a page of memory; processes beyond the budget are
-	// read with open, read and close, which is about three times as expensive.
+	// with a single pread(2) (3 per process: stat, status, io); 4096 when zero, none when
+	// negative, and never more than half the RLIMIT_NOFILE soft limit. Each costs the kernel
+	// about a page of memory; processes beyond the budget are read with open, read and close,
+	// which costs about three times as much CPU.
 	KeepOpen int
 }
 
@@ -43,7 +46,11 @@ func (o Options) withDefaults() Options {
 		o.PageSize = os.Getpagesize()
 	}
 	if o.KeepOpen == 0 {
-		o.KeepOpen = 3072
+		o.KeepOpen = 4096
+	}
+	var rl unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err == nil && rl.Cur < 1<<40 && o.KeepOpen > int(rl.Cur/2) {
+		o.KeepOpen = int(rl.Cur / 2)
 	}
 	if o.MaxRead <= 0 {
 		o.MaxRead = 64 << 10
