@@ -23,6 +23,8 @@ type Status struct {
 		TS         int64   `json:"ts"`
 		DurationMs float64 `json:"duration_ms"`
 		Scans      int64   `json:"scans"`
+		Added      int     `json:"series_added"`
+		Removed    int     `json:"series_removed"`
 	} `json:"last_scan"`
 	Counts struct {
 		Series        int   `json:"series"`
@@ -52,6 +54,7 @@ func (a *Agent) status() any {
 	s.LastScan.TS = v.TS
 	s.LastScan.DurationMs = float64(a.lastScanNs.Load()) / 1e6
 	s.LastScan.Scans = a.scans.Load()
+	s.LastScan.Added, s.LastScan.Removed = v.Added, v.Removed
 	s.Counts.Series = v.Len()
 	v.Each(func(h registry.Handle) bool {
 		if h.Live() {

@@ -10,7 +10,6 @@ package registry
 import (
 	"fmt"
 	"log/slog"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,6 +30,8 @@ type Registry struct {
 	entries []*entry // by Ref.ID; nil slots are free
 	free    []int32
 	changed bool // set of series changed in this scan
+	added   int  // series added in this scan
+	removed int  // series removed in this scan
 	scanTS  int64
 	probs   []Problem
 	logged  map[Problem]int64 // problems already logged, with the scan they were last seen in
@@ -61,6 +62,8 @@ type View struct {
 	TS       int64
 	entries  []*entry
 	Problems []Problem
+	Added    int // series registered by the scan
+	Removed  int // series forgotten by the scan
 }
 
 // New returns a Registry writing into hist. Series already in hist (loaded from a snapshot) are
@@ -104,6 +107,7 @@ func (r *Registry) add(ref *series.Ref, hid history.ID) *entry {
 	}
 	r.byKey[ref.Key] = ref
 	r.changed = true
+	r.added++
 	return e
 }
 
@@ -205,6 +209,7 @@ func (r *Registry) remove(ref *series.Ref) {
 	}
 	ref.ID = -1
 	r.changed = true
+	r.removed++
 }
 
 // Commit ends the scan: the history gets its points, expired history is dropped, and readers
@@ -233,7 +238,8 @@ func (r *Registry) Commit() {
 }
 
 func (r *Registry) publish() {
-	v := &View{TS: r.scanTS, Problems: r.probs}
+	v := &View{TS: r.scanTS, Problems: r.probs, Added: r.added, Removed: r.removed}
+	r.added, r.removed = 0, 0
 	if old := r.view.Load(); old != nil && !r.changed {
 		v.entries = old.entries
 	} else {
@@ -243,7 +249,6 @@ func (r *Registry) publish() {
 				v.entries = append(v.entries, e)
 			}
 		}
-		sort.Slice(v.entries, func(i, j int) bool { return v.entries[i].ref.Key < v.entries[j].ref.Key })
 	}
 	r.changed = false
 	r.view.Store(v)
@@ -276,8 +281,7 @@ func (r *Registry) Subscribe(ch chan<- *View) (cancel func()) {
 // Len returns the number of series in the view.
 func (v *View) Len() int { return len(v.entries) }
 
-// Each calls fn for every series in the view, in key order, until fn returns false. live tells
-// whether the series was written in the view's scan.
+// Each calls fn for every series in the view, in no particular order, until fn returns false.
 func (v *View) Each(fn func(h Handle) bool) {
 	for _, e := range v.entries {
 		if !fn(Handle{e: e, viewTS: v.TS}) {
