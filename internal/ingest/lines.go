@@ -47,15 +47,25 @@ func ParsePrecision(s string) (Precision, error) {
 	return 0, fmt.Errorf("invalid precision %q (want ns, u, ms, s, m or h)", s)
 }
 
-// Point is one field of one line of line protocol, turned into a series value. Labels are
-// {"metric": "<measurement>.<field>", tag...}.
+// Point is one field of one line of line protocol, turned into a series value.
 type Point struct {
-	Line   int // one-based line number in the body
-	Labels series.Labels
+	Line   int    // one-based line number in the body
+	Metric string // "<measurement>.<field>"
+	Tags   []kv   // sorted by key, shared by the points of one line
 	Kind   series.Kind
 	Bits   uint64 // as in series.Sink.Put
 	Text   string // State (string field) only
 	TS     int64  // unix ms
+}
+
+// Labels returns the series' labels: {"metric": Metric, tag...}.
+func (p *Point) Labels() series.Labels {
+	l := make(series.Labels, len(p.Tags)+1)
+	for _, t := range p.Tags {
+		l[t.k] = t.v
+	}
+	l["metric"] = p.Metric
+	return l
 }
 
 // LineError is the reason one line of a body was rejected.
@@ -90,7 +100,6 @@ func ParseLines(body []byte, prec Precision, nowNs int64) ([]Point, []*LineError
 		points []Point
 		errs   []*LineError
 		sc     = lineScanner{buf: body, line: 1}
-		tags   []kv
 	)
 	for {
 		entry, line, ok := sc.next()
@@ -99,7 +108,7 @@ func ParseLines(body []byte, prec Precision, nowNs int64) ([]Point, []*LineError
 		}
 		start := len(points)
 		var err error
-		points, tags, err = parseEntry(points, tags[:0], entry, line, prec, nowNs)
+		points, err = parseEntry(points, entry, line, prec, nowNs)
 		if err != nil {
 			points = points[:start]
 			errs = append(errs, &LineError{Line: lineOf(err, line), Text: cut(entry), Err: stripPos(err)})
@@ -110,59 +119,61 @@ func ParseLines(body []byte, prec Precision, nowNs int64) ([]Point, []*LineError
 
 type kv struct{ k, v string }
 
-func parseEntry(points []Point, tags []kv, entry []byte, line int, prec Precision, nowNs int64) ([]Point, []kv, error) {
+func parseEntry(points []Point, entry []byte, line int, prec Precision, nowNs int64) ([]Point, error) {
+	var tags []kv
 	dec := lineprotocol.NewDecoderWithBytes(entry)
 	if !dec.Next() {
-		return points, tags, errors.New("empty line")
+		return points, errors.New("empty line")
 	}
 	m, err := dec.Measurement()
 	if err != nil {
-		return points, tags, err
+		return points, err
 	}
 	if !utf8.Valid(m) {
-		return points, tags, errors.New("measurement is not valid UTF-8")
+		return points, errors.New("measurement is not valid UTF-8")
 	}
 	measurement := string(m)
 	for {
 		k, v, err := dec.NextTag()
 		if err != nil {
-			return points, tags, err
+			return points, err
 		}
 		if k == nil {
 			break
 		}
 		if !utf8.Valid(k) || !utf8.Valid(v) {
-			return points, tags, fmt.Errorf("tag %q is not valid UTF-8", k)
+			return points, fmt.Errorf("tag %q is not valid UTF-8", k)
 		}
 		if string(k) == "metric" {
-			return points, tags, errors.New(`tag key "metric" is reserved for the series name`)
+			return points, errors.New(`tag key "metric" is reserved for the series name`)
 		}
 		for _, t := range tags {
 			if t.k == string(k) {
-				return points, tags, fmt.Errorf("duplicate tag key %q", k)
+				return points, fmt.Errorf("duplicate tag key %q", k)
 			}
 		}
 		tags = append(tags, kv{string(k), string(v)})
 	}
+	sortTags(tags)
 	first := len(points)
 	for {
 		k, v, err := dec.NextField()
 		if err != nil {
-			return points, tags, err
+			return points, err
 		}
 		if k == nil {
 			break
 		}
 		if !utf8.Valid(k) {
-			return points, tags, fmt.Errorf("field key %q is not valid UTF-8", k)
+			return points, fmt.Errorf("field key %q is not valid UTF-8", k)
 		}
 		name := measurement + "." + string(k)
 		for _, p := range points[first:] {
-			if p.Labels["metric"] == name {
-				return points, tags, fmt.Errorf("duplicate field key %q", k)
+			if p.Metric == name {
+				return points, fmt.Errorf("duplicate field key %q", k)
 			}
 		}
-		p := Point{Line: line}
+		p := Point{Line: line, Metric: name, Tags: tags}
 		switch v.Kind() {
 		case lineprotocol.Float:
 			p.Kind, p.Bits = series.Float, math.Float64bits(v.FloatV())
@@ -178,48 +189,42 @@ func parseEntry(points []Point, tags []kv, entry []byte, line int, prec Precisio
 		case lineprotocol.String:
 			s := v.StringV()
 			if !utf8.ValidString(s) {
-				return points, tags, fmt.Errorf("field %q is not valid UTF-8", k)
+				return points, fmt.Errorf("field %q is not valid UTF-8", k)
 			}
 			p.Kind, p.Text = series.State, s
 		default:
-			return points, tags, fmt.Errorf("field %q has unknown type", k)
+			return points, fmt.Errorf("field %q has unknown type", k)
 		}
-		labels := make(series.Labels, len(tags)+1)
-		for _, t := range tags {
-			labels[t.k] = t.v
-		}
-		labels["metric"] = name
-		p.Labels = labels
 		points = append(points, p)
 	}
 	if len(points) == first {
-		return points, tags, errors.New("no fields")
+		return points, errors.New("no fields")
 	}
 	tb, err := dec.TimeBytes()
 	if err != nil {
-		return points, tags, err
+		return points, err
 	}
 	ns := nowNs
 	if tb != nil {
 		ts, err := strconv.ParseInt(string(tb), 10, 64)
 		if err != nil {
-			return points, tags, fmt.Errorf("invalid timestamp %q: %w", tb, err)
+			return points, fmt.Errorf("invalid timestamp %q: %w", tb, err)
 		}
 		if ts > math.MaxInt64/int64(prec) || ts < math.MinInt64/int64(prec) {
-			return points, tags, fmt.Errorf("timestamp %d%s out of range", ts, precName(prec))
+			return points, fmt.Errorf("timestamp %d%s out of range", ts, precName(prec))
 		}
 		ns = ts * int64(prec)
 	}
 	if dec.Next() {
 		// The scanner split the body where the decoder sees more than one entry: a stray
 		// newline inside a quoted string the scanner did not recognise as such.
-		return points, tags, errors.New("unexpected text after the timestamp")
+		return points, errors.New("unexpected text after the timestamp")
 	}
 	ms := ns / 1e6
 	for i := first; i < len(points); i++ {
 		points[i].TS = ms
 	}
-	return points, tags, nil
+	return points, nil
 }
 
 func precName(p Precision) string {

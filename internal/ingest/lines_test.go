@@ -40,7 +40,7 @@ func TestParseLinesFixture(t *testing.T) {
 		t.Errorf("ParseLines(write.lp) = %d points; want %d", len(points), len(wants))
 	}
 	for _, p := range points {
-		key := p.Labels.Key()
+		key := p.Labels().Key()
 		w, ok := wants[key]
 		if !ok {
 			t.Errorf("unexpected point %s", key)

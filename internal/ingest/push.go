@@ -176,7 +176,6 @@ func (p *Push) applyPoints(points []Point, body []byte) (accepted int, errs []*L
 	now := p.cfg.Now().UnixNano()
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var tags []kv
 	keys := make([]string, 0, 8)
 	for i := 0; i < len(points); {
 		j := i + 1
@@ -191,14 +190,7 @@ func (p *Push) applyPoints(points []Point, body []byte) (accepted int, errs []*L
 		newSeries := 0
 		for k := range line {
 			pt := &line[k]
-			tags = tags[:0]
-			for name, v := range pt.Labels {
-				if name != "metric" {
-					tags = append(tags, kv{name, v})
-				}
-			}
-			sortTags(tags)
-			p.keyBuf = appendKey(p.keyBuf[:0], 'l', pt.Labels["metric"], tags)
+			p.keyBuf = appendKey(p.keyBuf[:0], 'l', pt.Metric, pt.Tags)
 			key := string(p.keyBuf)
 			keys = append(keys, key)
 			e, ok := p.entries[key]
@@ -209,7 +201,7 @@ func (p *Push) applyPoints(points []Point, body []byte) (accepted int, errs []*L
 					fail = fmt.Errorf("max-series limit exceeded (%d pushed series)", p.cfg.MaxSeries)
 				}
 			case e.kind != pt.Kind:
-				fail = fmt.Errorf("field type conflict: %q is %s, already exists as %s", pt.Labels["metric"], pt.Kind, e.kind)
+				fail = fmt.Errorf("field type conflict: %q is %s, already exists as %s", pt.Metric, pt.Kind, e.kind)
 			}
 			if fail != nil {
 				break
@@ -224,7 +216,7 @@ func (p *Push) applyPoints(points []Point, body []byte) (accepted int, errs []*L
 			pt := &line[k]
 			e, ok := p.entries[keys[k]]
 			if !ok {
-				e = &entry{labels: pt.Labels, kind: pt.Kind, ts: math.MinInt64}
+				e = &entry{labels: pt.Labels(), kind: pt.Kind, ts: math.MinInt64}
 				p.entries[keys[k]] = e
 			}
 			e.updated = now

@@ -176,5 +176,3 @@ func TestServeStatsdAddr(t *testing.T) {
 }
 
 func fbits(v uint64) float64 { return series.ToFloat(series.Float, v) }
-
-
