@@ -30,7 +30,7 @@ func TestMain(m *testing.M) {
 	}
 	bin = dir
 	os.Chmod(dir, 0o755) // tests run some binaries as an unprivileged uid
-	for _, pkg := range []string{"./cmd/cantal-agent", "./e2e/testapp", "./examples/rrdd-plugin"} {
+	for _, pkg := range []string{"./cmd/cantal-agent", "./cmd/cantal", "./e2e/testapp", "./examples/rrdd-plugin"} {
 		cmd := exec.Command("go", "build", "-o", dir+"/", pkg)
 		cmd.Dir = ".."
 		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
