@@ -171,13 +171,19 @@ func sortTags(t []kv) {
 
 // applyPoints stores parsed line-protocol points. Lines are atomic: a line with one refused
 // field (kind conflict, series limit) stores none of its fields. It returns the errors of the
-// refused lines and the number of lines accepted.
+// refused lines and the number of lines accepted. A large body is not stored atomically:
+// other writers and Collect may run between its lines.
 func (p *Push) applyPoints(points []Point, body []byte) (accepted int, errs []*LineError) {
 	now := p.cfg.Now().UnixNano()
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	keys := make([]string, 0, 8)
-	for i := 0; i < len(points); {
+	for i, n := 0, 0; i < len(points); n++ {
+		if n > 0 && n%512 == 0 {
+			// Let statsd and Collect in between the lines of a large body.
+			p.mu.Unlock()
+			p.mu.Lock()
+		}
 		j := i + 1
 		for j < len(points) && points[j].Line == points[i].Line {
 			j++
