@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/cantal-go/cantal/internal/series"
@@ -322,12 +323,86 @@ func TestProcessesTableConcurrent(t *testing.T) {
 	<-done
 }
 
-func TestProcessesCancel(t *testing.T) {
+func TestCollectCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := NewMachine(Options{}).Collect(ctx, series.NewRecorder()); err == nil {
+	if err := NewMachine(fixtureOptions()).Collect(ctx, series.NewRecorder()); err == nil {
 		t.Errorf("Machine.Collect with a cancelled context: nil error")
 	}
+	p := NewProcesses(fixtureOptions())
+	if err := p.Collect(ctx, series.NewRecorder()); err == nil {
+		t.Errorf("Processes.Collect with a cancelled context: nil error")
+	}
+	if len(p.Table()) != 0 {
+		t.Errorf("a cancelled scan published a table")
+	}
+}
+
+func TestProcessesStableRefs(t *testing.T) {
+	proc := copyTree(t, "testdata/proc")
+	// A command name that is not UTF-8 is sanitised in labels, and must not look like a new
+	// process on every scan.
+	if err := os.MkdirAll(filepath.Join(proc, "77"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for name, content := range map[string]string{
+		"stat":    "77 (bad\xff) S 1 77 77 0 -1 0 0 0 0 0 5 5 0 0 20 0 1 0 700 1000 10 0 0 0 0 0\n",
+		"status":  "Uid:\t5\t5\t5\t5\n",
+		"io":      "read_bytes: 0\nwrite_bytes: 0\n",
+		"cgroup":  "0::/\n",
+		"cmdline": "x\x00",
+		"environ": "",
+	} {
+		c := strings.NewReplacer(`\n`, "\n", `\t`, "\t", `\xff`, "\xff", `\x00`, "\x00").Replace(content)
+		if err := os.WriteFile(filepath.Join(proc, "77", name), []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	opt := fixtureOptions()
+	opt.Proc = proc
+	p := NewProcesses(opt)
+	r := &countingSink{Recorder: series.NewRecorder()}
+	if err := p.Collect(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	if got := findPID(p.Table(), 77); got == nil || got.Name != "bad\uFFFD" {
+		t.Fatalf("pid 77 = %+v", got)
+	}
+	first := r.calls
+	if first != len(p.procs)*pmNum+countCgroupRefs(p) {
+		t.Errorf("%d Series calls for %d processes", first, len(p.procs))
+	}
+	for range 3 {
+		if err := p.Collect(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r.calls != first {
+		t.Errorf("later scans called Sink.Series %d more times; want cached Refs", r.calls-first)
+	}
+}
+
+// countingSink counts Series calls.
+type countingSink struct {
+	*series.Recorder
+	calls int
+}
+
+func (c *countingSink) Series(l series.Labels, k series.Kind) *series.Ref {
+	c.calls++
+	return c.Recorder.Series(l, k)
+}
+
+func countCgroupRefs(p *Processes) int {
+	n := 0
+	for _, cs := range p.cg.byName {
+		for _, r := range cs.refs {
+			if r != nil {
+				n++
+			}
+		}
+	}
+	return n
 }
 
 // countKept counts the files Processes holds open.
@@ -416,5 +491,59 @@ func TestProcessesExitWithKeptFiles(t *testing.T) {
 		if src != "/proc/PID/io" {
 			t.Errorf("problem %s: %v", src, r.Problems[src])
 		}
+	}
+}
+
+func TestMachineStableRefs(t *testing.T) {
+	m := NewMachine(fixtureOptions())
+	defer m.Close()
+	r := &countingSink{Recorder: series.NewRecorder()}
+	if err := m.Collect(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	first := r.calls
+	if first != len(r.Refs()) {
+		t.Errorf("%d Series calls for %d series: the same series was registered twice", first, len(r.Refs()))
+	}
+	for range 3 {
+		if err := m.Collect(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if r.calls != first {
+		t.Errorf("later scans called Sink.Series %d more times; want cached Refs", r.calls-first)
+	}
+}
+
+func TestMachineDropsVanished(t *testing.T) {
+	proc := copyTree(t, "testdata/proc")
+	m := NewMachine(Options{Proc: proc})
+	r := series.NewRecorder()
+	if err := m.Collect(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	if len(m.ifs) != 2 || len(m.tcp.portRefs) != 2 || len(m.tcp.uidRefs) != 3 {
+		t.Fatalf("interfaces %d, ports %d, uids %d", len(m.ifs), len(m.tcp.portRefs), len(m.tcp.uidRefs))
+	}
+	m.Close() // the files are rewritten below: reopen them
+	dev := "Inter-|\n face |\n    lo:    1 1 0 0 0 0 0 0 1 1 0 0 0 0 0 0\n"
+	tcp := "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n" +
+		"   0: 00000000:0016 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1001 1\n"
+	for name, c := range map[string]string{"net/dev": dev, "net/tcp": tcp} {
+		if err := os.WriteFile(filepath.Join(proc, name), []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Remove(filepath.Join(proc, "net/tcp6")); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Collect(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	if len(m.ifs) != 1 || len(m.tcp.portRefs) != 1 || len(m.tcp.uidRefs) != 1 {
+		t.Errorf("after churn: interfaces %d, ports %d, uids %d; want 1, 1, 1", len(m.ifs), len(m.tcp.portRefs), len(m.tcp.uidRefs))
+	}
+	if v := r.Values[`{"metric":"tcp.sockets","state":"established"}`]; v != 0 {
+		t.Errorf("established = %d after the connections closed", v)
 	}
 }

@@ -67,7 +67,8 @@ type procState struct {
 	pid        int
 	pidStr     string
 	startTicks uint64
-	name       string
+	comm       string // as the kernel gives it, to notice an exec
+	name       string // comm with invalid UTF-8 replaced
 	cmdline    []string
 	env        cantalEnv
 	cgroup     *cgroupInfo
@@ -139,6 +140,9 @@ func isGone(err error) bool {
 
 // Collect implements series.Collector: one scan of every process.
 func (p *Processes) Collect(ctx context.Context, sink series.Sink) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("scan processes: %w", err)
+	}
 	procfd, err := openDir(p.opt.Proc)
 	if err != nil {
 		return fmt.Errorf("scan processes: %w", err)
@@ -346,10 +350,11 @@ func (p *Processes) scanPID(procfd, pid int, now time.Time, sink series.Sink) (r
 		p.procs[pid] = st
 	}
 	fresh := false
-	if st.name != string(ps.Comm) || st.prevAt.IsZero() { // no allocation when equal
-		if st.name != "" {
+	if st.comm != string(ps.Comm) || st.prevAt.IsZero() { // no allocation when equal
+		if st.comm != string(ps.Comm) {
 			st.refs = [pmNum]*series.Ref{} // the process label changes
 		}
+		st.comm = string(ps.Comm)
 		st.name = validString(ps.Comm)
 		fresh = true
 	}
