@@ -205,8 +205,7 @@ func (g *group) read(sink series.Sink) bool {
 			return false // between the client's two renames; next scan
 		}
 		if errors.Is(err, os.ErrNotExist) {
-			sink.Problem(source, "metrics files not found (yet)")
-			return false
+			return false // not written yet, or removed on exit: not a problem
 		}
 		sink.Problem(source, err.Error())
 		return false

@@ -3,6 +3,7 @@ package series
 import (
 	"math"
 	"strconv"
+	"unicode/utf8"
 )
 
 // MarshalJSON writes the API's series object. Non-finite floats, which JSON cannot hold, are
@@ -26,7 +27,7 @@ func (s *Sample) AppendJSON(b []byte) []byte {
 	case Float:
 		b = AppendFloat(b, math.Float64frombits(s.Bits))
 	case State:
-		b = strconv.AppendQuote(b, s.Text)
+		b = AppendJSONString(b, s.Text)
 	default:
 		b = append(b, "null"...)
 	}
@@ -38,7 +39,7 @@ func (s *Sample) AppendJSON(b []byte) []byte {
 	}
 	if s.Kind == State {
 		b = append(b, `,"text":`...)
-		b = strconv.AppendQuote(b, s.Text)
+		b = AppendJSONString(b, s.Text)
 		b = append(b, `,"since":`...)
 		b = strconv.AppendInt(b, s.Since, 10)
 	}
@@ -56,4 +57,38 @@ func AppendFloat(b []byte, f float64) []byte {
 		return append(b, `"-Inf"`...)
 	}
 	return strconv.AppendFloat(b, f, 'g', -1, 64)
+}
+
+// AppendJSONString appends s as a JSON string. Invalid UTF-8 becomes U+FFFD, as encoding/json
+// does; control characters are escaped.
+func AppendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\':
+				b = append(b, '\\', c)
+			case c == '\n':
+				b = append(b, '\\', 'n')
+			case c == '\t':
+				b = append(b, '\\', 't')
+			case c < 0x20 || c == 0x7f:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&15])
+			default:
+				b = append(b, c)
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, "\\ufffd"...)
+		} else {
+			b = append(b, s[i:i+size]...)
+		}
+		i += size
+	}
+	return append(b, '"')
 }

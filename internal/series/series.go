@@ -15,7 +15,6 @@ import (
 	"math"
 	"sort"
 	"strconv"
-	"strings"
 )
 
 // Kind is the type of a series' values.
@@ -73,28 +72,29 @@ func (k *Kind) UnmarshalText(b []byte) error {
 // and must not be modified.
 type Labels map[string]string
 
-// Key returns the canonical identity of l: a JSON object with sorted keys and no spaces.
+// Key returns the canonical identity of l: a JSON object with sorted keys and no spaces. Invalid
+// UTF-8 in a name or value is written as U+FFFD, so the key is always valid JSON.
 func (l Labels) Key() string {
-	keys := make([]string, 0, len(l))
+	var small [8]string
+	keys := small[:0]
 	n := 2
 	for k, v := range l {
 		keys = append(keys, k)
 		n += len(k) + len(v) + 6
 	}
 	sort.Strings(keys)
-	var b strings.Builder
-	b.Grow(n)
-	b.WriteByte('{')
+	b := make([]byte, 0, n)
+	b = append(b, '{')
 	for i, k := range keys {
 		if i > 0 {
-			b.WriteByte(',')
+			b = append(b, ',')
 		}
-		writeJSONString(&b, k)
-		b.WriteByte(':')
-		writeJSONString(&b, l[k])
+		b = AppendJSONString(b, k)
+		b = append(b, ':')
+		b = AppendJSONString(b, l[k])
 	}
-	b.WriteByte('}')
-	return b.String()
+	b = append(b, '}')
+	return string(b)
 }
 
 // Clone returns a copy of l that the caller may modify.
@@ -116,26 +116,6 @@ func ParseKey(key string) (Labels, error) {
 		return nil, errors.New("parse series key: not an object")
 	}
 	return l, nil
-}
-
-func writeJSONString(b *strings.Builder, s string) {
-	const hex = "0123456789abcdef"
-	b.WriteByte('"')
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c == '"' || c == '\\':
-			b.WriteByte('\\')
-			b.WriteByte(c)
-		case c < 0x20:
-			b.WriteString(`\u00`)
-			b.WriteByte(hex[c>>4])
-			b.WriteByte(hex[c&15])
-		default:
-			b.WriteByte(c)
-		}
-	}
-	b.WriteByte('"')
 }
 
 // Ref is a registered series: the handle a collector keeps between scans so that writing a value

@@ -1,6 +1,10 @@
 package series
 
-import "testing"
+import (
+	"encoding/json"
+	"testing"
+	"unicode/utf8"
+)
 
 func TestKeyRoundTrip(t *testing.T) {
 	for _, l := range []Labels{
@@ -57,5 +61,19 @@ func TestSampleJSON(t *testing.T) {
 	b, _ = s.MarshalJSON()
 	if want := `{"labels":{"metric":"s"},"kind":"state","value":"a\"b","ts":5,"text":"a\"b","since":3}`; string(b) != want {
 		t.Errorf("MarshalJSON = %s; want %s", b, want)
+	}
+}
+
+func TestAppendJSONString(t *testing.T) {
+	for _, in := range []string{"plain", "q\"b\\s", "\x00\x01\n\t\x7f", "bad \xff\xfe utf8", "ünï ✓"} {
+		b := AppendJSONString(nil, in)
+		var out string
+		if err := json.Unmarshal(b, &out); err != nil {
+			t.Errorf("AppendJSONString(%q) = %s: not JSON: %v", in, b, err)
+			continue
+		}
+		if utf8.ValidString(in) && out != in {
+			t.Errorf("AppendJSONString(%q) round-trips to %q", in, out)
+		}
 	}
 }

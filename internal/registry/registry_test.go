@@ -1,0 +1,203 @@
+package registry
+
+import (
+	"bytes"
+	"log/slog"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cantal-go/cantal/internal/history"
+	"github.com/cantal-go/cantal/internal/series"
+)
+
+func newReg(t *testing.T, retention time.Duration) (*Registry, *bytes.Buffer) {
+	t.Helper()
+	var logs bytes.Buffer
+	h := history.New(history.Options{Retention: retention, Interval: time.Second})
+	return New(h, retention, slog.New(slog.NewTextHandler(&logs, nil))), &logs
+}
+
+func latest(t *testing.T, r *Registry, key string) (series.Sample, bool, bool) {
+	t.Helper()
+	var out series.Sample
+	var ok, live, found bool
+	r.View().Each(func(h Handle) bool {
+		if h.Key() == key {
+			found = true
+			live = h.Live()
+			out, ok = h.Latest(r.History(), nil)
+			return false
+		}
+		return true
+	})
+	if !found {
+		return out, false, false
+	}
+	return out, ok, live
+}
+
+func TestScanCycle(t *testing.T) {
+	r, _ := newReg(t, time.Hour)
+	c := r.Series(series.Labels{"metric": "c"}, series.Counter)
+	f := r.Series(series.Labels{"metric": "f"}, series.Float)
+	s := r.Series(series.Labels{"metric": "s"}, series.State)
+	if again := r.Series(series.Labels{"metric": "c"}, series.Counter); again != c {
+		t.Fatalf("Series twice returned two Refs")
+	}
+	base := int64(1_700_000_000_000)
+	for i := int64(0); i < 3; i++ {
+		r.Begin(base + i*1000)
+		r.Put(c, uint64(100+10*i))
+		r.Put(f, math.Float64bits(1.5))
+		r.PutState(s, base, "up")
+		r.Commit()
+	}
+	smp, ok, live := latest(t, r, c.Key)
+	if !ok || !live || smp.Bits != 120 || !smp.HasRate || smp.Rate != 10 || smp.TS != base+2000 {
+		t.Errorf("counter latest = %+v ok=%v live=%v; want 120 at +2s with rate 10", smp, ok, live)
+	}
+	smp, ok, _ = latest(t, r, f.Key)
+	if !ok || math.Float64frombits(smp.Bits) != 1.5 {
+		t.Errorf("float latest = %+v; want 1.5", smp)
+	}
+	smp, ok, _ = latest(t, r, s.Key)
+	if !ok || smp.Text != "up" || smp.Since != base {
+		t.Errorf("state latest = %+v; want up since base", smp)
+	}
+	// A scan without the counter: it is no longer live, its value stays in history.
+	r.Begin(base + 3000)
+	r.Put(f, math.Float64bits(2))
+	r.Commit()
+	if _, ok, live := latest(t, r, c.Key); !ok || live {
+		t.Errorf("counter after a scan without it: ok=%v live=%v; want ok, not live", ok, live)
+	}
+	if v := r.View(); v.Len() != 3 || v.TS != base+3000 {
+		t.Errorf("view has %d series at %d; want 3 at %d", v.Len(), v.TS, base+3000)
+	}
+}
+
+func TestKindConflict(t *testing.T) {
+	r, _ := newReg(t, time.Hour)
+	r.Begin(1000)
+	a := r.Series(series.Labels{"metric": "x"}, series.Counter)
+	b := r.Series(series.Labels{"metric": "x"}, series.Level)
+	r.Put(a, 1)
+	r.Put(b, 2) // dropped: the key belongs to a counter
+	r.Commit()
+	if b.ID != -1 {
+		t.Errorf("conflicting Ref got an ID")
+	}
+	if p := r.View().Problems; len(p) != 1 || !strings.Contains(p[0].Reason, "changed kind") {
+		t.Errorf("problems = %+v; want one about the kind change", p)
+	}
+	smp, ok, _ := latest(t, r, a.Key)
+	if !ok || smp.Bits != 1 || smp.Kind != series.Counter {
+		t.Errorf("x = %+v; want the counter's 1", smp)
+	}
+}
+
+func TestProblemsLoggedOnce(t *testing.T) {
+	r, logs := newReg(t, time.Hour)
+	for i := int64(1); i <= 3; i++ {
+		r.Begin(i * 1000)
+		r.Problem("/f", "refused")
+		r.Commit()
+	}
+	if n := strings.Count(logs.String(), "refused"); n != 1 {
+		t.Errorf("a problem seen in 3 scans was logged %d times; want 1", n)
+	}
+	r.Begin(4000)
+	r.Commit() // gone
+	if len(r.View().Problems) != 0 {
+		t.Errorf("problems of a clean scan = %v", r.View().Problems)
+	}
+	r.Begin(5000)
+	r.Problem("/f", "refused")
+	r.Commit()
+	if n := strings.Count(logs.String(), "refused"); n != 2 {
+		t.Errorf("a problem that came back was logged %d times in all; want 2", n)
+	}
+}
+
+// TestExpiredRefReattaches: a collector holding a Ref whose series expired can keep using it.
+func TestExpiredRefReattaches(t *testing.T) {
+	r, _ := newReg(t, 10*time.Second)
+	c := r.Series(series.Labels{"metric": "c"}, series.Counter)
+	st := r.Series(series.Labels{"metric": "s"}, series.State)
+	r.Begin(1000)
+	r.Put(c, 1)
+	r.PutState(st, 1, "a")
+	r.Commit()
+	// Long silence: scans without them until the history and the state expire.
+	for ts := int64(2000); ts <= 200_000; ts += 1000 { // several segments of 64 scans
+		r.Begin(ts)
+		r.Commit()
+	}
+	if c.ID != -1 || st.ID != -1 {
+		t.Fatalf("after the retention the Refs are still attached (ids %d, %d)", c.ID, st.ID)
+	}
+	if n := r.View().Len(); n != 0 {
+		t.Fatalf("view still has %d series", n)
+	}
+	r.Begin(201_000)
+	r.Put(c, 5)
+	r.PutState(st, 2, "b")
+	r.Commit()
+	if smp, ok, live := latest(t, r, c.Key); !ok || !live || smp.Bits != 5 {
+		t.Errorf("re-attached counter = %+v ok=%v live=%v; want 5", smp, ok, live)
+	}
+	if smp, ok, _ := latest(t, r, st.Key); !ok || smp.Text != "b" {
+		t.Errorf("re-attached state = %+v; want b", smp)
+	}
+}
+
+func TestLoadedHistoryIsKnown(t *testing.T) {
+	h := history.New(history.Options{Retention: time.Hour, Interval: time.Second})
+	labels := series.Labels{"metric": "old", "pid": "1"}
+	id, err := h.Series(labels.Key(), series.Level)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Begin(1000)
+	h.Add(id, 7)
+	h.Commit()
+	r := New(h, time.Hour, slog.New(slog.DiscardHandler))
+	smp, ok, live := latest(t, r, labels.Key())
+	if !ok || live || smp.Bits != 7 || smp.Labels["pid"] != "1" {
+		t.Errorf("series from history = %+v ok=%v live=%v; want 7, not live", smp, ok, live)
+	}
+	// A collector registering the same labels gets that series, not a new one.
+	ref := r.Series(series.Labels{"pid": "1", "metric": "old"}, series.Level)
+	if r.View().Len() != 1 || ref.Key != labels.Key() {
+		t.Errorf("re-registering a loaded series made another")
+	}
+}
+
+func TestSubscribe(t *testing.T) {
+	r, _ := newReg(t, time.Hour)
+	ch := make(chan *View, 1)
+	cancel := r.Subscribe(ch)
+	r.Begin(1000)
+	r.Commit()
+	select {
+	case v := <-ch:
+		if v.TS != 1000 {
+			t.Errorf("view ts = %d; want 1000", v.TS)
+		}
+	default:
+		t.Fatal("no view after Commit")
+	}
+	// A full channel never blocks the scanner.
+	r.Begin(2000)
+	r.Commit()
+	r.Begin(3000)
+	r.Commit()
+	cancel()
+	r.Begin(4000)
+	r.Commit()
+	if v := <-ch; v.TS != 2000 {
+		t.Errorf("kept view ts = %d; want 2000 (later ones dropped, none after cancel)", v.TS)
+	}
+}
