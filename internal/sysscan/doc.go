@@ -6,11 +6,23 @@
 // collectors (machine.go, processes.go, cgroups.go) only open files, call the parsers and turn the
 // result into series.
 //
-// The scan runs every 2 s, so the steady state is kept cheap: files are opened with openat(2)
-// relative to a directory descriptor and read into buffers that live as long as the collector;
-// the /proc directory is listed with getdents(2) into a reused buffer; every series.Ref is
-// registered once and cached while the thing it measures (a pid, an interface, a disk, a port, a
-// cgroup) lives, and dropped when it goes, so memory does not grow with churn.
+// The scan runs every 2 s, so the steady state is kept cheap. Its cost is almost all the
+// kernel's (generating /proc files), so the collectors keep files open between scans and re-read
+// them with one pread(2) from offset 0, which regenerates the content: one system call per file
+// instead of open, read, read and close (Options.KeepOpen bounds how many; Close releases them).
+// Other files are opened with openat(2) relative to a directory descriptor, and everything is
+// read into buffers that live as long as the collector; /proc is listed with getdents(2) into a
+// reused buffer. Every series.Ref is registered once and cached while the thing it measures (a
+// pid, an interface, a disk, a port, a cgroup) lives, and dropped when it goes, so memory does
+// not grow with churn. A process's cmdline and environ are read once per (pid, start time,
+// command name); its cgroup file on its first scan and then every fifth.
+//
+// The TCP tables are the exception: the kernel walks its whole connection hash table for each
+// read of /proc/net/tcp and tcp6 (about 1 ms each on a machine with 24 GB of memory, even with
+// no sockets), whoever reads them.
+//
+// What "the cgroup" of a process is, when cgroup v1 and v2 disagree, is decided in
+// cgroup_name.go and documented with the series in docs/metrics.md.
 //
 // Every collector is used by one scan goroutine at a time (series.Collector's contract); only
 // Processes.Table may be called from other goroutines.
