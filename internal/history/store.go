@@ -88,14 +88,15 @@ type metaTable struct {
 }
 
 // segment is a closed, immutable run of scans: the timestamps and one compressed block per
-// series. Block lengths are uvarints in ID order (one byte for a series without points), with
-// the data and length offsets of every group of 64 IDs, so the index costs little more than a
-// byte per series.
+// series. The index lists, in ID order, uvarint entries u: u even is a block of u/2 bytes,
+// u odd is a run of u/2+1 series without points (runs do not cross a group of 64 IDs). The
+// data and index offsets of every group of 64 IDs make a lookup a walk of at most 64 entries;
+// the index costs about a byte per live series and nearly nothing for the others.
 type segment struct {
 	ts      []int64  // scan times, increasing
-	lens    []byte   // uvarint block length per ID
+	lens    []byte   // the index entries
 	chk     []uint32 // chk[g]: offset in data of the block of ID 64g
-	lensOff []uint32 // lensOff[g]: offset in lens of the length of ID 64g
+	lensOff []uint32 // lensOff[g]: offset in lens of the entry of ID 64g
 	data    []byte
 	points  int
 }
@@ -107,17 +108,29 @@ func (g *segment) block(id ID) []byte {
 	if gi >= len(g.chk) {
 		return nil
 	}
-	p, off := int(g.lensOff[gi]), int(g.chk[gi])
-	for k := gi * idGroup; p < len(g.lens); k++ {
-		l, n := binary.Uvarint(g.lens[p:])
-		if n <= 0 || uint64(len(g.data)-off) < l {
+	p, off, k := int(g.lensOff[gi]), int(g.chk[gi]), gi*idGroup
+	for p < len(g.lens) {
+		u, n := binary.Uvarint(g.lens[p:])
+		if n <= 0 {
 			return nil // unreachable: segments are built by segWriter
 		}
 		p += n
-		if k == int(id) {
-			return g.data[off : off+int(l)]
+		if u&1 == 1 {
+			k += int(u>>1) + 1
+			if int(id) < k {
+				return nil
+			}
+			continue
 		}
-		off += int(l)
+		l := int(u >> 1)
+		if l > len(g.data)-off {
+			return nil // unreachable
+		}
+		if k == int(id) {
+			return g.data[off : off+l]
+		}
+		off += l
+		k++
 	}
 	return nil
 }
@@ -125,20 +138,23 @@ func (g *segment) block(id ID) []byte {
 func (g *segment) first() int64 { return g.ts[0] }
 func (g *segment) last() int64  { return g.ts[len(g.ts)-1] }
 
-func (g *segment) bytes() int { return len(g.data) + len(g.lens) + 4*len(g.chk) + 4*len(g.lensOff) + 8*len(g.ts) }
+func (g *segment) bytes() int {
+	return len(g.data) + len(g.lens) + 4*len(g.chk) + 4*len(g.lensOff) + 8*len(g.ts)
+}
 
 // segWriter builds a segment, series by series in ID order. Its buffers are reused.
 type segWriter struct {
 	lens         []byte
 	chk, lensOff []uint32
 	data         []byte
-	n            int
+	n            int // series added
+	run          int // pending series without points
 	points       int
 }
 
 func (sw *segWriter) reset() {
 	sw.lens, sw.chk, sw.lensOff, sw.data = sw.lens[:0], sw.chk[:0], sw.lensOff[:0], sw.data[:0]
-	sw.n, sw.points = 0, 0
+	sw.n, sw.run, sw.points = 0, 0, 0
 }
 
 // add appends the block of the next ID.
@@ -147,18 +163,32 @@ func (sw *segWriter) add(blk []byte) { sw.begin(); sw.data = append(sw.data, blk
 // begin and end bracket a block appended to sw.data directly.
 func (sw *segWriter) begin() {
 	if sw.n%idGroup == 0 {
+		sw.flushRun()
 		sw.chk = append(sw.chk, uint32(len(sw.data)))
 		sw.lensOff = append(sw.lensOff, uint32(len(sw.lens)))
 	}
 }
 
 func (sw *segWriter) end(size int) {
-	sw.lens = binary.AppendUvarint(sw.lens, uint64(size))
+	if size == 0 {
+		sw.run++
+	} else {
+		sw.flushRun()
+		sw.lens = binary.AppendUvarint(sw.lens, uint64(size)<<1)
+	}
 	sw.n++
+}
+
+func (sw *segWriter) flushRun() {
+	if sw.run > 0 {
+		sw.lens = binary.AppendUvarint(sw.lens, uint64(sw.run-1)<<1|1)
+		sw.run = 0
+	}
 }
 
 // segment returns the built segment with its own exactly sized copies of the buffers.
 func (sw *segWriter) segment(ts []int64) *segment {
+	sw.flushRun()
 	return &segment{
 		ts:      append([]int64(nil), ts...),
 		lens:    append([]byte(nil), sw.lens...),
@@ -226,7 +256,7 @@ type Store struct {
 type writer struct {
 	st      *staging
 	kinds   []series.Kind // by ID; 0 marks a free ID
-	lastTS  []int64       // by ID: newest point or registration time
+	lastTS  []int64       // by ID: newest point in a closed segment, or registration time
 	free    []ID
 	inScan  bool
 	j       int   // scan index in the open segment
@@ -399,7 +429,6 @@ func (s *Store) Add(id ID, bits uint64) {
 		w.st.pres[i] = 1
 		w.adds++
 	}
-	w.lastTS[id] = w.ts
 }
 
 // Commit publishes the open scan to readers. Series not added in it have a gap at its time. When
@@ -430,7 +459,14 @@ func (s *Store) closeSegment() {
 		start := len(sw.data)
 		if k := w.kinds[id]; k != 0 {
 			row := id * st.scans
-			sw.data = w.enc.appendBlock(sw.data, k, st.vals[row:row+st.scans], st.pres[row:row+st.scans], st.scans)
+			pres := st.pres[row : row+st.scans]
+			sw.data = w.enc.appendBlock(sw.data, k, st.vals[row:row+st.scans], pres, st.scans)
+			for j := st.scans - 1; j >= 0; j-- {
+				if pres[j] != 0 {
+					w.lastTS[id] = max(w.lastTS[id], st.ts[j])
+					break
+				}
+			}
 		}
 		sw.end(len(sw.data) - start)
 	}
@@ -521,7 +557,7 @@ func (s *Store) Expire() []string {
 	var gone []string
 	t := s.metas.Load()
 	for id, k := range w.kinds {
-		if k == 0 || w.lastTS[id] >= oldest {
+		if k == 0 || w.lastTS[id] >= oldest || s.hasOpenPoint(ID(id)) {
 			continue
 		}
 		m := t.m[id].Load()
@@ -535,6 +571,20 @@ func (s *Store) Expire() []string {
 		gone = append(gone, m.key)
 	}
 	return gone
+}
+
+// hasOpenPoint reports whether id has a point in the open segment (committed or not).
+func (s *Store) hasOpenPoint(id ID) bool {
+	st := s.w.st
+	if int(id) >= st.rows {
+		return false
+	}
+	for _, p := range st.pres[int(id)*st.scans : (int(id)+1)*st.scans] {
+		if p != 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // Stats describes a Store's content and memory.

@@ -1,0 +1,54 @@
+// Package history is the agent's in-memory store of the last hour (Options.Retention) of every
+// numeric series at full scan precision: exact values, compressed, with snapshots that carry it
+// across restarts.
+//
+// # Model
+//
+// A scan is one column of the store: Begin(ts), one Add per series that has a value, Commit.
+// Timestamps are stored once per scan, not per series. A series not added in a scan has a gap
+// there: readers get only the points that exist, never an invented value. Kinds are those of
+// internal/series: Counter (uint64), Level (int64) and Float (float64 bits, NaN payloads, ±Inf
+// and -0 preserved); values travel as raw uint64 bits. A counter that goes down is stored as
+// is; Rate turns two points into a per-second rate and refuses to across a reset.
+//
+// # Layout
+//
+// Scans are grouped into segments of Options.BlockScans scans (64 by default: ~2 min at 2 s).
+// The open segment is kept uncompressed (8 bytes of value and 1 of presence per series and
+// scan), so Add is two stores. When it is full, Commit compresses it into one block per series
+// in a single allocation: the time column, an index (one uvarint length per series plus a
+// checkpoint every 64 IDs) and the blocks. Expire drops whole segments, only once their newest
+// scan is older than Retention, so a query for the last Retention always sees every point of it.
+//
+// Each block chooses its encoding knowing the whole block: the presence (every scan, one run,
+// or a bitmap), then for integers the cheaper of deltas offset by their minimum and
+// deltas-of-deltas, each residual written with a zero flag and one of two bit widths picked
+// from a histogram (a constant block is its header and one value; a steady counter a few
+// bytes); floats that are all integral or short decimals (up to 6 digits, checked to round trip
+// bit-exactly) are encoded as those integers, others with Gorilla XOR.
+//
+// # Concurrency
+//
+// One writer goroutine (the scanner) calls Series, Begin, Add, Commit and Expire. Any number
+// of readers call Lookup, Each, Range, Last, Latest, Stats, WriteSnapshot and SaveFile
+// concurrently. Readers take no lock shared with the writer's hot path: closed segments are
+// immutable and published through an atomic pointer; the open segment's committed scans are
+// published by an atomic count, and a reader pins the open segment with a reader count so the
+// writer does not recycle it underneath; the writer never waits for a pinned one, it uses
+// another buffer instead. Registering or deleting a series takes a mutex that readers hold
+// only for one map lookup (Lookup). Reader callbacks (Range's fn) run without anything pinned.
+//
+// # Persistence
+//
+// WriteSnapshot/ReadSnapshot use a versioned, CRC-32C-checksummed format; the parser checks
+// every count against the remaining input before allocating, so hostile input cannot make it
+// allocate more than a small multiple of its size. SaveFile writes atomically (temporary file,
+// fsync, rename, fsync of the directory) and may run concurrently with the writer; LoadFile
+// treats a missing file as an empty store, and moves a corrupt or truncated one aside
+// (path.corrupt-<unix seconds>), returning an empty store and an error to log. Data older than
+// Retention at load time is dropped. The agent calls SaveFile periodically (losing at most one
+// period on kill -9) and once more at shutdown after the last Commit (losing nothing). Series
+// IDs are not preserved across a snapshot: look series up again by key after loading.
+//
+// See README.md for measurements against Prometheus XOR chunks.
+package history
