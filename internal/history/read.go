@@ -134,8 +134,9 @@ func (s *Store) Last(id ID, n int, dst []Point) []Point {
 	return dst
 }
 
-// Latest returns the newest point of series id. It reads at most one block. Safe for
-// concurrent use.
+// Latest returns the newest point of series id. For a series reported in recent scans it reads
+// only the open segment or the newest block (a series silent for longer walks back block by
+// block until it finds a point). Safe for concurrent use.
 func (s *Store) Latest(id ID) (Point, bool) {
 	var buf [1]Point
 	p := s.Last(id, 1, buf[:0])
