@@ -101,8 +101,8 @@ type Options struct {
 type Prom struct {
 	Options
 
-	names  [2]map[string]string // metric (0) or label (1) name → Prometheus name
-	famIdx map[string]int
+	names  [3]map[string]string // metric (0), label (1) or counter (2) name → Prometheus name
+	famIdx [2]map[string]int    // gauge (0) and counter (1) families by name
 	fams   []family
 	order  []int32 // sample indices grouped by family
 	keys   []string
@@ -127,13 +127,32 @@ func (e *Prom) name(s string, metric bool) string {
 	if !metric {
 		c = 1
 	}
+	return e.cached(c, s)
+}
+
+// counterName returns the Prometheus name of a counter: its metric name with "_total".
+func (e *Prom) counterName(s string) string { return e.cached(2, s) }
+
+func (e *Prom) cached(c int, s string) string {
 	if n, ok := e.names[c][s]; ok {
 		return n
 	}
 	if e.names[c] == nil || len(e.names[c]) >= maxCachedNames {
 		e.names[c] = make(map[string]string, 1024)
 	}
-	n := promName(s, metric)
+	var n string
+	switch c {
+	case 0, 1:
+		n = promName(s, c == 0)
+	case 2:
+		n = promName(s, true)
+		if !strings.HasSuffix(n, "_total") {
+			n += "_total"
+			if strings.HasPrefix(n, "__") { // "_" + "_total"
+				n = "metric" + n
+			}
+		}
+	}
 	e.names[c][s] = n
 	return n
 }
@@ -188,10 +207,12 @@ func promName(s string, metric bool) string {
 // family are written together, in the order the family first appears, so the output is
 // deterministic for a given input order.
 func (e *Prom) Append(dst []byte, samples []series.Sample, f Format) []byte {
-	if e.famIdx == nil {
-		e.famIdx = make(map[string]int, 256)
-	} else {
-		clear(e.famIdx)
+	for i := range e.famIdx {
+		if e.famIdx[i] == nil {
+			e.famIdx[i] = make(map[string]int, 256)
+		} else {
+			clear(e.famIdx[i])
+		}
 	}
 	e.fams = e.fams[:0]
 	// Pass 1: family of every sample.
@@ -206,26 +227,18 @@ func (e *Prom) Append(dst []byte, samples []series.Sample, f Format) []byte {
 			continue
 		}
 		orig := s.Labels["metric"]
-		name := e.name(orig, true)
-		kind := s.Kind
+		var name string
+		kind, fi := s.Kind, 1
 		if kind == series.Counter {
-			if !strings.HasSuffix(name, "_total") {
-				name += "_total"
-				if strings.HasPrefix(name, "__") { // "_" + "_total"
-					name = "metric" + name
-				}
-			}
+			name = e.counterName(orig)
 		} else {
-			kind = series.Float // one gauge family for levels, floats and states
+			name = e.name(orig, true)
+			kind, fi = series.Float, 0 // one gauge family for levels, floats and states
 		}
-		key := name
-		if kind == series.Counter {
-			key = name + "\x00c"
-		}
-		idx, ok := e.famIdx[key]
+		idx, ok := e.famIdx[fi][name]
 		if !ok {
 			idx = len(e.fams)
-			e.famIdx[key] = idx
+			e.famIdx[fi][name] = idx
 			e.fams = append(e.fams, family{name: name, kind: kind, orig: orig})
 		}
 		fm := &e.fams[idx]
@@ -242,8 +255,8 @@ func (e *Prom) Append(dst []byte, samples []series.Sample, f Format) []byte {
 	for i := range e.fams {
 		fm := &e.fams[i]
 		if fm.kind != series.Counter {
-			_, clash := e.famIdx[fm.name+"\x00c"]
-			_, clashOM := e.famIdx[fm.name+"_total\x00c"] // OpenMetrics family names
+			_, clash := e.famIdx[1][fm.name]
+			_, clashOM := e.famIdx[1][fm.name+"_total"] // OpenMetrics family names
 			if clash || clashOM {
 				fm.name += "_gauge"
 			}
@@ -322,40 +335,29 @@ func (e *Prom) appendSample(dst []byte, fm *family, s *series.Sample, f Format) 
 	}
 	slices.Sort(e.keys)
 	e.seen = e.seen[:0]
-	n := 0
-	writeLabel := func(name, value string) {
-		if n == 0 {
-			dst = append(dst, '{')
-		} else {
-			dst = append(dst, ',')
-		}
-		n++
-		dst = append(dst, name...)
-		dst = append(dst, `="`...)
-		dst = appendEscaped(dst, value, true)
-		dst = append(dst, '"')
-	}
-	reserve := func(name string) string {
-		for slices.Contains(e.seen, name) {
-			name += "_"
-		}
-		e.seen = append(e.seen, name)
-		return name
-	}
 	if fm.multi {
 		e.seen = append(e.seen, "cantal_metric")
 	}
 	if s.Kind == series.State {
 		e.seen = append(e.seen, "state")
 	}
+	n := 0
 	for _, k := range e.keys {
-		writeLabel(reserve(e.name(k, false)), s.Labels[k])
+		name := e.name(k, false)
+		for slices.Contains(e.seen, name) {
+			name += "_"
+		}
+		e.seen = append(e.seen, name)
+		dst = appendLabel(dst, n, name, s.Labels[k])
+		n++
 	}
 	if fm.multi {
-		writeLabel("cantal_metric", s.Labels["metric"])
+		dst = appendLabel(dst, n, "cantal_metric", s.Labels["metric"])
+		n++
 	}
 	if s.Kind == series.State {
-		writeLabel("state", s.Text)
+		dst = appendLabel(dst, n, "state", s.Text)
+		n++
 	}
 	if n > 0 {
 		dst = append(dst, '}')
@@ -382,6 +384,19 @@ func (e *Prom) appendSample(dst []byte, fm *family, s *series.Sample, f Format) 
 	return append(dst, '\n')
 }
 
+// appendLabel appends the n-th (from 0) label pair of a sample.
+func appendLabel(dst []byte, n int, name, value string) []byte {
+	if n == 0 {
+		dst = append(dst, '{')
+	} else {
+		dst = append(dst, ',')
+	}
+	dst = append(dst, name...)
+	dst = append(dst, `="`...)
+	dst = appendEscaped(dst, value, true)
+	return append(dst, '"')
+}
+
 func appendFloat(dst []byte, f float64) []byte {
 	switch {
 	case math.IsNaN(f):
@@ -397,6 +412,16 @@ func appendFloat(dst []byte, f float64) []byte {
 // appendEscaped appends s with backslash, newline and (if quote) double quote escaped, and
 // invalid UTF-8 replaced by U+FFFD.
 func appendEscaped(dst []byte, s string, quote bool) []byte {
+	clean := true
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c >= utf8.RuneSelf || c == '\\' || c == '\n' || c == '"' {
+			clean = false
+			break
+		}
+	}
+	if clean {
+		return append(dst, s...)
+	}
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c >= utf8.RuneSelf {
