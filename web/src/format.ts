@@ -1,0 +1,115 @@
+// Number, unit and time formatting shared by tables and chart axes.
+
+/** Unit of a value as shown on an axis or in a table. */
+export type Unit = "" | "%" | "bytes" | "bytes/s" | "ms" | "ms/s" | "s" | "/s" | "load";
+
+const IEC = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+const SI = ["", "k", "M", "G", "T", "P"];
+
+/** fmtBytes writes a byte count with IEC prefixes: 1536 → "1.5 KiB". */
+export function fmtBytes(v: number): string {
+  if (!Number.isFinite(v)) return String(v);
+  let i = 0;
+  let a = Math.abs(v);
+  while (a >= 1024 && i < IEC.length - 1) {
+    a /= 1024;
+    i++;
+  }
+  return `${v < 0 ? "-" : ""}${trim(a)} ${IEC[i]}`;
+}
+
+/** fmtNum writes a number with SI suffixes: 12345 → "12.3k". */
+export function fmtNum(v: number): string {
+  if (!Number.isFinite(v)) return String(v);
+  let i = 0;
+  let a = Math.abs(v);
+  while (a >= 1000 && i < SI.length - 1) {
+    a /= 1000;
+    i++;
+  }
+  return `${v < 0 ? "-" : ""}${trim(a)}${SI[i]}`;
+}
+
+function trim(a: number): string {
+  if (a === 0) return "0";
+  if (a >= 100) return a.toFixed(0);
+  if (a >= 10) return a.toFixed(1).replace(/\.0$/, "");
+  if (a >= 0.01) return a.toFixed(2).replace(/\.?0+$/, "");
+  return a.toPrecision(2);
+}
+
+/** fmtDuration writes seconds as "3d 4h", "2h 5m", "4m 10s" or "12s". */
+export function fmtDuration(sec: number): string {
+  if (!Number.isFinite(sec) || sec < 0) return "–";
+  const s = Math.floor(sec);
+  const d = Math.floor(s / 86400), h = Math.floor((s % 86400) / 3600), m = Math.floor((s % 3600) / 60);
+  if (d > 0) return `${d}d ${h}h`;
+  if (h > 0) return `${h}h ${m}m`;
+  if (m > 0) return `${m}m ${s % 60}s`;
+  return `${s}s`;
+}
+
+/** fmtUnit writes v in unit, e.g. fmtUnit(2048, "bytes/s") → "2 KiB/s". */
+export function fmtUnit(v: number | null | undefined, unit: Unit): string {
+  if (v === null || v === undefined) return "–";
+  if (!Number.isFinite(v)) return String(v);
+  switch (unit) {
+    case "%":
+      return `${trim(v)} %`;
+    case "bytes":
+      return fmtBytes(v);
+    case "bytes/s":
+      return `${fmtBytes(v)}/s`;
+    case "ms":
+      return `${fmtNum(v)} ms`;
+    case "ms/s":
+      return `${fmtNum(v)} ms/s`;
+    case "s":
+      return fmtDuration(v);
+    case "/s":
+      return `${fmtNum(v)}/s`;
+    default:
+      return fmtNum(v);
+  }
+}
+
+/** axisLabel is the unit as written on an axis. */
+export function axisLabel(unit: Unit): string {
+  switch (unit) {
+    case "":
+      return "value";
+    case "s":
+      return "seconds";
+    default:
+      return unit;
+  }
+}
+
+/**
+ * guessUnit derives a series' unit from its metric name and kind (the agent's naming
+ * conventions: *_ms, *_s, *bytes, memory.*), per second when rate is shown.
+ */
+export function guessUnit(metric: string, kind: string, rate: boolean): Unit {
+  const perSec = rate && kind === "counter";
+  const m = metric.toLowerCase();
+  if (m.endsWith("_ms")) return perSec ? "ms/s" : "ms";
+  if (/(bytes|^memory\.|\.memory\.|\.rss$|\.vsize$|\.swap$|\.limit$)/.test(m) &&
+      !/hugepages_(total|free|rsvd|surp)/.test(m)) {
+    return perSec ? "bytes/s" : "bytes";
+  }
+  if (m.startsWith("system.load_avg")) return "load";
+  if (m.endsWith("_s") && !perSec) return "s";
+  return perSec ? "/s" : "";
+}
+
+/** fmtTime writes a unix-ms timestamp as local HH:MM:SS. */
+export function fmtTime(ms: number): string {
+  const d = new Date(ms);
+  const p = (n: number) => String(n).padStart(2, "0");
+  return `${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
+}
+
+/** fmtAgo writes how long ago a unix-ms timestamp was. */
+export function fmtAgo(ms: number, now = Date.now()): string {
+  return `${fmtDuration((now - ms) / 1000)} ago`;
+}

@@ -1,0 +1,188 @@
+// Cluster: a selector across every node (one line per node, or their sum/avg/max/min) and a
+// grid of nodes × key metrics, through /api/v1/cluster/*. With gossip off the page says so.
+import { APIError, getJSON, num, seriesName, type ClusterAnswer, type HistorySeries, type Peer, type Series } from "../api";
+import { TimeChart } from "../chart";
+import { esc, h } from "../dom";
+import { fmtBytes, guessUnit } from "../format";
+import type { Ctx } from "../main";
+import { heading, message } from "../widgets";
+
+type Agg = "node" | "sum" | "avg" | "max" | "min";
+const AGGS: Agg[] = ["node", "sum", "avg", "max", "min"];
+const WINDOWS = ["5m", "15m", "1h"];
+
+interface Line {
+  name: string;
+  pts: Map<number, number | null>; // ts ms → value
+}
+
+/**
+ * aggregate merges per-node lines into one: timestamps are bucketed by the scan interval
+ * (nodes scan at their own phase), and fn combines the values that fall in one bucket.
+ */
+export function aggregate(lines: Line[], intervalMs: number, agg: Exclude<Agg, "node">): Line {
+  const buckets = new Map<number, number[]>();
+  for (const l of lines) {
+    for (const [ts, v] of l.pts) {
+      if (v === null || !Number.isFinite(v)) continue;
+      const b = Math.round(ts / intervalMs) * intervalMs;
+      let arr = buckets.get(b);
+      if (!arr) buckets.set(b, (arr = []));
+      arr.push(v);
+    }
+  }
+  const out = new Map<number, number | null>();
+  for (const [b, vs] of [...buckets].sort((a, c) => a[0] - c[0])) {
+    const s = vs.reduce((a, c) => a + c, 0);
+    out.set(b, agg === "sum" ? s : agg === "avg" ? s / vs.length : agg === "max" ? Math.max(...vs) : Math.min(...vs));
+  }
+  return { name: agg, pts: out };
+}
+
+function toAligned(lines: Line[]): [number[], ...(number | null)[][]] {
+  const all = new Set<number>();
+  for (const l of lines) for (const ts of l.pts.keys()) all.add(ts);
+  const xs = [...all].sort((a, b) => a - b);
+  return [xs.map((t) => t / 1000), ...lines.map((l) => xs.map((t) => l.pts.get(t) ?? null))];
+}
+
+export async function cluster(ctx: Ctx) {
+  const root = ctx.root;
+  const match = ctx.params.get("match") || "system.load_avg_1min";
+  const agg = (AGGS.find((a) => a === ctx.params.get("agg")) ?? "node") as Agg;
+  const win = WINDOWS.find((w) => w === ctx.params.get("window")) ?? "15m";
+  const rate = ctx.params.get("rate") !== "0";
+  const sel = h("input", { id: "cl-sel", name: "match", value: match, class: "mono wide", spellcheck: "false", "data-search": true });
+  const aggSel = h("select", { id: "cl-agg", name: "agg" }, AGGS.map((a) => h("option", { value: a, selected: a === agg }, a === "node" ? "one line per node" : a)));
+  const winSel = h("select", { id: "cl-win", name: "window" }, WINDOWS.map((w) => h("option", { value: w, selected: w === win }, w)));
+  const rateBox = h("input", { type: "checkbox", id: "cl-rate", checked: rate });
+  const form = h("form", { class: "toolbar", role: "search" },
+    h("label", { for: "cl-sel" }, "Selector "), sel, h("label", { for: "cl-agg" }, "Show "), aggSel,
+    h("label", { for: "cl-win" }, "Window "), winSel, h("label", {}, rateBox, " counters as rate"), h("button", { type: "submit" }, "Apply"));
+  form.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const p = new URLSearchParams({ match: sel.value.trim(), agg: aggSel.value, window: winSel.value });
+    if (!rateBox.checked) p.set("rate", "0");
+    ctx.go(`/cluster?${p}`);
+  });
+  const banner = h("div");
+  const grid = h("section", { class: "charts one" });
+  const nodesBody = h("div");
+  root.append(heading("Cluster", "Any agent answers for the whole cluster: it subscribes to its peers on the first question."), banner, form, grid,
+    h("h2", {}, "Nodes"), nodesBody);
+
+  const [peersAns, st] = await Promise.all([
+    getJSON<{ peers: Peer[] }>("/api/v1/peers").catch(() => ({ peers: [] as Peer[] })),
+    ctx.status(),
+  ]);
+  if (!ctx.alive()) return;
+  const noPeers = (peersAns.peers ?? []).length === 0;
+  if (noPeers) {
+    banner.replaceChildren(message("info", h("strong", {}, "Gossip is off or no peer is known: "),
+      "this agent sees only itself. Start agents with --cluster-name and one --peer (or add a peer on the ", h("a", { href: "/peers" }, "Peers"), " page)."));
+  }
+  const fn = rate ? "&fn=rate" : "";
+  let hist: ClusterAnswer<HistorySeries>;
+  try {
+    hist = await getJSON<ClusterAnswer<HistorySeries>>(`/api/v1/cluster/history?match=${encodeURIComponent(match)}&window=${win}${fn}`);
+  } catch (e) {
+    if (!ctx.alive()) return;
+    const err = e as APIError;
+    if (err.status === 404 || err.status === 501) {
+      banner.replaceChildren(message("info", h("strong", {}, "Cluster queries are not available: "),
+        noPeers ? "gossip is off on this agent (no --cluster-name), so there is no cluster to ask." : `this agent does not answer cluster routes (${err.message}).`));
+      nodesBody.replaceChildren(message("info", "No nodes to show."));
+    } else {
+      banner.append(message("error", `Cluster history not loaded: ${err.message}`));
+    }
+    ctx.ready();
+    return;
+  }
+  if (!ctx.alive()) return;
+
+  const lines = new Map<string, Line>();
+  const lineName = (node: string, labels: Record<string, string>, many: boolean) => (many ? `${node} ${seriesName(labels, new Set(["node"]))}` : node);
+  let kindMetric = { metric: "", kind: "" };
+  const many = hist.nodes.some((n) => n.series.length > 1);
+  for (const n of hist.nodes) {
+    for (const s of n.series) {
+      if (!kindMetric.metric) kindMetric = { metric: s.labels.metric ?? "", kind: s.kind };
+      const name = lineName(n.node, s.labels, many);
+      lines.set(name, { name, pts: new Map(s.points.map((p) => [p[0], num(p[1])])) });
+    }
+  }
+  const unit = guessUnit(kindMetric.metric, kindMetric.kind, rate);
+  const chart = new TimeChart(grid, { title: agg === "node" ? `${match}, per node` : `${match}, ${agg} over nodes`, unit, height: 300 });
+  ctx.cleanup(() => chart.destroy());
+  const winMs = ({ "5m": 5, "15m": 15, "1h": 60 } as Record<string, number>)[win] * 60e3;
+  const draw = () => {
+    const now = Date.now();
+    for (const l of lines.values()) for (const ts of l.pts.keys()) if (ts < now - winMs) l.pts.delete(ts);
+    const ls = [...lines.values()].sort((a, b) => a.name.localeCompare(b.name));
+    if (agg === "node") chart.set(toAligned(ls.slice(0, 20)), ls.slice(0, 20).map((l) => l.name));
+    else chart.set(toAligned([aggregate(ls, st.interval_ms, agg)]), [agg]);
+  };
+  draw();
+
+  // Live: after every local scan, the latest values of every node.
+  let busy = false;
+  ctx.onTick(async () => {
+    if (busy) return;
+    busy = true;
+    try {
+      const cur = await getJSON<ClusterAnswer<Series>>(`/api/v1/cluster/metrics?match=${encodeURIComponent(match)}${fn}`);
+      if (!ctx.alive()) return;
+      const m = cur.nodes.some((n) => n.series.length > 1);
+      for (const n of cur.nodes) {
+        for (const s of n.series) {
+          const name = lineName(n.node, s.labels, m);
+          let l = lines.get(name);
+          if (!l) lines.set(name, (l = { name, pts: new Map() }));
+          l.pts.set(s.ts, rate && s.kind === "counter" ? num(s.rate ?? null) : num(s.value));
+        }
+      }
+      draw();
+    } catch {
+      /* next scan retries */
+    } finally {
+      busy = false;
+    }
+  });
+
+  // The nodes × key metrics grid, like the original Cantal's.
+  const drawGrid = async () => {
+    try {
+      const q = (m: string, r = false) => getJSON<ClusterAnswer<Series>>(`/api/v1/cluster/metrics?match=${encodeURIComponent(m)}${r ? "&fn=rate" : ""}`);
+      const [cpu, mem, load] = await Promise.all([
+        q(`{metric=~"cpu\\\\..*_ms", cpu="total"}`, true), q(`{metric=~"memory\\\\.(MemTotal|MemAvailable)"}`), q("system.load_avg_1min"),
+      ]);
+      if (!ctx.alive()) return;
+      const nodes = [...new Set([...cpu.nodes, ...mem.nodes, ...load.nodes].map((n) => n.node))].sort();
+      const find = (a: ClusterAnswer<Series>, node: string) => a.nodes.find((n) => n.node === node);
+      const rows = nodes.map((node) => {
+        const c = find(cpu, node)?.series ?? [];
+        let total = 0, idle = 0;
+        for (const s of c) {
+          const r = num(s.rate ?? null) ?? 0;
+          total += r;
+          if (s.labels.metric === "cpu.idle_ms" || s.labels.metric === "cpu.iowait_ms") idle += r;
+        }
+        const ms = find(mem, node)?.series ?? [];
+        const mt = num(ms.find((s) => s.labels.metric === "memory.MemTotal")?.value ?? null);
+        const ma = num(ms.find((s) => s.labels.metric === "memory.MemAvailable")?.value ?? null);
+        const ld = num(find(load, node)?.series[0]?.value ?? null);
+        const status = find(cpu, node)?.status ?? find(load, node)?.status ?? "?";
+        return { node, status, cpu: total > 0 ? (100 * (total - idle)) / total : null, mem: mt && ma !== null ? { used: mt - ma, total: mt } : null, load: ld };
+      });
+      const bar = (pct: number | null) => pct === null ? "–" : `<span class="bar" style="--p:${Math.min(100, Math.max(0, pct)).toFixed(0)}%"></span> ${pct.toFixed(0)} %`;
+      nodesBody.innerHTML = `<table class="grid nodes"><caption>Nodes × key metrics (last scan)</caption><thead><tr><th scope="col">Node</th><th scope="col">Status</th><th scope="col">CPU busy</th><th scope="col">Memory used</th><th scope="col" class="num">Load (1 min)</th></tr></thead><tbody>${
+        rows.map((r) => `<tr><td>${esc(r.node)}</td><td><span class="status ${esc(r.status)}">${esc(r.status)}</span></td><td>${bar(r.cpu)}</td><td>${r.mem ? `${bar((100 * r.mem.used) / r.mem.total)} of ${fmtBytes(r.mem.total)}` : "–"}</td><td class="num">${r.load ?? "–"}</td></tr>`).join("")
+      }</tbody></table>`;
+    } catch (e) {
+      if (ctx.alive()) nodesBody.replaceChildren(message("error", `Nodes not loaded: ${(e as Error).message}`));
+    }
+    ctx.ready();
+  };
+  ctx.onTick(drawGrid);
+  await drawGrid();
+}

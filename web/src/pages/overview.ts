@@ -1,0 +1,194 @@
+// Overview: the node at a glance, live: CPU, memory, load, network, disks, top processes and
+// the agent's own cost.
+import { getJSON, type Process } from "../api";
+import { TimeChart } from "../chart";
+import { esc, h } from "../dom";
+import { fmtBytes, fmtDuration, fmtNum } from "../format";
+import type { Ctx } from "../main";
+import { align, combine, Store, sum, type Track } from "../store";
+import { card, heading, setText, SortTable } from "../widgets";
+
+const WINDOW = "15m";
+const WINDOW_MS = 15 * 60e3;
+
+/** wholeDisks drops partitions when their disk is listed too (vda1 beside vda). */
+export function wholeDisks(names: string[]): Set<string> {
+  return new Set(names.filter((n) => !names.some((o) => o !== n && n.startsWith(o) && /^p?\d+$/.test(n.slice(o.length)))));
+}
+
+function procTable(sortKey: "cpu" | "rss", caption: string): SortTable<Process> {
+  return new SortTable<Process>([
+    { key: "pid", label: "PID", num: true, html: (p) => `<a href="/process/${p.pid}">${p.pid}</a>` },
+    { key: "name", label: "Name", html: (p) => `<a href="/process/${p.pid}">${esc(p.name)}</a>` },
+    { key: "cpu", label: "CPU", num: true, sort: (p) => p.cpu_percent, html: (p) => `${p.cpu_percent.toFixed(1)} %` },
+    { key: "rss", label: "Memory", num: true, sort: (p) => p.rss, html: (p) => fmtBytes(p.rss) },
+  ], sortKey, true, undefined, caption);
+}
+
+export async function overview(ctx: Ctx) {
+  const st = await ctx.status();
+  if (!ctx.alive()) return;
+  const root = ctx.root;
+  root.append(
+    heading("Overview", `Node ${st.node_name}: every chart shows the last 15 minutes and moves with each scan (every ${st.interval_ms / 1000} s).`),
+    h("section", { class: "cards", "aria-label": "Node" },
+      card("Host", "ov-host"), card("Host uptime", "ov-uptime"), card("Agent uptime", "ov-agent-up"), card("CPU busy", "ov-cpu"), card("Memory used", "ov-mem"),
+      card("Load (1 min)", "ov-load"), card("Processes", "ov-procs"), card("Series", "ov-series"), card("Last scan", "ov-scan")),
+  );
+  const grid = h("section", { class: "charts", "aria-label": "Machine charts" });
+  root.append(grid);
+  const cpuChart = new TimeChart(grid, { title: "CPU", unit: "%", yMax: 100 });
+  const memChart = new TimeChart(grid, { title: "Memory", unit: "bytes" });
+  const loadChart = new TimeChart(grid, { title: "Load average", unit: "load" });
+  const netChart = new TimeChart(grid, { title: "Network (all interfaces but lo)", unit: "bytes/s" });
+  const diskChart = new TimeChart(grid, { title: "Disk I/O", unit: "bytes/s" });
+
+  const agentSec = h("section", { class: "charts", "aria-label": "The agent itself" });
+  root.append(h("h2", {}, `The agent itself (pid ${st.pid})`), agentSec);
+  const agentCPU = new TimeChart(agentSec, { title: "cantal-agent CPU", unit: "%" });
+  const agentMem = new TimeChart(agentSec, { title: "cantal-agent memory", unit: "bytes" });
+
+  const topCPU = procTable("cpu", "Top processes by CPU");
+  const topMem = procTable("rss", "Top processes by memory");
+  root.append(h("h2", {}, "Top processes"), h("section", { class: "two" }, topCPU.el, topMem.el));
+  const charts = [cpuChart, memChart, loadChart, netChart, diskChart, agentCPU, agentMem];
+  ctx.cleanup(() => charts.forEach((c) => c.destroy()));
+
+  setText(root, "ov-host", st.hostname);
+  setText(root, "ov-series", fmtNum(st.counts.series ?? 0));
+  setText(root, "ov-procs", String(st.counts.processes ?? "–"));
+
+  // CPU: cpu.*_ms rates of cpu="total" as shares of their sum (which is CPUs × 1000 ms/s).
+  const cpu = new Store(WINDOW_MS, true);
+  const drawCPU = () => {
+    const parts = ["user", "system", "iowait", "nice", "irq", "softirq", "steal", "idle"];
+    const tracks = parts.map((p) => cpu.get(`cpu.${p}_ms`, { cpu: "total" }));
+    if (tracks.some((t) => !t)) return;
+    const data = align(tracks as Track[]);
+    const ys = data.slice(1) as (number | null)[][];
+    const total = combine(ys, sum);
+    const pct = (line: (number | null)[]) => line.map((v, i) => (v === null || !total[i] ? null : (100 * v) / total[i]!));
+    const other = combine([ys[3], ys[4], ys[5], ys[6]], sum);
+    const lines = [pct(ys[0]), pct(ys[1]), pct(ys[2]), pct(other)];
+    cpuChart.set([data[0], ...lines], ["user", "system", "iowait", "other (nice, irq, softirq, steal)"]);
+    const busy = pct(combine(ys.slice(0, 7), sum));
+    const last = busy[busy.length - 1];
+    if (last !== null && last !== undefined) setText(root, "ov-cpu", `${last.toFixed(1)} %`);
+  };
+  ctx.sub(`{metric=~"cpu\\\\..*_ms", cpu="total"}`, {
+    history: WINDOW, fn: "rate",
+    onHistory: (hs) => { cpu.history(hs); drawCPU(); },
+    onUpdate: (ts, s) => { cpu.update(ts, s); drawCPU(); },
+  });
+
+  const mem = new Store(WINDOW_MS, false);
+  const drawMem = () => {
+    const names = ["MemTotal", "MemAvailable", "MemFree", "Cached", "Buffers"];
+    const tracks = names.map((n) => mem.get(`memory.${n}`));
+    if (tracks.some((t) => !t)) return;
+    const d = align(tracks as Track[]);
+    const [total, avail, free, cached, buffers] = d.slice(1) as (number | null)[][];
+    const used = combine([total, avail], ([t, a]) => t - a);
+    const cache = combine([cached, buffers], sum);
+    memChart.set([d[0], used, cache, free, total], ["used", "cache + buffers", "free", "total"]);
+    const u = used[used.length - 1], t = total[total.length - 1];
+    if (u != null && t) setText(root, "ov-mem", `${fmtBytes(u)} of ${fmtBytes(t)} (${((100 * u) / t).toFixed(0)} %)`);
+  };
+  ctx.sub(`{metric=~"memory\\\\.(MemTotal|MemAvailable|MemFree|Cached|Buffers)"}`, {
+    history: WINDOW,
+    onHistory: (hs) => { mem.history(hs); drawMem(); },
+    onUpdate: (ts, s) => { mem.update(ts, s); drawMem(); },
+  });
+
+  const load = new Store(WINDOW_MS, false);
+  const drawLoad = () => {
+    const ts = ["1min", "5min", "15min"].map((n) => load.get(`system.load_avg_${n}`)).filter((t): t is Track => !!t);
+    if (ts.length === 0) return;
+    loadChart.set(align(ts), ts.map((t) => t.labels.metric.replace("system.load_avg_", "")));
+    const one = load.get("system.load_avg_1min");
+    if (one?.v.length) setText(root, "ov-load", String(one.v[one.v.length - 1]));
+  };
+  ctx.sub(`{metric=~"system\\\\.load_avg_.*"}`, {
+    history: WINDOW,
+    onHistory: (hs) => { load.history(hs); drawLoad(); },
+    onUpdate: (ts, s) => { load.update(ts, s); drawLoad(); },
+  });
+
+  const net = new Store(WINDOW_MS, true);
+  const drawNet = () => {
+    const rx = net.find((l) => l.metric === "net.interface.rx.bytes");
+    const tx = net.find((l) => l.metric === "net.interface.tx.bytes");
+    if (rx.length + tx.length === 0) return;
+    const d = align([...rx, ...tx]);
+    const ys = d.slice(1) as (number | null)[][];
+    netChart.set([d[0], combine(ys.slice(0, rx.length), sum), combine(ys.slice(rx.length), sum)], ["received", "sent"]);
+  };
+  ctx.sub(`{metric=~"net\\\\.interface\\\\.(rx|tx)\\\\.bytes", interface!="lo"}`, {
+    history: WINDOW, fn: "rate",
+    onHistory: (hs) => { net.history(hs); drawNet(); },
+    onUpdate: (ts, s) => { net.update(ts, s); drawNet(); },
+  });
+
+  const disk = new Store(WINDOW_MS, true);
+  const drawDisk = () => {
+    const all = disk.find();
+    const keep = wholeDisks([...new Set(all.map((t) => t.labels.device))]);
+    const rd = all.filter((t) => t.labels.metric === "disk.read.bytes" && keep.has(t.labels.device));
+    const wr = all.filter((t) => t.labels.metric === "disk.write.bytes" && keep.has(t.labels.device));
+    if (rd.length + wr.length === 0) return;
+    const d = align([...rd, ...wr]);
+    const ys = d.slice(1) as (number | null)[][];
+    diskChart.set([d[0], combine(ys.slice(0, rd.length), sum), combine(ys.slice(rd.length), sum)], ["read", "written"]);
+  };
+  ctx.sub(`{metric=~"disk\\\\.(read|write)\\\\.bytes"}`, {
+    history: WINDOW, fn: "rate",
+    onHistory: (hs) => { disk.history(hs); drawDisk(); },
+    onUpdate: (ts, s) => { disk.update(ts, s); drawDisk(); },
+  });
+
+  // The agent's own cost: its process series, CPU as a share of one core.
+  const self = new Store(WINDOW_MS, true);
+  const drawSelf = () => {
+    const u = self.get("process.cpu.user_ms"), s = self.get("process.cpu.system_ms"), rss = self.get("process.memory.rss");
+    if (u && s) {
+      const d = align([u, s]);
+      const ys = d.slice(1) as (number | null)[][];
+      agentCPU.set([d[0], ...ys.map((l) => l.map((v) => (v === null ? null : v / 10)))], ["user", "system"]);
+    }
+    if (rss) agentMem.set(align([rss]), ["resident (RSS)"]);
+  };
+  ctx.sub(`{pid="${st.pid}", metric=~"process\\\\.(cpu\\\\..*|memory\\\\.rss)"}`, {
+    history: WINDOW, fn: "rate",
+    onHistory: (hs) => { self.history(hs); drawSelf(); },
+    onUpdate: (ts, s) => { self.update(ts, s); drawSelf(); },
+  });
+
+  let busy = false;
+  const refresh = async () => {
+    if (busy) return;
+    busy = true;
+    try {
+      const [ps, st2] = await Promise.all([getJSON<{ processes: Process[] }>("/api/v1/processes"), ctx.status()]);
+      if (!ctx.alive()) return;
+      topCPU.set(topCPU.sorted(ps.processes).slice(0, 10), true);
+      topMem.set(topMem.sorted(ps.processes).slice(0, 10), true);
+      setText(root, "ov-procs", String(ps.processes.length));
+      setText(root, "ov-series", fmtNum(st2.counts.series ?? 0));
+      setText(root, "ov-scan", `${st2.last_scan.duration_ms.toFixed(0)} ms`);
+      setText(root, "ov-agent-up", fmtDuration(st2.uptime_s));
+      ctx.ready();
+    } catch {
+      /* the connection badge shows the agent is gone; next tick retries */
+    } finally {
+      busy = false;
+    }
+  };
+  ctx.sub(`{metric="system.uptime_s"}`, {
+    onUpdate: (_ts, s) => {
+      const v = s[0]?.value;
+      if (typeof v === "number") setText(root, "ov-uptime", fmtDuration(v));
+    },
+  });
+  ctx.onTick(refresh);
+  await refresh();
+}

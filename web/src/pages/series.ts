@@ -1,0 +1,210 @@
+// Metrics: every series matching a selector (the API's syntax), live, with a sparkline each.
+// The list is virtualised: only the rows in view exist in the DOM, and sparkline history is
+// fetched only for rows that have been in view, so 10k+ series stay responsive.
+import { exactSelector, getJSON, num, seriesName, type HistorySeries, type Series } from "../api";
+import { drawSpark } from "../chart";
+import { h } from "../dom";
+import { fmtDuration, fmtUnit, guessUnit } from "../format";
+import type { Ctx } from "../main";
+import { heading, message } from "../widgets";
+
+const ROW = 30; // px, fixed so the list can be virtualised
+const OVERSCAN = 8;
+const SPARK_POINTS = 150; // 5 min at 2 s
+const SPARK_WINDOW = "5m";
+
+/** valueOf writes a series' latest value with its unit: rates for counters, text for states. */
+export function valueOf(s: Series): string {
+  const metric = s.labels.metric ?? "";
+  switch (s.kind) {
+    case "state":
+      if (!s.since) return s.text || "(no state)";
+      return `${s.text ?? ""} · for ${fmtDuration((s.ts - s.since) / 1000)}`;
+    case "counter":
+      return s.rate === undefined ? fmtUnit(num(s.value), guessUnit(metric, s.kind, false)) : fmtUnit(num(s.rate), guessUnit(metric, s.kind, true));
+    default:
+      return fmtUnit(num(s.value), guessUnit(metric, s.kind, false));
+  }
+}
+
+function sparkValue(s: Series): number | null {
+  if (s.kind === "state") return null;
+  return s.kind === "counter" ? num(s.rate ?? null) : num(s.value);
+}
+
+export function seriesList(ctx: Ctx) {
+  const t0 = performance.now();
+  const root = ctx.root;
+  const match = ctx.params.get("match") ?? "";
+  const input = h("input", {
+    type: "search", id: "sel", name: "match", value: match, class: "mono wide", spellcheck: "false", autocomplete: "off",
+    placeholder: `e.g. cpu.user_ms or {metric=~"memory\\\\..*"} or {pid="1"}`, "data-search": true,
+  });
+  const form = h("form", { class: "toolbar", role: "search" },
+    h("label", { for: "sel" }, "Selector "), input, h("button", { type: "submit" }, "Apply"),
+    h("a", { href: "/series", class: "button" }, "All"));
+  form.addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const v = input.value.trim();
+    ctx.go(v ? `/series?match=${encodeURIComponent(v)}` : "/series");
+  });
+  const count = h("p", { class: "count", role: "status", id: "series-count" }, "loading…");
+  const err = h("div");
+  const inner = h("div", { class: "vlist-inner", role: "list" });
+  const viewport = h("div", { class: "vlist", id: "series-list", tabindex: "-1", "aria-label": "Series" }, inner);
+  const head = h("div", { class: "vlist-head", "aria-hidden": "true" },
+    h("span", {}, "Series"), h("span", {}, "Kind"), h("span", { class: "num" }, "Value (counters per second)"), h("span", {}, "Last 5 min"));
+  root.append(
+    heading("Metrics", "Every series the agent keeps. A bare name selects one metric; {key=\"v\", key!=\"v\", key=~\"re\", key!~\"re\"} match labels. Counters show their rate."),
+    form, count, err, head, viewport,
+  );
+
+  let byKey = new Map<string, Series>();
+  let keys: string[] = [];
+  const sparks = new Map<string, (number | null)[]>();
+  const wanted = new Set<string>(); // keys whose sparkline history is yet to fetch
+  let rendered = false;
+
+  // ---- rows ----
+  const pool: HTMLElement[] = [];
+  function rowEl(i: number): HTMLElement {
+    let el = pool[i];
+    if (!el) {
+      el = h("div", { class: "vrow", role: "listitem" },
+        h("a", { class: "name mono" }), h("span", { class: "kind" }), h("span", { class: "num val" }),
+        h("canvas", { class: "spark", width: 120, height: 20, "aria-hidden": "true" }));
+      pool[i] = el;
+    }
+    return el;
+  }
+
+  let frame = 0;
+  function schedule() {
+    if (!frame) frame = requestAnimationFrame(renderRows);
+  }
+  function renderRows() {
+    frame = 0;
+    inner.style.height = `${keys.length * ROW}px`;
+    const top = viewport.scrollTop;
+    const first = Math.max(0, Math.floor(top / ROW) - OVERSCAN);
+    const last = Math.min(keys.length, Math.ceil((top + viewport.clientHeight) / ROW) + OVERSCAN);
+    const n = last - first;
+    for (let j = 0; j < n; j++) {
+      const i = first + j;
+      const key = keys[i];
+      const s = byKey.get(key)!;
+      const el = rowEl(j);
+      el.style.transform = `translateY(${i * ROW}px)`;
+      el.dataset.index = String(i);
+      const a = el.children[0] as HTMLAnchorElement;
+      if (el.dataset.key !== key) {
+        el.dataset.key = key;
+        const name = seriesName(s.labels, new Set());
+        a.textContent = name;
+        a.title = name;
+        a.href = `/series/chart?match=${encodeURIComponent(exactSelector(s.labels))}`;
+        el.children[1].textContent = s.kind;
+      }
+      el.children[2].textContent = valueOf(s);
+      const sp = sparks.get(key);
+      if (sp) drawSpark(el.children[3] as HTMLCanvasElement, sp);
+      else {
+        drawSpark(el.children[3] as HTMLCanvasElement, []);
+        if (s.kind !== "state") wanted.add(key);
+      }
+      if (el.parentNode !== inner) inner.appendChild(el);
+    }
+    for (let j = n; j < pool.length; j++) pool[j].remove();
+    if (wanted.size) fetchSparks();
+    if (!rendered && keys.length > 0) {
+      rendered = true;
+      performance.mark("cantal:series-first-render");
+      viewport.dataset.firstRenderMs = String(Math.round(performance.now()));
+      viewport.dataset.firstRenderSinceMountMs = String(Math.round(performance.now() - t0));
+    }
+  }
+  viewport.addEventListener("scroll", schedule, { passive: true });
+  const ro = new ResizeObserver(schedule);
+  ro.observe(viewport);
+  ctx.cleanup(() => {
+    ro.disconnect();
+    cancelAnimationFrame(frame);
+  });
+
+  // Arrow keys move between rows, scrolling the virtual list as needed.
+  viewport.addEventListener("keydown", (ev) => {
+    if (ev.key !== "ArrowDown" && ev.key !== "ArrowUp" && ev.key !== "Home" && ev.key !== "End") return;
+    const cur = (document.activeElement as HTMLElement | null)?.closest<HTMLElement>(".vrow");
+    let i = cur ? Number(cur.dataset.index) : -1;
+    i = ev.key === "ArrowDown" ? i + 1 : ev.key === "ArrowUp" ? i - 1 : ev.key === "Home" ? 0 : keys.length - 1;
+    if (i < 0 || i >= keys.length) return;
+    ev.preventDefault();
+    if (i * ROW < viewport.scrollTop) viewport.scrollTop = i * ROW;
+    else if ((i + 1) * ROW > viewport.scrollTop + viewport.clientHeight) viewport.scrollTop = (i + 1) * ROW - viewport.clientHeight;
+    renderRows();
+    inner.querySelector<HTMLElement>(`.vrow[data-index="${i}"] a`)?.focus({ preventScroll: true });
+  });
+
+  // ---- sparkline history, for rows that have been in view ----
+  let inflight = 0;
+  const fetchSparks = () => {
+    while (inflight < 4 && wanted.size) {
+      const key = wanted.values().next().value as string;
+      wanted.delete(key);
+      const s = byKey.get(key);
+      if (!s || sparks.has(key)) continue;
+      sparks.set(key, []); // placeholder: fetched once
+      inflight++;
+      const q = `match=${encodeURIComponent(exactSelector(s.labels))}&window=${SPARK_WINDOW}${s.kind === "counter" ? "&fn=rate" : ""}`;
+      getJSON<{ series: HistorySeries[] }>(`/api/v1/history?${q}`)
+        .then((ans) => {
+          const pts = ans.series[0]?.points ?? [];
+          const cur = sparks.get(key) ?? [];
+          sparks.set(key, [...pts.map((p) => num(p[1])), ...cur].slice(-SPARK_POINTS));
+          schedule();
+        })
+        .catch(() => sparks.delete(key))
+        .finally(() => {
+          inflight--;
+          if (ctx.alive() && wanted.size) fetchSparks();
+        });
+    }
+  };
+
+  // ---- live data ----
+  ctx.sub(match, {
+    onUpdate(_ts, series) {
+      const next = new Map<string, Series>();
+      let changed = series.length !== byKey.size;
+      for (const s of series) {
+        const k = JSON.stringify(s.labels); // the agent writes labels with sorted keys
+        next.set(k, s);
+        if (!changed && !byKey.has(k)) changed = true;
+        const sp = sparks.get(k);
+        if (sp && sp.length >= 0) {
+          const v = sparkValue(s);
+          sp.push(v);
+          if (sp.length > SPARK_POINTS) sp.shift();
+        }
+      }
+      byKey = next;
+      if (changed) keys = [...next.keys()].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+      count.textContent = `${keys.length.toLocaleString("en-US")} series${match ? ` match ${match}` : ""}`;
+      count.dataset.count = String(keys.length);
+      err.replaceChildren();
+      if (keys.length === 0) err.replaceChildren(message("info", "No live series match this selector."));
+      renderRows();
+      ctx.ready();
+    },
+    onError(msg) {
+      count.textContent = "0 series";
+      count.dataset.count = "0";
+      err.replaceChildren(message("error", msg));
+      keys = [];
+      byKey = new Map();
+      renderRows();
+      ctx.ready();
+    },
+  });
+
+}

@@ -1,0 +1,119 @@
+// Store keeps a window of points per series from a subscription's history and updates.
+import { labelsKey, num, type HistorySeries, type Kind, type Labels, type Series } from "./api";
+
+/** Track is one series' points (ts in unix ms) and its latest sample. */
+export interface Track {
+  key: string;
+  labels: Labels;
+  kind: Kind;
+  ts: number[];
+  v: (number | null)[];
+  last?: Series;
+}
+
+/** Store holds the tracks of one subscription, trimmed to a window. Single-threaded (UI). */
+export class Store {
+  tracks = new Map<string, Track>();
+  /** lastTS is the timestamp of the last update applied. */
+  lastTS = 0;
+
+  constructor(public windowMs: number, public rate: boolean) {}
+
+  private track(labels: Labels, kind: Kind): Track {
+    const key = labelsKey(labels);
+    let t = this.tracks.get(key);
+    if (!t) {
+      t = { key, labels, kind, ts: [], v: [] };
+      this.tracks.set(key, t);
+    }
+    return t;
+  }
+
+  /** history replaces the points of every series in hs. */
+  history(hs: HistorySeries[]) {
+    for (const h of hs) {
+      const t = this.track(h.labels, h.kind);
+      t.ts = h.points.map((p) => p[0]);
+      t.v = h.points.map((p) => num(p[1]));
+    }
+  }
+
+  /** update appends the values of one scan; rates replace counters when the store is a rate store. */
+  update(ts: number, series: Series[]) {
+    this.lastTS = Math.max(this.lastTS, ts);
+    const cut = ts - this.windowMs;
+    for (const s of series) {
+      const t = this.track(s.labels, s.kind);
+      t.last = s;
+      if (s.kind === "state") continue;
+      const v = this.rate && s.kind === "counter" ? num(s.rate) : num(s.value);
+      if (v === null) continue; // a counter's first scan has no rate yet
+      const n = t.ts.length;
+      if (n > 0 && t.ts[n - 1] >= s.ts) continue; // already in the history
+      t.ts.push(s.ts);
+      t.v.push(v);
+      let drop = 0;
+      while (drop < t.ts.length && t.ts[drop] < cut) drop++;
+      if (drop > 0) {
+        t.ts.splice(0, drop);
+        t.v.splice(0, drop);
+      }
+    }
+  }
+
+  /** find returns the tracks whose labels pass fn, sorted by key. */
+  find(fn: (l: Labels) => boolean = () => true): Track[] {
+    const out: Track[] = [];
+    for (const t of this.tracks.values()) if (fn(t.labels)) out.push(t);
+    return out.sort((a, b) => (a.key < b.key ? -1 : a.key > b.key ? 1 : 0));
+  }
+
+  /** get returns the track of the series with metric m (and the other labels in extra). */
+  get(metric: string, extra: Labels = {}): Track | undefined {
+    for (const t of this.tracks.values()) {
+      if (t.labels.metric !== metric) continue;
+      if (Object.entries(extra).every(([k, v]) => t.labels[k] === v)) return t;
+    }
+    return undefined;
+  }
+}
+
+/** Aligned is uPlot's data layout: x in seconds, then one array per line. */
+export type Aligned = [number[], ...(number | null)[][]];
+
+/**
+ * align puts tracks on one time axis (the union of their timestamps, in seconds); a series
+ * missing at a timestamp gets null, which uPlot draws as a gap.
+ */
+export function align(tracks: Track[]): Aligned {
+  const all = new Set<number>();
+  for (const t of tracks) for (const ts of t.ts) all.add(ts);
+  const xs = [...all].sort((a, b) => a - b);
+  const index = new Map<number, number>();
+  xs.forEach((ts, i) => index.set(ts, i));
+  const ys = tracks.map((t) => {
+    const y: (number | null)[] = new Array(xs.length).fill(null);
+    t.ts.forEach((ts, i) => (y[index.get(ts)!] = t.v[i]));
+    return y;
+  });
+  return [xs.map((ms) => ms / 1000), ...ys];
+}
+
+/**
+ * combine builds one line from several aligned lines with fn (e.g. a sum), null where any
+ * input is null.
+ */
+export function combine(lines: (number | null)[][], fn: (vs: number[]) => number): (number | null)[] {
+  if (lines.length === 0) return [];
+  return lines[0].map((_, i) => {
+    const vs: number[] = [];
+    for (const l of lines) {
+      const v = l[i];
+      if (v === null || v === undefined) return null;
+      vs.push(v);
+    }
+    return fn(vs);
+  });
+}
+
+export const sum = (vs: number[]) => vs.reduce((a, b) => a + b, 0);
