@@ -54,6 +54,7 @@ type Agent struct {
 
 	mux      *http.ServeMux
 	listener net.Listener
+	gossip   *gossip // nil without --cluster-name
 	lock     *os.File
 
 	lastScanNs atomic.Int64
@@ -118,6 +119,10 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 	}
 	a.listener = ln
 	a.mux = http.NewServeMux()
+	if err := a.startGossip(); err != nil {
+		a.Close()
+		return nil, err
+	}
 	a.routes()
 	return a, nil
 }
@@ -196,6 +201,12 @@ func (a *Agent) Run(ctx context.Context) error {
 		}, func(error) { stopSnap() })
 	}
 
+	// Gossip: membership and remote subscriptions; leaves the cluster when stopped.
+	if a.gossip != nil {
+		gctx, stopGossip := context.WithCancel(context.Background())
+		g.Add(func() error { return a.gossip.run(gctx) }, func(error) { stopGossip() })
+	}
+
 	// HTTP.
 	srv := &http.Server{
 		Handler:           a.mux,
@@ -270,11 +281,17 @@ func (a *Agent) saveHistory() {
 
 func (a *Agent) routes() {
 	s := &api.Server{
-		Registry:  a.reg,
-		Status:    a.status,
-		Processes: a.processes,
-		Log:       a.log,
-		MaxWindow: a.cfg.History,
+		Registry:       a.reg,
+		Status:         a.status,
+		Processes:      a.processes,
+		Log:            a.log,
+		MaxWindow:      a.cfg.History,
+		NodeName:       a.cfg.NodeName,
+		ClusterTimeout: time.Second,
+	}
+	if a.gossip != nil {
+		s.Peers = a.gossip
+		s.Cluster = a.gossip.hub
 	}
 	s.Register(a.mux)
 	if a.cfg.Pprof {

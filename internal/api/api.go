@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/cantal-go/cantal/internal/history"
@@ -40,6 +41,15 @@ type Server struct {
 	Log       *slog.Logger
 	// MaxWindow bounds the window of history and stats queries (the retention).
 	MaxWindow time.Duration
+	// NodeName is the local node's name, its "node" label in cluster answers.
+	NodeName string
+	// Cluster answers for the peers; nil when gossip is off.
+	Cluster Cluster
+	// ClusterTimeout bounds how long a cluster answer waits to connect to a peer.
+	ClusterTimeout time.Duration
+
+	clientOnce sync.Once
+	httpClient *http.Client
 }
 
 // Register adds the API routes to mux.
@@ -51,6 +61,7 @@ func (s *Server) Register(mux *http.ServeMux) {
 	handle(mux, "/api/v1/stats", map[string]http.HandlerFunc{"GET": s.stats})
 	handle(mux, "/api/v1/peers", map[string]http.HandlerFunc{"GET": s.peers, "POST": s.addPeer})
 	handle(mux, "/api/v1/ws", map[string]http.HandlerFunc{"GET": s.ws})
+	s.registerCluster(mux)
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		Error(w, http.StatusNotFound, fmt.Sprintf("no such API route: %s", r.URL.Path))
 	})

@@ -46,7 +46,7 @@ func fixture(t *testing.T) (*registry.Registry, *httptest.Server, int64) {
 	}
 	srv := &Server{Registry: reg, Status: func() any { return map[string]int{"x": 1} },
 		Processes: func() any { return map[string]any{"processes": []any{}} },
-		Log: slog.New(slog.DiscardHandler), MaxWindow: time.Hour}
+		Log:       slog.New(slog.DiscardHandler), MaxWindow: time.Hour}
 	mux := http.NewServeMux()
 	srv.Register(mux)
 	ts := httptest.NewServer(mux)

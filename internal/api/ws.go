@@ -14,7 +14,9 @@ import (
 
 	"github.com/cantal-go/cantal/internal/history"
 	"github.com/cantal-go/cantal/internal/registry"
+	"github.com/cantal-go/cantal/internal/remote"
 	"github.com/cantal-go/cantal/internal/selector"
+	"github.com/cantal-go/cantal/internal/series"
 )
 
 // The WebSocket protocol of /api/v1/ws. Messages are JSON text frames.
@@ -22,6 +24,7 @@ import (
 // Client → agent:
 //
 //	{"type": "subscribe", "id": "a", "match": "SEL", "history": "5m", "fn": "rate"}
+//	{"type": "subscribe", "id": "b", "match": "SEL", "scope": "cluster"}
 //	{"type": "unsubscribe", "id": "a"}
 //
 // Agent → client:
@@ -31,7 +34,10 @@ import (
 //	{"type": "error", "id": "a", "error": "..."}                              a bad request; the connection stays
 //
 // An update carries the latest value of every live series matching the selector (the series
-// objects of /api/v1/metrics). A subscription lasts until it is unsubscribed or the connection
+// objects of /api/v1/metrics). With "scope": "cluster" the subscription covers every node: each
+// node's updates are pushed as they arrive from it, as {"type": "update", "id", "node", "ts",
+// "series"} with a "node" label on every series (the local node's after each local scan); this
+// is the push a resource manager subscribes to. A subscription lasts until it is unsubscribed or the connection
 // closes. A client too slow to read skips updates rather than delaying the agent.
 type wsRequest struct {
 	Type    string `json:"type"`
@@ -39,12 +45,15 @@ type wsRequest struct {
 	Match   string `json:"match"`
 	History string `json:"history"`
 	Fn      string `json:"fn"`
+	Scope   string `json:"scope"`
 }
 
 type wsSub struct {
-	id   string
-	sel  *selector.Selector
-	rate bool
+	id     string
+	sel    *selector.Selector
+	rate   bool
+	node   string             // cluster scope: the local node's name, labelled on its series
+	cancel context.CancelFunc // cluster scope: stops listening to the peers
 }
 
 // maxSubs bounds the subscriptions of one connection.
@@ -63,7 +72,7 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request) {
 	c.SetReadLimit(1 << 16)
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	conn := &wsConn{srv: s, c: c, subs: map[string]*wsSub{}, views: make(chan *registry.View, 1), wake: make(chan struct{}, 1)}
+	conn := &wsConn{srv: s, c: c, ctx: ctx, subs: map[string]*wsSub{}, views: make(chan *registry.View, 1), wake: make(chan struct{}, 1)}
 	stop := s.Registry.Subscribe(conn.views)
 	defer stop()
 
@@ -81,6 +90,7 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request) {
 
 type wsConn struct {
 	srv   *Server
+	ctx   context.Context
 	c     *websocket.Conn
 	views chan *registry.View
 
@@ -133,14 +143,32 @@ func (w *wsConn) handle(req *wsRequest) {
 			}
 			window = d
 		}
+		switch req.Scope {
+		case "", "node":
+		case "cluster":
+			sub.node = w.srv.NodeName
+		default:
+			w.queue(wsError(req.ID, fmt.Sprintf("bad scope %q: want node or cluster", req.Scope)))
+			return
+		}
 		w.mu.Lock()
 		if _, ok := w.subs[req.ID]; !ok && len(w.subs) >= maxSubs {
 			w.mu.Unlock()
 			w.queue(wsError(req.ID, "too many subscriptions on this connection"))
 			return
 		}
+		if old := w.subs[req.ID]; old != nil && old.cancel != nil {
+			old.cancel()
+		}
 		w.subs[req.ID] = sub
 		w.mu.Unlock()
+		if sub.node != "" && w.srv.Cluster != nil {
+			ctx, cancel := context.WithCancel(w.ctx)
+			sub.cancel = cancel
+			go w.srv.Cluster.Listen(ctx, req.Match, sub.rate, func(u remote.Update) {
+				w.queue(remoteUpdate(req.ID, u))
+			})
+		}
 		if window > 0 {
 			b := []byte(`{"type":"history","id":`)
 			b = strconv.AppendQuote(b, req.ID)
@@ -153,11 +181,34 @@ func (w *wsConn) handle(req *wsRequest) {
 		w.queue(w.update(sub, w.srv.Registry.View(), nil))
 	case "unsubscribe":
 		w.mu.Lock()
+		if old := w.subs[req.ID]; old != nil && old.cancel != nil {
+			old.cancel()
+		}
 		delete(w.subs, req.ID)
 		w.mu.Unlock()
 	default:
 		w.queue(wsError(req.ID, fmt.Sprintf("unknown message type %q", req.Type)))
 	}
+}
+
+// remoteUpdate is the update message of a peer's new values for a cluster subscription.
+func remoteUpdate(id string, u remote.Update) []byte {
+	b := []byte(`{"type":"update","id":`)
+	b = strconv.AppendQuote(b, id)
+	b = append(b, `,"node":`...)
+	b = series.AppendJSONString(b, u.Node)
+	b = append(b, `,"ts":`...)
+	b = strconv.AppendInt(b, u.TS, 10)
+	b = append(b, `,"series":[`...)
+	for i := range u.Series {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		smp := u.Series[i]
+		smp.Labels = remote.WithNode(smp.Labels, u.Node)
+		b = smp.AppendJSON(b)
+	}
+	return append(b, "]}"...)
 }
 
 func wsError(id, msg string) []byte {
@@ -181,6 +232,10 @@ func (w *wsConn) update(sub *wsSub, view *registry.View, b []byte) []byte {
 	var scratch [2]history.Point
 	b = append(b[:0], `{"type":"update","id":`...)
 	b = strconv.AppendQuote(b, sub.id)
+	if sub.node != "" {
+		b = append(b, `,"node":`...)
+		b = series.AppendJSONString(b, sub.node)
+	}
 	b = append(b, `,"ts":`...)
 	b = strconv.AppendInt(b, view.TS, 10)
 	b = append(b, `,"series":[`...)
@@ -197,6 +252,9 @@ func (w *wsConn) update(sub *wsSub, view *registry.View, b []byte) []byte {
 			b = append(b, ',')
 		}
 		n++
+		if sub.node != "" {
+			smp.Labels = remote.WithNode(smp.Labels, sub.node)
+		}
 		b = smp.AppendJSON(b)
 		return true
 	})

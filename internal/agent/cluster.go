@@ -1,0 +1,120 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"time"
+
+	"github.com/cantal-go/cantal/internal/cluster"
+	"github.com/cantal-go/cantal/internal/remote"
+)
+
+// gossip joins the agent to its cluster: membership (package cluster) and the lazy remote
+// subscriptions of cluster queries (package remote).
+type gossip struct {
+	c   *cluster.Cluster
+	hub *remote.Hub
+}
+
+// startGossip builds the membership when --cluster-name is set. Gossip UDP listens on
+// --gossip-listen (default: the HTTP address and port); memberlist's TCP streams ride the HTTP
+// listener as upgrades at cluster.GossipPath when both addresses are the same, so one port
+// serves everything.
+func (a *Agent) startGossip() error {
+	if a.cfg.ClusterName == "" {
+		return nil
+	}
+	bind := a.cfg.GossipListen
+	if bind == "" {
+		bind = a.listener.Addr().String()
+	}
+	ccfg := cluster.DefaultConfig()
+	ccfg.NodeID = a.nodeID
+	ccfg.NodeName = a.cfg.NodeName
+	ccfg.ClusterName = a.cfg.ClusterName
+	ccfg.BindAddr = bind
+	ccfg.StreamsViaHTTP = sameAddr(bind, a.listener.Addr().String())
+	ccfg.HTTPAddr = advertisedHTTP(a.listener.Addr().String(), bind)
+	ccfg.Version = Version
+	ccfg.KeyFile = a.cfg.GossipKey
+	ccfg.StateDir = a.cfg.StateDir
+	ccfg.Peers = a.cfg.Peers
+	ccfg.Logger = a.log.With("subsystem", "cluster")
+	c, err := cluster.New(ccfg)
+	if err != nil {
+		return fmt.Errorf("gossip: %w", err)
+	}
+	if ccfg.StreamsViaHTTP {
+		a.mux.Handle(cluster.GossipPath, c.StreamHandler())
+	}
+	a.gossip = &gossip{c: c}
+	a.gossip.hub = remote.New(remote.Config{
+		Members:  a.gossip.members,
+		Interval: a.cfg.Interval,
+		Log:      a.log.With("subsystem", "remote"),
+	})
+	return nil
+}
+
+func sameAddr(a, b string) bool {
+	ha, pa, _ := net.SplitHostPort(a)
+	hb, pb, _ := net.SplitHostPort(b)
+	return pa == pb && (ha == hb || ha == "" || ha == "0.0.0.0" || ha == "::")
+}
+
+// advertisedHTTP is the HTTP address peers should use: the listener's, with the gossip host
+// when the listener is bound to a wildcard address.
+func advertisedHTTP(listen, gossipBind string) string {
+	h, p, err := net.SplitHostPort(listen)
+	if err != nil {
+		return listen
+	}
+	if ip := net.ParseIP(h); ip == nil || ip.IsUnspecified() {
+		if gh, _, err := net.SplitHostPort(gossipBind); err == nil && gh != "" {
+			if gip := net.ParseIP(gh); gip != nil && !gip.IsUnspecified() {
+				return net.JoinHostPort(gh, p)
+			}
+		}
+	}
+	return listen
+}
+
+func (g *gossip) members() []remote.Member {
+	peers := g.c.Peers()
+	out := make([]remote.Member, 0, len(peers))
+	for _, p := range peers {
+		out = append(out, remote.Member{
+			ID: p.ID, Name: p.Name, HTTP: p.HTTP,
+			Up: p.Status == cluster.StatusAlive || p.Status == cluster.StatusSuspect,
+		})
+	}
+	return out
+}
+
+// PeersJSON implements api.Peers.
+func (g *gossip) PeersJSON() any {
+	peers := g.c.Peers()
+	if peers == nil {
+		peers = []cluster.Peer{}
+	}
+	return map[string]any{"peers": peers}
+}
+
+// Join implements api.Peers.
+func (g *gossip) Join(addr string) error {
+	_, err := g.c.Join(addr)
+	return err
+}
+
+// run runs the membership and the hub until ctx ends, then leaves the cluster and stops gossip:
+// the two-stage shutdown (leave, then shutdown).
+func (g *gossip) run(ctx context.Context) error {
+	errc := make(chan error, 2)
+	go func() { errc <- g.hub.Run(ctx) }()
+	err := g.c.Run(ctx)
+	<-errc
+	g.c.Leave(2 * time.Second)
+	g.c.Shutdown()
+	return err
+}

@@ -1,0 +1,309 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/cantal-go/cantal/internal/history"
+	"github.com/cantal-go/cantal/internal/registry"
+	"github.com/cantal-go/cantal/internal/remote"
+	"github.com/cantal-go/cantal/internal/series"
+)
+
+// Cluster is what the cluster routes need: the peers' series through remote subscriptions, and
+// the peers themselves for direct history fetches. A nil Cluster answers for the local node only.
+type Cluster interface {
+	Query(ctx context.Context, match string, rate bool) []remote.NodeAnswer
+	Listen(ctx context.Context, match string, rate bool, fn func(remote.Update))
+	Members() []remote.Member
+}
+
+func (s *Server) registerCluster(mux *http.ServeMux) {
+	handle(mux, "/api/v1/cluster/metrics", map[string]http.HandlerFunc{"GET": s.clusterMetrics})
+	handle(mux, "/api/v1/cluster/history", map[string]http.HandlerFunc{"GET": s.clusterHistory})
+}
+
+// localSamples returns the latest live samples matching q, labelled with the node.
+func (s *Server) localSamples(q Query) []series.Sample {
+	view := s.Registry.View()
+	hist := s.Registry.History()
+	var scratch [2]history.Point
+	var out []series.Sample
+	view.Each(func(h registry.Handle) bool {
+		if !h.Live() || !q.Sel.Match(h.Labels()) {
+			return true
+		}
+		if smp, ok := h.Latest(hist, scratch[:0]); ok {
+			smp.Labels = remote.WithNode(smp.Labels, s.NodeName)
+			out = append(out, smp)
+		}
+		return true
+	})
+	sort.Slice(out, func(i, j int) bool { return out[i].Labels.Key() < out[j].Labels.Key() })
+	return out
+}
+
+type aggregate struct {
+	labels series.Labels
+	kind   series.Kind
+	n      int
+	value  float64
+	rateN  int
+	rate   float64
+}
+
+// combine folds v into cur by fn; avg sums here and divides at the end.
+func combine(fn string, cur, v float64, first bool) float64 {
+	switch {
+	case first:
+		return v
+	case fn == "min":
+		return math.Min(cur, v)
+	case fn == "max":
+		return math.Max(cur, v)
+	}
+	return cur + v
+}
+
+func (s *Server) clusterMetrics(w http.ResponseWriter, r *http.Request) {
+	q, err := ParseQuery(r, 0, s.MaxWindow)
+	if err != nil {
+		Error(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	agg := r.URL.Query().Get("agg")
+	switch agg {
+	case "", "sum", "min", "max", "avg":
+	default:
+		Error(w, http.StatusBadRequest, fmt.Sprintf("bad agg %q: want sum, min, max or avg", agg))
+		return
+	}
+	type nodeSeries struct {
+		node   string
+		status remote.NodeState
+		since  int64
+		errMsg string
+		series []series.Sample
+	}
+	nodes := []nodeSeries{{node: s.NodeName, status: remote.OK, series: s.localSamples(q)}}
+	if s.Cluster != nil {
+		for _, a := range s.Cluster.Query(r.Context(), r.URL.Query().Get("match"), q.Rate) {
+			ns := nodeSeries{node: a.Node, status: a.Status, since: a.Since, errMsg: a.Error}
+			for _, sr := range a.Series {
+				if sr.Latest.TS != 0 || sr.Latest.Kind == series.State {
+					ns.series = append(ns.series, sr.Latest)
+				}
+			}
+			nodes = append(nodes, ns)
+		}
+	}
+	b := append(make([]byte, 0, 4096), `{"nodes":[`...)
+	groups := map[string]*aggregate{}
+	var order []string
+	for i, n := range nodes {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"node":`...)
+		b = series.AppendJSONString(b, n.node)
+		b = append(b, `,"status":"`...)
+		b = append(b, n.status...)
+		b = append(b, '"')
+		if n.since != 0 {
+			b = append(b, `,"since":`...)
+			b = strconv.AppendInt(b, n.since, 10)
+		}
+		if n.errMsg != "" {
+			b = append(b, `,"error":`...)
+			b = series.AppendJSONString(b, n.errMsg)
+		}
+		b = append(b, `,"series":[`...)
+		for j := range n.series {
+			smp := &n.series[j]
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = smp.AppendJSON(b)
+			if agg == "" || smp.Kind == series.State || n.status == remote.Unreachable {
+				continue
+			}
+			base := smp.Labels.Clone()
+			delete(base, "node")
+			key := base.Key()
+			g := groups[key]
+			if g == nil {
+				g = &aggregate{labels: base, kind: smp.Kind}
+				groups[key] = g
+				order = append(order, key)
+			}
+			g.value = combine(agg, g.value, smp.Float(), g.n == 0)
+			g.n++
+			if smp.HasRate {
+				g.rate = combine(agg, g.rate, smp.Rate, g.rateN == 0)
+				g.rateN++
+			}
+		}
+		b = append(b, "]}"...)
+	}
+	b = append(b, `],"aggregate":[`...)
+	sort.Strings(order)
+	for i, key := range order {
+		g := groups[key]
+		if i > 0 {
+			b = append(b, ',')
+		}
+		v, rt := g.value, g.rate
+		if agg == "avg" {
+			v /= float64(g.n)
+			if g.rateN > 0 {
+				rt /= float64(g.rateN)
+			}
+		}
+		b = append(b, `{"labels":`...)
+		b = append(b, key...)
+		b = append(b, `,"kind":"`...)
+		b = append(b, g.kind.String()...)
+		b = append(b, `","fn":"`...)
+		b = append(b, agg...)
+		b = append(b, `","value":`...)
+		b = series.AppendFloat(b, v)
+		if g.rateN > 0 {
+			b = append(b, `,"rate":`...)
+			b = series.AppendFloat(b, rt)
+		}
+		b = append(b, `,"nodes":`...)
+		b = strconv.AppendInt(b, int64(g.n), 10)
+		b = append(b, '}')
+	}
+	b = append(b, "]}\n"...)
+	writeRaw(w, b)
+}
+
+// clusterHistory answers every node's history for the window: the local one from the store,
+// each peer's by its own /api/v1/history, fetched in parallel, waiting for a dead peer no
+// longer than the cluster timeout allows to connect.
+func (s *Server) clusterHistory(w http.ResponseWriter, r *http.Request) {
+	q, err := ParseQuery(r, 5*time.Minute, s.MaxWindow)
+	if err != nil {
+		Error(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	type result struct {
+		node, status, errMsg string
+		body                 json.RawMessage
+	}
+	local := HistoryJSON(nil, s.Registry, q, time.Now().UnixMilli())
+	results := []result{{node: s.NodeName, status: "ok", body: withNodeLabels(local, s.NodeName)}}
+	if s.Cluster != nil {
+		members := s.Cluster.Members()
+		rs := make([]result, len(members))
+		var wg sync.WaitGroup
+		for i, m := range members {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				rs[i] = result{node: m.Name, status: "ok"}
+				body, err := s.fetchHistory(r.Context(), m, r.URL.Query())
+				if err != nil {
+					rs[i].status, rs[i].errMsg = "unreachable", err.Error()
+					return
+				}
+				rs[i].body = withNodeLabels(body, m.Name)
+			}()
+		}
+		wg.Wait()
+		sort.Slice(rs, func(i, j int) bool { return rs[i].node < rs[j].node })
+		results = append(results, rs...)
+	}
+	b := []byte(`{"nodes":[`)
+	for i, res := range results {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"node":`...)
+		b = series.AppendJSONString(b, res.node)
+		b = append(b, `,"status":"`...)
+		b = append(b, res.status...)
+		b = append(b, '"')
+		if res.errMsg != "" {
+			b = append(b, `,"error":`...)
+			b = series.AppendJSONString(b, res.errMsg)
+		}
+		b = append(b, `,"series":`...)
+		if res.body == nil {
+			b = append(b, "[]"...)
+		} else {
+			b = append(b, res.body...)
+		}
+		b = append(b, '}')
+	}
+	b = append(b, "]}\n"...)
+	writeRaw(w, b)
+}
+
+func (s *Server) fetchHistory(ctx context.Context, m remote.Member, params url.Values) ([]byte, error) {
+	if m.HTTP == "" || !m.Up {
+		return nil, fmt.Errorf("peer is down")
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.ClusterTimeout+10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+m.HTTP+"/api/v1/history?"+params.Encode(), nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := s.client().Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != 200 {
+		return nil, fmt.Errorf("%s: %s", resp.Status, body)
+	}
+	return body, nil
+}
+
+func (s *Server) client() *http.Client {
+	s.clientOnce.Do(func() {
+		d := &net.Dialer{Timeout: s.ClusterTimeout}
+		s.httpClient = &http.Client{Transport: &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute}}
+	})
+	return s.httpClient
+}
+
+// withNodeLabels takes a {"series": [...]} answer and returns its series array with the node
+// label added to every series.
+func withNodeLabels(body []byte, node string) []byte {
+	var ans struct {
+		Series []map[string]json.RawMessage `json:"series"`
+	}
+	if err := json.Unmarshal(body, &ans); err != nil {
+		return []byte("[]")
+	}
+	for _, sr := range ans.Series {
+		var l series.Labels
+		if json.Unmarshal(sr["labels"], &l) != nil || l == nil {
+			l = series.Labels{}
+		}
+		l["node"] = node
+		sr["labels"] = json.RawMessage(l.Key())
+	}
+	out, _ := json.Marshal(ans.Series)
+	if ans.Series == nil {
+		return []byte("[]")
+	}
+	return out
+}
