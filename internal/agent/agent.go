@@ -28,7 +28,9 @@ import (
 
 	"github.com/cantal-go/cantal/internal/api"
 	"github.com/cantal-go/cantal/internal/apps"
+	"github.com/cantal-go/cantal/internal/carbon"
 	"github.com/cantal-go/cantal/internal/history"
+	"github.com/cantal-go/cantal/internal/ingest"
 	"github.com/cantal-go/cantal/internal/registry"
 	"github.com/cantal-go/cantal/internal/rrddscan"
 	"github.com/cantal-go/cantal/internal/series"
@@ -50,6 +52,7 @@ type Agent struct {
 	reg   *registry.Registry
 	procs *sysscan.Processes
 	apps  *apps.Collector
+	push  *ingest.Push
 	colls []namedCollector
 
 	mux      *http.ServeMux
@@ -108,6 +111,8 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 		{"processes", a.procs},
 		{"apps", a.apps},
 	}
+	a.push = ingest.New(ingest.Config{Logger: log.With("subsystem", "ingest")})
+	a.colls = append(a.colls, namedCollector{"push", a.push})
 	if cfg.RRDDDir != "" {
 		a.colls = append(a.colls, namedCollector{"rrdd", rrddscan.New(cfg.RRDDDir, rrddscan.Options{})})
 	}
@@ -207,6 +212,24 @@ func (a *Agent) Run(ctx context.Context) error {
 		g.Add(func() error { return a.gossip.run(gctx) }, func(error) { stopGossip() })
 	}
 
+	// statsd ingest and the carbon output.
+	if a.cfg.Statsd != "" {
+		sctx, stop := context.WithCancel(context.Background())
+		g.Add(func() error {
+			if err := a.push.ServeStatsd(sctx, a.cfg.Statsd); err != nil {
+				return fmt.Errorf("statsd on %s: %w", a.cfg.Statsd, err)
+			}
+			return nil
+		}, func(error) { stop() })
+	}
+	if a.cfg.Carbon != "" {
+		cctx, stop := context.WithCancel(context.Background())
+		c := &carbon.Client{Logger: a.log.With("subsystem", "carbon")}
+		g.Add(func() error {
+			return c.Run(cctx, a.cfg.Carbon, a.cfg.CarbonInterval, a.samples)
+		}, func(error) { stop() })
+	}
+
 	// HTTP.
 	srv := &http.Server{
 		Handler:           a.mux,
@@ -294,6 +317,7 @@ func (a *Agent) routes() {
 		s.Cluster = a.gossip.hub
 	}
 	s.Register(a.mux)
+	a.ecosystemRoutes()
 	if a.cfg.Pprof {
 		a.mux.HandleFunc("/debug/pprof/", pprof.Index)
 		a.mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

@@ -1,0 +1,35 @@
+package agent
+
+import (
+	"github.com/cantal-go/cantal/internal/export"
+	"github.com/cantal-go/cantal/internal/history"
+	"github.com/cantal-go/cantal/internal/registry"
+	"github.com/cantal-go/cantal/internal/series"
+)
+
+// samples returns the latest value of every live series: the source of the Prometheus, Influx
+// and carbon exports. It reads the registry's current View and never blocks a scan.
+func (a *Agent) samples() []series.Sample {
+	view := a.reg.View()
+	out := make([]series.Sample, 0, view.Len())
+	var scratch [2]history.Point
+	view.Each(func(h registry.Handle) bool {
+		if !h.Live() {
+			return true
+		}
+		if smp, ok := h.Latest(a.hist, scratch[:0]); ok {
+			out = append(out, smp)
+		}
+		return true
+	})
+	return out
+}
+
+// ecosystemRoutes mounts the exports (GET /metrics, GET --influx-path) and the InfluxDB-compatible
+// ingest (POST /write, POST /api/v2/write, GET /ping).
+func (a *Agent) ecosystemRoutes() {
+	a.mux.Handle("GET /metrics", export.PrometheusHandler(a.samples, export.Options{}))
+	a.mux.Handle("GET "+a.cfg.InfluxPath, export.InfluxHandler(a.samples, export.Influx{}))
+	a.mux.Handle("POST /write", a.push.WriteHandler())
+	a.mux.Handle("POST /api/v2/write", a.push.WriteHandlerV2())
+}
