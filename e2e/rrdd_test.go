@@ -36,7 +36,9 @@ func TestRRDDPlugin(t *testing.T) {
 		if upd == nil || upd.Kind != "counter" || upd.Rate == nil || *upd.Rate <= 0 {
 			return fmt.Errorf("plugin_updates = %+v; want a counter with a positive rate", upd)
 		}
-		var st struct{ Problems []struct{ Source, Reason string } }
+		var st struct {
+			Problems []struct{ Source, Reason string }
+		}
 		if err := a.get("/api/v1/status", &st); err != nil {
 			return err
 		}
