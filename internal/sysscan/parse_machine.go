@@ -128,7 +128,7 @@ func parseMeminfo(b []byte, dst []kv) ([]kv, error) {
 			continue
 		}
 		colon := indexByte(line, ':')
-		if colon <= 0 {
+		if colon < 0 || len(bytes.TrimSpace(line[:colon])) == 0 {
 			return dst, parseError("/proc/meminfo", line, errSyntax)
 		}
 		f, p := field(line, colon+1)
