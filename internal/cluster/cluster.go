@@ -104,6 +104,11 @@ type peerRec struct {
 	lastSeen time.Time
 }
 
+func (r *peerRec) peer() Peer {
+	return Peer{ID: r.id, Name: r.meta.Name, Addr: r.addr, HTTP: r.meta.HTTP, Version: r.meta.Version,
+		Status: r.status, RTT: r.rtt, LastSeen: r.lastSeen}
+}
+
 // Cluster is this node's membership in a gossip cluster.
 type Cluster struct {
 	cfg   Config
@@ -306,9 +311,7 @@ func (c *Cluster) Peers() []Peer {
 	c.mu.Lock()
 	out := make([]Peer, 0, len(c.peers))
 	for _, r := range c.peers {
-		p := Peer{ID: r.id, Name: r.meta.Name, Addr: r.addr, HTTP: r.meta.HTTP, Version: r.meta.Version,
-			Status: r.status, RTT: r.rtt, LastSeen: r.lastSeen}
-		out = append(out, p)
+		out = append(out, r.peer())
 	}
 	c.mu.Unlock()
 	slices.SortFunc(out, func(a, b Peer) int {
@@ -622,7 +625,11 @@ func (d *delegate) update(n *memberlist.Node, alive bool) {
 	}
 	c.dirty = true
 	name := r.meta.Name
+	p := r.peer()
 	c.mu.Unlock()
+	if c.cfg.OnPeer != nil && (changed || (alive && err == nil)) {
+		c.cfg.OnPeer(p)
+	}
 	if !changed {
 		return
 	}
@@ -637,9 +644,17 @@ func (d *delegate) update(n *memberlist.Node, alive bool) {
 func (d *delegate) suspect(id string) {
 	c := d.c
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	if r := c.peers[id]; r != nil && r.status == StatusAlive {
-		r.status, r.since = StatusSuspect, time.Now()
+	r := c.peers[id]
+	if r == nil || r.status != StatusAlive {
+		c.mu.Unlock()
+		return
+	}
+	r.status, r.since = StatusSuspect, time.Now()
+	p := r.peer()
+	c.mu.Unlock()
+	c.log.Info("peer suspect", "id", id, "name", p.Name, "addr", p.Addr)
+	if c.cfg.OnPeer != nil {
+		c.cfg.OnPeer(p)
 	}
 }
 
@@ -647,18 +662,24 @@ func (d *delegate) suspect(id string) {
 func (d *delegate) heard(id string, rtt time.Duration) {
 	c := d.c
 	c.mu.Lock()
-	defer c.mu.Unlock()
 	r := c.peers[id]
 	if r == nil {
+		c.mu.Unlock()
 		return
 	}
-	if r.status == StatusSuspect {
+	cleared := r.status == StatusSuspect
+	if cleared {
 		r.status, r.since = StatusAlive, time.Now()
 	}
 	if rtt > 0 {
 		r.rtt = rtt
 	}
 	r.lastSeen = time.Now()
+	p := r.peer()
+	c.mu.Unlock()
+	if cleared && c.cfg.OnPeer != nil {
+		c.cfg.OnPeer(p)
+	}
 }
 
 // AckPayload implements memberlist.PingDelegate.

@@ -59,6 +59,12 @@ type Config struct {
 	// JoinTimeout bounds one join attempt (TCP connect plus state exchange).
 	JoinTimeout time.Duration
 
+	// OnPeer, when set, is called with a peer whenever its status changes (alive, suspect,
+	// dead, left) or an alive peer's metadata changes. It is called from memberlist's
+	// goroutines, one call at a time per change but possibly concurrently for different
+	// peers, and must not block or call back into the Cluster.
+	OnPeer func(Peer)
+
 	// Transport replaces the UDP/TCP transport (tests and benchmarks use memnet). BindAddr,
 	// AdvertiseAddr and StreamsViaHTTP are then unused.
 	Transport memberlist.Transport

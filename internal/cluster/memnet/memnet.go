@@ -13,6 +13,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -29,6 +30,13 @@ type Network struct {
 	byAddr map[string]*Transport
 	cut    map[string]bool
 	next   int
+
+	packets, bytes atomic.Uint64
+}
+
+// Stats returns how many packets, and bytes in them, were delivered so far (streams not counted).
+func (n *Network) Stats() (packets, bytes uint64) {
+	return n.packets.Load(), n.bytes.Load()
 }
 
 // NewTransport returns a transport with a fresh address 127.0.0.1:N (N counting from 1), or
@@ -152,6 +160,8 @@ func (t *Transport) WriteTo(b []byte, addr string) (time.Time, error) {
 	select {
 	case <-dst.done:
 	case dst.packetCh <- &memberlist.Packet{Buf: buf, From: Addr(t.addr), Timestamp: now}:
+		t.net.packets.Add(1)
+		t.net.bytes.Add(uint64(len(b)))
 	default: // receiver overloaded: drop like a full socket buffer
 	}
 	return now, nil
