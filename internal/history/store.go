@@ -244,6 +244,8 @@ type Store struct {
 	mu    sync.RWMutex // guards byKey; written by the writer only
 	byKey map[string]ID
 
+	empty *staging // a staging without rows, open while a segment is being swapped
+
 	nseries       atomic.Int64
 	stagingPoints atomic.Int64
 	clamped       atomic.Int64
@@ -272,7 +274,7 @@ type writer struct {
 // New returns an empty Store.
 func New(opt Options) *Store {
 	opt = opt.withDefaults()
-	s := &Store{opt: opt, scans: opt.BlockScans, byKey: map[string]ID{}}
+	s := &Store{opt: opt, scans: opt.BlockScans, byKey: map[string]ID{}, empty: newStaging(opt.BlockScans, 0)}
 	s.w.lastTS0 = math.MinInt64
 	s.w.st = newStaging(s.scans, 64)
 	s.view.Store(&view{open: s.w.st, gen: s.w.st.gen.Load()})
@@ -473,16 +475,26 @@ func (s *Store) closeSegment() {
 	sw.points = int(s.stagingPoints.Load())
 	seg := sw.segment(st.ts)
 
-	next := s.takeStaging(st.rows)
-	w.st = next
-	w.j = 0
 	v := s.view.Load()
 	segs := make([]*segment, len(v.segs)+1)
 	copy(segs, v.segs)
 	segs[len(v.segs)] = seg
 	s.stagingPoints.Store(0)
+	// Every point of st is in seg now: publish that with an empty open segment, then reuse st
+	// at once unless a reader still holds it (then take another buffer; never wait).
+	s.view.Store(&view{segs: segs, open: s.empty, gen: s.empty.gen.Load()})
+	st.gen.Add(1) // readers that acquire st from now on see the change and retry
+	next := st
+	if st.readers.Load() == 0 {
+		clear(st.pres)
+		st.n.Store(0)
+	} else {
+		w.retired = append(w.retired, st)
+		next = s.takeStaging(st.rows)
+	}
+	w.st = next
+	w.j = 0
 	s.view.Store(&view{segs: segs, open: next, gen: next.gen.Load()})
-	s.retire(st)
 }
 
 // takeStaging returns a clean staging with at least rows rows, recycled when possible.
@@ -508,16 +520,6 @@ func (s *Store) takeStaging(rows int) *staging {
 		}
 	}
 	return newStaging(s.scans, rows)
-}
-
-// retire withdraws st from readers and recycles it when none holds it.
-func (s *Store) retire(st *staging) {
-	st.gen.Add(1) // readers that acquire st from now on see the change and retry
-	if st.readers.Load() == 0 {
-		s.recycle(st)
-		return
-	}
-	s.w.retired = append(s.w.retired, st)
 }
 
 func (s *Store) recycle(st *staging) {
