@@ -331,3 +331,40 @@ func TestExpireReusesIDs(t *testing.T) {
 		t.Fatalf("new series has points %v of the old one", got)
 	}
 }
+
+// TestPinnedStagingIsNotReused checks the writer's side of the reader protocol: a staging
+// buffer pinned by a reader when its segment closes is neither waited for nor overwritten.
+func TestPinnedStagingIsNotReused(t *testing.T) {
+	s := New(Options{BlockScans: 4})
+	id, _ := s.Series("a", series.Level)
+	scan := func(ts int64) {
+		s.Begin(ts)
+		s.Add(id, uint64(ts))
+		s.Commit()
+	}
+	for ts := int64(1); ts <= 3; ts++ {
+		scan(ts)
+	}
+	v := s.acquire()
+	pinned := v.open
+	for ts := int64(4); ts <= 12; ts++ { // closes three segments while pinned
+		scan(ts)
+		if s.w.st == pinned {
+			t.Fatalf("scan %d: the writer reuses a staging a reader holds", ts)
+		}
+	}
+	got := openPoints(pinned, id, math.MinInt64, math.MaxInt64, nil)
+	if want := []Point{{1, 1}, {2, 2}, {3, 3}}; !slices.Equal(got, want) {
+		t.Fatalf("pinned staging reads %v; want %v", got, want)
+	}
+	s.release(v)
+	for ts := int64(13); ts <= 20; ts++ {
+		scan(ts)
+	}
+	if len(s.w.retired) != 0 {
+		t.Errorf("%d stagings still retired after the reader left", len(s.w.retired))
+	}
+	if got := rangeAll(s, id, math.MinInt64, math.MaxInt64); len(got) != 20 {
+		t.Errorf("Range = %d points; want 20", len(got))
+	}
+}
