@@ -233,7 +233,7 @@ func TestResetOnScrape(t *testing.T) {
 }
 
 func TestRetention(t *testing.T) {
-	mon := mustNew(t, Config{Retention: 30 * time.Millisecond})
+	mon := mustNew(t, Config{Retention: 300 * time.Millisecond})
 	m := NewMetric("m", time.Unix(1, 0))
 	m.SetFieldInt64("x", 1)
 	if err := mon.Send(&m); err != nil {
@@ -242,7 +242,7 @@ func TestRetention(t *testing.T) {
 	if got := string(mon.AppendLines(nil)); got == "" {
 		t.Fatal("bucket gone before its retention")
 	}
-	time.Sleep(100 * time.Millisecond)
+	time.Sleep(800 * time.Millisecond)
 	if got := string(mon.AppendLines(nil)); got != "" {
 		t.Errorf("lines after retention = %q; want none", got)
 	}

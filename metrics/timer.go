@@ -48,11 +48,10 @@ var ErrNotStarted = errors.New("timer not started")
 // or recorded directly with Observe.
 //
 // All methods are safe for concurrent use. Start and Stop take a mutex protecting the running
-// keys; Observe without a window is one atomic store, with a window it appends to a
-// per-processor shard of the history (the last duration is then kept per shard, and Value
-// returns the latest one up to the window's clock resolution).
+// keys; Observe is one atomic store of the last duration and, with a window, an append to a
+// per-processor shard of the history.
 type Timer struct {
-	last atomic.Int64 // ns; without a window only
+	last atomic.Int64 // ns
 	w    *window
 	unit Unit
 	name string
@@ -114,20 +113,14 @@ func (t *Timer) Time(f func()) time.Duration {
 
 // Observe records a duration measured elsewhere.
 func (t *Timer) Observe(d time.Duration) {
-	if t.w == nil {
-		t.last.Store(int64(d))
-		return
+	t.last.Store(int64(d))
+	if t.w != nil {
+		t.w.push(float64(d) / float64(t.unit.Duration()))
 	}
-	t.w.pushLast(float64(d)/float64(t.unit.Duration()), int64(d))
 }
 
 // Value returns the last recorded duration, zero before any.
-func (t *Timer) Value() time.Duration {
-	if t.w == nil {
-		return time.Duration(t.last.Load())
-	}
-	return time.Duration(t.w.last())
-}
+func (t *Timer) Value() time.Duration { return time.Duration(t.last.Load()) }
 
 // Snapshot implements Metric: the last duration in the timer's unit. It never fails.
 func (t *Timer) Snapshot(context.Context) (float64, error) {

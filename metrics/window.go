@@ -44,13 +44,9 @@ type entry struct {
 
 type shard struct {
 	mu   sync.Mutex
-	ring []entry // grows to capacity, then wraps
-	pos  int     // next slot to overwrite once full
-	// The last value written to this shard, for Timer.Value: raw int64 and its stamp.
-	lastTS  int64
-	lastRaw int64
-	hasLast bool
-	_       [64]byte // keep shards on separate cache lines
+	ring []entry  // grows to capacity, then wraps
+	pos  int      // next slot to overwrite once full
+	_    [64]byte // keep shards on separate cache lines
 }
 
 func newWindow(d time.Duration, capacity int) *window {
@@ -90,17 +86,6 @@ func (w *window) push(v float64) {
 	w.pool.Put(s)
 }
 
-// pushLast appends v to the history and remembers raw as the shard's last value.
-func (w *window) pushLast(v float64, raw int64) {
-	ts := w.stamp()
-	s := w.pool.Get().(*shard)
-	s.mu.Lock()
-	s.add(w.capacity, entry{ts, v})
-	s.lastTS, s.lastRaw, s.hasLast = ts, raw, true
-	s.mu.Unlock()
-	w.pool.Put(s)
-}
-
 func (s *shard) add(capacity int, e entry) {
 	if len(s.ring) < capacity {
 		s.ring = append(s.ring, e)
@@ -111,22 +96,6 @@ func (s *shard) add(capacity int, e entry) {
 	if s.pos == len(s.ring) {
 		s.pos = 0
 	}
-}
-
-// last returns the most recent raw value given to pushLast, 0 if none. Values stamped within
-// the same clock step on different shards are not ordered; any of them may be returned.
-func (w *window) last() int64 {
-	var raw, ts int64
-	found := false
-	for i := range w.shards {
-		s := &w.shards[i]
-		s.mu.Lock()
-		if s.hasLast && (!found || s.lastTS >= ts) {
-			raw, ts, found = s.lastRaw, s.lastTS, true
-		}
-		s.mu.Unlock()
-	}
-	return raw
 }
 
 // values returns a copy of the values within the window, at most capacity of them (the newest),
