@@ -29,6 +29,7 @@ type Registry struct {
 	byKey   map[string]*series.Ref
 	entries []*entry // by Ref.ID; nil slots are free
 	free    []int32
+	states  map[*entry]struct{} // the State entries, checked for expiry at each Commit
 	changed bool // set of series changed in this scan
 	added   int  // series added in this scan
 	removed int  // series removed in this scan
@@ -76,6 +77,7 @@ func New(hist *history.Store, retention time.Duration, log *slog.Logger) *Regist
 		log:       log,
 		byKey:     map[string]*series.Ref{},
 		logged:    map[Problem]int64{},
+		states:    map[*entry]struct{}{},
 		subs:      map[chan<- *View]struct{}{},
 	}
 	hist.Each(func(id history.ID, key string, kind series.Kind) bool {
@@ -106,6 +108,9 @@ func (r *Registry) add(ref *series.Ref, hid history.ID) *entry {
 		r.entries = append(r.entries, e)
 	}
 	r.byKey[ref.Key] = ref
+	if ref.Kind == series.State {
+		r.states[e] = struct{}{}
+	}
 	r.changed = true
 	r.added++
 	return e
@@ -204,6 +209,7 @@ func (r *Registry) remove(ref *series.Ref) {
 		delete(r.byKey, ref.Key)
 	}
 	if ref.ID >= 0 && int(ref.ID) < len(r.entries) && r.entries[ref.ID] != nil && r.entries[ref.ID].ref == ref {
+		delete(r.states, r.entries[ref.ID])
 		r.entries[ref.ID] = nil
 		r.free = append(r.free, ref.ID)
 	}
@@ -223,8 +229,8 @@ func (r *Registry) Commit() {
 	}
 	// States keep no history: forget one unseen for the retention period.
 	horizon := r.scanTS - r.retention.Milliseconds()
-	for _, e := range r.entries {
-		if e != nil && e.ref.Kind == series.State && e.lastTS.Load() < horizon {
+	for e := range r.states {
+		if e.lastTS.Load() < horizon {
 			r.remove(e.ref)
 		}
 	}
