@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"sync/atomic"
+	"time"
 )
 
 // Gauge is a float64 level that the application pushes with Set and Add (libprocess'
@@ -68,14 +69,17 @@ func (g *Gauge) Statistics() (Statistics, bool) { return g.w.statistics() }
 // absent from that snapshot. With a window, every successful evaluation is appended to the
 // history.
 type GaugeFunc struct {
-	f    func(context.Context) (float64, error)
-	w    *window
-	name string
+	f       func(context.Context) (float64, error)
+	w       *window
+	timeout time.Duration
+	name    string
 }
 
 // NewGaugeFunc returns a gauge evaluating f. It is not reported until added to a Registry.
+// Options: WithWindow, WithTimeout.
 func NewGaugeFunc(name string, f func(ctx context.Context) (float64, error), opts ...Option) *GaugeFunc {
-	return &GaugeFunc{name: name, f: f, w: newWindowFor(buildOptions(opts))}
+	o := buildOptions(opts)
+	return &GaugeFunc{name: name, f: f, w: newWindowFor(o), timeout: o.timeout}
 }
 
 // Name implements Metric.
@@ -92,6 +96,11 @@ func (g *GaugeFunc) Snapshot(ctx context.Context) (v float64, err error) {
 	}
 	if err := ctx.Err(); err != nil {
 		return 0, fmt.Errorf("gauge %q: %w", g.name, err)
+	}
+	if g.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, g.timeout)
+		defer cancel()
 	}
 	defer func() {
 		if p := recover(); p != nil {

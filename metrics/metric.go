@@ -29,6 +29,7 @@ type Option func(*options)
 type options struct {
 	window   time.Duration
 	capacity int
+	timeout  time.Duration
 }
 
 // WithWindow makes the metric keep the values it takes during the last d, at most capacity of
@@ -42,6 +43,13 @@ func WithWindow(d time.Duration, capacity int) Option {
 		o.window = d
 		o.capacity = capacity
 	}
+}
+
+// WithTimeout bounds each evaluation of a GaugeFunc to d, on top of the snapshot's own
+// deadline: the function's ctx is done after d, and a Registry stops waiting for it then.
+// Other metrics ignore it.
+func WithTimeout(d time.Duration) Option {
+	return func(o *options) { o.timeout = d }
 }
 
 func buildOptions(opts []Option) options {

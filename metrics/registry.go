@@ -148,9 +148,25 @@ func (r *Registry) Snapshot(ctx context.Context) map[string]float64 {
 	ch := make(chan result, len(ms)) // buffered: late goroutines never block
 	pending := 0
 	for _, m := range ms {
-		switch m.(type) {
+		switch g := m.(type) {
 		case *Counter, *Gauge, *Timer:
 			add(evaluate(ctx, m))
+		case *GaugeFunc:
+			pending++
+			go func() {
+				var once sync.Once // one result per metric, whichever comes first
+				send := func(r result) { once.Do(func() { ch <- r }) }
+				gctx := ctx
+				if g.timeout > 0 {
+					var cancel context.CancelFunc
+					gctx, cancel = context.WithTimeout(ctx, g.timeout)
+					defer cancel()
+					// At the gauge's own deadline, stop waiting: report it absent.
+					stop := context.AfterFunc(gctx, func() { send(result{m: m}) })
+					defer stop()
+				}
+				send(evaluate(gctx, m))
+			}()
 		default:
 			pending++
 			go func() { ch <- evaluate(ctx, m) }()

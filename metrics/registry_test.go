@@ -253,3 +253,33 @@ func FuzzHandler(f *testing.F) {
 		}
 	})
 }
+
+func TestGaugeFuncTimeout(t *testing.T) {
+	release := make(chan struct{})
+	defer close(release)
+	stubborn := NewGaugeFunc("stubborn", func(context.Context) (float64, error) {
+		<-release // ignores ctx
+		return 1, nil
+	}, WithTimeout(100*time.Millisecond))
+	polite := NewGaugeFunc("polite", func(ctx context.Context) (float64, error) {
+		<-ctx.Done()
+		return 0, ctx.Err()
+	}, WithTimeout(100*time.Millisecond))
+	if _, err := polite.Snapshot(context.Background()); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Snapshot() of a gauge past its timeout = %v; want DeadlineExceeded", err)
+	}
+	r := NewRegistry()
+	for _, m := range []Metric{stubborn, polite, NewCounter("c")} {
+		if err := r.Add(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	got := r.Snapshot(context.Background()) // no deadline of its own
+	if el := time.Since(start); el > 5*time.Second {
+		t.Errorf("Snapshot took %v; want about the gauges' 100ms timeout", el)
+	}
+	if len(got) != 1 {
+		t.Errorf("Snapshot() = %v; want only c", got)
+	}
+}
