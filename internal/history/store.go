@@ -267,7 +267,6 @@ type writer struct {
 	adds    int
 	enc     encoder
 	sw      segWriter
-	pool    []*staging
 	retired []*staging
 }
 
@@ -354,8 +353,6 @@ func (s *Store) growStaging(rows int) {
 	v := s.view.Load()
 	s.view.Store(&view{segs: v.segs, open: st, gen: st.gen.Load()})
 	old.gen.Add(1) // old is never written again; readers still holding it may finish with it
-	// Pooled stagings are too small now.
-	s.w.pool = s.w.pool[:0]
 }
 
 // Lookup returns the ID and kind of the series with this key. Safe for concurrent use.
@@ -484,51 +481,40 @@ func (s *Store) closeSegment() {
 	// at once unless a reader still holds it (then take another buffer; never wait).
 	s.view.Store(&view{segs: segs, open: s.empty, gen: s.empty.gen.Load()})
 	st.gen.Add(1) // readers that acquire st from now on see the change and retry
-	next := st
+	next := s.sweep(st.rows)
 	if st.readers.Load() == 0 {
-		clear(st.pres)
-		st.n.Store(0)
+		next = st
 	} else {
 		w.retired = append(w.retired, st)
-		next = s.takeStaging(st.rows)
+		if next == nil {
+			next = newStaging(s.scans, st.rows)
+		}
 	}
+	clear(next.pres)
+	next.n.Store(0)
 	w.st = next
 	w.j = 0
 	s.view.Store(&view{segs: segs, open: next, gen: next.gen.Load()})
 }
 
-// takeStaging returns a clean staging with at least rows rows, recycled when possible.
-func (s *Store) takeStaging(rows int) *staging {
+// sweep forgets the retired stagings that no reader holds any more and returns one of them
+// with at least rows rows, if any, for reuse.
+func (s *Store) sweep(rows int) *staging {
 	w := &s.w
-	// Stagings retired earlier whose readers have left can be recycled now.
+	var reuse *staging
 	k := 0
 	for _, r := range w.retired {
-		if r.readers.Load() == 0 {
-			s.recycle(r)
-		} else {
+		switch {
+		case r.readers.Load() != 0:
 			w.retired[k] = r
 			k++
+		case reuse == nil && r.rows >= rows:
+			reuse = r
 		}
 	}
 	clear(w.retired[k:])
 	w.retired = w.retired[:k]
-	for len(w.pool) > 0 {
-		p := w.pool[len(w.pool)-1]
-		w.pool = w.pool[:len(w.pool)-1]
-		if p.rows >= rows {
-			return p
-		}
-	}
-	return newStaging(s.scans, rows)
-}
-
-func (s *Store) recycle(st *staging) {
-	if st.rows < s.w.st.rows {
-		return // too small; let it go
-	}
-	clear(st.pres)
-	st.n.Store(0)
-	s.w.pool = append(s.w.pool, st)
+	return reuse
 }
 
 // Expire drops the segments whose newest point is older than Retention before the latest scan,
