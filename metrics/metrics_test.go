@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -304,5 +305,23 @@ func TestConcurrentUpdates(t *testing.T) {
 	s, ok := tm.Statistics()
 	if !ok || s.Count != 100 {
 		t.Errorf("timer Statistics() = %+v, %v; want 100 values (capacity)", s, ok)
+	}
+}
+
+// TestTimerWindowValueIsLast checks that a windowed Timer's Value is the last duration a
+// goroutine recorded, even though values are spread over per-processor shards.
+func TestTimerWindowValueIsLast(t *testing.T) {
+	tm := NewTimer("t", Nanoseconds, WithWindow(time.Hour, 10))
+	if tm.Value() != 0 {
+		t.Fatalf("Value() before any = %v; want 0", tm.Value())
+	}
+	for i := 1; i <= 2000; i++ {
+		tm.Observe(time.Duration(i))
+		if i%100 == 0 {
+			runtime.Gosched() // invite a move to another P, hence another shard
+		}
+		if got := tm.Value(); got != time.Duration(i) {
+			t.Fatalf("after Observe(%d): Value() = %d", i, got)
+		}
 	}
 }

@@ -48,10 +48,10 @@ var ErrNotStarted = errors.New("timer not started")
 // or recorded directly with Observe.
 //
 // All methods are safe for concurrent use. Start and Stop take a mutex protecting the running
-// keys; Observe is one atomic store of the last duration and, with a window, an append to a
-// per-processor shard of the history.
+// keys; Observe without a window is one atomic store, with a window an append to a
+// per-processor shard of the history (which also keeps the last duration).
 type Timer struct {
-	last atomic.Int64 // ns
+	last atomic.Int64 // ns; without a window (with one, the window keeps it)
 	w    *window
 	unit Unit
 	name string
@@ -113,14 +113,21 @@ func (t *Timer) Time(f func()) time.Duration {
 
 // Observe records a duration measured elsewhere.
 func (t *Timer) Observe(d time.Duration) {
-	t.last.Store(int64(d))
-	if t.w != nil {
-		t.w.push(float64(d) / float64(t.unit.Duration()))
+	if t.w == nil {
+		t.last.Store(int64(d))
+		return
 	}
+	t.w.pushLast(float64(d)/float64(t.unit.Duration()), int64(d))
 }
 
-// Value returns the last recorded duration, zero before any.
-func (t *Timer) Value() time.Duration { return time.Duration(t.last.Load()) }
+// Value returns the last recorded duration, zero before any. Among durations recorded
+// concurrently, any one may be the last.
+func (t *Timer) Value() time.Duration {
+	if t.w == nil {
+		return time.Duration(t.last.Load())
+	}
+	return time.Duration(t.w.last())
+}
 
 // Snapshot implements Metric: the last duration in the timer's unit. It never fails.
 func (t *Timer) Snapshot(context.Context) (float64, error) {

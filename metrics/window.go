@@ -35,6 +35,9 @@ type window struct {
 	pool   sync.Pool // of *shard
 	next   atomic.Uint32
 	shards []shard
+	// lastShard is 1 + the index of the shard written last by pushLast, 0 before any. It is
+	// stored only when it changes, so a goroutine that keeps its shard pays one plain load.
+	lastShard atomic.Int32
 }
 
 type entry struct {
@@ -46,6 +49,8 @@ type shard struct {
 	mu   sync.Mutex
 	ring []entry  // grows to capacity, then wraps
 	pos  int      // next slot to overwrite once full
+	last int64    // raw value of the last pushLast
+	id   int32    // 1 + index in window.shards
 	_    [64]byte // keep shards on separate cache lines
 }
 
@@ -53,6 +58,9 @@ func newWindow(d time.Duration, capacity int) *window {
 	res := min(max(d/100, time.Millisecond), time.Second)
 	n := min(max(2*runtime.GOMAXPROCS(0), 2), 64)
 	w := &window{dur: d, res: res, capacity: capacity, base: time.Now(), shards: make([]shard, n)}
+	for i := range w.shards {
+		w.shards[i].id = int32(i + 1)
+	}
 	w.stale.Store(true)
 	w.timer = time.AfterFunc(time.Hour, func() { w.stale.Store(true) })
 	w.timer.Stop()
@@ -84,6 +92,34 @@ func (w *window) push(v float64) {
 	s.add(w.capacity, entry{ts, v})
 	s.mu.Unlock()
 	w.pool.Put(s)
+}
+
+// pushLast is push for a Timer: it also remembers raw as the last value. Values pushed by one
+// goroutine are ordered: the last one wins. Concurrent pushes are not ordered among
+// themselves; one of them wins.
+func (w *window) pushLast(v float64, raw int64) {
+	ts := w.stamp()
+	s := w.pool.Get().(*shard)
+	s.mu.Lock()
+	s.add(w.capacity, entry{ts, v})
+	s.last = raw
+	s.mu.Unlock()
+	if w.lastShard.Load() != s.id {
+		w.lastShard.Store(s.id)
+	}
+	w.pool.Put(s)
+}
+
+// last returns the raw value of the last pushLast, 0 if none.
+func (w *window) last() int64 {
+	id := w.lastShard.Load()
+	if id == 0 {
+		return 0
+	}
+	s := &w.shards[id-1]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.last
 }
 
 func (s *shard) add(capacity int, e entry) {
