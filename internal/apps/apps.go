@@ -16,6 +16,8 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cantal-go/cantal/internal/safefile"
 	"github.com/cantal-go/cantal/internal/series"
 	"github.com/cantal-go/cantal/internal/sysscan"
@@ -38,10 +40,12 @@ type ProcessTable interface {
 // Collector implements series.Collector. Collect runs on the scan goroutine; Count and Exports
 // may be called from any goroutine.
 type Collector struct {
-	procs  ProcessTable
-	opt    Options
-	groups map[groupKey]*group
-	mntns  map[pidStart]string
+	procs    ProcessTable
+	opt      Options
+	selfNS   string    // the agent's own mount namespace
+	selfRoot [2]uint64 // dev and inode of the agent's root directory
+	groups   map[groupKey]*group
+	mntns    map[pidStart]string
 
 	count   atomic.Int64
 	exports atomic.Pointer[map[int]struct{}]
@@ -85,6 +89,8 @@ func New(procs ProcessTable, opt Options) *Collector {
 		opt.Log = slog.New(slog.DiscardHandler)
 	}
 	c := &Collector{procs: procs, opt: opt, groups: map[groupKey]*group{}, mntns: map[pidStart]string{}}
+	c.selfNS, _ = os.Readlink(opt.Proc + "/self/ns/mnt")
+	c.selfRoot, _ = rootID(opt.Proc + "/self/root")
 	c.exports.Store(&map[int]struct{}{})
 	return c
 }
@@ -170,11 +176,17 @@ func (g *group) setRoot(c *Collector, p *sysscan.Process) {
 	g.rootPID = p.PID
 	root := c.opt.Proc + "/" + strconv.Itoa(p.PID) + "/root"
 	pol := safefile.Policy{Root: root, UID: p.UID, MaxSize: max(c.opt.MaxMetaSize, c.opt.MaxValuesSize)}
-	// The reader names files by root+path (used only to notice a replaced file cheaply); every
-	// open goes through the policy, resolved inside the process's root.
-	g.reader = shm.NewReader(root+g.key.path, shm.ReaderOptions{
+	// The reader names files by a path it only lstats, to notice a replaced file cheaply; every
+	// open goes through the policy, resolved inside the process's root. For a process that
+	// shares the agent's mount namespace and root directory the plain path names the same
+	// file, and its lookup costs a fraction of one through /proc/PID/root.
+	prefix := root
+	if id, err := rootID(root); err == nil && g.key.ns == c.selfNS && c.selfNS != "" && id == c.selfRoot {
+		prefix = ""
+	}
+	g.reader = shm.NewReader(prefix+g.key.path, shm.ReaderOptions{
 		Open: func(name string) (*os.File, error) {
-			return pol.Open(strings.TrimPrefix(name, root))
+			return pol.Open(strings.TrimPrefix(name, prefix))
 		},
 		MaxMetaSize:   c.opt.MaxMetaSize,
 		MaxValuesSize: c.opt.MaxValuesSize,
@@ -254,4 +266,13 @@ func kindOf(k shm.Kind) series.Kind {
 		return series.Float
 	}
 	return series.State
+}
+
+// rootID returns the device and inode of the directory path leads to.
+func rootID(path string) ([2]uint64, error) {
+	var st unix.Stat_t
+	if err := unix.Stat(path, &st); err != nil {
+		return [2]uint64{}, err
+	}
+	return [2]uint64{uint64(st.Dev), st.Ino}, nil
 }
