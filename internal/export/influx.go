@@ -218,7 +218,9 @@ func (e *Influx) sortedTags(l series.Labels) {
 // InfluxHandler serves the line protocol of the samples source returns at each request (the
 // agent's GET /influx, or any configured path such as /ecsmetrics); readable by Telegraf's
 // inputs.http with data_format = "influx". Serving is non-destructive: any number of scrapers
-// see the same latest values. enc's fields are the options; the handler keeps its own encoders.
+// see the same latest values. opts' Precision, Unsigned and SkipStates are the options; the
+// handler keeps its own encoders, so it is safe for concurrent use. source is called once per
+// request, from the request's goroutine.
 func InfluxHandler(source func() []series.Sample, opts Influx) http.Handler {
 	h := &influxHandler{source: source}
 	h.pool.New = func() any {
