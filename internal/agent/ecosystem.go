@@ -3,6 +3,7 @@ package agent
 import (
 	"github.com/cantal-go/cantal/internal/export"
 	"github.com/cantal-go/cantal/internal/history"
+	"github.com/cantal-go/cantal/internal/ingest"
 	"github.com/cantal-go/cantal/internal/registry"
 	"github.com/cantal-go/cantal/internal/series"
 )
@@ -26,10 +27,11 @@ func (a *Agent) samples() []series.Sample {
 }
 
 // ecosystemRoutes mounts the exports (GET /metrics, GET --influx-path) and the InfluxDB-compatible
-// ingest (POST /write, POST /api/v2/write, GET /ping).
+// ingest (POST /write, POST /api/v2/write, /ping for clients that check the server first).
 func (a *Agent) ecosystemRoutes() {
 	a.mux.Handle("GET /metrics", export.PrometheusHandler(a.samples, export.Options{}))
 	a.mux.Handle("GET "+a.cfg.InfluxPath, export.InfluxHandler(a.samples, export.Influx{}))
 	a.mux.Handle("POST /write", a.push.WriteHandler())
 	a.mux.Handle("POST /api/v2/write", a.push.WriteHandlerV2())
+	a.mux.Handle("/ping", ingest.PingHandler())
 }
