@@ -174,57 +174,59 @@ func (n *node) dial(ctx context.Context, network, addr string) (net.Conn, error)
 	return &countingConn{Conn: c, rx: &n.rxBytes, tx: &n.txBytes}, nil
 }
 
-// dialIn dials addr with a socket made inside the named network namespace, by a goroutine
-// locked to its thread while the thread is in that namespace; a socket keeps the namespace it
-// was made in, so the connection works from any goroutine afterwards. The thread is put back
-// into its own namespace before it is unlocked. It must never be left to die instead (what
-// the runtime does with a thread whose goroutine exits locked): netns starts the agents with
-// Pdeathsig, which Linux fires when the *thread* that forked them ends, and any thread may
-// have forked one.
+// dialIn dials addr with a socket made inside the named network namespace (see inNS).
 func dialIn(ctx context.Context, ns, network, addr string) (net.Conn, error) {
-	type result struct {
-		c   net.Conn
-		err error
-	}
-	ch := make(chan result, 1)
+	var c net.Conn
+	err := inNS(ns, func() error {
+		var d net.Dialer
+		var err error
+		c, err = d.DialContext(ctx, network, addr)
+		return err
+	})
+	return c, err
+}
+
+// inNS runs f on a thread that has joined the named network namespace, so that sockets f
+// makes live there; a socket keeps its namespace, so it works from any goroutine afterwards.
+// The thread is put back into its own namespace before it is unlocked. It must never be left
+// to die instead (what the runtime does with a thread whose goroutine exits locked): netns
+// starts the agents with Pdeathsig, which Linux fires when the *thread* that forked them ends,
+// and any thread may have forked one.
+func inNS(ns string, f func() error) error {
+	errc := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread()
 		self, err := unix.Open(fmt.Sprintf("/proc/self/task/%d/ns/net", unix.Gettid()), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			runtime.UnlockOSThread()
-			ch <- result{err: fmt.Errorf("open own namespace: %w", err)}
+			errc <- fmt.Errorf("open own namespace: %w", err)
 			return
 		}
 		defer unix.Close(self)
 		target, err := unix.Open(filepath.Join("/run/netns", ns), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			runtime.UnlockOSThread()
-			ch <- result{err: fmt.Errorf("open namespace %s: %w", ns, err)}
+			errc <- fmt.Errorf("open namespace %s: %w", ns, err)
 			return
 		}
 		err = unix.Setns(target, unix.CLONE_NEWNET)
 		unix.Close(target)
 		if err != nil {
 			runtime.UnlockOSThread()
-			ch <- result{err: fmt.Errorf("enter namespace %s: %w", ns, err)}
+			errc <- fmt.Errorf("enter namespace %s: %w", ns, err)
 			return
 		}
-		var d net.Dialer
-		c, err := d.DialContext(ctx, network, addr)
-		if rerr := unix.Setns(self, unix.CLONE_NEWNET); rerr != nil {
-			// The thread stays locked and dies with this goroutine; better than being reused
+		ferr := f()
+		if err := unix.Setns(self, unix.CLONE_NEWNET); err != nil {
+			// The thread stays locked and dies with this goroutine rather than being reused
 			// in the wrong namespace.
-			if c != nil {
-				c.Close()
-			}
-			ch <- result{err: fmt.Errorf("leave namespace %s: %w", ns, rerr)}
+			errc <- errors.Join(ferr, fmt.Errorf("leave namespace %s: %w", ns, err))
 			return
 		}
 		runtime.UnlockOSThread()
-		ch <- result{c, err}
+		errc <- ferr
 	}()
-	r := <-ch
-	return r.c, r.err
+	return <-errc
 }
 
 // countingConn counts the bytes read and written through a connection.
