@@ -106,7 +106,8 @@ export class TimeChart {
           ...axis,
           label: axisLabel(unit),
           labelSize: 20,
-          size: 72,
+          // Wide enough for the longest tick label (≈7 px a character at 12 px) plus the label.
+          size: (_u, values) => Math.max(48, ...(values ?? []).map((v) => String(v).length * 7.2 + 30)),
           values: (_u, splits) => splits.map((v) => fmtUnit(v, unit)),
         },
       ],

@@ -6,6 +6,7 @@ import { esc, h } from "../dom";
 import { fmtBytes, guessUnit } from "../format";
 import type { Ctx } from "../main";
 import { heading, message } from "../widgets";
+import { CPU_TOTAL } from "./overview";
 
 type Agg = "node" | "sum" | "avg" | "max" | "min";
 const AGGS: Agg[] = ["node", "sum", "avg", "max", "min"];
@@ -154,7 +155,7 @@ export async function cluster(ctx: Ctx) {
     try {
       const q = (m: string, r = false) => getJSON<ClusterAnswer<Series>>(`/api/v1/cluster/metrics?match=${encodeURIComponent(m)}${r ? "&fn=rate" : ""}`);
       const [cpu, mem, load] = await Promise.all([
-        q(`{metric=~"cpu\\\\..*_ms", cpu="total"}`, true), q(`{metric=~"memory\\\\.(MemTotal|MemAvailable)"}`), q("system.load_avg_1min"),
+        q(CPU_TOTAL, true), q(`{metric=~"memory\\\\.(MemTotal|MemAvailable)"}`), q("system.load_avg_1min"),
       ]);
       if (!ctx.alive()) return;
       const nodes = [...new Set([...cpu.nodes, ...mem.nodes, ...load.nodes].map((n) => n.node))].sort();

@@ -10,6 +10,11 @@ import { card, heading, setText, SortTable } from "../widgets";
 
 const WINDOW = "15m";
 const WINDOW_MS = 15 * 60e3;
+/**
+ * CPU_TOTAL selects the machine-wide cpu.*_ms counters: without a cpu label, or with
+ * cpu="total" (an absent label matches "", as in Prometheus).
+ */
+export const CPU_TOTAL = `{metric=~"cpu\\\\..*_ms", cpu=~"total|"}`;
 
 /** wholeDisks drops partitions when their disk is listed too (vda1 beside vda). */
 export function wholeDisks(names: string[]): Set<string> {
@@ -62,7 +67,7 @@ export async function overview(ctx: Ctx) {
   const cpu = new Store(WINDOW_MS, true);
   const drawCPU = () => {
     const parts = ["user", "system", "iowait", "nice", "irq", "softirq", "steal", "idle"];
-    const tracks = parts.map((p) => cpu.get(`cpu.${p}_ms`, { cpu: "total" }));
+    const tracks = parts.map((p) => cpu.find((l) => l.metric === `cpu.${p}_ms` && (l.cpu === undefined || l.cpu === "total"))[0]);
     if (tracks.some((t) => !t)) return;
     const data = align(tracks as Track[]);
     const ys = data.slice(1) as (number | null)[][];
@@ -75,7 +80,7 @@ export async function overview(ctx: Ctx) {
     const last = busy[busy.length - 1];
     if (last !== null && last !== undefined) setText(root, "ov-cpu", `${last.toFixed(1)} %`);
   };
-  ctx.sub(`{metric=~"cpu\\\\..*_ms", cpu="total"}`, {
+  ctx.sub(CPU_TOTAL, {
     history: WINDOW, fn: "rate",
     onHistory: (hs) => { cpu.history(hs); drawCPU(); },
     onUpdate: (ts, s) => { cpu.update(ts, s); drawCPU(); },

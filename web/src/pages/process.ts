@@ -8,6 +8,8 @@ import { align, Store, type Track } from "../store";
 import { heading, message } from "../widgets";
 
 const WINDOW_MS = 15 * 60e3;
+/** MAX_APP_ROWS bounds the application metrics table; the Metrics page lists any number. */
+const MAX_APP_ROWS = 200;
 
 export async function processPage(ctx: Ctx) {
   const pid = Number(ctx.path.split("/")[2]);
@@ -52,7 +54,7 @@ export async function processPage(ctx: Ctx) {
     return { data: [d[0], ...ys] as [number[], ...(number | null)[][]], labels: ts.map((t) => names.find(([m]) => m === t.labels.metric)![1]) };
   };
   const sparks = new Map<string, HTMLCanvasElement>();
-  let appKeys = "";
+  let appKeys: string | null = null;
   const draw = () => {
     const c = lines([["process.cpu.user_ms", "user"], ["process.cpu.system_ms", "system"]], 0.1);
     if (c) cpuChart.set(c.data, c.labels);
@@ -61,7 +63,8 @@ export async function processPage(ctx: Ctx) {
     const io = lines([["process.io.read_bytes", "read"], ["process.io.write_bytes", "written"]]);
     if (io) ioChart.set(io.data, io.labels);
 
-    const app = store.find((l) => !l.metric?.startsWith("process."));
+    const appAll = store.find((l) => !l.metric?.startsWith("process."));
+    const app = appAll.slice(0, MAX_APP_ROWS);
     const keys = app.map((t) => t.key).join("\n");
     if (keys !== appKeys) {
       appKeys = keys;
@@ -77,7 +80,9 @@ export async function processPage(ctx: Ctx) {
             h("td", {}, h("a", { href: `/series/chart?match=${encodeURIComponent(exactSelector(t.labels))}` }, seriesName(t.labels, originLabels))),
             h("td", {}, t.kind), h("td", { class: "num val" }), h("td", {}, cv)));
         }
-        appBody.replaceChildren(h("table", { class: "grid" }, h("caption", {}, `${app.length} series`),
+        appBody.replaceChildren(h("table", { class: "grid" }, h("caption", {}, appAll.length > app.length
+          ? [`${appAll.length} series; the first ${app.length} here, `, h("a", { href: `/series?match=${encodeURIComponent(`{pid="${pid}"}`)}` }, "all of them on the Metrics page")]
+          : `${app.length} series`),
           h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Series"), h("th", { scope: "col" }, "Kind"), h("th", { scope: "col", class: "num" }, "Value"), h("th", { scope: "col" }, "Last 15 min"))), tbody));
       }
     }
