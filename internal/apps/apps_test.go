@@ -1,0 +1,109 @@
+package apps
+
+import (
+	"context"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/cantal-go/cantal/internal/series"
+	"github.com/cantal-go/cantal/internal/sysscan"
+	"github.com/cantal-go/cantal/shm"
+)
+
+type table []sysscan.Process
+
+func (t table) Table() []sysscan.Process { return t }
+
+func TestCollect(t *testing.T) {
+	base := filepath.Join(t.TempDir(), "app")
+	c := shm.NewCollection(shm.Options{Path: base})
+	hits := shm.Must(c.Counter(map[string]string{"metric": "hits", "pid": "spoofed"}))
+	temp := shm.Must(c.Float(map[string]string{"metric": "temp"}))
+	phase := shm.Must(c.State(map[string]string{"metric": "phase"}, 64))
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	hits.Add(5)
+	temp.Set(1.25)
+	phase.Enter("warming")
+
+	self, parent := os.Getpid(), os.Getppid()
+	procs := table{
+		{PID: self, UID: os.Getuid(), Name: "worker", Cgroup: "system.app", CantalPath: base, CantalAppName: "shop"},
+		// A second process naming the same files in the same namespace: read once.
+		{PID: parent, UID: os.Getuid(), Name: "parent", CantalPath: base},
+		{PID: self + 1_000_000, Name: "gone", CantalPath: base + "x"}, // no such pid
+	}
+	if parent < self {
+		procs[0], procs[1] = procs[1], procs[0]
+	}
+	coll := New(procs, Options{})
+	rec := series.NewRecorder()
+	if err := coll.Collect(context.Background(), rec); err != nil {
+		t.Fatal(err)
+	}
+	lowest := strconv.Itoa(min(self, parent))
+	if len(rec.Refs()) != 3 {
+		t.Fatalf("registered %d series; want 3 (the shared files read once): %v", len(rec.Refs()), rec.Refs())
+	}
+	for _, ref := range rec.Refs() {
+		if ref.Labels["pid"] != lowest {
+			t.Errorf("%v: pid label %q; want the lowest pid %s (and never the file's own)", ref.Labels, ref.Labels["pid"], lowest)
+		}
+	}
+	for key, ref := range rec.Refs() {
+		switch ref.Labels["metric"] {
+		case "hits":
+			if rec.Values[key] != 5 || ref.Kind != series.Counter {
+				t.Errorf("hits = %d (%v); want counter 5", rec.Values[key], ref.Kind)
+			}
+		case "temp":
+			if math.Float64frombits(rec.Values[key]) != 1.25 || ref.Kind != series.Float {
+				t.Errorf("temp = %v; want float 1.25", math.Float64frombits(rec.Values[key]))
+			}
+		case "phase":
+			if st := rec.States[key]; st.Text != "warming" || st.Since == 0 {
+				t.Errorf("phase = %+v; want warming with a time", st)
+			}
+		}
+	}
+	if coll.Count() != 1 || !coll.Exports(self) || !coll.Exports(parent) {
+		t.Errorf("Count = %d, Exports(self)=%v, Exports(parent)=%v; want 1 application shared by both", coll.Count(), coll.Exports(self), coll.Exports(parent))
+	}
+	if len(rec.Problems) != 0 {
+		t.Errorf("problems: %v", rec.Problems)
+	}
+
+	// The process goes away: its reader is closed and it no longer exports.
+	coll.procs = table{}
+	if err := coll.Collect(context.Background(), series.NewRecorder()); err != nil {
+		t.Fatal(err)
+	}
+	if coll.Count() != 0 || coll.Exports(self) || len(coll.groups) != 0 {
+		t.Errorf("after the processes left: count %d, groups %d", coll.Count(), len(coll.groups))
+	}
+}
+
+// TestRefusedForOtherUID: files the process's uid does not own are refused with a problem and
+// produce no series.
+func TestRefusedForOtherUID(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("must run as root, like the agent")
+	}
+	base := filepath.Join(t.TempDir(), "root")
+	os.WriteFile(base+".meta", []byte("counter 8: {\"metric\": \"secret\"}\n"), 0o600)
+	os.WriteFile(base+".values", make([]byte, 8), 0o600)
+	coll := New(table{{PID: os.Getpid(), UID: 65534, Name: "nobody", CantalPath: base}}, Options{})
+	rec := series.NewRecorder()
+	coll.Collect(context.Background(), rec)
+	if len(rec.Refs()) != 0 {
+		t.Errorf("series from a file uid 65534 cannot read: %v", rec.Refs())
+	}
+	if len(rec.Problems) != 1 {
+		t.Errorf("problems = %v; want one refusal", rec.Problems)
+	}
+}
