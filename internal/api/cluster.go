@@ -276,10 +276,15 @@ func (s *Server) fetchHistory(ctx context.Context, m remote.Member, params url.V
 	return body, nil
 }
 
+// client is the HTTP client of peer history fetches. Every fetch opens a new connection, so a
+// dead peer costs at most ClusterTimeout (the dial timeout): a kept-alive connection to a peer
+// whose cable was cut would still accept the request and leave it waiting for the whole fetch
+// deadline, while a peer that accepts a fresh connection is alive and gets that deadline to
+// compute its answer. One TCP handshake per peer and request is cheap next to a history answer.
 func (s *Server) client() *http.Client {
 	s.clientOnce.Do(func() {
 		d := &net.Dialer{Timeout: s.ClusterTimeout}
-		s.httpClient = &http.Client{Transport: &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: 2, IdleConnTimeout: time.Minute}}
+		s.httpClient = &http.Client{Transport: &http.Transport{DialContext: d.DialContext, DisableKeepAlives: true}}
 	})
 	return s.httpClient
 }
