@@ -28,9 +28,12 @@ vet:
 
 # The whole suite: formatting and vet, every package under the race detector (unit, fuzz seed
 # corpora, real Prometheus/InfluxDB/Chromium where a package needs them, end-to-end tests with the
-# real agent binary), and the bench module's correctness tests (benchmarks themselves: make bench).
+# real agent binary, multi-node tests in network namespaces), the 60 s ingest load test without
+# the race detector (it measures throughput; -short keeps only its short variant under -race),
+# and the bench module's correctness tests (benchmarks themselves: make bench).
 test: setup vet
-	$(GO) test -race -timeout 20m ./...
+	$(GO) test -race -short -timeout 30m ./...
+	$(GO) test -count=1 -run 'TestLoad' -v ./internal/ingest
 	cd bench && $(GO) test -timeout 10m ./...
 
 bench:
