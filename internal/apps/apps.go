@@ -211,7 +211,7 @@ func (g *group) close() {
 // read reads the group's files into sink; it reports whether values were read.
 func (g *group) read(sink series.Sink) bool {
 	snap, err := g.reader.Read()
-	source := g.key.path + " (pid " + strconv.Itoa(g.rootPID) + ")"
+	source := func() string { return g.key.path + " (pid " + strconv.Itoa(g.rootPID) + ")" }
 	if err != nil {
 		if errors.Is(err, shm.ErrNotReady) {
 			return false // between the client's two renames; next scan
@@ -219,7 +219,7 @@ func (g *group) read(sink series.Sink) bool {
 		if errors.Is(err, os.ErrNotExist) {
 			return false // not written yet, or removed on exit: not a problem
 		}
-		sink.Problem(source, err.Error())
+		sink.Problem(source(), err.Error())
 		return false
 	}
 	if snap.Changed || g.layout != snap.Layout {
@@ -238,7 +238,7 @@ func (g *group) read(sink series.Sink) bool {
 			g.refs = append(g.refs, sink.Series(labels, kindOf(e.Kind)))
 		}
 		for _, s := range g.layout.Skipped {
-			sink.Problem(source, s)
+			sink.Problem(source(), s)
 		}
 	}
 	for i := range g.layout.Entries {

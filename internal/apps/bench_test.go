@@ -1,0 +1,66 @@
+package apps
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cantal-go/cantal/internal/history"
+	"github.com/cantal-go/cantal/internal/registry"
+	"github.com/cantal-go/cantal/internal/sysscan"
+)
+
+// BenchmarkCollect1000x100 reads 1000 applications' files of 100 metrics each (100k series) into
+// the registry and history, as a scan does in steady state. cpu-ns/op is the process's user+system
+// CPU time per scan (the system calls dominate: three per application).
+//
+//	go test -run '^$' -bench Collect1000 ./internal/apps/
+func BenchmarkCollect1000x100(b *testing.B) {
+	const apps, metrics = 1000, 100
+	dir := b.TempDir()
+	var meta strings.Builder
+	for i := range metrics {
+		fmt.Fprintf(&meta, "counter 8: {\"metric\": \"m%d\"}\n", i)
+	}
+	procs := make(table, apps)
+	for a := range apps {
+		base := filepath.Join(dir, fmt.Sprint("app", a))
+		os.WriteFile(base+".values", make([]byte, 8*metrics), 0o644)
+		os.WriteFile(base+".meta", []byte(meta.String()), 0o644)
+		procs[a] = sysscan.Process{PID: os.Getpid(), UID: os.Getuid(), Name: "bench", CantalPath: base}
+	}
+	h := history.New(history.Options{})
+	reg := registry.New(h, time.Hour, slog.New(slog.DiscardHandler))
+	c := New(procs, Options{})
+	ts := time.Now().UnixMilli()
+	scan := func() {
+		reg.Begin(ts)
+		ts += 2000
+		if err := c.Collect(context.Background(), reg); err != nil {
+			b.Fatal(err)
+		}
+		reg.Commit()
+	}
+	scan() // registers every series
+	if c.Count() != apps {
+		b.Fatalf("read %d applications; want %d", c.Count(), apps)
+	}
+	var r0, r1 syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &r0)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		scan()
+	}
+	b.StopTimer()
+	syscall.Getrusage(syscall.RUSAGE_SELF, &r1)
+	cpu := time.Duration(r1.Utime.Nano()+r1.Stime.Nano()-r0.Utime.Nano()-r0.Stime.Nano()) / time.Duration(b.N)
+	b.ReportMetric(float64(cpu.Nanoseconds()), "cpu-ns/op")
+	b.ReportMetric(float64(cpu.Nanoseconds())/(apps*metrics), "cpu-ns/value")
+}
