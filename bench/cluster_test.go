@@ -113,28 +113,39 @@ func newSimCluster(n int) (*simCluster, error) {
 		}
 		s.nodes = append(s.nodes, c)
 	}
-	seed := s.nodes[0].Local().Addr
-	// Join in parallel, a few at a time, as nodes booting together would.
-	sem := make(chan struct{}, runtime.GOMAXPROCS(0)*2)
-	var wg sync.WaitGroup
-	var failed atomic.Int64
-	var firstErr atomic.Value
-	for _, c := range s.nodes[1:] {
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { <-sem }()
-			if _, err := c.Join(seed); err != nil {
+	// Nodes boot in waves, each joining a random node of the ones already in, as agents
+	// started with different --peer flags would; one seed answering every push/pull of a
+	// 1000-node state at once times out on two shared cores. A failed join is retried.
+	joined := []*cluster.Cluster{s.nodes[0]}
+	for lo := 1; lo < n; {
+		hi := min(n, lo+max(1, len(joined)))
+		var wg sync.WaitGroup
+		var failed atomic.Int64
+		var firstErr atomic.Value
+		sem := make(chan struct{}, 2*runtime.GOMAXPROCS(0)) // bounded parallelism
+		for _, c := range s.nodes[lo:hi] {
+			sem <- struct{}{}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer func() { <-sem }()
+				var err error
+				for try := 0; try < 5; try++ {
+					if _, err = c.Join(joined[rand.IntN(len(joined))].Local().Addr); err == nil {
+						return
+					}
+				}
 				failed.Add(1)
 				firstErr.CompareAndSwap(nil, err)
-			}
-		}()
-	}
-	wg.Wait()
-	if f := failed.Load(); f > 0 {
-		s.close()
-		return nil, fmt.Errorf("%d of %d joins failed, first: %v", f, n-1, firstErr.Load())
+			}()
+		}
+		wg.Wait()
+		if f := failed.Load(); f > 0 {
+			s.close()
+			return nil, fmt.Errorf("%d joins failed 5 times, first: %v", f, firstErr.Load())
+		}
+		joined = s.nodes[:hi]
+		lo = hi
 	}
 	if err := s.waitAll(n, 10*time.Minute); err != nil {
 		s.close()
