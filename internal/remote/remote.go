@@ -254,6 +254,7 @@ type peer struct {
 	mu      sync.Mutex
 	subs    map[string]*sub // by subKey, which is also the wire id
 	up      bool            // connected
+	upAt    time.Time       // when the current connection was made
 	lastErr string
 	downAt  int64
 }
@@ -298,15 +299,17 @@ func (p *peer) expire(now time.Time, idle time.Duration) int {
 
 // run keeps the connection up while the peer has subscriptions.
 func (p *peer) run(ctx context.Context) {
-	backoff := 100 * time.Millisecond
+	var retry backoff
 	for ctx.Err() == nil {
 		err := p.session(ctx)
+		now := time.Now()
 		p.mu.Lock()
+		healthy := p.up && now.Sub(p.upAt) >= healthySession
 		p.up = false
 		if err != nil {
 			p.lastErr = err.Error()
 		}
-		p.downAt = time.Now().UnixMilli()
+		p.downAt = now.UnixMilli()
 		for _, s := range p.subs {
 			s.connDown()
 		}
@@ -314,14 +317,39 @@ func (p *peer) run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		p.cfg.Log.Debug("peer connection lost", "peer", p.name, "err", err, "retry", backoff)
+		wait := retry.next(healthy)
+		p.cfg.Log.Debug("peer connection lost", "peer", p.name, "err", err, "retry", wait)
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(backoff):
+		case <-time.After(wait):
 		}
-		backoff = min(backoff*2, 5*time.Second)
 	}
+}
+
+// Reconnection backoff: the first retry after a failure waits minBackoff, each further failed
+// attempt twice as long up to maxBackoff. A session that stayed up for healthySession resets
+// it, so that a peer back from a partition is retried quickly the next time it is lost, while a
+// peer that accepts connections and drops them at once is not hammered.
+const (
+	minBackoff     = 100 * time.Millisecond
+	maxBackoff     = 5 * time.Second
+	healthySession = time.Second
+)
+
+// backoff is the reconnection delay of one peer; the zero value is ready. It is owned by the
+// peer's run goroutine.
+type backoff struct{ cur time.Duration }
+
+// next returns how long to wait after a session ended; healthy says whether it was up for
+// healthySession.
+func (b *backoff) next(healthy bool) time.Duration {
+	if healthy || b.cur == 0 {
+		b.cur = minBackoff
+	} else {
+		b.cur = min(b.cur*2, maxBackoff)
+	}
+	return b.cur
 }
 
 type wireMsg struct {
@@ -356,6 +384,7 @@ func (p *peer) session(ctx context.Context) error {
 	defer stop()
 	p.mu.Lock()
 	p.up = true
+	p.upAt = time.Now()
 	p.lastErr = ""
 	p.mu.Unlock()
 

@@ -1,0 +1,165 @@
+package remote
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+func TestBackoff(t *testing.T) {
+	var b backoff
+	want := []time.Duration{100 * time.Millisecond, 200 * time.Millisecond, 400 * time.Millisecond,
+		800 * time.Millisecond, 1600 * time.Millisecond, 3200 * time.Millisecond, 5 * time.Second, 5 * time.Second}
+	for i, w := range want {
+		if got := b.next(false); got != w {
+			t.Errorf("failure %d: next(false) = %s; want %s", i+1, got, w)
+		}
+	}
+	// A session that stayed up resets the delay: a peer back from a partition and lost again
+	// is retried at once, not after the 5 s the partition had grown the delay to.
+	if got := b.next(true); got != minBackoff {
+		t.Errorf("after a healthy session: next(true) = %s; want %s", got, minBackoff)
+	}
+	if got := b.next(false); got != 2*minBackoff {
+		t.Errorf("failure after the reset: next(false) = %s; want %s", got, 2*minBackoff)
+	}
+}
+
+// fakePeer is a peer's /api/v1/ws: it answers each subscription with its points inside the
+// requested history window, and drops the connection when told.
+type fakePeer struct {
+	mu       sync.Mutex
+	points   [][2]int64 // ts ms, value
+	requests []map[string]string
+	conns    int
+	drop     chan struct{}
+	got      chan struct{} // a subscription arrived
+}
+
+func (f *fakePeer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	c, err := websocket.Accept(w, r, nil)
+	if err != nil {
+		return
+	}
+	defer c.CloseNow()
+	f.mu.Lock()
+	f.conns++
+	drop := f.drop
+	f.mu.Unlock()
+	ctx := r.Context()
+	go func() {
+		<-drop
+		c.CloseNow()
+	}()
+	for {
+		_, data, err := c.Read(ctx)
+		if err != nil {
+			return
+		}
+		var req map[string]string
+		if err := json.Unmarshal(data, &req); err != nil || req["type"] != "subscribe" {
+			continue
+		}
+		d, err := time.ParseDuration(req["history"])
+		if err != nil {
+			return
+		}
+		from := time.Now().Add(-d).UnixMilli()
+		f.mu.Lock()
+		f.requests = append(f.requests, req)
+		var pts [][2]int64
+		for _, p := range f.points {
+			if p[0] >= from {
+				pts = append(pts, p)
+			}
+		}
+		f.mu.Unlock()
+		msg, _ := json.Marshal(map[string]any{"type": "history", "id": req["id"], "series": []any{
+			map[string]any{"labels": map[string]string{"metric": "m"}, "kind": "float", "points": pts}}})
+		if err := c.Write(ctx, websocket.MessageText, msg); err != nil {
+			return
+		}
+		f.got <- struct{}{}
+	}
+}
+
+func (f *fakePeer) add(ts, v int64) {
+	f.mu.Lock()
+	f.points = append(f.points, [2]int64{ts, v})
+	f.mu.Unlock()
+}
+
+// TestBackfillAfterReconnect: after a lost connection the subscription asks only for what it
+// missed, and the points the peer took meanwhile join those received before, none lost or
+// doubled.
+func TestBackfillAfterReconnect(t *testing.T) {
+	f := &fakePeer{drop: make(chan struct{}), got: make(chan struct{}, 4)}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	now := time.Now().UnixMilli()
+	for i := int64(0); i < 5; i++ {
+		f.add(now-10_000+i*1000, i) // 10 s .. 6 s ago
+	}
+	h := New(Config{Members: func() []Member {
+		return []Member{{ID: "p", Name: "peer", HTTP: strings.TrimPrefix(srv.URL, "http://"), Up: true}}
+	}, Interval: time.Second, Timeout: 5 * time.Second})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go h.Run(ctx)
+
+	ans := h.Query(ctx, "m", false)
+	if len(ans) != 1 || len(ans[0].Series) != 1 || len(ans[0].Series[0].Points) != 5 {
+		t.Fatalf("first query = %+v; want the peer's 5 points", ans)
+	}
+	<-f.got
+
+	// The connection drops; the peer keeps scanning while the hub reconnects.
+	f.mu.Lock()
+	close(f.drop)
+	f.drop = make(chan struct{})
+	f.mu.Unlock()
+	for i := int64(5); i < 8; i++ {
+		f.add(now-10_000+i*1000, i) // 5 s .. 3 s ago
+	}
+	select {
+	case <-f.got:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the hub did not resubscribe after the connection dropped")
+	}
+	f.mu.Lock()
+	second := f.requests[len(f.requests)-1]
+	conns := f.conns
+	f.mu.Unlock()
+	if conns != 2 {
+		t.Errorf("peer saw %d connections; want 2", conns)
+	}
+	d, _ := time.ParseDuration(second["history"])
+	if d >= 5*time.Minute || d < time.Since(time.UnixMilli(now-6_000)) {
+		t.Errorf("resubscription asks for history %q; want the gap since the last point received (6 s ago), not the whole chunk", second["history"])
+	}
+
+	var pts []Point
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		ans = h.Query(ctx, "m", false)
+		if pts = ans[0].Series[0].Points; len(pts) >= 8 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(pts) != 8 {
+		t.Fatalf("after the reconnect: %d points %v; want the 8 the peer took", len(pts), pts)
+	}
+	for i, p := range pts {
+		if p.TS != now-10_000+int64(i)*1000 || p.Value != float64(i) {
+			t.Errorf("point %d = %+v; want ts %d value %d", i, p, now-10_000+int64(i)*1000, i)
+		}
+	}
+}
