@@ -52,3 +52,7 @@ fuzz:
 
 clean:
 	rm -rf $(BIN)
+
+# The side-by-side performance and resilience report (BENCHMARKS.md); durations by env, see the script.
+bench-report:
+	sh scripts/bench-report.sh
