@@ -2,6 +2,7 @@ package agent
 
 import (
 	"os"
+	"runtime"
 	"time"
 
 	"github.com/cantal-go/cantal/internal/registry"
@@ -35,6 +36,13 @@ type Status struct {
 		HistoryPoints int64 `json:"history_points"`
 		HistoryBytes  int64 `json:"history_bytes"`
 	} `json:"counts"`
+	Memory struct {
+		HeapInuse    uint64 `json:"heap_inuse"`
+		HeapIdle     uint64 `json:"heap_idle"`
+		HeapReleased uint64 `json:"heap_released"`
+		Sys          uint64 `json:"sys"`
+		NumGC        uint32 `json:"num_gc"`
+	} `json:"memory"`
 	Problems []registry.Problem `json:"problems"`
 }
 
@@ -69,6 +77,10 @@ func (a *Agent) status() any {
 		s.Problems = []registry.Problem{}
 	}
 	s.Counts.Problems = len(s.Problems)
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	s.Memory.HeapInuse, s.Memory.HeapIdle, s.Memory.HeapReleased = ms.HeapInuse, ms.HeapIdle, ms.HeapReleased
+	s.Memory.Sys, s.Memory.NumGC = ms.Sys, ms.NumGC
 	hs := a.hist.Stats()
 	s.Counts.HistoryPoints = hs.Points
 	s.Counts.HistoryBytes = hs.CompressedBytes + hs.StagingBytes
