@@ -1,11 +1,13 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -20,10 +22,36 @@ type resilienceOpts struct {
 	Cluster        string // output of go test -v ./e2e/cluster/, or empty
 }
 
-const steadySel = `{metric="load.counter.1",appname="load0"}`
+// appPid finds the process that names path as its CANTAL_PATH among the children of parent.
+func appPid(parent int, path string) (int, error) {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0, fmt.Errorf("read /proc: %w", err)
+	}
+	want := []byte("CANTAL_PATH=" + path + "\x00")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			continue
+		}
+		st, err := parseStat(b)
+		if err != nil || st.PPID != parent {
+			continue
+		}
+		env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid))
+		if err == nil && bytes.Contains(env, want) {
+			return pid, nil
+		}
+	}
+	return 0, fmt.Errorf("no child of %d with CANTAL_PATH=%s", parent, path)
+}
 
 // historyTS returns the timestamps of the single series steadySel names over the last 20 min.
-func historyTS(ctx context.Context, a *agentProc) ([]int64, error) {
+func historyTS(ctx context.Context, a *agentProc, steadySel string) ([]int64, error) {
 	var ans struct {
 		Series []struct {
 			Points [][2]float64 `json:"points"`
@@ -86,6 +114,12 @@ func runResilience(ctx context.Context, o resilienceOpts) (string, error) {
 	}); err != nil {
 		return "", err
 	}
+	pid, err := appPid(lg.Pid(), filepath.Join(shm, "app0"))
+	if err != nil {
+		return "", err
+	}
+	// load.counter.1 of the first app grows by one every second (bench/loadgen).
+	steadySel := fmt.Sprintf(`{metric="load.counter.1",pid="%d"}`, pid)
 	state := filepath.Join(o.Dir, "res-state")
 	flags := []string{"--state-dir", state, "--snapshot-interval", "10s", "--interval", "2s"}
 	ag, err := startAgent(ctx, o.Agent, o.Dir, o.Port, flags...)
@@ -104,7 +138,7 @@ func runResilience(ctx context.Context, o resilienceOpts) (string, error) {
 		if err := waitNextScan(ctx, ag); err != nil {
 			return "", err
 		}
-		before, err := historyTS(ctx, ag)
+		before, err := historyTS(ctx, ag, steadySel)
 		if err != nil {
 			return "", err
 		}
@@ -121,7 +155,7 @@ func runResilience(ctx context.Context, o resilienceOpts) (string, error) {
 		if err := waitNextScan(ctx, ag); err != nil {
 			return "", err
 		}
-		after, err := historyTS(ctx, ag)
+		after, err := historyTS(ctx, ag, steadySel)
 		if err != nil {
 			return "", err
 		}

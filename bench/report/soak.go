@@ -75,6 +75,8 @@ func runSoak(ctx context.Context, o soakOpts) (string, error) {
 		r.Window.Round(time.Second), o.Churn, o.ChurnLife/2, o.ChurnLife*3/2, fmt.Sprintf("%d started", ch.Started()), ho.rewrites, o.WrkConns, o.WS, r.LoadStart, r.LoadEnd)
 	md.WriteString("| check | start | end | result |\n|---|---:|---:|---|\n")
 	fmt.Fprintf(&md, "| open fds (/proc/PID/fd) | %d | %d | %s |\n", r.FDStart, r.FDEnd, verdict(r.FDEnd <= r.FDStart+8))
+	fmt.Fprintf(&md, "| apps (CANTAL_PATH processes read), processes | %d, %d | %d, %d | the fd count follows the apps on the machine |\n",
+		r.StatusStart.Counts.Apps, r.StatusStart.Counts.Processes, st.Counts.Apps, st.Counts.Processes)
 	fmt.Fprintf(&md, "| RSS MiB (peak %.1f) | %.1f | %.1f | growth %.1f MiB vs history growth %.1f MiB: %s |\n",
 		mib(r.RSSPeak), mib(r.RSSStart), mib(r.RSSEnd), rssGrowth/(1<<20), histGrowth/(1<<20),
 		verdict(rssGrowth <= histGrowth+32<<20))
