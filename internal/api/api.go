@@ -224,6 +224,16 @@ func appendPoints(b []byte, pts []stats.Point) []byte {
 // HistoryJSON appends the {"series": [{"labels", "kind", "points"}]} answer for q to b. States,
 // which keep no history, are left out; so are series with no point in the window.
 func HistoryJSON(b []byte, reg *registry.Registry, q Query, now int64) []byte {
+	return windowJSON(b, reg, q, now, func(b []byte, pts []stats.Point) []byte {
+		b = append(b, `,"points":`...)
+		return appendPoints(b, pts)
+	})
+}
+
+// windowJSON appends {"series": [...]} with one object per matching numeric series that has
+// points in q's window: its labels, kind and "fn" when rates were taken, then what member
+// appends from the points.
+func windowJSON(b []byte, reg *registry.Registry, q Query, now int64, member func(b []byte, pts []stats.Point) []byte) []byte {
 	view := reg.View()
 	hist := reg.History()
 	from := now - q.Window.Milliseconds()
@@ -250,8 +260,7 @@ func HistoryJSON(b []byte, reg *registry.Registry, q Query, now int64) []byte {
 		if q.Rate && h.Kind() == series.Counter {
 			b = append(b, `,"fn":"rate"`...)
 		}
-		b = append(b, `,"points":`...)
-		b = appendPoints(b, pts)
+		b = member(b, pts)
 		b = append(b, '}')
 		return true
 	})
@@ -314,39 +323,12 @@ func (s *Server) addPeer(w http.ResponseWriter, r *http.Request) {
 	WriteJSON(w, map[string]any{"joined": req.Addr})
 }
 
-// StatsJSON appends the {"series": [{"labels", "count", "min", ...}]} answer for q to b: the
-// statistics of each matching series over the window (of its rates with fn=rate).
+// StatsJSON appends the {"series": [{"labels", "kind", "count", "min", ...}]} answer for q to b:
+// the statistics of each matching series over the window (of its rates with fn=rate).
 func StatsJSON(b []byte, reg *registry.Registry, q Query, now int64) []byte {
-	view := reg.View()
-	hist := reg.History()
-	from := now - q.Window.Milliseconds()
-	b = append(b, `{"series":[`...)
-	n := 0
-	var pts []stats.Point
 	var z stats.Summarizer
-	view.Each(func(h registry.Handle) bool {
-		if h.Kind() == series.State || !q.Sel.Match(h.Labels()) {
-			return true
-		}
-		pts = Points(pts[:0], hist, h, from, now, q.Rate)
-		if len(pts) == 0 {
-			return true
-		}
-		if n > 0 {
-			b = append(b, ',')
-		}
-		n++
-		b = append(b, `{"labels":`...)
-		b = append(b, h.Key()...)
-		b = append(b, `,"kind":"`...)
-		b = append(b, h.Kind().String()...)
-		b = append(b, `",`...)
-		if q.Rate && h.Kind() == series.Counter {
-			b = append(b, `"fn":"rate",`...)
-		}
-		b = z.Summarize(pts).AppendFields(b)
-		b = append(b, '}')
-		return true
+	return windowJSON(b, reg, q, now, func(b []byte, pts []stats.Point) []byte {
+		b = append(b, ',')
+		return z.Summarize(pts).AppendFields(b)
 	})
-	return append(b, "]}\n"...)
 }
