@@ -23,6 +23,7 @@ const loadSel = "system.load_avg_1min"
 // heal of e's cable with backfill, and a crash. The steps build on each other, so the first
 // failure stops the rest.
 func TestCluster(t *testing.T) {
+	started := time.Now()
 	lab := newLab(t, 5, "10.77.6")
 	nodes := startNodes(t, lab)
 	a, b, c, d, e := nodes[0], nodes[1], nodes[2], nodes[3], nodes[4]
@@ -63,8 +64,10 @@ func TestCluster(t *testing.T) {
 				if sr.Labels["node"] != n.name || sr.Labels["metric"] != loadSel || sr.Kind != "float" {
 					t.Errorf("at %s: %s's series = %+v; want %s with node=%s", at.name, n.name, sr, loadSel, n.name)
 				}
-				if age := time.Since(time.UnixMilli(sr.TS)); age > 10*interval {
-					t.Errorf("at %s: %s's latest point is %s old", at.name, n.name, age)
+				// A point this run's agent took (how recent depends on the machine's load:
+				// a starved agent's scan can lag by many intervals).
+				if sr.TS < started.UnixMilli() || sr.TS > time.Now().UnixMilli() {
+					t.Errorf("at %s: %s's latest point has ts %d, outside this test's run", at.name, n.name, sr.TS)
 				}
 			}
 			t.Logf("MEASURE first cluster query at %s: all 5 nodes ok after %s", at.name, took.Round(time.Millisecond))
