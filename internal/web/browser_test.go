@@ -228,7 +228,7 @@ func (c *consoleLog) listen(ev any) {
 // waitJS evaluates the boolean expression js until it is true.
 func waitJS(ctx context.Context, js string) error {
 	for {
-		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](js))
+		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool]("!!("+js+")"))
 		if err != nil {
 			return fmt.Errorf("evaluate %s: %w", js, err)
 		}
@@ -238,7 +238,7 @@ func waitJS(ctx context.Context, js string) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("waiting for %s: %w", js, ctx.Err())
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(250 * time.Millisecond):
 		}
 	}
 }
@@ -332,7 +332,16 @@ func TestBrowser(t *testing.T) {
 		t.Helper()
 		sctx, cancel := context.WithTimeout(bctx, 30*time.Second)
 		defer cancel()
-		png, err := chromedp.Run(sctx, chromedp.FullScreenshot(100))
+		// The whole page, unless it is very tall (a table of every process): then the viewport.
+		tall, err := chromedp.Run(sctx, chromedp.Evaluate[bool](`document.documentElement.scrollHeight > 4000`))
+		if err != nil {
+			t.Fatalf("screenshot %s: %v", name, err)
+		}
+		capture := chromedp.FullScreenshot(100)
+		if tall {
+			capture = chromedp.CaptureScreenshot()
+		}
+		png, err := chromedp.Run(sctx, capture)
 		if err != nil {
 			t.Fatalf("screenshot %s: %v", name, err)
 		}
@@ -443,7 +452,7 @@ func TestBrowser(t *testing.T) {
 	})
 
 	t.Run("selector filters", func(t *testing.T) {
-		ctx := step(t, 60*time.Second)
+		ctx := step(t, 120*time.Second)
 		open(t, ctx, "/series", "/series")
 		if err := waitJS(ctx, `Number(document.querySelector("#series-count")?.dataset.count) > 0`); err != nil {
 			t.Fatal(err)
@@ -460,7 +469,7 @@ func TestBrowser(t *testing.T) {
 		if len(want.Series) == 0 || len(want.Series) >= all {
 			t.Fatalf("API: %d memory series of %d; the test needs a proper subset", len(want.Series), all)
 		}
-		if err := chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](`document.querySelector("#sel").value = ""`), chromedp.SendKeys(chromedp.CSS("#sel"), sel+kb.Enter)); err != nil {
+		if err := chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](`document.querySelector("#sel").value = `+jsString(sel)), chromedp.SendKeys(chromedp.CSS("#sel"), kb.Enter)); err != nil {
 			t.Fatal(err)
 		}
 		if err := waitJS(ctx, fmt.Sprintf(`location.search.includes("match=") && document.body.dataset.ready === "/series" && Number(document.querySelector("#series-count")?.dataset.count) === %d`, len(want.Series))); err != nil {
@@ -480,7 +489,7 @@ func TestBrowser(t *testing.T) {
 			}
 		}
 		// A bad selector shows the agent's error.
-		if err := chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](`document.querySelector("#sel").value = ""`), chromedp.SendKeys(chromedp.CSS("#sel"), `{metric=~"("}`+kb.Enter)); err != nil {
+		if err := chromedp.Do(ctx, chromedp.Evaluate[chromedp.Void](`document.querySelector("#sel").value = `+jsString(`{metric=~"("}`)), chromedp.SendKeys(chromedp.CSS("#sel"), kb.Enter)); err != nil {
 			t.Fatal(err)
 		}
 		if err := waitJS(ctx, `document.querySelector(".msg.error")?.textContent.includes("bad match")`); err != nil {
@@ -491,7 +500,7 @@ func TestBrowser(t *testing.T) {
 	})
 
 	t.Run("clicking a process opens its page", func(t *testing.T) {
-		ctx := step(t, 60*time.Second)
+		ctx := step(t, 120*time.Second)
 		pid := helper.Process.Pid
 		open(t, ctx, fmt.Sprintf("/processes?q=%d", pid), "/processes")
 		link := fmt.Sprintf(`a[href="/process/%d"]`, pid)
@@ -511,7 +520,7 @@ func TestBrowser(t *testing.T) {
 	})
 
 	t.Run("10k series first render", func(t *testing.T) {
-		ctx := step(t, 90*time.Second)
+		ctx := step(t, 180*time.Second)
 		measure := func(name, url string, want int) {
 			open(t, ctx, url, "/series")
 			if err := waitJS(ctx, `document.querySelector("#series-list")?.dataset.firstRenderMs !== undefined`); err != nil {
