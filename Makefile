@@ -31,8 +31,12 @@ vet:
 # real agent binary, multi-node tests in network namespaces), the 60 s ingest load test without
 # the race detector (it measures throughput; -short keeps only its short variant under -race),
 # and the bench module's correctness tests (benchmarks themselves: make bench).
+# Integration packages start real agents, Chromium, Prometheus, InfluxDB and network namespaces;
+# they run one package at a time after the unit packages so they do not starve each other.
+INTEGRATION := ./e2e/... ./internal/web/
 test: setup vet
-	$(GO) test -race -short -timeout 30m ./...
+	$(GO) test -race -short -timeout 30m $$($(GO) list ./... | grep -v -e '/e2e' -e '/internal/web$$')
+	$(GO) test -race -short -p 1 -timeout 30m $(INTEGRATION)
 	$(GO) test -count=1 -run 'TestLoad' -v ./internal/ingest
 	cd bench && $(GO) test -timeout 10m ./...
 
