@@ -17,6 +17,7 @@ import (
 
 	"github.com/cantal-go/cantal/internal/history"
 	"github.com/cantal-go/cantal/internal/registry"
+	"github.com/cantal-go/cantal/internal/remote"
 	"github.com/cantal-go/cantal/internal/series"
 )
 
@@ -223,5 +224,72 @@ func TestWebSocket(t *testing.T) {
 	m := read()
 	if m.Type != "update" || m.ID != "t" || len(m.Series) != 1 || m.Series[0].Value.(float64) != 42 {
 		t.Errorf("update after a scan = %+v; want temp 42", m)
+	}
+}
+
+type scopeCluster struct{ now int64 }
+
+func (f scopeCluster) Query(ctx context.Context, match string, rate bool) []remote.NodeAnswer {
+	return []remote.NodeAnswer{{Node: "b", Status: remote.OK, Series: []remote.Series{{
+		Latest: series.Sample{Labels: series.Labels{"metric": "temp", "node": "b"}, Kind: series.Float},
+		Points: []remote.Point{{TS: f.now - 120_000, Value: 1}, {TS: f.now - 1000, Value: 2}},
+	}}}}
+}
+
+func (f scopeCluster) Listen(ctx context.Context, match string, rate bool, fn func(remote.Update)) {
+	fn(remote.Update{Node: "b", TS: f.now, Series: []series.Sample{{Labels: series.Labels{"metric": "temp"}, Kind: series.Float, Bits: math.Float64bits(3), TS: f.now}}})
+	<-ctx.Done()
+}
+
+func (f scopeCluster) Members() []remote.Member { return []remote.Member{{ID: "b", Name: "b", Up: true}} }
+
+// TestWebSocketClusterScope: a cluster subscription gets every node's history chunk and the
+// peers' updates as they arrive, each series labelled with its node.
+func TestWebSocketClusterScope(t *testing.T) {
+	h := history.New(history.Options{Retention: time.Hour, Interval: time.Second})
+	reg := registry.New(h, time.Hour, slog.New(slog.DiscardHandler))
+	f := reg.Series(series.Labels{"metric": "temp"}, series.Float)
+	now := time.Now().UnixMilli()
+	reg.Begin(now - 500)
+	reg.Put(f, math.Float64bits(7))
+	reg.Commit()
+	srv := &Server{Registry: reg, Log: slog.New(slog.DiscardHandler), MaxWindow: time.Hour, NodeName: "a", Cluster: scopeCluster{now}}
+	mux := http.NewServeMux()
+	srv.Register(mux)
+	ts := httptest.NewServer(mux)
+	defer ts.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(ts.URL, "http")+"/api/v1/ws", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.CloseNow()
+	c.Write(ctx, websocket.MessageText, []byte(`{"type":"subscribe","id":"c","match":"temp","history":"1m","scope":"cluster"}`))
+	type msg struct {
+		Type, ID, Node string
+		Series         []apiSeries
+	}
+	got := map[string]msg{}
+	for len(got) < 4 {
+		_, b, err := c.Read(ctx)
+		if err != nil {
+			t.Fatalf("after %v: %v", got, err)
+		}
+		var m msg
+		json.Unmarshal(b, &m)
+		got[m.Type+"/"+m.Node] = m
+	}
+	if m := got["history/a"]; len(m.Series) != 1 || m.Series[0].Labels["node"] != "a" || len(m.Series[0].Points) != 1 {
+		t.Errorf("local history = %+v; want temp with node=a and its point", m)
+	}
+	if m := got["history/b"]; len(m.Series) != 1 || len(m.Series[0].Points) != 1 || m.Series[0].Points[0][1] != 2 {
+		t.Errorf("peer history = %+v; want b's one point inside the window", m)
+	}
+	if m := got["update/b"]; len(m.Series) != 1 || m.Series[0].Labels["node"] != "b" || m.Series[0].Value.(float64) != 3 {
+		t.Errorf("peer update = %+v; want temp 3 labelled node=b", m)
+	}
+	if m := got["update/a"]; len(m.Series) != 1 || m.Series[0].Labels["node"] != "a" {
+		t.Errorf("local update = %+v; want temp labelled node=a", m)
 	}
 }

@@ -37,7 +37,9 @@ import (
 // objects of /api/v1/metrics). With "scope": "cluster" the subscription covers every node: each
 // node's updates are pushed as they arrive from it, as {"type": "update", "id", "node", "ts",
 // "series"} with a "node" label on every series (the local node's after each local scan); this
-// is the push a resource manager subscribes to. A subscription lasts until it is unsubscribed or the connection
+// is the push a resource manager subscribes to. Its "history" comes as one message per node
+// ({"type": "history", "id", "node", "series"}), the peers' from the chunk the agent's remote
+// subscriptions keep (5 minutes). A subscription lasts until it is unsubscribed or the connection
 // closes. A client too slow to read skips updates rather than delaying the agent.
 type wsRequest struct {
 	Type    string `json:"type"`
@@ -172,10 +174,21 @@ func (w *wsConn) handle(req *wsRequest) {
 		if window > 0 {
 			b := []byte(`{"type":"history","id":`)
 			b = strconv.AppendQuote(b, req.ID)
+			if sub.node != "" {
+				b = append(b, `,"node":`...)
+				b = series.AppendJSONString(b, sub.node)
+			}
 			b = append(b, ',')
 			h := HistoryJSON(nil, w.srv.Registry, Query{Sel: sel, Window: window, Rate: sub.rate}, time.Now().UnixMilli())
+			if sub.node != "" {
+				h = append(append([]byte(`{"series":`), withNodeLabels(h, sub.node)...), "}\n"...)
+			}
 			b = append(b, h[1:len(h)-1]...) // drop the braces and newline of {"series":[...]}
 			w.queue(b)
+			if sub.node != "" && w.srv.Cluster != nil {
+				// Every peer's chunk, from the remote subscriptions' kept points.
+				go w.peerHistory(req.ID, req.Match, sub.rate, window)
+			}
 		}
 		// The current values at once, not only after the next scan.
 		w.queue(w.update(sub, w.srv.Registry.View(), nil))
@@ -188,6 +201,53 @@ func (w *wsConn) handle(req *wsRequest) {
 		w.mu.Unlock()
 	default:
 		w.queue(wsError(req.ID, fmt.Sprintf("unknown message type %q", req.Type)))
+	}
+}
+
+// peerHistory queues one history message per peer for a cluster subscription, from the points
+// the remote subscriptions keep (at most their history chunk, 5 minutes by default).
+func (w *wsConn) peerHistory(id, match string, rate bool, window time.Duration) {
+	from := time.Now().Add(-window).UnixMilli()
+	for _, node := range w.srv.Cluster.Query(w.ctx, match, rate) {
+		b := []byte(`{"type":"history","id":`)
+		b = strconv.AppendQuote(b, id)
+		b = append(b, `,"node":`...)
+		b = series.AppendJSONString(b, node.Node)
+		b = append(b, `,"status":"`...)
+		b = append(b, node.Status...)
+		b = append(b, `","series":[`...)
+		n := 0
+		for _, sr := range node.Series {
+			if sr.Latest.Kind == series.State {
+				continue
+			}
+			if n > 0 {
+				b = append(b, ',')
+			}
+			n++
+			b = append(b, `{"labels":`...)
+			b = append(b, sr.Latest.Labels.Key()...)
+			b = append(b, `,"kind":"`...)
+			b = append(b, sr.Latest.Kind.String()...)
+			b = append(b, `","points":[`...)
+			m := 0
+			for _, p := range sr.Points {
+				if p.TS < from {
+					continue
+				}
+				if m > 0 {
+					b = append(b, ',')
+				}
+				m++
+				b = append(b, '[')
+				b = strconv.AppendInt(b, p.TS, 10)
+				b = append(b, ',')
+				b = series.AppendFloat(b, p.Value)
+				b = append(b, ']')
+			}
+			b = append(b, "]}"...)
+		}
+		w.queue(append(b, "]}"...))
 	}
 }
 
@@ -216,8 +276,17 @@ func wsError(id, msg string) []byte {
 	return b
 }
 
+// maxPending bounds the messages waiting for a slow client; past it the oldest are dropped, so
+// a client that does not read costs bounded memory and misses updates instead.
+const maxPending = 1024
+
 func (w *wsConn) queue(b []byte) {
 	w.mu.Lock()
+	if len(w.pending) >= maxPending {
+		n := copy(w.pending, w.pending[len(w.pending)-maxPending/2:])
+		clear(w.pending[n:])
+		w.pending = w.pending[:n]
+	}
 	w.pending = append(w.pending, b)
 	w.mu.Unlock()
 	select {
