@@ -241,7 +241,9 @@ func (f scopeCluster) Listen(ctx context.Context, match string, rate bool, fn fu
 	<-ctx.Done()
 }
 
-func (f scopeCluster) Members() []remote.Member { return []remote.Member{{ID: "b", Name: "b", Up: true}} }
+func (f scopeCluster) Members() []remote.Member {
+	return []remote.Member{{ID: "b", Name: "b", Up: true}}
+}
 
 // TestWebSocketClusterScope: a cluster subscription gets every node's history chunk and the
 // peers' updates as they arrive, each series labelled with its node.

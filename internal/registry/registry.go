@@ -30,9 +30,9 @@ type Registry struct {
 	entries []*entry // by Ref.ID; nil slots are free
 	free    []int32
 	states  map[*entry]struct{} // the State entries, checked for expiry at each Commit
-	changed bool // set of series changed in this scan
-	added   int  // series added in this scan
-	removed int  // series removed in this scan
+	changed bool                // set of series changed in this scan
+	added   int                 // series added in this scan
+	removed int                 // series removed in this scan
 	scanTS  int64
 	probs   []Problem
 	logged  map[Problem]int64 // problems already logged, with the scan they were last seen in
