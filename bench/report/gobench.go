@@ -20,18 +20,22 @@ type benchMetric struct {
 	Unit  string
 }
 
-// denominators are the units' last parts that make a figure a rate or a cost, not a ratio of
-// two contenders.
-var denominators = map[string]bool{"op": true, "s": true, "sample": true, "node": true, "converge": true,
-	"scan": true, "point": true, "series-hour": true, "series": true, "B": true}
+// unitWords are the measures a figure's numerator can be; a unit "X/Y" whose X ends in one of
+// them is a cost or a rate (ns/op, gossip-B/s/node), otherwise it is a ratio of two contenders
+// (history/xor_bytes, shm/prometheus-cpu).
+var unitWords = map[string]bool{"ns": true, "us": true, "µs": true, "ms": true, "s": true, "B": true, "KB": true,
+	"MB": true, "bytes": true, "allocs": true, "lines": true, "pkt": true, "values": true, "samples": true, "op": true,
+	"ops": true, "points": true, "series": true, "scans": true}
 
 func (m benchMetric) isRatio() bool {
-	i := strings.LastIndexByte(m.Unit, '/')
-	if i < 0 {
+	num, _, ok := strings.Cut(m.Unit, "/")
+	if !ok || num == "" {
 		return false
 	}
-	last := strings.TrimSuffix(strings.TrimSuffix(m.Unit[i+1:], "-cpu"), "_bytes")
-	return !denominators[m.Unit[i+1:]] && last != "" && !strings.HasSuffix(m.Unit, "/op")
+	if i := strings.LastIndexByte(num, '-'); i >= 0 {
+		num = num[i+1:]
+	}
+	return !unitWords[num]
 }
 
 // parseBench reads `go test -bench` output: "pkg:" lines name the package of the results after
