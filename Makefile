@@ -29,16 +29,15 @@ vet:
 # The whole suite: formatting and vet, every package under the race detector (unit, fuzz seed
 # corpora, real Prometheus/InfluxDB/Chromium where a package needs them, end-to-end tests with the
 # real agent binary, multi-node tests in network namespaces), the 60 s ingest load test without
-# the race detector (it measures throughput; -short keeps only its short variant under -race),
-# and the bench module's correctness tests (benchmarks themselves: make bench).
+# the race detector (it measures throughput; -short keeps only its short variant under -race).
+# The bench module (peer benchmarks) is compiled by `make vet`; run it with `make bench`.
 # Integration packages start real agents, Chromium, Prometheus, InfluxDB and network namespaces;
 # they run one package at a time after the unit packages so they do not starve each other.
 INTEGRATION := ./e2e/... ./internal/web/
 test: setup vet
+	$(GO) test -count=1 -run 'TestLoad' -v ./internal/ingest
 	$(GO) test -race -short -timeout 30m $$($(GO) list ./... | grep -v -e '/e2e' -e '/internal/web$$')
 	$(GO) test -race -short -p 1 -timeout 30m $(INTEGRATION)
-	$(GO) test -count=1 -run 'TestLoad' -v ./internal/ingest
-	cd bench && $(GO) test -timeout 10m ./...
 
 bench:
 	cd bench && $(GO) test -run '^$$' -bench . -benchmem -timeout 60m ./...
