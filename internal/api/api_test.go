@@ -23,7 +23,7 @@ import (
 
 // fixture is a registry with a counter (reset at scan 5, absent at scans 7-8), a float and a
 // state over 10 scans one second apart ending now.
-func fixture(t *testing.T) (*registry.Registry, *httptest.Server, int64) {
+func fixture(t testing.TB) (*registry.Registry, *httptest.Server, int64) {
 	t.Helper()
 	h := history.New(history.Options{Retention: time.Hour, Interval: time.Second})
 	reg := registry.New(h, time.Hour, slog.New(slog.DiscardHandler))

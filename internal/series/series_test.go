@@ -77,3 +77,25 @@ func TestAppendJSONString(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseKey: keys come back from history snapshots on disk; parsing never panics, and a
+// parsed key's labels give back a key that parses to the same labels.
+func FuzzParseKey(f *testing.F) {
+	for _, s := range []string{`{"metric":"a"}`, `{"a":"1","b":"\u00e9"}`, `{}`, `[]`, `{"a":1}`, "{\"a\":\"\xff\"}"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, key string) {
+		l, err := ParseKey(key)
+		if err != nil {
+			return
+		}
+		k2 := l.Key()
+		l2, err := ParseKey(k2)
+		if err != nil {
+			t.Fatalf("Key() of parsed %q = %q does not parse: %v", key, k2, err)
+		}
+		if l2.Key() != k2 {
+			t.Fatalf("key not stable: %q -> %q", k2, l2.Key())
+		}
+	})
+}

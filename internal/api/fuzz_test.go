@@ -1,0 +1,53 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/cantal-go/cantal/internal/registry"
+)
+
+// FuzzWSRequest: any message a WebSocket client sends is answered (an error at worst), never a
+// panic, and the queue of answers stays bounded.
+func FuzzWSRequest(f *testing.F) {
+	for _, s := range []string{
+		`{"type":"subscribe","id":"a","match":"temp","history":"1m"}`,
+		`{"type":"subscribe","id":"b","match":"{pid=~\"1.*\"}","fn":"rate","scope":"cluster"}`,
+		`{"type":"unsubscribe","id":"a"}`, `{"type":"subscribe","history":"-1s"}`, `[]`, `{`,
+	} {
+		f.Add([]byte(s))
+	}
+	reg, ts, _ := fixture(f)
+	ts.Close()
+	srv := &Server{Registry: reg, MaxWindow: 3600e9, NodeName: "n"}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		w := &wsConn{srv: srv, ctx: context.Background(), subs: map[string]*wsSub{}, views: make(chan *registry.View, 1), wake: make(chan struct{}, 1)}
+		var req wsRequest
+		if err := json.Unmarshal(data, &req); err != nil {
+			return
+		}
+		w.handle(&req)
+		if len(w.pending) == 0 && req.Type != "unsubscribe" {
+			t.Fatalf("no answer to %s", data)
+		}
+		if len(w.pending) > maxPending {
+			t.Fatalf("%d pending messages", len(w.pending))
+		}
+	})
+}
+
+// FuzzParseQuery: query strings of the HTTP API are refused with an error or parsed, never a panic.
+func FuzzParseQuery(f *testing.F) {
+	for _, s := range []string{"match=temp&window=5m&fn=rate", "window=1000h", "match=%7B", "fn=x", ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, q string) {
+		r := httptest.NewRequest("GET", "/api/v1/history", nil)
+		r.URL.RawQuery = q
+		if qq, err := ParseQuery(r, 0, 3600e9); err == nil && (qq.Sel == nil || qq.Window < 0) {
+			t.Fatalf("ParseQuery(%q) = %+v without error", q, qq)
+		}
+	})
+}
