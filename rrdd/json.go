@@ -2,9 +2,9 @@ package rrdd
 
 import (
 	"fmt"
-	"strconv"
-	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/cantal-go/cantal/internal/jsonstr"
 )
 
 // jsonKind is the type of a parsed JSON value.
@@ -235,90 +235,13 @@ func (p *jsonParser) number() (jsonValue, error) {
 
 // str parses a string starting at the opening quote and returns its contents.
 func (p *jsonParser) str() (string, error) {
-	p.pos++ // "
-	start := p.pos
-	// Fast path: no escapes.
-	for p.pos < len(p.b) {
-		c := p.b[p.pos]
-		if c == '"' {
-			s := string(p.b[start:p.pos])
-			p.pos++
-			return s, nil
-		}
-		if c == '\\' || c < 0x20 {
-			break
-		}
-		p.pos++
+	str, next, e := jsonstr.Unquote(p.b, p.pos)
+	if e != nil {
+		p.pos = e.Pos
+		return "", p.errorf("%s", e.Msg)
 	}
-	buf := append([]byte(nil), p.b[start:p.pos]...)
-	for p.pos < len(p.b) {
-		c := p.b[p.pos]
-		switch {
-		case c == '"':
-			p.pos++
-			return string(buf), nil
-		case c < 0x20:
-			return "", p.errorf("control character in string")
-		case c != '\\':
-			buf = append(buf, c)
-			p.pos++
-			continue
-		}
-		p.pos++ // backslash
-		if p.pos >= len(p.b) {
-			break
-		}
-		e := p.b[p.pos]
-		p.pos++
-		switch e {
-		case '"', '\\', '/':
-			buf = append(buf, e)
-		case 'b':
-			buf = append(buf, '\b')
-		case 'f':
-			buf = append(buf, '\f')
-		case 'n':
-			buf = append(buf, '\n')
-		case 'r':
-			buf = append(buf, '\r')
-		case 't':
-			buf = append(buf, '\t')
-		case 'u':
-			r, ok := p.hex4()
-			if !ok {
-				return "", p.errorf("malformed \\u escape")
-			}
-			if utf16.IsSurrogate(r) {
-				save := p.pos
-				if p.literal(`\u`) {
-					if r2, ok := p.hex4(); ok {
-						if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
-							buf = utf8.AppendRune(buf, d)
-							continue
-						}
-					}
-				}
-				p.pos = save
-				r = utf8.RuneError
-			}
-			buf = utf8.AppendRune(buf, r)
-		default:
-			return "", p.errorf("unknown escape \\%c", e)
-		}
-	}
-	return "", p.errorf("unterminated string")
-}
-
-func (p *jsonParser) hex4() (rune, bool) {
-	if len(p.b)-p.pos < 4 {
-		return 0, false
-	}
-	n, err := strconv.ParseUint(string(p.b[p.pos:p.pos+4]), 16, 32)
-	if err != nil {
-		return 0, false
-	}
-	p.pos += 4
-	return rune(n), true
+	p.pos = next
+	return str, nil
 }
 
 func utf8AppendRune(b []byte, r rune) []byte { return utf8.AppendRune(b, r) }

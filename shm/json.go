@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
+
+	"github.com/cantal-go/cantal/internal/jsonstr"
 )
 
 // parseLabels parses the JSON subset allowed in a metadata line: one flat object with string
@@ -105,110 +107,16 @@ func (p *jsonParser) ws() {
 
 // str parses a JSON string starting at the opening quote.
 func (p *jsonParser) str() (string, error) {
-	p.i++ // opening quote
-	start := p.i
-	// Fast path: no escapes.
-	for p.i < len(p.s) {
-		c := p.s[p.i]
-		if c == '"' {
-			s := p.s[start:p.i]
-			p.i++
-			if !utf8.Valid(s) {
-				return "", errors.New("bad JSON: string is not valid UTF-8")
-			}
-			return string(s), nil
-		}
-		if c == '\\' || c < 0x20 {
-			break
-		}
-		p.i++
+	str, next, e := jsonstr.Unquote(p.s, p.i)
+	if e != nil {
+		p.i = e.Pos
+		return "", p.errorf("%s", e.Msg)
 	}
-	buf := append([]byte(nil), p.s[start:p.i]...)
-	for p.i < len(p.s) {
-		c := p.s[p.i]
-		switch {
-		case c == '"':
-			p.i++
-			if !utf8.Valid(buf) {
-				return "", errors.New("bad JSON: string is not valid UTF-8")
-			}
-			return string(buf), nil
-		case c < 0x20:
-			return "", p.errorf("control character in string")
-		case c != '\\':
-			buf = append(buf, c)
-			p.i++
-			continue
-		}
-		p.i++ // backslash
-		if p.i >= len(p.s) {
-			break
-		}
-		e := p.s[p.i]
-		p.i++
-		switch e {
-		case '"', '\\', '/':
-			buf = append(buf, e)
-		case 'b':
-			buf = append(buf, '\b')
-		case 'f':
-			buf = append(buf, '\f')
-		case 'n':
-			buf = append(buf, '\n')
-		case 'r':
-			buf = append(buf, '\r')
-		case 't':
-			buf = append(buf, '\t')
-		case 'u':
-			r, ok := p.hex4()
-			if !ok {
-				return "", p.errorf("bad \\u escape")
-			}
-			if utf16.IsSurrogate(r) {
-				r2 := utf8.RuneError
-				if p.i+1 < len(p.s) && p.s[p.i] == '\\' && p.s[p.i+1] == 'u' {
-					save := p.i
-					p.i += 2
-					if lo, ok := p.hex4(); ok {
-						if d := utf16.DecodeRune(r, lo); d != utf8.RuneError {
-							r2 = d
-						} else {
-							p.i = save
-						}
-					} else {
-						return "", p.errorf("bad \\u escape")
-					}
-				}
-				r = r2
-			}
-			buf = utf8.AppendRune(buf, r)
-		default:
-			p.i--
-			return "", p.errorf("bad escape '\\%c'", e)
-		}
+	p.i = next
+	if !utf8.ValidString(str) {
+		return "", errors.New("bad JSON: string is not valid UTF-8")
 	}
-	return "", p.errorf("unterminated string")
-}
-
-func (p *jsonParser) hex4() (rune, bool) {
-	if p.i+4 > len(p.s) {
-		return 0, false
-	}
-	var r rune
-	for _, c := range p.s[p.i : p.i+4] {
-		switch {
-		case c >= '0' && c <= '9':
-			r = r<<4 | rune(c-'0')
-		case c >= 'a' && c <= 'f':
-			r = r<<4 | rune(c-'a'+10)
-		case c >= 'A' && c <= 'F':
-			r = r<<4 | rune(c-'A'+10)
-		default:
-			return 0, false
-		}
-	}
-	p.i += 4
-	return r, true
+	return str, nil
 }
 
 // appendLabelsJSON appends labels as the existing clients write them: Python's
