@@ -298,14 +298,18 @@ func runCompare(ctx context.Context, o compareOpts) (string, error) {
 	for name, s := range samplers {
 		start[name] = s.Now()
 	}
-	sw := watchScans(ctx, ag)
+	// The agent's status is read only at the window's ends: polling it during the window would
+	// add the status handler's CPU to the agent's, a cost Netdata is not charged.
+	st0, err := ag.Status(ctx)
+	if err != nil {
+		return "", err
+	}
 	sctx, scancel := context.WithCancel(ctx)
 	sl := startScrapes(sctx, neURL, 2*time.Second)
 	t0 := time.Now()
 	select {
 	case <-ctx.Done():
 		scancel()
-		sw.Stop()
 		return "", ctx.Err()
 	case <-time.After(o.Dur):
 	}
@@ -316,15 +320,19 @@ func runCompare(ctx context.Context, o compareOpts) (string, error) {
 	}
 	scancel()
 	<-sl.done
-	sw.Stop()
-	ss := sw.Stats()
+	st1, err := ag.Status(ctx)
+	if err != nil {
+		return "", err
+	}
+	scans := st1.LastScan.Scans - st0.LastScan.Scans
+	live := float64(st0.Counts.LiveSeries+st1.Counts.LiveSeries) / 2
 	res := func(name, interval string, samples float64, note string) monitorResult {
 		return monitorResult{Name: name, Interval: interval, CPU: end[name].CPU - start[name].CPU, Window: window,
 			RSSPeak: samplers[name].Peak(), RSSEnd: end[name].RSS, Procs: end[name].Procs, Samples: samples, Note: note}
 	}
 	var rows []monitorResult
-	rows = append(rows, res("cantal-agent", "2 s", ss.Samples,
-		fmt.Sprintf("%d scans × %d live series (last)", ss.Scans, ss.Last.Counts.LiveSeries)))
+	rows = append(rows, res("cantal-agent", "2 s", float64(scans)*live,
+		fmt.Sprintf("%d scans × %.0f live series (mean of start and end: %d, %d)", scans, live, st0.Counts.LiveSeries, st1.Counts.LiveSeries)))
 	for _, n := range nds {
 		rate1, dims, err := netdataRate(ctx, n.port)
 		if err != nil {
@@ -364,7 +372,7 @@ func runCompare(ctx context.Context, o compareOpts) (string, error) {
 	md.WriteString("CPU is utime+stime of each monitor's whole process tree from /proc (Netdata's plugins included, " +
 		"children it reaped included), difference between the window's start and end. RSS is summed over the tree " +
 		"(a page shared by two processes counts twice). A *sample* is one value collected at one time: the agent's " +
-		"live series × scans done in the window (from /api/v1/status every 200 ms); Netdata's dimensions divided by each chart's " +
+		"live series × scans done in the window (/api/v1/status read at the window's start and end only); Netdata's dimensions divided by each chart's " +
 		"update_every × seconds; node_exporter's sample lines per scrape × scrapes. The monitors do not collect the same " +
 		"series (the agent keeps per-process series for every process, Netdata's apps.plugin groups processes), so the per-sample " +
 		"column is the comparable one. Netdata runs unprivileged (user `netdata`), so its apps.plugin sees less than as root; the agent runs as root.\n\n")
