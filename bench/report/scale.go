@@ -144,7 +144,7 @@ func runScale(ctx context.Context, o scaleOpts) (string, error) {
 	var md strings.Builder
 	md.WriteString("## 2. Scale\n\n")
 	md.WriteString("One fresh agent per load, `--interval 2s`, measured for the window after the warm-up. Scan duration is the agent's own " +
-		"`last_scan.duration_ms`, read after every scan (the report polls /api/v1/status 5 times a second, and the agent's CPU figures include serving those polls); "+
+		"`last_scan.duration_ms`, read after every scan (the report polls /api/v1/status 5 times a second, and the agent's CPU figures include serving those polls); " +
 		"the period is the difference of consecutive scans' timestamps.\n\n")
 	md.WriteString("| load | window | load avg start → end | series (live) | processes | apps | scans | scan ms p50 | p99 | max | period ms p50 / p99 | CPU % of a core | CPU ms/scan | RSS start / peak / end MiB | history B/point | notes |\n")
 	md.WriteString("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---|---:|---|\n")
