@@ -4,10 +4,12 @@
 // could read the files itself (package safefile).
 //
 // Several processes naming the same files in the same mount namespace (forked workers sharing a
-// mapping) are read once per scan; their series carry the lowest such pid.
+// mapping, or a wrapper such as `go run` and the program it starts) are read once per scan; their
+// series carry the pid and name of the process that maps the values file (see owner).
 package apps
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -70,6 +72,7 @@ type group struct {
 	layout  *shm.Layout
 	refs    []*series.Ref
 	texts   []string // last text of each state entry, to avoid a conversion per scan
+	members uint64   // signature of the pids sharing the files
 	seen    bool
 }
 
@@ -112,7 +115,7 @@ func (c *Collector) Collect(ctx context.Context, sink series.Sink) error {
 	}
 	alive := make(map[pidStart]bool, 64)
 	exports := make(map[int]struct{}, len(c.groups))
-	lowest := make(map[groupKey]*sysscan.Process, len(c.groups))
+	members := make(map[groupKey][]*sysscan.Process, len(c.groups))
 	for i := range table {
 		p := &table[i]
 		if p.CantalPath == "" {
@@ -130,19 +133,22 @@ func (c *Collector) Collect(ctx context.Context, sink series.Sink) error {
 			c.mntns[ps] = ns
 		}
 		k := groupKey{ns: ns, uid: p.UID, path: p.CantalPath}
-		if b := lowest[k]; b == nil || p.PID < b.PID {
-			lowest[k] = p
-		}
+		members[k] = append(members[k], p)
 		exports[p.PID] = struct{}{}
 	}
-	for k, p := range lowest {
+	for k, ms := range members {
 		g := c.groups[k]
 		if g == nil {
 			g = &group{key: k}
 			c.groups[k] = g
 		}
-		if g.reader == nil || g.rootPID != p.PID {
-			g.setRoot(c, p)
+		if sig := signature(ms); g.reader == nil || sig != g.members {
+			// Who the series are labelled with is chosen again only when the set of
+			// processes sharing the files changes.
+			g.members = sig
+			if p := c.owner(k.path, ms); g.reader == nil || g.rootPID != p.PID {
+				g.setRoot(c, p)
+			}
 		}
 		g.seen = true
 	}
@@ -168,6 +174,58 @@ func (c *Collector) Collect(ctx context.Context, sink series.Sink) error {
 	c.count.Store(int64(n))
 	c.exports.Store(&exports)
 	return nil
+}
+
+// signature identifies a set of processes (the table is sorted by pid).
+func signature(ms []*sysscan.Process) uint64 {
+	h := uint64(len(ms))
+	for _, p := range ms {
+		h = h*1099511628211 ^ uint64(p.PID) ^ uint64(p.StartTime)<<20
+	}
+	return h
+}
+
+// owner picks, among processes naming the same files, the one the series are labelled with:
+// the first that maps the values file (the writer: a wrapper such as `go run`, `sudo` or a
+// supervisor passes CANTAL_PATH on without writing), else the first that is not a parent of
+// another (the innermost of a chain of wrappers), else the first.
+func (c *Collector) owner(path string, ms []*sysscan.Process) *sysscan.Process {
+	if len(ms) == 1 {
+		return ms[0]
+	}
+	values := []byte(path + ".values")
+	buf := make([]byte, 0, 64<<10)
+	for _, p := range ms {
+		f, err := os.Open(c.opt.Proc + "/" + strconv.Itoa(p.PID) + "/maps")
+		if err != nil {
+			continue
+		}
+		buf = buf[:0]
+		for len(buf) < 4<<20 { // maps of a huge process: enough to find a mapping made early
+			if len(buf) == cap(buf) {
+				buf = append(buf, 0)[:len(buf)]
+			}
+			n, err := f.Read(buf[len(buf):cap(buf)])
+			buf = buf[:len(buf)+n]
+			if err != nil {
+				break
+			}
+		}
+		f.Close()
+		if bytes.Contains(buf, values) {
+			return p
+		}
+	}
+	parents := make(map[int]bool, len(ms))
+	for _, p := range ms {
+		parents[p.PPID] = true
+	}
+	for _, p := range ms {
+		if !parents[p.PID] {
+			return p
+		}
+	}
+	return ms[0]
 }
 
 // setRoot makes p the process the group's files are opened through and its labels come from.
