@@ -7,18 +7,23 @@ ARGS    ?=
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/cantal-go/cantal/internal/agent.Version=$(VERSION)
 
-.PHONY: all setup build run test test-unit test-e2e bench fuzz vet clean
+.PHONY: all setup setup-run build run test test-unit test-e2e bench fuzz vet clean
 
 all: build
 
+# Everything the tests need (Debian packages, Go modules, the web UI, browsers, Prometheus...).
 setup:
 	sh scripts/setup.sh
+
+# Only what building and running the agent needs (Go modules, the web UI).
+setup-run:
+	sh scripts/setup.sh --run
 
 # Static binaries: no cgo.
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/ ./cmd/...
 
-run: setup build
+run: setup-run build
 	./$(BIN)/cantal-agent $(ARGS)
 
 vet:
