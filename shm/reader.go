@@ -102,9 +102,15 @@ func inodeOf(st *unix.Stat_t) inode { return inode{dev: uint64(st.Dev), ino: uin
 
 // Reader reads the metrics one application publishes at a base path. It keeps the .values
 // file open between reads, re-parses .meta only when its (device, inode, size, mtime) changed,
-// and reads values with pread into a buffer it reuses, so that a steady-state Read costs three
-// system calls and no allocation. Files are never memory-mapped: an application truncating its
-// file cannot crash the reader.
+// and reads values with pread into a buffer it reuses, so that a steady-state Read costs two
+// system calls (pread of .values, lstat of .meta) and no allocation. Files are never
+// memory-mapped: an application truncating its file cannot crash the reader.
+//
+// Values are always read through the descriptor opened for the .values file that was present
+// when the current .meta was parsed, so they are never decoded with another file's layout: while
+// a restarting writer is between its two renames (new .values, old .meta) a Read returns the old
+// file's last values; once the new .meta lands the pair is taken again. A writer that replaces
+// .values but never .meta is therefore read frozen at its first file.
 //
 // A Reader is not safe for concurrent use.
 type Reader struct {
@@ -168,20 +174,6 @@ func (r *Reader) Read() (Snapshot, error) {
 				}
 				return Snapshot{}, err
 			}
-		}
-		if err := lstat(&r.valuesPath, &r.st); err != nil {
-			return Snapshot{}, &fs.PathError{Op: "lstat", Path: r.valuesPath.s, Err: err}
-		}
-		if vid := inodeOf(&r.st); vid != r.paired {
-			// Clients write .values, then .meta. A new .values under the old .meta is the
-			// moment between the two renames; a new .meta means we must re-parse.
-			if err := r.checkMeta(); err != nil {
-				if err == errRetry {
-					continue
-				}
-				return Snapshot{}, err
-			}
-			return Snapshot{}, fmt.Errorf("%s: values file replaced, meta file not yet: %w", r.base, ErrNotReady)
 		}
 		if r.values == nil || r.valuesID != r.paired {
 			if err := r.openValues(); err != nil {

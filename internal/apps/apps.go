@@ -48,6 +48,7 @@ type Collector struct {
 	selfRoot [2]uint64 // dev and inode of the agent's root directory
 	groups   map[groupKey]*group
 	mntns    map[pidStart]string
+	keys     []keyed // scratch of Collect
 
 	count   atomic.Int64
 	exports atomic.Pointer[map[int]struct{}]
@@ -57,6 +58,12 @@ type groupKey struct {
 	ns   string // mount namespace of the processes
 	uid  int
 	path string // CANTAL_PATH
+}
+
+// keyed is a process of the table (by index) with the group its files belong to.
+type keyed struct {
+	key   groupKey
+	index int
 }
 
 type pidStart struct {
@@ -115,7 +122,15 @@ func (c *Collector) Collect(ctx context.Context, sink series.Sink) error {
 	}
 	alive := make(map[pidStart]bool, 64)
 	exports := make(map[int]struct{}, len(c.groups))
-	members := make(map[groupKey][]*sysscan.Process, len(c.groups))
+	// Per group: how many processes share the files, and a signature of which; the member
+	// list itself is built only when the signature changes (rarely), so the steady state
+	// allocates nothing per application.
+	type acc struct {
+		sig uint64
+		n   int
+	}
+	accs := make(map[groupKey]acc, len(c.groups))
+	c.keys = c.keys[:0]
 	for i := range table {
 		p := &table[i]
 		if p.CantalPath == "" {
@@ -133,24 +148,43 @@ func (c *Collector) Collect(ctx context.Context, sink series.Sink) error {
 			c.mntns[ps] = ns
 		}
 		k := groupKey{ns: ns, uid: p.UID, path: p.CantalPath}
-		members[k] = append(members[k], p)
+		c.keys = append(c.keys, keyed{k, i})
+		a := accs[k]
+		a.n++
+		a.sig = a.sig*1099511628211 ^ uint64(p.PID) ^ uint64(p.StartTime)<<20
+		accs[k] = a
 		exports[p.PID] = struct{}{}
 	}
-	for k, ms := range members {
+	var changed map[groupKey][]*sysscan.Process
+	for k, a := range accs {
 		g := c.groups[k]
 		if g == nil {
 			g = &group{key: k}
 			c.groups[k] = g
 		}
-		if sig := signature(ms); g.reader == nil || sig != g.members {
-			// Who the series are labelled with is chosen again only when the set of
-			// processes sharing the files changes.
+		g.seen = true
+		if sig := a.sig ^ uint64(a.n)<<56; g.reader == nil || sig != g.members {
 			g.members = sig
+			if changed == nil {
+				changed = map[groupKey][]*sysscan.Process{}
+			}
+			changed[k] = nil
+		}
+	}
+	if changed != nil {
+		// Who a group's series are labelled with is chosen again only when the set of
+		// processes sharing its files changes.
+		for _, kd := range c.keys {
+			if ms, ok := changed[kd.key]; ok {
+				changed[kd.key] = append(ms, &table[kd.index])
+			}
+		}
+		for k, ms := range changed {
+			g := c.groups[k]
 			if p := c.owner(k.path, ms); g.reader == nil || g.rootPID != p.PID {
 				g.setRoot(c, p)
 			}
 		}
-		g.seen = true
 	}
 	for ps := range c.mntns {
 		if !alive[ps] {
@@ -174,15 +208,6 @@ func (c *Collector) Collect(ctx context.Context, sink series.Sink) error {
 	c.count.Store(int64(n))
 	c.exports.Store(&exports)
 	return nil
-}
-
-// signature identifies a set of processes (the table is sorted by pid).
-func signature(ms []*sysscan.Process) uint64 {
-	h := uint64(len(ms))
-	for _, p := range ms {
-		h = h*1099511628211 ^ uint64(p.PID) ^ uint64(p.StartTime)<<20
-	}
-	return h
 }
 
 // owner picks, among processes naming the same files, the one the series are labelled with:
