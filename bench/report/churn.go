@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -17,6 +18,10 @@ import (
 // churn keeps about Target short-lived processes alive: each is a `sleep` of a random lifetime
 // in [Life/2, 3·Life/2]; every tenth names a CANTAL_PATH (from a pool of shm files with five
 // counters each). It owns its processes and files; Stop kills and removes them.
+//
+// It reaps with wait4(-1), so it must be the only thing in its process that starts children:
+// the report runs it as its own process (`report churn`, see churnProc). A goroutine blocked in
+// os.Process.Wait per child would hold one OS thread each, past Go's 10000-thread limit.
 type churn struct {
 	Target  int
 	Life    time.Duration
@@ -56,6 +61,8 @@ func startChurn(ctx context.Context, target int, life time.Duration, dir string)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	c := &churn{Target: target, Life: life, dir: dir, sleep: sleep, alive: map[int]*os.Process{}, cancel: cancel, done: make(chan struct{})}
+	c.wg.Add(1)
+	go c.reap()
 	go c.loop(ctx)
 	return c, nil
 }
@@ -101,14 +108,30 @@ func (c *churn) loop(ctx context.Context) {
 		c.mu.Lock()
 		c.alive[p.Pid] = p
 		c.mu.Unlock()
-		c.wg.Add(1)
-		go func() {
-			defer c.wg.Done()
-			p.Wait()
-			c.mu.Lock()
-			delete(c.alive, p.Pid)
-			c.mu.Unlock()
-		}()
+		p.Release()
+	}
+}
+
+// reap collects exited children until the generator stops and every child is gone.
+func (c *churn) reap() {
+	defer c.wg.Done()
+	for {
+		var ws syscall.WaitStatus
+		pid, err := syscall.Wait4(-1, &ws, 0, nil)
+		if err == syscall.EINTR {
+			continue
+		}
+		if err != nil { // ECHILD: none left
+			select {
+			case <-c.done:
+				return
+			case <-time.After(50 * time.Millisecond):
+				continue
+			}
+		}
+		c.mu.Lock()
+		delete(c.alive, pid)
+		c.mu.Unlock()
 	}
 }
 
@@ -130,10 +153,75 @@ func (c *churn) Stop() {
 	c.cancel()
 	<-c.done
 	c.mu.Lock()
-	for _, p := range c.alive {
-		_ = p.Kill()
+	for pid := range c.alive {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 	c.mu.Unlock()
 	c.wg.Wait()
 	os.RemoveAll(c.dir)
+}
+
+// runChurnCmd is `report churn`: a churn generator in its own process, until SIGTERM. It prints
+// "churn: N started, M alive" every second so that its parent can follow it.
+func runChurnCmd(ctx context.Context, n int, life time.Duration, dir string) error {
+	c, err := startChurn(ctx, n, life, dir)
+	if err != nil {
+		return err
+	}
+	defer c.Stop()
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+			fmt.Printf("churn: %d started, %d alive\n", c.Started(), c.count())
+		}
+	}
+}
+
+// churnProc is a `report churn` child process and what it last reported.
+type churnProc struct {
+	*child
+	log    string
+	Target int
+	Life   time.Duration
+}
+
+// spawnChurn starts `report churn` (this executable) with its output in dir/churn-N.out.
+func spawnChurn(ctx context.Context, dir string, n int, life time.Duration) (*churnProc, error) {
+	self, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("churn: %w", err)
+	}
+	log := filepath.Join(dir, fmt.Sprintf("churn-%d.out", n))
+	shm := fmt.Sprintf("/dev/shm/cantal-report-churn-%d-%d", os.Getpid(), n)
+	c, err := spawn("churn", log, nil, -1, -1, self, "churn", "-churn", strconv.Itoa(n), "-churn-life", life.String(), "-dir", shm)
+	if err != nil {
+		return nil, err
+	}
+	return &churnProc{child: c, log: log, Target: n, Life: life}, nil
+}
+
+// Counts is the last "started, alive" line the generator printed.
+func (p *churnProc) Counts() (started, alive int64) {
+	b, _ := os.ReadFile(p.log)
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		if _, err := fmt.Sscanf(lines[i], "churn: %d started, %d alive", &started, &alive); err == nil {
+			return started, alive
+		}
+	}
+	return 0, 0
+}
+
+// WaitFull waits until 90% of Target processes are alive or d passes.
+func (p *churnProc) WaitFull(ctx context.Context, d time.Duration) {
+	_ = waitFor(ctx, d, "churn population", func() error {
+		if _, alive := p.Counts(); alive < int64(p.Target)*9/10 {
+			return errNotYet
+		}
+		return nil
+	})
 }

@@ -8,6 +8,7 @@
 //	report soak       -agent BIN -loadgen BIN -dur 30m churn, hostile files, wrk, WebSocket clients
 //	report resilience -agent BIN -loadgen BIN          SIGTERM / kill -9 restart, points lost
 //	report gobench    < go-test-bench-output           the micro-benchmarks as tables
+//	report churn      -churn N -churn-life D -dir SHM  the churn generator alone (used by scale and soak)
 //
 // It must run as root (the agent reads other processes' files; Netdata and node_exporter are run
 // as their unprivileged users).
@@ -59,7 +60,7 @@ func run(ctx context.Context, phase string, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *dir == "" {
+	if *dir == "" && phase != "churn" {
 		d, err := os.MkdirTemp("", "cantal-report-")
 		if err != nil {
 			return err
@@ -86,6 +87,11 @@ func run(ctx context.Context, phase string, args []string) error {
 		}
 		md, err = runResilience(ctx, resilienceOpts{Agent: *agent, Loadgen: *loadgen, Apps: *apps, Metrics: *metrics, Warmup: *warmup,
 			Dir: *dir, Port: *port, Cluster: string(cl)})
+	case "churn":
+		if *dir == "" {
+			return fmt.Errorf("churn: -dir is required")
+		}
+		return runChurnCmd(ctx, *churnN, *churnLife, *dir)
 	case "gobench":
 		var lines []benchLine
 		lines, err = parseBench(os.Stdin)

@@ -120,20 +120,21 @@ func runScale(ctx context.Context, o scaleOpts) (string, error) {
 	rows = append(rows, r)
 	// B: churn.
 	r, err = func() (agentRun, error) {
-		ch, err := startChurn(ctx, o.Churn, o.ChurnLife, fmt.Sprintf("/dev/shm/cantal-report-churn-%d", os.Getpid()))
+		ch, err := spawnChurn(ctx, o.Dir, o.Churn, o.ChurnLife)
 		if err != nil {
 			return agentRun{}, err
 		}
-		defer ch.Stop()
-		ch.WaitFull(ctx, 3*time.Minute)
+		defer ch.Stop(30 * time.Second)
+		ch.WaitFull(ctx, 4*time.Minute)
 		ag, err := startAgent(ctx, o.Agent, o.Dir, o.Port, "--state-dir", filepath.Join(o.Dir, "churn-state"))
 		if err != nil {
 			return agentRun{}, err
 		}
 		defer ag.Stop(30 * time.Second)
-		s0 := ch.Started()
+		s0, _ := ch.Counts()
 		r, err := measureAgent(ctx, ag, fmt.Sprintf("%d processes churning (lifetime %s–%s, 1 in 10 with CANTAL_PATH)", o.Churn, o.ChurnLife/2, o.ChurnLife*3/2), o.Warmup, o.Dur, nil)
-		r.Extra = fmt.Sprintf("%.0f processes started/s during the window, %d alive at the end", float64(ch.Started()-s0)/r.Window.Seconds(), ch.count())
+		s1, alive := ch.Counts()
+		r.Extra = fmt.Sprintf("%.0f processes started/s during the window, %d alive at the end", float64(s1-s0)/r.Window.Seconds(), alive)
 		return r, err
 	}()
 	if err != nil {

@@ -27,11 +27,11 @@ func runSoak(ctx context.Context, o soakOpts) (string, error) {
 		return "", err
 	}
 	defer func() { lg.Stop(30 * time.Second); os.RemoveAll(shm) }()
-	ch, err := startChurn(ctx, o.Churn, o.ChurnLife, fmt.Sprintf("/dev/shm/cantal-report-soakchurn-%d", os.Getpid()))
+	ch, err := spawnChurn(ctx, o.Dir, o.Churn, o.ChurnLife)
 	if err != nil {
 		return "", err
 	}
-	defer ch.Stop()
+	defer ch.Stop(30 * time.Second)
 	ho, err := startHostile(ctx, fmt.Sprintf("/dev/shm/cantal-report-hostile-%d", os.Getpid()))
 	if err != nil {
 		return "", err
@@ -72,7 +72,7 @@ func runSoak(ctx context.Context, o soakOpts) (string, error) {
 		"hostile CANTAL_PATH files named by processes running as `nobody` (a FIFO, a 1 GiB sparse values file, root-owned 0600 files, a meta "+
 		"rewritten in place every ms: %d rewrites), `wrk -t1 -c%d` against /api/v1/metrics for the whole window, and %d WebSocket clients "+
 		"subscribed (history 5m, then an update per scan). Load average %s → %s.\n\n",
-		r.Window.Round(time.Second), o.Churn, o.ChurnLife/2, o.ChurnLife*3/2, fmt.Sprintf("%d started", ch.Started()), ho.rewrites, o.WrkConns, o.WS, r.LoadStart, r.LoadEnd)
+		r.Window.Round(time.Second), o.Churn, o.ChurnLife/2, o.ChurnLife*3/2, func() string { s, _ := ch.Counts(); return fmt.Sprintf("%d started", s) }(), ho.rewrites, o.WrkConns, o.WS, r.LoadStart, r.LoadEnd)
 	md.WriteString("| check | start | end | result |\n|---|---:|---:|---|\n")
 	fmt.Fprintf(&md, "| open fds (/proc/PID/fd) | %d | %d | %s |\n", r.FDStart, r.FDEnd, verdict(r.FDEnd <= r.FDStart+8))
 	fmt.Fprintf(&md, "| apps (CANTAL_PATH processes read), processes | %d, %d | %d, %d | the fd count follows the apps on the machine |\n",
