@@ -125,8 +125,11 @@ func TestMachineMissingFiles(t *testing.T) {
 func TestProcessesFixture(t *testing.T) {
 	p := NewProcesses(fixtureOptions())
 	r := series.NewRecorder()
-	if err := p.Collect(context.Background(), r); err != nil {
-		t.Fatalf("Collect: %v", err)
+	// Two scans: a process's series start at its second scan.
+	for range 2 {
+		if err := p.Collect(context.Background(), r); err != nil {
+			t.Fatalf("Collect: %v", err)
+		}
 	}
 	if len(r.Problems) != 0 {
 		t.Errorf("problems: %v", r.Problems)
@@ -365,6 +368,12 @@ func TestProcessesStableRefs(t *testing.T) {
 	if err := p.Collect(context.Background(), r); err != nil {
 		t.Fatal(err)
 	}
+	if r.calls != countCgroupRefs(p) {
+		t.Errorf("first scan made %d Series calls; want only the %d cgroup ones (process series start at the second scan)", r.calls, countCgroupRefs(p))
+	}
+	if err := p.Collect(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
 	if got := findPID(p.Table(), 77); got == nil || got.Name != "bad\uFFFD" {
 		t.Fatalf("pid 77 = %+v", got)
 	}
@@ -464,7 +473,9 @@ func TestProcessesExitWithKeptFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	pid := cmd.Process.Pid
-	p := NewProcesses(Options{})
+	// A budget that covers every process on a busy machine (the default 4096 files cover
+	// about 1300 processes; the child, started last, would be past it).
+	p := NewProcesses(Options{KeepOpen: 9000})
 	defer p.Close()
 	if err := p.Collect(context.Background(), series.NewRecorder()); err != nil {
 		t.Fatal(err)

@@ -78,6 +78,7 @@ type procState struct {
 	prevCPU    uint64 // utime+stime ticks at prevAt
 	prevAt     time.Time
 	seen       uint64
+	scans      uint64 // scans this process has been seen in
 	uid        int    // from status, see statusEvery
 	swap       uint64 // from status
 	haveStatus bool
@@ -434,6 +435,14 @@ func (p *Processes) scanPID(procfd, pid int, now time.Time, sink series.Sink) (r
 		}
 	}
 	st.prevCPU, st.prevAt, st.seen = cpu, now, p.gen
+	st.scans++
+	if st.scans < 2 {
+		// A process's series start at its second scan: one that lives less than a scan
+		// interval has no rate to show, and under heavy churn (thousands of short-lived
+		// processes) registering eight series for each would grow the history's series
+		// table for an hour. It is in the process table from its first scan.
+		return row, true, ioDenied
+	}
 
 	if st.refsFor != row.Cgroup {
 		st.refs = [pmNum]*series.Ref{}
