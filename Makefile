@@ -41,8 +41,8 @@ vet:
 INTEGRATION := ./e2e/... ./internal/web/
 test: setup vet
 	$(GO) test -count=1 -run 'TestLoad' -v ./internal/ingest
-	$(GO) test -race -short -timeout 30m $$($(GO) list ./... | grep -v -e '/e2e' -e '/internal/web$$')
-	$(GO) test -race -short -p 1 -timeout 30m $(INTEGRATION)
+	$(GO) test -count=1 -race -short -timeout 30m $$($(GO) list ./... | grep -v -e '/e2e' -e '/internal/web$$')
+	$(GO) test -count=1 -race -short -p 1 -timeout 30m $(INTEGRATION)
 
 bench:
 	cd bench && $(GO) test -run '^$$' -bench . -benchmem -timeout 60m ./...
