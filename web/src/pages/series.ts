@@ -88,7 +88,8 @@ export function seriesList(ctx: Ctx) {
     const top = viewport.scrollTop;
     const first = Math.max(0, Math.floor(top / ROW) - OVERSCAN);
     const last = Math.min(keys.length, Math.ceil((top + viewport.clientHeight) / ROW) + OVERSCAN);
-    const n = last - first;
+    // The list may have shrunk below a scroll position past its new end: no row then.
+    const n = Math.max(0, last - first);
     for (let j = 0; j < n; j++) {
       const i = first + j;
       const key = keys[i];
