@@ -64,12 +64,7 @@ func (a *Agent) status() any {
 	s.LastScan.Scans = a.scans.Load()
 	s.LastScan.Added, s.LastScan.Removed = v.Added, v.Removed
 	s.Counts.Series = v.Len()
-	v.Each(func(h registry.Handle) bool {
-		if h.Live() {
-			s.Counts.LiveSeries++
-		}
-		return true
-	})
+	s.Counts.LiveSeries = v.Live
 	s.Counts.Processes = len(a.procs.Table())
 	s.Counts.Apps = a.apps.Count()
 	s.Problems = v.Problems

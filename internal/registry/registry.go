@@ -33,6 +33,7 @@ type Registry struct {
 	changed bool                // set of series changed in this scan
 	added   int                 // series added in this scan
 	removed int                 // series removed in this scan
+	live    int                 // series written in this scan
 	scanTS  int64
 	probs   []Problem
 	logged  map[Problem]int64 // problems already logged, with the scan they were last seen in
@@ -65,6 +66,7 @@ type View struct {
 	Problems []Problem
 	Added    int // series registered by the scan
 	Removed  int // series forgotten by the scan
+	Live     int // series written by the scan
 }
 
 // New returns a Registry writing into hist. Series already in hist (loaded from a snapshot) are
@@ -118,7 +120,11 @@ func (r *Registry) add(ref *series.Ref, hid history.ID) *entry {
 
 // Begin starts a scan taken at tsMs (unix ms).
 func (r *Registry) Begin(tsMs int64) {
+	if tsMs <= r.scanTS {
+		tsMs = r.scanTS + 1 // scans are ordered even if the clock steps back (as history does)
+	}
 	r.scanTS = tsMs
+	r.live = 0
 	r.probs = r.probs[:0:0]
 	r.hist.Begin(tsMs)
 }
@@ -178,7 +184,15 @@ func (r *Registry) Put(ref *series.Ref, bits uint64) {
 		return
 	}
 	r.hist.Add(e.hid, bits)
-	e.lastTS.Store(r.scanTS)
+	r.touch(e)
+}
+
+// touch marks e as written by this scan, counting it once.
+func (r *Registry) touch(e *entry) {
+	if e.lastTS.Load() != r.scanTS {
+		e.lastTS.Store(r.scanTS)
+		r.live++
+	}
 }
 
 // PutState implements series.Sink.
@@ -190,7 +204,7 @@ func (r *Registry) PutState(ref *series.Ref, sinceMs int64, text string) {
 	if old := e.state.Load(); old == nil || old.Since != sinceMs || old.Text != text {
 		e.state.Store(&series.Sample{Labels: ref.Labels, Kind: series.State, Since: sinceMs, Text: text})
 	}
-	e.lastTS.Store(r.scanTS)
+	r.touch(e)
 }
 
 // Problem implements series.Sink. Each distinct (source, reason) is logged when it first appears
@@ -244,8 +258,8 @@ func (r *Registry) Commit() {
 }
 
 func (r *Registry) publish() {
-	v := &View{TS: r.scanTS, Problems: r.probs, Added: r.added, Removed: r.removed}
-	r.added, r.removed = 0, 0
+	v := &View{TS: r.scanTS, Problems: r.probs, Added: r.added, Removed: r.removed, Live: r.live}
+	r.added, r.removed, r.live = 0, 0, 0
 	if old := r.view.Load(); old != nil && !r.changed {
 		v.entries = old.entries
 	} else {

@@ -54,6 +54,9 @@ func TestScanCycle(t *testing.T) {
 		r.PutState(s, base, "up")
 		r.Commit()
 	}
+	if v := r.View(); v.Live != 3 {
+		t.Errorf("View.Live = %d; want 3", v.Live)
+	}
 	smp, ok, live := latest(t, r, c.Key)
 	if !ok || !live || smp.Bits != 120 || !smp.HasRate || smp.Rate != 10 || smp.TS != base+2000 {
 		t.Errorf("counter latest = %+v ok=%v live=%v; want 120 at +2s with rate 10", smp, ok, live)
@@ -73,8 +76,8 @@ func TestScanCycle(t *testing.T) {
 	if _, ok, live := latest(t, r, c.Key); !ok || live {
 		t.Errorf("counter after a scan without it: ok=%v live=%v; want ok, not live", ok, live)
 	}
-	if v := r.View(); v.Len() != 3 || v.TS != base+3000 {
-		t.Errorf("view has %d series at %d; want 3 at %d", v.Len(), v.TS, base+3000)
+	if v := r.View(); v.Len() != 3 || v.TS != base+3000 || v.Live != 1 {
+		t.Errorf("view has %d series (%d live) at %d; want 3 (1 live) at %d", v.Len(), v.Live, v.TS, base+3000)
 	}
 }
 
