@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
@@ -71,6 +72,12 @@ func TestValuesRealProcess(t *testing.T) {
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	pid := strconv.Itoa(cmd.Process.Pid)
+	// Start returns after fork; until the child has exec'd, its environ is still ours.
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if comm, _ := os.ReadFile("/proc/" + pid + "/comm"); strings.TrimSpace(string(comm)) == "sleep" {
+			break
+		}
+	}
 	var out, errb bytes.Buffer
 	c := &CLI{Stdout: &out, Stderr: &errb, Now: func() time.Time { return time.UnixMilli(nowMs) }, Location: time.UTC}
 	if code := c.Run(context.Background(), []string{"values", pid}); code != 0 {

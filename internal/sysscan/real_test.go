@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cantal-go/cantal/internal/series"
 )
@@ -62,9 +63,12 @@ func TestMachineRealProc(t *testing.T) {
 	}
 
 	// Burn a little CPU so that the counters move, then scan again.
+	// Burn at least a few clock ticks (10 ms each) of CPU, however fast the machine is.
 	x := 0
-	for i := range 20_000_000 {
-		x += i ^ x
+	for start := time.Now(); time.Since(start) < 80*time.Millisecond; {
+		for i := range 100_000 {
+			x += i ^ x
+		}
 	}
 	_ = x
 	r2 := series.NewRecorder()
@@ -147,9 +151,12 @@ func TestProcessesRealProc(t *testing.T) {
 		t.Errorf("process.memory.rss = %d; table says %d", v, me.RSS)
 	}
 
+	// Burn at least a few clock ticks (10 ms each) of CPU, however fast the machine is.
 	x := 0
-	for i := range 20_000_000 {
-		x += i ^ x
+	for start := time.Now(); time.Since(start) < 80*time.Millisecond; {
+		for i := range 100_000 {
+			x += i ^ x
+		}
 	}
 	_ = x
 	if err := p.Collect(context.Background(), r); err != nil {
