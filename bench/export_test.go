@@ -5,10 +5,10 @@ import (
 	"math"
 	"sort"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/cantal-go/cantal/internal/cputime"
 	"github.com/cantal-go/cantal/internal/export"
 	"github.com/cantal-go/cantal/internal/series"
 	dto "github.com/prometheus/client_model/go"
@@ -87,14 +87,6 @@ func expfmtEncode(buf *bytes.Buffer, samples []series.Sample) error {
 	return nil
 }
 
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
 // BenchmarkExportProm100k encodes 100k series in the Prometheus text format with
 // internal/export and with the peer (client_model + expfmt), both in every iteration, and
 // reports each one's process CPU time per encoding and the ratio expfmt/cantal. CPU time, not
@@ -109,14 +101,14 @@ func BenchmarkExportProm100k(b *testing.B) {
 	var ours, theirs time.Duration
 	b.ReportAllocs()
 	for b.Loop() {
-		c0 := processCPU()
+		c0 := cputime.Process()
 		out = e.Append(out[:0], samples, export.FormatText)
-		c1 := processCPU()
+		c1 := cputime.Process()
 		peer.Reset()
 		if err := expfmtEncode(&peer, samples); err != nil {
 			b.Fatal(err)
 		}
-		c2 := processCPU()
+		c2 := cputime.Process()
 		ours += c1 - c0
 		theirs += c2 - c1
 	}

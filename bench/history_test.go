@@ -4,12 +4,11 @@ import (
 	"math"
 	"math/rand/v2"
 	"strconv"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 
+	"github.com/cantal-go/cantal/internal/cputime"
 	"github.com/cantal-go/cantal/internal/history"
 	"github.com/cantal-go/cantal/internal/history/procmix"
 	"github.com/cantal-go/cantal/internal/series"
@@ -199,11 +198,11 @@ func benchData(b *testing.B, name string, d *dataset) {
 	b.Run(name+"/append/history", func(b *testing.B) {
 		b.ReportAllocs()
 		var s *history.Store
-		cpu0 := histCPU()
+		cpu0 := cputime.Process()
 		for b.Loop() {
 			s = fill(d)
 		}
-		b.ReportMetric(float64(histCPU()-cpu0)/float64(b.N)/float64(d.n), "cpu-ns/sample")
+		b.ReportMetric(float64(cputime.Process()-cpu0)/float64(b.N)/float64(d.n), "cpu-ns/sample")
 		st := s.Stats()
 		histBytes = float64(st.CompressedBytes) / float64(st.Points-pointsInStaging(s, d))
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(d.n), "ns/sample")
@@ -213,11 +212,11 @@ func benchData(b *testing.B, name string, d *dataset) {
 	b.Run(name+"/append/xor", func(b *testing.B) {
 		b.ReportAllocs()
 		var cs [][]chunkenc.Chunk
-		cpu0 := histCPU()
+		cpu0 := cputime.Process()
 		for b.Loop() {
 			cs = xorChunks(d)
 		}
-		b.ReportMetric(float64(histCPU()-cpu0)/float64(b.N)/float64(d.n), "cpu-ns/sample")
+		b.ReportMetric(float64(cputime.Process()-cpu0)/float64(b.N)/float64(d.n), "cpu-ns/sample")
 		xBytes = float64(xorBytes(cs)) / float64(d.n)
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(d.n), "ns/sample")
 		b.ReportMetric(xBytes, "bytes/sample")
@@ -228,7 +227,7 @@ func benchData(b *testing.B, name string, d *dataset) {
 		b.ReportAllocs()
 		n := 0
 		var sum uint64
-		cpu0 := histCPU()
+		cpu0 := cputime.Process()
 		for b.Loop() {
 			s.Each(func(id history.ID, key string, kind series.Kind) bool {
 				s.Range(id, math.MinInt64, math.MaxInt64, func(ts int64, bits uint64) bool {
@@ -240,7 +239,7 @@ func benchData(b *testing.B, name string, d *dataset) {
 			})
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/sample")
-		b.ReportMetric(float64(histCPU()-cpu0)/float64(n), "cpu-ns/sample")
+		b.ReportMetric(float64(cputime.Process()-cpu0)/float64(n), "cpu-ns/sample")
 	})
 	b.Run(name+"/decode/xor", func(b *testing.B) {
 		cs := xorChunks(d)
@@ -248,7 +247,7 @@ func benchData(b *testing.B, name string, d *dataset) {
 		n := 0
 		var sum float64
 		var it chunkenc.Iterator
-		cpu0 := histCPU()
+		cpu0 := cputime.Process()
 		for b.Loop() {
 			for _, s := range cs {
 				for _, c := range s {
@@ -262,7 +261,7 @@ func benchData(b *testing.B, name string, d *dataset) {
 			}
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(n), "ns/sample")
-		b.ReportMetric(float64(histCPU()-cpu0)/float64(n), "cpu-ns/sample")
+		b.ReportMetric(float64(cputime.Process()-cpu0)/float64(n), "cpu-ns/sample")
 	})
 }
 
@@ -291,14 +290,4 @@ func BenchmarkHistoryShapes(b *testing.B) {
 func BenchmarkHistoryMix(b *testing.B) {
 	benchData(b, "procmix_all", mixData(b, false))
 	benchData(b, "procmix_stable", mixData(b, true))
-}
-
-// histCPU returns the process's user+system CPU time. The benchmarks report it next to wall
-// time because the machine they run on may be shared: wall time then measures the neighbours.
-func histCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -15,23 +15,14 @@ import (
 	"context"
 	"os/exec"
 	"testing"
-	"time"
 
 	"github.com/prometheus/procfs"
 	"github.com/prometheus/procfs/blockdevice"
-	"golang.org/x/sys/unix"
 
+	"github.com/cantal-go/cantal/internal/cputime"
 	"github.com/cantal-go/cantal/internal/series"
 	"github.com/cantal-go/cantal/internal/sysscan"
 )
-
-func cpuTime(b *testing.B) time.Duration {
-	var ru unix.Rusage
-	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 type discardSink struct{ n int32 }
 
@@ -68,13 +59,13 @@ func measure(b *testing.B, scan func() error) {
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
-	start := cpuTime(b)
+	start := cputime.Process()
 	for b.Loop() {
 		if err := scan(); err != nil {
 			b.Fatal(err)
 		}
 	}
-	b.ReportMetric(float64(cpuTime(b)-start)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(cputime.Process()-start)/float64(b.N), "cpu-ns/op")
 }
 
 func sysscanMachine(b *testing.B) func() error {

@@ -7,10 +7,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
+	"github.com/cantal-go/cantal/internal/cputime"
 	"github.com/cantal-go/cantal/internal/history"
 	"github.com/cantal-go/cantal/internal/registry"
 	"github.com/cantal-go/cantal/internal/sysscan"
@@ -51,16 +51,14 @@ func BenchmarkCollect1000x100(b *testing.B) {
 	if c.Count() != apps {
 		b.Fatalf("read %d applications; want %d", c.Count(), apps)
 	}
-	var r0, r1 syscall.Rusage
-	syscall.Getrusage(syscall.RUSAGE_SELF, &r0)
+	cpu0 := cputime.Process()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
 		scan()
 	}
 	b.StopTimer()
-	syscall.Getrusage(syscall.RUSAGE_SELF, &r1)
-	cpu := time.Duration(r1.Utime.Nano()+r1.Stime.Nano()-r0.Utime.Nano()-r0.Stime.Nano()) / time.Duration(b.N)
+	cpu := (cputime.Process() - cpu0) / time.Duration(b.N)
 	b.ReportMetric(float64(cpu.Nanoseconds()), "cpu-ns/op")
 	b.ReportMetric(float64(cpu.Nanoseconds())/(apps*metrics), "cpu-ns/value")
 }

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/cantal-go/cantal/internal/cputime"
 	"github.com/cantal-go/cantal/internal/series"
 )
 
@@ -42,7 +43,7 @@ func BenchmarkAdd(b *testing.B) {
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0 := cpuTime()
+	cpu0 := cputime.Process()
 	i := 0
 	ts += 2000
 	s.Begin(ts)

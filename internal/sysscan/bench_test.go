@@ -4,20 +4,10 @@ import (
 	"context"
 	"os/exec"
 	"testing"
-	"time"
 
+	"github.com/cantal-go/cantal/internal/cputime"
 	"github.com/cantal-go/cantal/internal/series"
-	"golang.org/x/sys/unix"
 )
-
-// cpuTime returns the user+system CPU time used by this process so far.
-func cpuTime(b *testing.B) time.Duration {
-	var ru unix.Rusage
-	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
-		b.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // discard is a Sink that keeps nothing, so that benchmarks measure the collectors alone.
 type discard struct{ n int32 }
@@ -59,7 +49,7 @@ func benchScan(b *testing.B, cs ...series.Collector) {
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
-	start := cpuTime(b)
+	start := cputime.Process()
 	for b.Loop() {
 		for _, c := range cs {
 			if err := c.Collect(ctx, sink); err != nil {
@@ -67,7 +57,7 @@ func benchScan(b *testing.B, cs ...series.Collector) {
 			}
 		}
 	}
-	b.ReportMetric(float64(cpuTime(b)-start)/float64(b.N), "cpu-ns/op")
+	b.ReportMetric(float64(cputime.Process()-start)/float64(b.N), "cpu-ns/op")
 }
 
 // BenchmarkMachine is one machine scan of the real /proc.
