@@ -24,16 +24,6 @@ import (
 	"github.com/cantal-go/cantal/internal/sysscan"
 )
 
-type discardSink struct{ n int32 }
-
-func (d *discardSink) Series(l series.Labels, k series.Kind) *series.Ref {
-	d.n++
-	return &series.Ref{Labels: l, Kind: k, ID: d.n}
-}
-func (d *discardSink) Put(*series.Ref, uint64)             {}
-func (d *discardSink) PutState(*series.Ref, int64, string) {}
-func (d *discardSink) Problem(string, string)              {}
-
 func startSleepers(b *testing.B, n int) {
 	b.Helper()
 	cmds := make([]*exec.Cmd, 0, n)
@@ -71,14 +61,14 @@ func measure(b *testing.B, scan func() error) {
 func sysscanMachine(b *testing.B) func() error {
 	m := sysscan.NewMachine(sysscan.Options{})
 	b.Cleanup(func() { m.Close() })
-	sink := &discardSink{}
+	sink := &series.Discard{}
 	return func() error { return m.Collect(context.Background(), sink) }
 }
 
 func sysscanProcesses(b *testing.B) func() error {
 	p := sysscan.NewProcesses(sysscan.Options{})
 	b.Cleanup(func() { p.Close() })
-	sink := &discardSink{}
+	sink := &series.Discard{}
 	return func() error { return p.Collect(context.Background(), sink) }
 }
 

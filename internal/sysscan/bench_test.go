@@ -9,17 +9,6 @@ import (
 	"github.com/cantal-go/cantal/internal/series"
 )
 
-// discard is a Sink that keeps nothing, so that benchmarks measure the collectors alone.
-type discard struct{ n int32 }
-
-func (d *discard) Series(l series.Labels, k series.Kind) *series.Ref {
-	d.n++
-	return &series.Ref{Labels: l, Kind: k, ID: d.n}
-}
-func (d *discard) Put(*series.Ref, uint64)             {}
-func (d *discard) PutState(*series.Ref, int64, string) {}
-func (d *discard) Problem(string, string)              {}
-
 // startSleepers starts n sleep processes and stops them when the benchmark ends.
 func startSleepers(b *testing.B, n int) {
 	b.Helper()
@@ -41,7 +30,7 @@ func startSleepers(b *testing.B, n int) {
 
 func benchScan(b *testing.B, cs ...series.Collector) {
 	ctx := context.Background()
-	sink := &discard{}
+	sink := &series.Discard{}
 	for _, c := range cs { // first scan registers every series and reads every environ
 		if err := c.Collect(ctx, sink); err != nil {
 			b.Fatal(err)
