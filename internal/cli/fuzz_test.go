@@ -72,9 +72,10 @@ func TestValuesRealProcess(t *testing.T) {
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	pid := strconv.Itoa(cmd.Process.Pid)
-	// Start returns after fork; until the child has exec'd, its environ is still ours.
+	// Start returns after fork; until the child's exec has set up its new environment, its
+	// environ is ours or empty (the kernel renames the task before it builds the new stack).
 	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if comm, _ := os.ReadFile("/proc/" + pid + "/comm"); strings.TrimSpace(string(comm)) == "sleep" {
+		if env, _ := os.ReadFile("/proc/" + pid + "/environ"); strings.Contains(string(env), "CANTAL_PATH=") {
 			break
 		}
 	}
