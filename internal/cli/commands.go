@@ -38,6 +38,16 @@ func (c *CLI) fetch(ctx context.Context, a *agent, o options, path string, param
 	return body, nil
 }
 
+// fetchInto GETs path and decodes the answer into v. ok is false when there is nothing more to
+// do: an error, or -o json, in which case the answer was already printed as it came.
+func (c *CLI) fetchInto(ctx context.Context, a *agent, o options, v any, path string, params ...string) (ok bool, err error) {
+	body, err := c.fetch(ctx, a, o, path, params...)
+	if body == nil || err != nil {
+		return false, err
+	}
+	return true, decode(body, path, v)
+}
+
 // ---- status ----
 
 func (c *CLI) status(ctx context.Context, a *agent, o options) error {
@@ -249,14 +259,10 @@ type processJSON struct {
 
 func (c *CLI) processes(ctx context.Context, a *agent, o options) error {
 	const path = "/api/v1/processes"
-	body, err := c.fetch(ctx, a, o, path)
-	if body == nil || err != nil {
-		return err
-	}
 	var ans struct {
 		Processes []processJSON `json:"processes"`
 	}
-	if err := decode(body, path, &ans); err != nil {
+	if ok, err := c.fetchInto(ctx, a, o, &ans, path); !ok || err != nil {
 		return err
 	}
 	ps := ans.Processes
@@ -327,14 +333,10 @@ type seriesJSON struct {
 
 func (c *CLI) metrics(ctx context.Context, a *agent, o options) error {
 	const path = "/api/v1/metrics"
-	body, err := c.fetch(ctx, a, o, path, "match", o.match)
-	if body == nil || err != nil {
-		return err
-	}
 	var ans struct {
 		Series []seriesJSON `json:"series"`
 	}
-	if err := decode(body, path, &ans); err != nil {
+	if ok, err := c.fetchInto(ctx, a, o, &ans, path, "match", o.match); !ok || err != nil {
 		return err
 	}
 	return c.seriesTable(ans.Series, o.match)
@@ -424,10 +426,6 @@ func (c *CLI) history(ctx context.Context, a *agent, o options) error {
 	if o.rate {
 		fn = "rate"
 	}
-	body, err := c.fetch(ctx, a, o, path, "match", o.match, "window", o.window, "fn", fn)
-	if body == nil || err != nil {
-		return err
-	}
 	var ans struct {
 		Series []struct {
 			Labels map[string]string `json:"labels"`
@@ -436,7 +434,7 @@ func (c *CLI) history(ctx context.Context, a *agent, o options) error {
 			Points []point           `json:"points"`
 		} `json:"series"`
 	}
-	if err := decode(body, path, &ans); err != nil {
+	if ok, err := c.fetchInto(ctx, a, o, &ans, path, "match", o.match, "window", o.window, "fn", fn); !ok || err != nil {
 		return err
 	}
 	if len(ans.Series) == 0 {
@@ -496,10 +494,6 @@ func gapBound(pts []point) int64 {
 
 func (c *CLI) stats(ctx context.Context, a *agent, o options) error {
 	const path = "/api/v1/stats"
-	body, err := c.fetch(ctx, a, o, path, "match", o.match, "window", o.window)
-	if body == nil || err != nil {
-		return err
-	}
 	var ans struct {
 		Series []struct {
 			Labels                                       map[string]string `json:"labels"`
@@ -507,7 +501,7 @@ func (c *CLI) stats(ctx context.Context, a *agent, o options) error {
 			Min, Max, Mean, Median, P90, P95, P99, Slope num
 		} `json:"series"`
 	}
-	if err := decode(body, path, &ans); err != nil {
+	if ok, err := c.fetchInto(ctx, a, o, &ans, path, "match", o.match, "window", o.window); !ok || err != nil {
 		return err
 	}
 	if len(ans.Series) == 0 {
@@ -553,14 +547,10 @@ type peerJSON struct {
 
 func (c *CLI) peers(ctx context.Context, a *agent, o options) error {
 	const path = "/api/v1/peers"
-	body, err := c.fetch(ctx, a, o, path)
-	if body == nil || err != nil {
-		return err
-	}
 	var ans struct {
 		Peers []peerJSON `json:"peers"`
 	}
-	if err := decode(body, path, &ans); err != nil {
+	if ok, err := c.fetchInto(ctx, a, o, &ans, path); !ok || err != nil {
 		return err
 	}
 	if len(ans.Peers) == 0 {
