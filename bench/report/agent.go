@@ -3,31 +3,16 @@ package main
 import (
 	"context"
 	"fmt"
+	"github.com/cantal-go/cantal/internal/agent"
 	"path/filepath"
 	"sort"
 	"sync"
 	"time"
 )
 
-// status is the part of the agent's /api/v1/status the report reads.
-type status struct {
-	Pid        int   `json:"pid"`
-	IntervalMs int64 `json:"interval_ms"`
-	LastScan   struct {
-		TS         int64   `json:"ts"`
-		DurationMs float64 `json:"duration_ms"`
-		Scans      int64   `json:"scans"`
-	} `json:"last_scan"`
-	Counts struct {
-		Series        int   `json:"series"`
-		LiveSeries    int   `json:"live_series"`
-		Processes     int   `json:"processes"`
-		Apps          int   `json:"apps"`
-		Problems      int   `json:"problems"`
-		HistoryPoints int64 `json:"history_points"`
-		HistoryBytes  int64 `json:"history_bytes"`
-	} `json:"counts"`
-}
+// status is the agent's /api/v1/status answer, decoded with the agent's own type so the report
+// follows the contract.
+type status = agent.Status
 
 // agentProc is a running cantal-agent.
 type agentProc struct {
