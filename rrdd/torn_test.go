@@ -107,6 +107,10 @@ func TestTornWrites(t *testing.T) {
 		case err == nil:
 		case errors.Is(err, ErrNoUpdate), errors.Is(err, ErrChecksum), errors.Is(err, ErrTruncated):
 			continue
+		case errors.Is(err, ErrHeader) && good == 0:
+			// The writer's first write may be caught between sizing the new file and writing
+			// its header; after that the header is never rewritten.
+			continue
 		default:
 			t.Fatalf("Read: %v", err)
 		}
