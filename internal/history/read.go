@@ -29,14 +29,15 @@ func (s *Store) born(id ID) (int64, bool) {
 
 // openPoints appends the committed points of id in the open staging with from ≤ ts ≤ to.
 func openPoints(st *staging, id ID, from, to int64, dst []Point) []Point {
-	if int(id) >= st.rows {
+	n := int(st.n.Load())
+	var vals [MaxBlockScans]uint64
+	var pres [MaxBlockScans]uint8
+	if !st.row(id, n, &vals, &pres) {
 		return dst
 	}
-	n := int(st.n.Load())
-	row := int(id) * st.scans
 	for j := 0; j < n; j++ {
-		if st.pres[row+j] != 0 && st.ts[j] >= from && st.ts[j] <= to {
-			dst = append(dst, Point{st.ts[j], st.vals[row+j]})
+		if pres[j] != 0 && st.ts[j] >= from && st.ts[j] <= to {
+			dst = append(dst, Point{st.ts[j], vals[j]})
 		}
 	}
 	return dst
@@ -100,15 +101,7 @@ func (s *Store) Last(id ID, n int, dst []Point) []Point {
 	}
 	start := len(dst)
 	// Collect newest first, then reverse.
-	st := v.open
-	if int(id) < st.rows {
-		row := int(id) * st.scans
-		for j := int(st.n.Load()) - 1; j >= 0 && len(dst)-start < n; j-- {
-			if st.pres[row+j] != 0 && st.ts[j] >= born {
-				dst = append(dst, Point{st.ts[j], st.vals[row+j]})
-			}
-		}
-	}
+	dst = v.open.last(id, int(v.open.n.Load()), n, born, dst)
 	s.release(v)
 	var d decoded
 	for i := len(v.segs) - 1; i >= 0 && len(dst)-start < n; i-- {

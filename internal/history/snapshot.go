@@ -130,25 +130,23 @@ func (s *Store) WriteSnapshot(w io.Writer) error {
 // compressStaging compresses the first n committed scans of st (pinned by the caller).
 func compressStaging(st *staging, n int, t *metaTable) *segment {
 	var enc encoder
+	var vals [MaxBlockScans]uint64
 	var pres [MaxBlockScans]uint8
 	var sw segWriter
-	rows := min(st.rows, len(t.m))
-	for id := 0; id < rows; id++ {
+	for id := range t.m {
 		sw.begin()
 		start := len(sw.data)
 		m := t.m[id].Load()
-		if m == nil {
+		if m == nil || !st.row(ID(id), n, &vals, &pres) {
 			sw.end(0)
 			continue
 		}
-		row := id * st.scans
 		for j := 0; j < n; j++ {
-			pres[j] = 0
-			if st.pres[row+j] != 0 && st.ts[j] >= m.born {
-				pres[j] = 1
+			if st.ts[j] < m.born {
+				pres[j] = 0
 			}
 		}
-		sw.data = enc.appendBlock(sw.data, m.kind, st.vals[row:row+n], pres[:n], n)
+		sw.data = enc.appendBlock(sw.data, m.kind, vals[:n], pres[:n], n)
 		sw.end(len(sw.data) - start)
 	}
 	return sw.segment(st.ts[:n])
@@ -386,10 +384,8 @@ func parseSnapshot(b []byte, opt Options) (*Store, error) {
 					continue
 				}
 				_ = decodeBlock(blk, len(g.ts), &d) // validated above
-				row := int(ids[k]) * st.scans
 				for x := 0; x < d.n; x++ {
-					st.vals[row+int(d.idx[x])] = d.val[x]
-					st.pres[row+int(d.idx[x])] = 1
+					st.set(ids[k], int(d.idx[x]), d.val[x])
 				}
 				pts += d.n
 			}

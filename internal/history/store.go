@@ -199,24 +199,6 @@ func (sw *segWriter) segment(ts []int64) *segment {
 	}
 }
 
-// staging holds the open segment uncompressed: row id*scans+j is series id at scan j. The writer
-// fills scan j, then publishes it by storing n = j+1; readers read only scans below n. A staging
-// is recycled for a later segment only when no reader holds it (see Store.acquire).
-type staging struct {
-	gen     atomic.Uint64 // bumped when the staging stops being the open one
-	readers atomic.Int64
-	n       atomic.Int32 // committed scans
-	scans   int
-	rows    int
-	ts      []int64
-	vals    []uint64
-	pres    []uint8
-}
-
-func newStaging(scans, rows int) *staging {
-	return &staging{scans: scans, rows: rows, ts: make([]int64, scans), vals: make([]uint64, scans*rows), pres: make([]uint8, scans*rows)}
-}
-
 // view is what readers see: the closed segments, oldest first, and the open staging. Views are
 // immutable; the writer publishes a new one when a segment closes or expires.
 type view struct {
@@ -273,9 +255,9 @@ type writer struct {
 // New returns an empty Store.
 func New(opt Options) *Store {
 	opt = opt.withDefaults()
-	s := &Store{opt: opt, scans: opt.BlockScans, byKey: map[string]ID{}, empty: newStaging(opt.BlockScans, 0)}
+	s := &Store{opt: opt, scans: opt.BlockScans, byKey: map[string]ID{}, empty: newStaging(opt.BlockScans)}
 	s.w.lastTS0 = math.MinInt64
-	s.w.st = newStaging(s.scans, 64)
+	s.w.st = newStaging(s.scans)
 	s.view.Store(&view{open: s.w.st, gen: s.w.st.gen.Load()})
 	s.metas.Store(&metaTable{})
 	return s
@@ -320,9 +302,6 @@ func (s *Store) register(key string, kind series.Kind, born int64) (ID, error) {
 	}
 	w.kinds[id] = kind
 	w.lastTS[id] = born
-	if int(id) >= w.st.rows {
-		s.growStaging(int(id) + 1)
-	}
 	t := s.metas.Load()
 	if int(id) >= len(t.m) {
 		nt := &metaTable{m: make([]atomic.Pointer[meta], max(64, 2*len(t.m), int(id)+1))}
@@ -338,21 +317,6 @@ func (s *Store) register(key string, kind series.Kind, born int64) (ID, error) {
 	s.mu.Unlock()
 	s.nseries.Add(1)
 	return id, nil
-}
-
-// growStaging replaces the open staging with a copy that has room for rows series.
-func (s *Store) growStaging(rows int) {
-	old := s.w.st
-	rows = max(rows, 2*old.rows)
-	st := newStaging(s.scans, rows)
-	copy(st.ts, old.ts)
-	copy(st.vals, old.vals)
-	copy(st.pres, old.pres)
-	st.n.Store(old.n.Load())
-	s.w.st = st
-	v := s.view.Load()
-	s.view.Store(&view{segs: v.segs, open: st, gen: st.gen.Load()})
-	old.gen.Add(1) // old is never written again; readers still holding it may finish with it
 }
 
 // Lookup returns the ID and kind of the series with this key. Safe for concurrent use.
@@ -398,10 +362,7 @@ func (s *Store) Each(fn func(id ID, key string, kind series.Kind) bool) {
 func (s *Store) Begin(tsMs int64) {
 	w := &s.w
 	if w.inScan {
-		st := w.st
-		for r := 0; r < st.rows; r++ {
-			st.pres[r*st.scans+w.j] = 0
-		}
+		w.st.unset(w.j)
 	}
 	if tsMs <= w.lastTS0 {
 		tsMs = w.lastTS0 + 1
@@ -422,10 +383,7 @@ func (s *Store) Add(id ID, bits uint64) {
 		s.dropped.Add(1)
 		return
 	}
-	i := int(id)*w.st.scans + w.j
-	w.st.vals[i] = bits
-	if w.st.pres[i] == 0 {
-		w.st.pres[i] = 1
+	if w.st.set(id, w.j, bits) {
 		w.adds++
 	}
 }
@@ -453,13 +411,13 @@ func (s *Store) closeSegment() {
 	st := w.st
 	sw := &w.sw
 	sw.reset()
+	var vals [MaxBlockScans]uint64
+	var pres [MaxBlockScans]uint8
 	for id := range w.kinds {
 		sw.begin()
 		start := len(sw.data)
-		if k := w.kinds[id]; k != 0 {
-			row := id * st.scans
-			pres := st.pres[row : row+st.scans]
-			sw.data = w.enc.appendBlock(sw.data, k, st.vals[row:row+st.scans], pres, st.scans)
+		if k := w.kinds[id]; k != 0 && st.row(ID(id), st.scans, &vals, &pres) {
+			sw.data = w.enc.appendBlock(sw.data, k, vals[:st.scans], pres[:st.scans], st.scans)
 			for j := st.scans - 1; j >= 0; j-- {
 				if pres[j] != 0 {
 					w.lastTS[id] = max(w.lastTS[id], st.ts[j])
@@ -481,25 +439,24 @@ func (s *Store) closeSegment() {
 	// at once unless a reader still holds it (then take another buffer; never wait).
 	s.view.Store(&view{segs: segs, open: s.empty, gen: s.empty.gen.Load()})
 	st.gen.Add(1) // readers that acquire st from now on see the change and retry
-	next := s.sweep(st.rows)
+	next := s.sweep()
 	if st.readers.Load() == 0 {
 		next = st
 	} else {
 		w.retired = append(w.retired, st)
 		if next == nil {
-			next = newStaging(s.scans, st.rows)
+			next = newStaging(s.scans)
 		}
 	}
-	clear(next.pres)
-	next.n.Store(0)
+	next.reset()
 	w.st = next
 	w.j = 0
 	s.view.Store(&view{segs: segs, open: next, gen: next.gen.Load()})
 }
 
-// sweep forgets the retired stagings that no reader holds any more and returns one of them
-// with at least rows rows, if any, for reuse.
-func (s *Store) sweep(rows int) *staging {
+// sweep forgets the retired stagings that no reader holds any more and returns one of them,
+// if any, for reuse.
+func (s *Store) sweep() *staging {
 	w := &s.w
 	var reuse *staging
 	k := 0
@@ -508,7 +465,7 @@ func (s *Store) sweep(rows int) *staging {
 		case r.readers.Load() != 0:
 			w.retired[k] = r
 			k++
-		case reuse == nil && r.rows >= rows:
+		case reuse == nil:
 			reuse = r
 		}
 	}
@@ -563,16 +520,11 @@ func (s *Store) Expire() []string {
 
 // hasOpenPoint reports whether id has a point in the open segment (committed or not).
 func (s *Store) hasOpenPoint(id ID) bool {
-	st := s.w.st
-	if int(id) >= st.rows {
-		return false
+	n := s.w.j
+	if s.w.inScan {
+		n++
 	}
-	for _, p := range st.pres[int(id)*st.scans : (int(id)+1)*st.scans] {
-		if p != 0 {
-			return true
-		}
-	}
-	return false
+	return s.w.st.hasPoint(id, n)
 }
 
 // Stats describes a Store's content and memory.
@@ -595,7 +547,7 @@ func (s *Store) Stats() Stats {
 		Series:       int(s.nseries.Load()),
 		Points:       s.stagingPoints.Load(),
 		Segments:     len(v.segs),
-		StagingBytes: int64(v.open.rows * v.open.scans * 9),
+		StagingBytes: v.open.bytes(),
 		ClampedScans: s.clamped.Load(),
 		DroppedAdds:  s.dropped.Load(),
 	}

@@ -1,0 +1,258 @@
+package history
+
+import (
+	"sync/atomic"
+	"unsafe"
+)
+
+// The open segment is kept uncompressed in a staging, sparsely: only the series that have a
+// point in the segment have a row, and a row holds only the chunks (runs of chunkScans scans) in
+// which the series has points. A machine where thousands of processes come and go registers
+// series that live for a few scans each; a dense table (every registered series × every scan of
+// the segment) would cost 9 bytes per scan for every series seen in the last hour, dead or
+// alive. Sparse, the staging costs about 9 bytes per point of the open segment (72-byte chunks of 8 scans) plus 4 bytes per
+// registered series.
+
+// chunkScans is the number of scans of a chunk, the unit in which a row's storage is allocated.
+const chunkScans = 8
+
+const (
+	pageShift = 12
+	pageLen   = 1 << pageShift
+)
+
+// paged is an array that grows by fixed pages, so that growing never moves an element: readers
+// may hold on to an element while the writer grows the array. The writer (one goroutine) calls
+// ensure, truncate and wget; readers call get.
+type paged[T any] struct {
+	dir atomic.Pointer[[]*[pageLen]T] // published page directory
+	w   []*[pageLen]T                 // the writer's copy of *dir
+}
+
+// get returns element i, or nil when i is beyond the array. Safe for concurrent use.
+func (p *paged[T]) get(i int) *T {
+	d := p.dir.Load()
+	if d == nil || i>>pageShift >= len(*d) {
+		return nil
+	}
+	return &(*d)[i>>pageShift][i&(pageLen-1)]
+}
+
+// wget returns element i, which must be below the size ensured. Writer only.
+func (p *paged[T]) wget(i int) *T { return &p.w[i>>pageShift][i&(pageLen-1)] }
+
+// ensure makes elements [0, n) exist. Writer only.
+func (p *paged[T]) ensure(n int) {
+	if n <= len(p.w)<<pageShift {
+		return
+	}
+	w := append([]*[pageLen]T(nil), p.w...)
+	for len(w)<<pageShift < n {
+		w = append(w, new([pageLen]T))
+	}
+	p.w = w
+	p.dir.Store(&w)
+}
+
+// truncate drops the pages beyond the first n elements. Writer only, and only while no reader
+// can hold an element of the dropped pages.
+func (p *paged[T]) truncate(n int) {
+	k := (n + pageLen - 1) >> pageShift
+	if k >= len(p.w) {
+		return
+	}
+	w := append([]*[pageLen]T(nil), p.w[:k]...)
+	p.w = w
+	p.dir.Store(&w)
+}
+
+// bytes returns the memory held by the allocated pages.
+func (p *paged[T]) bytes(elemSize int) int64 {
+	d := p.dir.Load()
+	if d == nil {
+		return 0
+	}
+	return int64(len(*d)) * pageLen * int64(elemSize)
+}
+
+// chunk holds one series' values of chunkScans consecutive scans.
+type chunk struct {
+	vals [chunkScans]uint64
+	pres [chunkScans]uint8 // 1 when vals holds a point
+}
+
+// staging holds the open segment uncompressed. The writer fills scan j, then publishes it by
+// storing n = j+1; readers read only scans below n. Slots and chunks are assigned by the writer
+// during a scan and published with atomic stores; a reader that sees a slot or chunk of the
+// uncommitted scan finds no point below n in it. A staging is recycled for a later segment only
+// when no reader holds it (see Store.acquire).
+type staging struct {
+	gen     atomic.Uint64 // bumped when the staging stops being the open one
+	readers atomic.Int64
+	n       atomic.Int32 // committed scans
+	scans   int
+	cpr     int // chunks per row
+	ts      []int64
+
+	slotOf  paged[atomic.Int32] // by ID: 1 + the series' slot, 0: no point in this segment
+	chunkOf paged[atomic.Int32] // by slot*cpr + q: 1 + the chunk of scans [q*chunkScans, +chunkScans)
+	chunks  paged[chunk]
+
+	// Writer-owned.
+	ids     []ID // by slot: the series
+	nchunks int
+}
+
+func newStaging(scans int) *staging {
+	return &staging{scans: scans, cpr: (scans + chunkScans - 1) / chunkScans, ts: make([]int64, scans)}
+}
+
+// set stores bits as the value of id at scan j and reports whether it is a new point (not a
+// second value for the same scan). Writer only.
+func (st *staging) set(id ID, j int, bits uint64) bool {
+	st.slotOf.ensure(int(id) + 1)
+	sp := st.slotOf.wget(int(id))
+	slot := int(sp.Load()) - 1
+	if slot < 0 {
+		slot = len(st.ids)
+		st.ids = append(st.ids, id)
+		st.chunkOf.ensure((slot + 1) * st.cpr)
+		sp.Store(int32(slot + 1))
+	}
+	cp := st.chunkOf.wget(slot*st.cpr + j/chunkScans)
+	c := int(cp.Load()) - 1
+	if c < 0 {
+		c = st.nchunks
+		st.nchunks++
+		st.chunks.ensure(st.nchunks)
+		cp.Store(int32(c + 1))
+	}
+	ch, k := st.chunks.wget(c), j%chunkScans
+	ch.vals[k] = bits
+	if ch.pres[k] == 0 {
+		ch.pres[k] = 1
+		return true
+	}
+	return false
+}
+
+// unset forgets every value of scan j (a scan begun again without a commit). Writer only.
+func (st *staging) unset(j int) {
+	q := j / chunkScans
+	for slot := range st.ids {
+		if c := int(st.chunkOf.wget(slot*st.cpr+q).Load()) - 1; c >= 0 {
+			st.chunks.wget(c).pres[j%chunkScans] = 0
+		}
+	}
+}
+
+// row copies the values and presence flags of id's first n scans into vals and pres and reports
+// whether id has a slot (it may still have no point). pres is cleared where there is no point.
+// Safe for concurrent use for n up to the committed count; the writer may use any n.
+func (st *staging) row(id ID, n int, vals *[MaxBlockScans]uint64, pres *[MaxBlockScans]uint8) bool {
+	slot := st.slot(id)
+	if slot < 0 {
+		return false
+	}
+	for q := 0; q*chunkScans < n; q++ {
+		lo, hi := q*chunkScans, min(n, (q+1)*chunkScans)
+		ch := st.chunk(slot, q)
+		if ch == nil {
+			clear(pres[lo:hi])
+			continue
+		}
+		copy(pres[lo:hi], ch.pres[:hi-lo])
+		copy(vals[lo:hi], ch.vals[:hi-lo])
+	}
+	return true
+}
+
+// slot returns id's slot, or -1. Safe for concurrent use.
+func (st *staging) slot(id ID) int {
+	sp := st.slotOf.get(int(id))
+	if sp == nil {
+		return -1
+	}
+	return int(sp.Load()) - 1
+}
+
+// chunk returns the chunk q of slot, or nil. Safe for concurrent use.
+func (st *staging) chunk(slot, q int) *chunk {
+	cp := st.chunkOf.get(slot*st.cpr + q)
+	if cp == nil {
+		return nil
+	}
+	c := int(cp.Load()) - 1
+	if c < 0 {
+		return nil
+	}
+	return st.chunks.get(c)
+}
+
+// last appends to dst, newest first, up to want points of id among the first n scans whose time
+// is at least born. Like row.
+func (st *staging) last(id ID, n, want int, born int64, dst []Point) []Point {
+	slot := st.slot(id)
+	if slot < 0 || want <= 0 {
+		return dst
+	}
+	got := 0
+	for q := (n - 1) / chunkScans; q >= 0 && n > 0; q-- {
+		ch := st.chunk(slot, q)
+		if ch == nil {
+			continue
+		}
+		for j := min(n, (q+1)*chunkScans) - 1; j >= q*chunkScans; j-- {
+			if ch.pres[j-q*chunkScans] == 0 || st.ts[j] < born {
+				continue
+			}
+			dst = append(dst, Point{st.ts[j], ch.vals[j-q*chunkScans]})
+			if got++; got == want {
+				return dst
+			}
+		}
+	}
+	return dst
+}
+
+// hasPoint reports whether id has a point in the first n scans. Like row.
+func (st *staging) hasPoint(id ID, n int) bool {
+	var vals [MaxBlockScans]uint64
+	var pres [MaxBlockScans]uint8
+	if !st.row(id, n, &vals, &pres) {
+		return false
+	}
+	for _, p := range pres[:n] {
+		if p != 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// reset empties the staging for reuse as a new open segment, releasing the pages beyond what
+// twice the last segment used. Writer only, with no reader holding st.
+func (st *staging) reset() {
+	for slot, id := range st.ids {
+		st.slotOf.wget(int(id)).Store(0)
+		for q := range st.cpr {
+			st.chunkOf.wget(slot*st.cpr + q).Store(0)
+		}
+	}
+	for c := range st.nchunks {
+		st.chunks.wget(c).pres = [chunkScans]uint8{}
+	}
+	st.chunks.truncate(2 * st.nchunks)
+	st.chunkOf.truncate(2 * len(st.ids) * st.cpr)
+	if cap(st.ids) > 4*len(st.ids)+1024 {
+		st.ids = nil // a burst is over: let its memory go
+	}
+	st.ids = st.ids[:0]
+	st.nchunks = 0
+	st.n.Store(0)
+}
+
+// bytes returns the memory the staging holds.
+func (st *staging) bytes() int64 {
+	return int64(8*len(st.ts)) + st.slotOf.bytes(4) + st.chunkOf.bytes(4) + st.chunks.bytes(int(unsafe.Sizeof(chunk{})))
+}
