@@ -110,6 +110,7 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 		a.nodeID = randomID()
 	}
 	a.reg = registry.New(a.hist, cfg.History, log)
+	a.reg.SetMaxSeries(cfg.MaxSeries)
 
 	sopt := sysscan.Options{Proc: cfg.Proc, Sys: cfg.Sys}
 	a.procs = sysscan.NewProcesses(sopt)

@@ -20,6 +20,7 @@ type Config struct {
 	StateDir         string        // history snapshot, node id, peers; "" = nothing persisted
 	Interval         time.Duration // scan interval
 	History          time.Duration // retention
+	MaxSeries        int           // bound on series kept (0: none)
 	SnapshotInterval time.Duration // how often history is saved besides at shutdown
 	RRDDDir          string        // XAPI rrdd plugin files
 	Proc             string        // proc root
@@ -42,6 +43,7 @@ func DefaultConfig() Config {
 		StateDir:         "/var/lib/cantal",
 		Interval:         2 * time.Second,
 		History:          time.Hour,
+		MaxSeries:        500_000,
 		SnapshotInterval: time.Minute,
 		RRDDDir:          "/dev/shm/metrics",
 		Proc:             "/proc",
@@ -85,6 +87,7 @@ func ParseFlags(name string, args []string, getenv func(string) string) (Config,
 	fs.StringVar(&c.StateDir, "state-dir", c.StateDir, "directory for the history snapshot, node id and peers (empty: keep nothing)")
 	fs.DurationVar(&c.Interval, "interval", c.Interval, "scan interval")
 	fs.DurationVar(&c.History, "history", c.History, "how much history to keep at full precision")
+	fs.IntVar(&c.MaxSeries, "max-series", c.MaxSeries, "most series kept: beyond it those written longest ago (dead processes') are dropped with their history (0: no limit)")
 	fs.DurationVar(&c.SnapshotInterval, "snapshot-interval", c.SnapshotInterval, "how often the history snapshot is written (also at shutdown)")
 	fs.StringVar(&c.RRDDDir, "rrdd-dir", c.RRDDDir, "directory of XAPI rrdd plugin files (empty: off)")
 	fs.StringVar(&c.Proc, "proc", c.Proc, "proc file system root")
@@ -131,6 +134,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--interval %s is too short", c.Interval)
 	case c.History < c.Interval:
 		return fmt.Errorf("--history %s is shorter than --interval %s", c.History, c.Interval)
+	case c.MaxSeries < 0:
+		return fmt.Errorf("--max-series %d is negative", c.MaxSeries)
 	case c.SnapshotInterval <= 0:
 		return fmt.Errorf("--snapshot-interval must be positive")
 	case c.Listen == "":

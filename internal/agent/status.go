@@ -29,6 +29,7 @@ type Status struct {
 	} `json:"last_scan"`
 	Counts struct {
 		Series        int   `json:"series"`
+		Evicted       int64 `json:"series_evicted"` // dropped by --max-series since the start
 		LiveSeries    int   `json:"live_series"`
 		Processes     int   `json:"processes"`
 		Apps          int   `json:"apps"`
@@ -65,6 +66,7 @@ func (a *Agent) status() any {
 	s.LastScan.Added, s.LastScan.Removed = v.Added, v.Removed
 	s.Counts.Series = v.Len()
 	s.Counts.LiveSeries = v.Live
+	s.Counts.Evicted = v.Evicted
 	s.Counts.Processes = len(a.procs.Table())
 	s.Counts.Apps = a.apps.Count()
 	s.Problems = v.Problems

@@ -14,8 +14,10 @@
 // # Layout
 //
 // Scans are grouped into segments of Options.BlockScans scans (64 by default: ~2 min at 2 s).
-// The open segment is kept uncompressed (8 bytes of value and 1 of presence per series and
-// scan), so Add is two stores. When it is full, Commit compresses it into one block per series
+// The open segment is kept uncompressed and sparse (staging.go): a series gets a row only when
+// it has a point in the segment, and a row's storage comes in chunks of 8 scans (8 bytes of
+// value and 1 of presence per scan), in pages that never move; so Add is a few loads and two
+// stores, and a series that stopped (a dead process's) costs nothing there. When it is full, Commit compresses it into one block per series
 // in a single allocation: the time column, an index (one uvarint length per series plus a
 // checkpoint every 64 IDs) and the blocks. Expire drops whole segments, only once their newest
 // scan is older than Retention, so a query for the last Retention always sees every point of it.

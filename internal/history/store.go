@@ -505,17 +505,36 @@ func (s *Store) Expire() []string {
 		if k == 0 || w.lastTS[id] >= oldest || s.hasOpenPoint(ID(id)) {
 			continue
 		}
-		m := t.m[id].Load()
-		t.m[id].Store(nil)
-		w.kinds[id] = 0
-		w.free = append(w.free, ID(id))
-		s.mu.Lock()
-		delete(s.byKey, m.key)
-		s.mu.Unlock()
-		s.nseries.Add(-1)
-		gone = append(gone, m.key)
+		gone = append(gone, s.delete(t, ID(id)))
 	}
 	return gone
+}
+
+// delete forgets series id and frees its ID. Points it left in closed segments stay until they
+// expire, unreachable: a later holder of the ID is born after them.
+func (s *Store) delete(t *metaTable, id ID) string {
+	w := &s.w
+	m := t.m[id].Load()
+	t.m[id].Store(nil)
+	w.kinds[id] = 0
+	w.free = append(w.free, id)
+	s.mu.Lock()
+	delete(s.byKey, m.key)
+	s.mu.Unlock()
+	s.nseries.Add(-1)
+	return m.key
+}
+
+// Drop forgets series id and its points before they expire, for a caller that must bound the
+// number of series; it reports whether id was a series. Readers see it gone at once. Writer
+// goroutine only, between scans (not between Begin and Commit, where it does nothing).
+func (s *Store) Drop(id ID) bool {
+	w := &s.w
+	if w.inScan || int(id) >= len(w.kinds) || w.kinds[id] == 0 {
+		return false
+	}
+	s.delete(s.metas.Load(), id)
+	return true
 }
 
 // hasOpenPoint reports whether id has a point in the open segment (committed or not).

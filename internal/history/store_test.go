@@ -369,3 +369,56 @@ func TestPinnedStagingIsNotReused(t *testing.T) {
 		t.Errorf("Range = %d points; want 20", len(got))
 	}
 }
+
+// TestDropReusesIDs checks Drop: the series is gone at once, its ID is reused, and the new holder
+// of the ID sees none of the old points, neither in closed segments nor in the open one, nor
+// after a snapshot round trip.
+func TestDropReusesIDs(t *testing.T) {
+	s := New(Options{BlockScans: 4})
+	old, _ := s.Series("old", series.Level)
+	for j := int64(0); j < 6; j++ { // one closed segment, two scans in the open one
+		s.Begin(j * 1000)
+		s.Add(old, uint64(100+j))
+		s.Commit()
+	}
+	s.Begin(6000)
+	if s.Drop(old) {
+		t.Fatal("Drop succeeded during a scan")
+	}
+	s.Commit()
+	if !s.Drop(old) || s.Drop(old) {
+		t.Fatal("Drop of a series must succeed once")
+	}
+	if _, _, ok := s.Lookup("old"); ok || s.Stats().Series != 0 {
+		t.Fatal("a dropped series is still there")
+	}
+	s.Begin(7000)
+	nu, _ := s.Series("new", series.Level)
+	if nu != old {
+		t.Fatalf("new series got ID %d; want the freed %d", nu, old)
+	}
+	s.Add(nu, 7)
+	s.Commit()
+	want := []Point{{7000, 7}}
+	if got := rangeAll(s, nu, math.MinInt64, math.MaxInt64); !slices.Equal(got, want) {
+		t.Fatalf("new series has points %v; want %v", got, want)
+	}
+	if got := s.Last(nu, 10, nil); !slices.Equal(got, want) {
+		t.Fatalf("Last of the new series: %v; want %v", got, want)
+	}
+	var buf bytes.Buffer
+	if err := s.WriteSnapshot(&buf); err != nil {
+		t.Fatal(err)
+	}
+	s2, err := ReadSnapshot(&buf, Options{BlockScans: 4, Now: func() time.Time { return time.UnixMilli(8000) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, _, ok := s2.Lookup("new")
+	if !ok {
+		t.Fatal("new series lost in the snapshot")
+	}
+	if got := rangeAll(s2, id, math.MinInt64, math.MaxInt64); !slices.Equal(got, want) {
+		t.Fatalf("after a snapshot the new series has points %v; want %v", got, want)
+	}
+}

@@ -8,8 +8,10 @@
 package registry
 
 import (
+	"cmp"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,17 +28,21 @@ type Registry struct {
 	log       *slog.Logger
 
 	// Scanner-owned.
-	byKey   map[string]*series.Ref
-	entries []*entry // by Ref.ID; nil slots are free
-	free    []int32
-	states  map[*entry]struct{} // the State entries, checked for expiry at each Commit
-	changed bool                // set of series changed in this scan
-	added   int                 // series added in this scan
-	removed int                 // series removed in this scan
-	live    int                 // series written in this scan
-	scanTS  int64
-	probs   []Problem
-	logged  map[Problem]int64 // problems already logged, with the scan they were last seen in
+	byKey      map[string]*series.Ref
+	slots      []atomic.Pointer[entry] // by Ref.ID; nil slots are free. Shared with the published Views
+	nslots     int                     // slots in use (free ones included)
+	coldCursor int                     // next slot sweepCold looks at
+	maxSeries  int                     // 0: no limit
+	evicted    int64                   // series dropped by the limit, in all
+	evictedNow int                     // series dropped by the limit in this scan
+	free       []int32
+	states     map[*entry]struct{} // the State entries, checked for expiry at each Commit
+	added      int                 // series added in this scan
+	removed    int                 // series removed in this scan
+	live       int                 // series written in this scan
+	scanTS     int64
+	probs      []Problem
+	logged     map[Problem]int64 // problems already logged, with the scan they were last seen in
 
 	// Published for readers after each Commit.
 	view atomic.Pointer[View]
@@ -48,6 +54,7 @@ type Registry struct {
 type entry struct {
 	ref    *series.Ref
 	hid    history.ID
+	labels atomic.Pointer[series.Labels] // nil once the series went cold (see sweepCold)
 	lastTS atomic.Int64                  // ts of the scan that last wrote it
 	state  atomic.Pointer[series.Sample] // states only: latest text and since
 }
@@ -59,14 +66,20 @@ type Problem struct {
 }
 
 // View is what readers see of one committed scan: the scan time, the series known after it,
-// and the problems it met. A View is immutable.
+// and the problems it met. A View does not change, except that its set of series is shared with the registry (see
+// View.Each).
 type View struct {
 	TS       int64
-	entries  []*entry
+	slots    []atomic.Pointer[entry] // the registry's slots when published; see Each
+	n        int                     // series in the registry when published
 	Problems []Problem
 	Added    int // series registered by the scan
 	Removed  int // series forgotten by the scan
 	Live     int // series written by the scan
+	// Evicted counts the series dropped since the start because the registry held more than
+	// its limit (see SetMaxSeries); EvictedNow those dropped by this scan.
+	Evicted    int64
+	EvictedNow int
 }
 
 // New returns a Registry writing into hist. Series already in hist (loaded from a snapshot) are
@@ -101,19 +114,29 @@ func (r *Registry) History() *history.Store { return r.hist }
 
 func (r *Registry) add(ref *series.Ref, hid history.ID) *entry {
 	e := &entry{ref: ref, hid: hid}
+	if l := ref.Labels; l != nil {
+		e.labels.Store(&l)
+	}
 	if n := len(r.free); n > 0 {
 		ref.ID = r.free[n-1]
 		r.free = r.free[:n-1]
-		r.entries[ref.ID] = e
 	} else {
-		ref.ID = int32(len(r.entries))
-		r.entries = append(r.entries, e)
+		if r.nslots == len(r.slots) {
+			// Grow into a new array: Views published before keep the old one.
+			slots := make([]atomic.Pointer[entry], max(1024, 2*len(r.slots)))
+			for i := range r.slots {
+				slots[i].Store(r.slots[i].Load())
+			}
+			r.slots = slots
+		}
+		ref.ID = int32(r.nslots)
+		r.nslots++
 	}
+	r.slots[ref.ID].Store(e)
 	r.byKey[ref.Key] = ref
 	if ref.Kind == series.State {
 		r.states[e] = struct{}{}
 	}
-	r.changed = true
 	r.added++
 	return e
 }
@@ -154,7 +177,7 @@ func (r *Registry) attach(ref *series.Ref) *entry {
 		if cur.Kind != ref.Kind {
 			return nil
 		}
-		return r.entries[cur.ID]
+		return r.slots[cur.ID].Load()
 	}
 	var hid history.ID
 	if ref.Kind != series.State {
@@ -168,11 +191,11 @@ func (r *Registry) attach(ref *series.Ref) *entry {
 	return r.add(ref, hid)
 }
 
-// entry returns ref's entry. Invariant: ref.ID >= 0 exactly when entries[ref.ID].ref == ref. A Ref
+// entry returns ref's entry. Invariant: ref.ID >= 0 exactly when slots[ref.ID].ref == ref. A Ref
 // whose series expired while its collector still held it is attached again.
 func (r *Registry) entry(ref *series.Ref) *entry {
 	if ref.ID >= 0 {
-		return r.entries[ref.ID]
+		return r.slots[ref.ID].Load()
 	}
 	return r.attach(ref)
 }
@@ -192,6 +215,11 @@ func (r *Registry) touch(e *entry) {
 	if e.lastTS.Load() != r.scanTS {
 		e.lastTS.Store(r.scanTS)
 		r.live++
+		if e.labels.Load() == nil { // warm again
+			if l, err := series.ParseKey(e.ref.Key); err == nil {
+				e.labels.Store(&l)
+			}
+		}
 	}
 }
 
@@ -222,13 +250,14 @@ func (r *Registry) remove(ref *series.Ref) {
 	if r.byKey[ref.Key] == ref {
 		delete(r.byKey, ref.Key)
 	}
-	if ref.ID >= 0 && int(ref.ID) < len(r.entries) && r.entries[ref.ID] != nil && r.entries[ref.ID].ref == ref {
-		delete(r.states, r.entries[ref.ID])
-		r.entries[ref.ID] = nil
-		r.free = append(r.free, ref.ID)
+	if ref.ID >= 0 && int(ref.ID) < r.nslots {
+		if e := r.slots[ref.ID].Load(); e != nil && e.ref == ref {
+			delete(r.states, e)
+			r.slots[ref.ID].Store(nil)
+			r.free = append(r.free, ref.ID)
+		}
 	}
 	ref.ID = -1
-	r.changed = true
 	r.removed++
 }
 
@@ -248,6 +277,8 @@ func (r *Registry) Commit() {
 			r.remove(e.ref)
 		}
 	}
+	r.sweepCold()
+	r.enforceMax()
 	// Forget logged problems that did not recur, so a problem that comes back is logged again.
 	for p, ts := range r.logged {
 		if ts != r.scanTS {
@@ -257,20 +288,84 @@ func (r *Registry) Commit() {
 	r.publish()
 }
 
-func (r *Registry) publish() {
-	v := &View{TS: r.scanTS, Problems: r.probs, Added: r.added, Removed: r.removed, Live: r.live}
-	r.added, r.removed, r.live = 0, 0, 0
-	if old := r.view.Load(); old != nil && !r.changed {
-		v.entries = old.entries
-	} else {
-		v.entries = make([]*entry, 0, len(r.byKey))
-		for _, e := range r.entries {
-			if e != nil {
-				v.entries = append(v.entries, e)
-			}
+// SetMaxSeries bounds the number of series to n (0: no bound). Call it before the first scan.
+//
+// A series stays for the whole history retention after it was last written, so a machine where
+// thousands of processes come and go every minute (each with its own per-process series) would
+// otherwise hold millions of them. When a scan leaves more than n series, the registry drops
+// the ones written longest ago, with their history, down to 95 % of n; series written by that
+// scan are never dropped, so more than n live series are all kept. Each drop is counted
+// (View.Evicted) and the first one is logged.
+func (r *Registry) SetMaxSeries(n int) { r.maxSeries = max(n, 0) }
+
+func (r *Registry) enforceMax() {
+	if r.maxSeries == 0 || len(r.byKey) <= r.maxSeries {
+		return
+	}
+	type cand struct {
+		ts   int64
+		slot int32
+	}
+	var cands []cand
+	for i := range r.nslots {
+		if e := r.slots[i].Load(); e != nil && e.ref.Kind != series.State && e.lastTS.Load() < r.scanTS {
+			cands = append(cands, cand{e.lastTS.Load(), int32(i)})
 		}
 	}
-	r.changed = false
+	want := len(r.byKey) - r.maxSeries*95/100
+	if want <= 0 || len(cands) == 0 {
+		return
+	}
+	if want < len(cands) {
+		slices.SortFunc(cands, func(a, b cand) int { return cmp.Compare(a.ts, b.ts) })
+		cands = cands[:want]
+	}
+	if r.evicted == 0 {
+		r.log.Warn("series limit reached: dropping the series written longest ago, with their history",
+			"limit", r.maxSeries, "series", len(r.byKey), "dropping", len(cands))
+	}
+	for _, c := range cands {
+		e := r.slots[c.slot].Load()
+		r.hist.Drop(e.hid)
+		r.remove(e.ref)
+		r.evicted++
+		r.evictedNow++
+	}
+}
+
+// coldAfter is how long a series goes unwritten before its labels are dropped from memory.
+const coldAfter = 30 * time.Second
+
+// sweepCold drops the labels of series not written for coldAfter, a sixteenth of the table per
+// scan. A dead process's series stay for the whole history retention; their labels, a map per
+// series, are most of what they cost outside the history, and the key holds the same
+// information: Handle.Labels parses it for a cold series (readers match mostly live ones).
+func (r *Registry) sweepCold() {
+	n := max(1024, r.nslots/16)
+	horizon := r.scanTS - coldAfter.Milliseconds()
+	for ; n > 0; n-- {
+		if r.coldCursor >= r.nslots {
+			r.coldCursor = 0
+			if r.nslots == 0 {
+				return
+			}
+		}
+		e := r.slots[r.coldCursor].Load()
+		r.coldCursor++
+		if e == nil || e.ref.Kind == series.State || e.lastTS.Load() >= horizon || e.labels.Load() == nil {
+			continue
+		}
+		e.labels.Store(nil)
+		e.ref.Labels = nil // the scanner's goroutine owns the Ref; readers use e.labels
+	}
+}
+
+func (r *Registry) publish() {
+	v := &View{TS: r.scanTS, Problems: r.probs, Added: r.added, Removed: r.removed, Live: r.live,
+		Evicted: r.evicted, EvictedNow: r.evictedNow}
+	r.added, r.removed, r.live, r.evictedNow = 0, 0, 0, 0
+	// The View shares the slots: publishing costs nothing per series, however many there are.
+	v.slots, v.n = r.slots[:r.nslots], len(r.byKey)
 	r.view.Store(v)
 	r.subsMu.Lock()
 	for ch := range r.subs {
@@ -299,11 +394,18 @@ func (r *Registry) Subscribe(ch chan<- *View) (cancel func()) {
 }
 
 // Len returns the number of series in the view.
-func (v *View) Len() int { return len(v.entries) }
+func (v *View) Len() int { return v.n }
 
 // Each calls fn for every series in the view, in no particular order, until fn returns false.
+// The view shares the registry's table of series rather than copying it at every scan (which
+// would cost a pointer per series per scan, hundreds of thousands under process churn): a series
+// registered or forgotten by a later scan may or may not be seen.
 func (v *View) Each(fn func(h Handle) bool) {
-	for _, e := range v.entries {
+	for i := range v.slots {
+		e := v.slots[i].Load()
+		if e == nil {
+			continue
+		}
 		if !fn(Handle{e: e, viewTS: v.TS}) {
 			return
 		}
@@ -316,8 +418,20 @@ type Handle struct {
 	viewTS int64
 }
 
-// Labels returns the series' labels; the caller must not modify them.
-func (h Handle) Labels() series.Labels { return h.e.ref.Labels }
+// Labels returns the series' labels; the caller must not modify them. For a series not written
+// for a while (a dead process's) they are parsed from its key, which allocates.
+func (h Handle) Labels() series.Labels { return h.e.Labels() }
+
+func (e *entry) Labels() series.Labels {
+	if l := e.labels.Load(); l != nil {
+		return *l
+	}
+	l, err := series.ParseKey(e.ref.Key)
+	if err != nil {
+		return series.Labels{} // unreachable: keys are made by Labels.Key
+	}
+	return l
+}
 
 // Key returns the series' canonical key.
 func (h Handle) Key() string { return h.e.ref.Key }
@@ -334,7 +448,7 @@ func (h Handle) Live() bool { return h.e.lastTS.Load() >= h.viewTS && h.viewTS !
 // Latest returns the series' latest value, with the rate of a counter when its last two points
 // are consecutive without a reset. ok is false for a series with no value yet.
 func (h Handle) Latest(hist *history.Store, scratch []history.Point) (s series.Sample, ok bool) {
-	s.Labels = h.e.ref.Labels
+	s.Labels = h.e.Labels()
 	s.Kind = h.e.ref.Kind
 	if s.Kind == series.State {
 		st := h.e.state.Load()

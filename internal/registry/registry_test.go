@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"log/slog"
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -203,4 +204,68 @@ func TestSubscribe(t *testing.T) {
 	if v := <-ch; v.TS != 2000 {
 		t.Errorf("kept view ts = %d; want 2000 (later ones dropped, none after cancel)", v.TS)
 	}
+}
+
+// TestMaxSeries checks the series limit: when a scan leaves more series than the limit, the ones
+// written longest ago go (with their history) down to 95 % of it, the live ones never do, the
+// drop is counted and logged, and a dropped series written again starts a fresh history.
+func TestMaxSeries(t *testing.T) {
+	r, logs := newReg(t, time.Hour)
+	refs := make([]*series.Ref, 150)
+	for i := range refs {
+		refs[i] = r.Series(series.Labels{"metric": "m", "pid": strconv.Itoa(i)}, series.Level)
+	}
+	ts := int64(1_700_000_000_000)
+	// Series i is written in scans 0..i/10: the low numbers stop first.
+	for s := 0; s < 15; s++ {
+		r.Begin(ts + int64(s)*1000)
+		for i, ref := range refs {
+			if i/10 >= s {
+				r.Put(ref, uint64(s))
+			}
+		}
+		r.Commit()
+	}
+	r.SetMaxSeries(100)
+	r.Begin(ts + 15_000)
+	for _, ref := range refs[140:] {
+		r.Put(ref, 15)
+	}
+	r.Commit()
+	v := r.View()
+	if v.Len() != 95 || v.Evicted != 55 || v.EvictedNow != 55 {
+		t.Fatalf("after the limit: %d series, %d evicted (%d now); want 95, 55 (55)", v.Len(), v.Evicted, v.EvictedNow)
+	}
+	for i := range refs {
+		_, _, found := r.History().Lookup(refs[i].Key)
+		if (i < 50 && found) || (i >= 60 && !found) {
+			t.Errorf("series %d in history = %v; the 55 written longest ago go", i, found)
+		}
+	}
+	if !strings.Contains(logs.String(), "series limit reached") {
+		t.Errorf("the first eviction is not logged: %q", logs.String())
+	}
+	// A live set larger than the limit is kept whole.
+	r.Begin(ts + 20_000)
+	for _, ref := range refs {
+		r.Put(ref, 7)
+	}
+	r.Commit()
+	if v := r.View(); v.Len() != 150 || v.EvictedNow != 0 {
+		t.Fatalf("150 live series: %d kept, %d evicted now; want 150, 0", v.Len(), v.EvictedNow)
+	}
+	pts := 0
+	r.History().Range(mustID(t, r, refs[0].Key), 0, math.MaxInt64, func(int64, uint64) bool { pts++; return true })
+	if pts != 1 {
+		t.Errorf("an evicted series written again has %d points; want 1 (a fresh history)", pts)
+	}
+}
+
+func mustID(t *testing.T, r *Registry, key string) history.ID {
+	t.Helper()
+	id, _, ok := r.History().Lookup(key)
+	if !ok {
+		t.Fatalf("%s not in history", key)
+	}
+	return id
 }
