@@ -5,7 +5,7 @@
 //
 //	report compare    -agent BIN -dur 10m              agent vs Netdata 1 s / 2 s vs node_exporter
 //	report scale      -agent BIN -loadgen BIN -dur 2m  1000 × 100 shm metrics; 10k processes churning
-//	report soak       -agent BIN -loadgen BIN -dur 30m churn, hostile files, wrk, WebSocket clients
+//	report soak       -agent BIN -loadgen BIN -dur 30m -history 10m  churn, hostile files, wrk, WebSocket clients
 //	report resilience -agent BIN -loadgen BIN          SIGTERM / kill -9 restart, points lost
 //	report gobench    < go-test-bench-output           the micro-benchmarks as tables
 //	report churn      -churn N -churn-life D -dir SHM  the churn generator alone (used by scale and soak)
@@ -55,6 +55,7 @@ func run(ctx context.Context, phase string, args []string) error {
 	churnN := fs.Int("churn", 10000, "churning processes alive at once")
 	churnLife := fs.Duration("churn-life", 20*time.Second, "mean lifetime of a churning process")
 	wrkConns := fs.Int("wrk-conns", 2, "wrk connections")
+	history := fs.Duration("history", 10*time.Minute, "soak: the agent's --history (the window's second half should come after it filled)")
 	wsN := fs.Int("ws", 8, "WebSocket clients")
 	cluster := fs.String("cluster-log", "", "file with the output of go test -v ./e2e/cluster/")
 	if err := fs.Parse(args); err != nil {
@@ -79,7 +80,7 @@ func run(ctx context.Context, phase string, args []string) error {
 			Dur: *dur, Warmup: *warmup, Dir: *dir, Port: *port})
 	case "soak":
 		md, err = runSoak(ctx, soakOpts{Agent: *agent, Loadgen: *loadgen, Dur: *dur, Warmup: *warmup, Churn: *churnN, ChurnLife: *churnLife,
-			WrkConns: *wrkConns, WS: *wsN, Dir: *dir, Port: *port})
+			History: *history, WrkConns: *wrkConns, WS: *wsN, Dir: *dir, Port: *port})
 	case "resilience":
 		var cl []byte
 		if *cluster != "" {
