@@ -75,10 +75,18 @@ func (s *Store) WriteSnapshot(w io.Writer) error {
 	b = binary.AppendUvarint(b, uint64(s.scans))
 	b = binary.AppendUvarint(b, uint64(len(live)))
 	for _, e := range live {
+		// Through the buffered writer a key at a time: one buffer of every key (megabytes at
+		// 100k series) cost more in its growth than the rest of the snapshot.
 		b = append(b, byte(e.m.kind))
 		b = binary.AppendVarint(b, e.m.born)
 		b = binary.AppendUvarint(b, uint64(len(e.m.key)))
 		b = append(b, e.m.key...)
+		if len(b) >= 1<<15 {
+			if _, err := bw.Write(b); err != nil {
+				return fmt.Errorf("write history snapshot: %w", err)
+			}
+			b = b[:0]
+		}
 	}
 	b = binary.AppendUvarint(b, uint64(len(segs)))
 	if _, err := bw.Write(b); err != nil {
@@ -95,13 +103,15 @@ func (s *Store) WriteSnapshot(w io.Writer) error {
 		for j := 1; j < len(g.ts); j++ {
 			b = binary.AppendUvarint(b, uint64(g.ts[j]-g.ts[j-1]))
 		}
+		it := segIter{g: g}
 		for _, e := range live {
-			blk := g.block(e.id)
+			blk := it.block(e.id)
 			if len(blk) > 0 && g.ts[0] < e.m.born {
 				// The block may hold points of an expired series that had this ID before:
 				// keep only the points of the current one.
+				orig := blk
 				blk = nil
-				if decodeBlock(g.block(e.id), len(g.ts), &d) == nil {
+				if decodeBlock(orig, len(g.ts), &d) == nil {
 					clear(pres[:len(g.ts)])
 					for k := 0; k < d.n; k++ {
 						if j := d.idx[k]; g.ts[j] >= e.m.born {

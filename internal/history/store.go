@@ -135,6 +135,53 @@ func (g *segment) block(id ID) []byte {
 	return nil
 }
 
+// segIter returns the blocks of a segment for increasing IDs in one pass over its index.
+type segIter struct {
+	g         *segment
+	p, off, k int // position in lens and data of the entry of ID k
+	run       int // IDs left in the current run without points
+}
+
+// block returns the block of id, which must not be below the previous call's.
+func (it *segIter) block(id ID) []byte {
+	g := it.g
+	if gi := int(id) / idGroup; gi > it.k/idGroup && gi < len(g.chk) {
+		// Jump to id's group.
+		it.p, it.off, it.k, it.run = int(g.lensOff[gi]), int(g.chk[gi]), gi*idGroup, 0
+	}
+	for it.p < len(g.lens) || it.run > 0 {
+		if it.run > 0 {
+			n := min(it.run, int(id)-it.k+1)
+			it.run -= n
+			it.k += n
+			if it.k > int(id) {
+				return nil
+			}
+			continue
+		}
+		u, n := binary.Uvarint(g.lens[it.p:])
+		if n <= 0 {
+			return nil
+		}
+		it.p += n
+		if u&1 == 1 {
+			it.run = int(u>>1) + 1
+			continue
+		}
+		l := int(u >> 1)
+		if l > len(g.data)-it.off {
+			return nil
+		}
+		blk := g.data[it.off : it.off+l]
+		it.off += l
+		it.k++
+		if it.k-1 == int(id) {
+			return blk
+		}
+	}
+	return nil
+}
+
 func (g *segment) first() int64 { return g.ts[0] }
 func (g *segment) last() int64  { return g.ts[len(g.ts)-1] }
 

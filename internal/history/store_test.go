@@ -422,3 +422,37 @@ func TestDropReusesIDs(t *testing.T) {
 		t.Fatalf("after a snapshot the new series has points %v; want %v", got, want)
 	}
 }
+
+// TestSegIter checks the one-pass block iterator against the random-access lookup, for every
+// ID and for random increasing subsets, on segments with runs, gaps and group boundaries.
+func TestSegIter(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 8))
+	s := New(Options{BlockScans: 4})
+	const n = 700
+	ids := make([]ID, n)
+	for i := range ids {
+		ids[i], _ = s.Series(fmt.Sprint("s", i), series.Level)
+	}
+	for j := int64(0); j < 4; j++ {
+		s.Begin(j * 1000)
+		for i, id := range ids {
+			// Long runs of silent series, some lone ones, and dense stretches.
+			if (i/150)%2 == 0 && rng.IntN(4) != 0 || i%97 == 0 {
+				s.Add(id, uint64(i))
+			}
+		}
+		s.Commit()
+	}
+	g := s.view.Load().segs[0]
+	for trial := 0; trial < 200; trial++ {
+		it := segIter{g: g}
+		for id := ID(0); id < n+70; id++ {
+			if trial > 0 && rng.IntN(1+trial%7) != 0 {
+				continue
+			}
+			if got, want := it.block(id), g.block(id); !bytes.Equal(got, want) {
+				t.Fatalf("trial %d: iterator block of %d = %x; want %x", trial, id, got, want)
+			}
+		}
+	}
+}
