@@ -382,7 +382,18 @@ func (p *Processes) scanPID(procfd, pid int, now time.Time, sink series.Sink) (r
 	// naming CANTAL_PATH (its uid decides which files the agent may read for it, so it must
 	// be current), and otherwise for a fifth of the processes per scan.
 	if fresh || !st.haveStatus || st.env.Path != "" || (uint64(pid)+p.gen)%statusEvery == 0 {
-		if b, gone, err = p.readKept(procfd, pid, pfStatus, &st.files[pfStatus], 16<<10); gone {
+		// Kept open only for a process read at every scan: the budget of kept files goes to
+		// stat and io, which every scan reads.
+		var tmp keptFile
+		f := &tmp
+		if st.env.Path != "" || st.files[pfStatus].open {
+			f = &st.files[pfStatus]
+		}
+		b, gone, err = p.readKept(procfd, pid, pfStatus, f, 16<<10)
+		if f == &tmp {
+			p.closeTmp(&tmp)
+		}
+		if gone {
 			return row, false, false
 		} else if err != nil {
 			sink.Problem(fmt.Sprintf("%s/%d/status", p.opt.Proc, pid), err.Error())
