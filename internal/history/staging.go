@@ -101,15 +101,43 @@ type staging struct {
 	// Writer-owned.
 	ids     []ID // by slot: the series
 	nchunks int
+	// cur caches, by ID, 1 + the chunk of the chunk period curQ (0: none yet), so that Add in
+	// the common case touches one int32 and the chunk. Chunks are allocated in the order of
+	// the Adds, so a scan that adds series in the same order as the previous one (every
+	// collector does) walks both arrays sequentially.
+	cur  []int32
+	curQ int
 }
 
 func newStaging(scans int) *staging {
-	return &staging{scans: scans, cpr: (scans + chunkScans - 1) / chunkScans, ts: make([]int64, scans)}
+	return &staging{scans: scans, cpr: (scans + chunkScans - 1) / chunkScans, ts: make([]int64, scans), curQ: -1}
 }
 
 // set stores bits as the value of id at scan j and reports whether it is a new point (not a
 // second value for the same scan). Writer only.
 func (st *staging) set(id ID, j int, bits uint64) bool {
+	q := j / chunkScans
+	if q != st.curQ {
+		clear(st.cur)
+		st.curQ = q
+	}
+	var ch *chunk
+	if int(id) < len(st.cur) && st.cur[id] != 0 {
+		ch = st.chunks.wget(int(st.cur[id]) - 1)
+	} else {
+		ch = st.newChunk(id, q)
+	}
+	k := j % chunkScans
+	ch.vals[k] = bits
+	if ch.pres[k] == 0 {
+		ch.pres[k] = 1
+		return true
+	}
+	return false
+}
+
+// newChunk returns id's chunk q, giving id a slot and the chunk when needed. Writer only.
+func (st *staging) newChunk(id ID, q int) *chunk {
 	st.slotOf.ensure(int(id) + 1)
 	sp := st.slotOf.wget(int(id))
 	slot := int(sp.Load()) - 1
@@ -119,7 +147,7 @@ func (st *staging) set(id ID, j int, bits uint64) bool {
 		st.chunkOf.ensure((slot + 1) * st.cpr)
 		sp.Store(int32(slot + 1))
 	}
-	cp := st.chunkOf.wget(slot*st.cpr + j/chunkScans)
+	cp := st.chunkOf.wget(slot*st.cpr + q)
 	c := int(cp.Load()) - 1
 	if c < 0 {
 		c = st.nchunks
@@ -127,13 +155,11 @@ func (st *staging) set(id ID, j int, bits uint64) bool {
 		st.chunks.ensure(st.nchunks)
 		cp.Store(int32(c + 1))
 	}
-	ch, k := st.chunks.wget(c), j%chunkScans
-	ch.vals[k] = bits
-	if ch.pres[k] == 0 {
-		ch.pres[k] = 1
-		return true
+	if int(id) >= len(st.cur) {
+		st.cur = append(st.cur, make([]int32, int(id)+1-len(st.cur))...)
 	}
-	return false
+	st.cur[id] = int32(c + 1)
+	return st.chunks.wget(c)
 }
 
 // unset forgets every value of scan j (a scan begun again without a commit). Writer only.
@@ -249,6 +275,8 @@ func (st *staging) reset() {
 	}
 	st.ids = st.ids[:0]
 	st.nchunks = 0
+	clear(st.cur)
+	st.curQ = -1
 	st.n.Store(0)
 }
 
