@@ -31,13 +31,17 @@ type Network struct {
 	cut    map[string]bool
 	next   int
 
-	packets, bytes atomic.Uint64
+	packets, bytes, dropped atomic.Uint64
 }
 
 // Stats returns how many packets, and bytes in them, were delivered so far (streams not counted).
 func (n *Network) Stats() (packets, bytes uint64) {
 	return n.packets.Load(), n.bytes.Load()
 }
+
+// Dropped returns how many packets were lost so far because their receiver's queue was full
+// (not counting packets to cut, closed or unknown addresses).
+func (n *Network) Dropped() uint64 { return n.dropped.Load() }
 
 // NewTransport returns a transport with a fresh address 127.0.0.1:N (N counting from 1), or
 // with addr when it is not empty. The transport belongs to the caller, who hands it to exactly
@@ -163,6 +167,7 @@ func (t *Transport) WriteTo(b []byte, addr string) (time.Time, error) {
 		t.net.packets.Add(1)
 		t.net.bytes.Add(uint64(len(b)))
 	default: // receiver overloaded: drop like a full socket buffer
+		t.net.dropped.Add(1)
 	}
 	return now, nil
 }

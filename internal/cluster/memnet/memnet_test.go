@@ -73,3 +73,18 @@ func TestPacketsStreamsAndCut(t *testing.T) {
 		t.Errorf("WriteTo a gone peer = %v; want a silent loss", err)
 	}
 }
+
+func TestFullQueueDrops(t *testing.T) {
+	var n Network
+	a, _ := n.NewTransport("")
+	b, _ := n.NewTransport("")
+	for i := 0; i < packetQueue+3; i++ {
+		a.WriteTo([]byte("x"), b.Addr())
+	}
+	if pk, _ := n.Stats(); pk != packetQueue {
+		t.Errorf("delivered %d packets; want %d", pk, packetQueue)
+	}
+	if d := n.Dropped(); d != 3 {
+		t.Errorf("Dropped = %d; want 3", d)
+	}
+}
