@@ -34,7 +34,8 @@ import (
 //     members already in, in waves of coldWave, each wave once the network is quiet, until all
 //     know all; a node still short after 10 s joins another random member again.
 //   - gossip-B/s/node and gossip-pkt/s/node: packet traffic per node while converged and idle
-//     (failure-detection probes only), over 3 s. Streams (push/pull) are not counted.
+//     (failure-detection probes only), over 3 s or two probe intervals if longer. Streams
+//     (push/pull) are not counted.
 //   - probe-scale: the factor k applied to the agent's probe interval (1 s) and probe timeout
 //     (500 ms), and so to its suspicion timeout: k = N/100, so N=100 runs the agent's own timing.
 //     N members sharing two cores see scheduling delays of seconds while gossip is busy, and
@@ -54,7 +55,9 @@ import (
 //
 //	cd bench && go test -run '^$' -bench ClusterConvergence -benchtime 3x -timeout 30m
 //
-// The gossip model's floor for 1000 nodes is about 2.2 s; the target is 5 s. Every figure is
+// The target is 5 s at 1000 nodes (the issue cites a gossip-model floor of about 2.2 s; memberlist
+// gossips each new alive message to 4 random members every 200 ms, and to reach N members such a
+// push epidemic needs about log5(N) rounds, 4.3 at N=1000, plus a short tail). Every figure is
 // measured on cores shared by all N members, so it is an upper bound for N separate machines.
 func BenchmarkClusterConvergence(b *testing.B) {
 	defer debug.SetGCPercent(debug.SetGCPercent(400))
@@ -82,7 +85,9 @@ func BenchmarkClusterConvergence(b *testing.B) {
 			b.ReportMetric(sim.coldStart.Seconds(), "coldstart-s") // after ResetTimer, which clears metrics
 			b.ReportMetric(float64(sim.probeScale), "probe-scale")
 			b.StopTimer()
-			pkts, bytes := sim.idleTraffic(3 * time.Second)
+			// Whole probe intervals: the members' probe tickers started within a second or two
+			// of each other, so their probes come in bursts once per interval.
+			pkts, bytes := sim.idleTraffic(max(3*time.Second, 2*sim.probeInterval))
 			b.ReportMetric(pkts, "gossip-pkt/s/node")
 			b.ReportMetric(bytes, "gossip-B/s/node")
 			b.Logf("N=%d: probe interval %v, timeout %v (agent's x%d); joins (s): %s; since the cold start began: %v, memnet queue drops %d, cold-start re-joins %d",
