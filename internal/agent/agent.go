@@ -241,7 +241,7 @@ func (a *Agent) Run(ctx context.Context) error {
 
 	// HTTP.
 	srv := &http.Server{
-		Handler:           a.mux,
+		Handler:           limitQueries(a.mux, queryConcurrency()),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelDebug),
