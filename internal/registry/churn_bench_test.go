@@ -91,7 +91,7 @@ func BenchmarkChurnHour(b *testing.B) {
 		b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap-MiB")
 		b.ReportMetric(float64(st.Series), "series")
 		b.ReportMetric(float64(r.View().Evicted), "evicted")
-		b.ReportMetric(float64(born)/float64(scans)/2, "procs-born/s")
+		b.ReportMetric(float64(born)/float64(scans)/2, "procs-born-per-s")
 		b.ReportMetric(float64(st.CompressedBytes+st.StagingBytes)/(1<<20), "history-MiB")
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(scans)/1e6, "ms/scan")
 		b.ReportMetric(float64(worst.Nanoseconds())/1e6, "worst-ms/scan")
