@@ -111,8 +111,10 @@ func TestSuspectLogLine(t *testing.T) {
 }
 
 // upgradeResponse runs the client half of the gossip upgrade against a canned server answer.
-func upgradeResponse(resp []byte) (net.Conn, error) {
+// With hold, the server end stays open until the client is done with the upgrade.
+func upgradeResponse(resp []byte, hold bool) (net.Conn, error) {
 	client, server := net.Pipe()
+	upgraded := make(chan struct{})
 	go func() {
 		defer server.Close()
 		br := bufio.NewReader(server)
@@ -123,8 +125,14 @@ func upgradeResponse(resp []byte) (net.Conn, error) {
 			}
 		}
 		server.Write(resp)
+		if hold {
+			// net.Pipe (unlike TCP) fails SetDeadline on an end whose peer has closed,
+			// which clientUpgrade calls after reading an accepted answer.
+			<-upgraded
+		}
 	}()
 	c, err := clientUpgrade(client, "peer:1", time.Now().Add(2*time.Second))
+	close(upgraded)
 	if err != nil {
 		client.Close()
 	}
@@ -132,7 +140,7 @@ func upgradeResponse(resp []byte) (net.Conn, error) {
 }
 
 func TestClientUpgrade(t *testing.T) {
-	c, err := upgradeResponse([]byte("HTTP/1.1 101 Switching Protocols\r\nUpgrade: cantal-gossip\r\nConnection: Upgrade\r\n\r\nhello"))
+	c, err := upgradeResponse([]byte("HTTP/1.1 101 Switching Protocols\r\nUpgrade: cantal-gossip\r\nConnection: Upgrade\r\n\r\nhello"), true)
 	if err != nil {
 		t.Fatalf("clientUpgrade: %v", err)
 	}
@@ -141,7 +149,7 @@ func TestClientUpgrade(t *testing.T) {
 		t.Errorf("bytes after the upgrade = %q; want hello", b)
 	}
 	for _, bad := range []string{"", "HTTP/1.1 200 OK\r\n\r\n", "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n", "garbage\r\n\r\n"} {
-		if _, err := upgradeResponse([]byte(bad)); err == nil {
+		if _, err := upgradeResponse([]byte(bad), false); err == nil {
 			t.Errorf("clientUpgrade accepted %q", bad)
 		}
 	}
@@ -202,7 +210,7 @@ func FuzzClientUpgrade(f *testing.F) {
 	f.Add([]byte("HTTP/1.1 101 Switching Protocols\r\nUpgrade: cantal-gossip\r\nConnection: Upgrade\r\n\r\n"))
 	f.Add([]byte("HTTP/1.1 400 Bad Request\r\nContent-Length: 2\r\n\r\n{}"))
 	f.Fuzz(func(t *testing.T, resp []byte) {
-		c, err := upgradeResponse(resp)
+		c, err := upgradeResponse(resp, false)
 		if err != nil {
 			return
 		}
