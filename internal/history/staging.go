@@ -275,8 +275,7 @@ func (st *staging) reset() {
 	}
 	st.ids = st.ids[:0]
 	st.nchunks = 0
-	clear(st.cur)
-	st.curQ = -1
+	st.curQ = -1 // the next set clears cur
 	st.n.Store(0)
 }
 

@@ -103,36 +103,10 @@ type segment struct {
 
 const idGroup = 64
 
+// block returns the block of id (nil: no points in this segment).
 func (g *segment) block(id ID) []byte {
-	gi := int(id) / idGroup
-	if gi >= len(g.chk) {
-		return nil
-	}
-	p, off, k := int(g.lensOff[gi]), int(g.chk[gi]), gi*idGroup
-	for p < len(g.lens) {
-		u, n := binary.Uvarint(g.lens[p:])
-		if n <= 0 {
-			return nil // unreachable: segments are built by segWriter
-		}
-		p += n
-		if u&1 == 1 {
-			k += int(u>>1) + 1
-			if int(id) < k {
-				return nil
-			}
-			continue
-		}
-		l := int(u >> 1)
-		if l > len(g.data)-off {
-			return nil // unreachable
-		}
-		if k == int(id) {
-			return g.data[off : off+l]
-		}
-		off += l
-		k++
-	}
-	return nil
+	it := segIter{g: g}
+	return it.block(id)
 }
 
 // segIter returns the blocks of a segment for increasing IDs in one pass over its index.
@@ -145,7 +119,11 @@ type segIter struct {
 // block returns the block of id, which must not be below the previous call's.
 func (it *segIter) block(id ID) []byte {
 	g := it.g
-	if gi := int(id) / idGroup; gi > it.k/idGroup && gi < len(g.chk) {
+	gi := int(id) / idGroup
+	if gi >= len(g.chk) {
+		return nil // beyond the IDs the segment was built with
+	}
+	if gi > it.k/idGroup {
 		// Jump to id's group.
 		it.p, it.off, it.k, it.run = int(g.lensOff[gi]), int(g.chk[gi]), gi*idGroup, 0
 	}
@@ -161,7 +139,7 @@ func (it *segIter) block(id ID) []byte {
 		}
 		u, n := binary.Uvarint(g.lens[it.p:])
 		if n <= 0 {
-			return nil
+			return nil // unreachable: segments are built by segWriter
 		}
 		it.p += n
 		if u&1 == 1 {
@@ -170,7 +148,7 @@ func (it *segIter) block(id ID) []byte {
 		}
 		l := int(u >> 1)
 		if l > len(g.data)-it.off {
-			return nil
+			return nil // unreachable
 		}
 		blk := g.data[it.off : it.off+l]
 		it.off += l
