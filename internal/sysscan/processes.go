@@ -384,14 +384,10 @@ func (p *Processes) scanPID(procfd, pid int, now time.Time, sink series.Sink) (r
 	if fresh || !st.haveStatus || st.env.Path != "" || (uint64(pid)+p.gen)%statusEvery == 0 {
 		// Kept open only for a process read at every scan: the budget of kept files goes to
 		// stat and io, which every scan reads.
-		var tmp keptFile
-		f := &tmp
 		if st.env.Path != "" || st.files[pfStatus].open {
-			f = &st.files[pfStatus]
-		}
-		b, gone, err = p.readKept(procfd, pid, pfStatus, f, 16<<10)
-		if f == &tmp {
-			p.closeTmp(&tmp)
+			b, gone, err = p.readKept(procfd, pid, pfStatus, &st.files[pfStatus], 16<<10)
+		} else {
+			b, gone, err = p.readPID(procfd, pid, "status", 16<<10)
 		}
 		if gone {
 			return row, false, false
