@@ -60,8 +60,6 @@ func BenchmarkChurnHour(b *testing.B) {
 		}
 		start := time.Now().Add(-time.Hour).UnixMilli()
 		var worst time.Duration
-		var ms0 runtime.MemStats
-		runtime.ReadMemStats(&ms0)
 		b.ResetTimer()
 		for s := range scans {
 			t0 := time.Now()
@@ -83,17 +81,12 @@ func BenchmarkChurnHour(b *testing.B) {
 			r.Commit()
 			worst = max(worst, time.Since(t0))
 		}
-		b.StopTimer()
-		runtime.GC()
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
+		reportHour(b, scans)
 		st := h.Stats()
-		b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap-MiB")
 		b.ReportMetric(float64(st.Series), "series")
 		b.ReportMetric(float64(r.View().Evicted), "evicted")
 		b.ReportMetric(float64(born)/float64(scans)/2, "procs-born-per-s")
 		b.ReportMetric(float64(st.CompressedBytes+st.StagingBytes)/(1<<20), "history-MiB")
-		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(scans)/1e6, "ms/scan")
 		b.ReportMetric(float64(worst.Nanoseconds())/1e6, "worst-ms/scan")
 		if f := os.Getenv("CHURN_HEAPPROFILE"); f != "" { // where the heap goes: go tool pprof -sample_index=inuse_space
 			if err := writeHeapProfile(f); err != nil {

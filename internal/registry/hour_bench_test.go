@@ -64,16 +64,24 @@ func BenchmarkFullHour(b *testing.B) {
 			}
 			r.Commit()
 		}
-		b.StopTimer()
-		runtime.GC()
-		var ms runtime.MemStats
-		runtime.ReadMemStats(&ms)
+		ms := reportHour(b, scans)
 		st := h.Stats()
-		b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap-MiB")
 		b.ReportMetric(float64(ms.Sys)/(1<<20), "sys-MiB")
 		b.ReportMetric(float64(st.CompressedBytes+st.StagingBytes)/float64(len(refs)), "history-B/series-hour")
-		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(scans)/1e6, "ms/scan")
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(scans)/float64(len(refs)), "ns/sample")
 		runtime.KeepAlive(r)
 	}
+}
+
+// reportHour ends a benchmark that wrote scans scans: it stops the timer, collects garbage and
+// reports the heap in use (what holds the history) and the time per scan. It returns the memory
+// statistics it read.
+func reportHour(b *testing.B, scans int) runtime.MemStats {
+	b.StopTimer()
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap-MiB")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(scans)/1e6, "ms/scan")
+	return ms
 }
