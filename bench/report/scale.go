@@ -32,8 +32,10 @@ func (r agentRun) bytesPerPoint() float64 {
 	return float64(c.HistoryBytes) / float64(c.HistoryPoints)
 }
 
-// measureAgent waits warmup, then watches the agent for d.
-func measureAgent(ctx context.Context, ag *agentProc, label string, warmup, d time.Duration, during func(time.Duration)) (agentRun, error) {
+// measureAgent waits warmup, then watches the agent for d. during, if not nil, runs the
+// window's load instead of a plain wait; it gets the window's sampler of the agent's process
+// tree (its peak counts from the window's start).
+func measureAgent(ctx context.Context, ag *agentProc, label string, warmup, d time.Duration, during func(time.Duration, *sampler)) (agentRun, error) {
 	r := agentRun{Label: label}
 	select {
 	case <-ctx.Done():
@@ -50,7 +52,7 @@ func measureAgent(ctx context.Context, ag *agentProc, label string, warmup, d ti
 	sw := watchScans(ctx, ag)
 	t0 := time.Now()
 	if during != nil {
-		during(d)
+		during(d, sm)
 	} else {
 		select {
 		case <-ctx.Done():

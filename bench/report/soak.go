@@ -58,7 +58,7 @@ func runSoak(ctx context.Context, o soakOpts) (string, error) {
 		rssPeak uint64
 		fdPeak  int
 	}
-	r, err := measureAgent(ctx, ag, "soak", o.Warmup, o.Dur, func(d time.Duration) {
+	r, err := measureAgent(ctx, ag, "soak", o.Warmup, o.Dur, func(d time.Duration, sm *sampler) {
 		var wg sync.WaitGroup
 		wg.Add(2)
 		go func() {
@@ -67,8 +67,6 @@ func runSoak(ctx context.Context, o soakOpts) (string, error) {
 		}()
 		go func() {
 			defer wg.Done()
-			sm := newSampler(ag.Pid(), time.Second)
-			defer sm.Stop()
 			end := time.Now().Add(d / 2)
 			for time.Now().Before(end) && ctx.Err() == nil {
 				if n, err := fdCount(ag.Pid()); err == nil {
