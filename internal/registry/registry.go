@@ -66,8 +66,8 @@ type Problem struct {
 }
 
 // View is what readers see of one committed scan: the scan time, the series known after it,
-// and the problems it met. A View does not change, except that its set of series is shared with the registry (see
-// View.Each).
+// and the problems it met. A View does not change, except that its set of series is shared
+// with the registry (see View.Each).
 type View struct {
 	TS       int64
 	slots    []atomic.Pointer[entry] // the registry's slots when published; see Each
@@ -308,8 +308,10 @@ func (r *Registry) enforceMax() {
 	}
 	var cands []cand
 	for i := range r.nslots {
-		if e := r.slots[i].Load(); e != nil && e.ref.Kind != series.State && e.lastTS.Load() < r.scanTS {
-			cands = append(cands, cand{e.lastTS.Load(), int32(i)})
+		if e := r.slots[i].Load(); e != nil && e.ref.Kind != series.State {
+			if ts := e.lastTS.Load(); ts < r.scanTS {
+				cands = append(cands, cand{ts, int32(i)})
+			}
 		}
 	}
 	want := len(r.byKey) - r.maxSeries*95/100
