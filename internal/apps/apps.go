@@ -258,7 +258,7 @@ func (g *group) setRoot(c *Collector, p *sysscan.Process) {
 	g.close()
 	g.rootPID = p.PID
 	root := c.opt.Proc + "/" + strconv.Itoa(p.PID) + "/root"
-	pol := safefile.Policy{Root: root, UID: p.UID, MaxSize: max(c.opt.MaxMetaSize, c.opt.MaxValuesSize)}
+	pid, proc, maxSize := p.PID, c.opt.Proc, max(c.opt.MaxMetaSize, c.opt.MaxValuesSize)
 	// The reader names files by a path it only lstats, to notice a replaced file cheaply; every
 	// open goes through the policy, resolved inside the process's root. For a process that
 	// shares the agent's mount namespace and root directory the plain path names the same
@@ -268,7 +268,17 @@ func (g *group) setRoot(c *Collector, p *sysscan.Process) {
 		prefix = ""
 	}
 	g.reader = shm.NewReader(prefix+g.key.path, shm.ReaderOptions{
+		// Each open checks the file against the process's uid as it is now, read from its
+		// status (opens are rare: a new process, a replaced .meta), not against the process
+		// table's, which may be a few scans old: a process that changed uid since is never
+		// read for under its old one. A file already open stays readable, as it does for the
+		// process itself.
 		Open: func(name string) (*os.File, error) {
+			uid, err := sysscan.ProcessUID(proc, pid)
+			if err != nil {
+				return nil, err
+			}
+			pol := safefile.Policy{Root: root, UID: uid, MaxSize: maxSize}
 			return pol.Open(strings.TrimPrefix(name, prefix))
 		},
 		MaxMetaSize:   c.opt.MaxMetaSize,

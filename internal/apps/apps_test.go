@@ -2,10 +2,14 @@ package apps
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/cantal-go/cantal/internal/series"
@@ -91,7 +95,8 @@ func TestCollect(t *testing.T) {
 }
 
 // TestRefusedForOtherUID: files the process's uid does not own are refused with a problem and
-// produce no series.
+// produce no series, even when the process table still shows the process as root (its uid is
+// read again from /proc when a file is opened for it).
 func TestRefusedForOtherUID(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Fatal("must run as root, like the agent")
@@ -99,13 +104,20 @@ func TestRefusedForOtherUID(t *testing.T) {
 	base := filepath.Join(t.TempDir(), "root")
 	os.WriteFile(base+".meta", []byte("counter 8: {\"metric\": \"secret\"}\n"), 0o600)
 	os.WriteFile(base+".values", make([]byte, 8), 0o600)
-	coll := New(table{{PID: os.Getpid(), UID: 65534, Name: "nobody", CantalPath: base}}, Options{})
+	nobody := exec.Command("sleep", "60")
+	nobody.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	if err := nobody.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nobody.Process.Kill(); nobody.Wait() })
+	// A stale table: uid 0, as if the process had dropped root since the last status read.
+	coll := New(table{{PID: nobody.Process.Pid, UID: 0, Name: "sleep", CantalPath: base}}, Options{})
 	rec := series.NewRecorder()
 	coll.Collect(context.Background(), rec)
 	if len(rec.Refs()) != 0 {
 		t.Errorf("series from a file uid 65534 cannot read: %v", rec.Refs())
 	}
-	if len(rec.Problems) != 1 {
+	if len(rec.Problems) != 1 || !strings.Contains(fmt.Sprint(rec.Problems), "refused") {
 		t.Errorf("problems = %v; want one refusal", rec.Problems)
 	}
 }

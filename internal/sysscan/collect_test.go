@@ -446,15 +446,10 @@ func TestProcessesKeepOpenBudget(t *testing.T) {
 		limit := max(keep, 0)
 		if keep == 0 {
 			// The default budget is larger than the fixture needs: stat and io of each of its
-			// 5 processes, and status of those naming CANTAL_PATH (read at every scan).
+			// 5 processes (status is never kept).
 			limit = 2 * len(tables[2])
-			for _, pr := range tables[2] {
-				if pr.CantalPath != "" {
-					limit++
-				}
-			}
-			if limit != 12 {
-				t.Fatalf("the fixture changed: %d files to keep; want 12", limit)
+			if limit != 10 {
+				t.Fatalf("the fixture changed: %d files to keep; want 10", limit)
 			}
 		}
 		if n := countKept(p); n != p.kept || n != limit {

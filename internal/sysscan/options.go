@@ -25,8 +25,8 @@ type Options struct {
 	// zero. A longer command line is truncated; a CANTAL_PATH beyond the cap is not seen.
 	MaxRead int
 	// KeepOpen is how many /proc/PID files Processes keeps open between scans, re-reading each
-	// with a single pread(2) (2 per process: stat and io, which every scan reads, and status
-	// for the processes naming CANTAL_PATH, the others' being read every fifth scan); 16384
+	// with a single pread(2) (2 per process: stat and io, which every scan reads; status is
+	// read every fifth scan with open, read and close); 16384
 	// when zero (8192 processes), none when negative, and never more than half the
 	// RLIMIT_NOFILE soft limit. Each costs the kernel about a page of memory (64 MiB for
 	// 16384); processes beyond the budget are read with open, read and close, which costs
