@@ -6,6 +6,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"runtime/debug"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -101,10 +102,14 @@ type inode struct{ dev, ino uint64 }
 func inodeOf(st *unix.Stat_t) inode { return inode{dev: uint64(st.Dev), ino: uint64(st.Ino)} }
 
 // Reader reads the metrics one application publishes at a base path. It keeps the .values
-// file open between reads, re-parses .meta only when its (device, inode, size, mtime) changed,
-// and reads values with pread into a buffer it reuses, so that a steady-state Read costs two
-// system calls (pread of .values, lstat of .meta) and no allocation. Files are never
-// memory-mapped: an application truncating its file cannot crash the reader.
+// file open and memory-mapped between reads, re-parses .meta only when its (device, inode, size,
+// mtime) changed, and copies values out of the mapping into a buffer it reuses, so that a
+// steady-state Read costs one system call (lstat of .meta; none for ReadUnchanged) and no
+// allocation. An application truncating its .values file cannot crash the reader: the copy runs
+// with debug.SetPanicOnFault, a fault (SIGBUS) becomes an ErrShortValues error, and the file is
+// read with pread(2) until it is long enough again. (A file cut short within its last page
+// reads as zeros there, as the kernel fills the page.) A file that cannot be mapped is read
+// with pread(2).
 //
 // Values are always read through the descriptor opened for the .values file that was present
 // when the current .meta was parsed, so they are never decoded with another file's layout: while
@@ -131,6 +136,8 @@ type Reader struct {
 
 	values   *os.File
 	valuesID inode
+	mapped   []byte // mapping of values, nil when not mapped
+	noMap    bool   // values cannot be mapped: read it with pread
 	buf      []byte
 }
 
@@ -165,7 +172,15 @@ var errRetry = errors.New("retry")
 // missing (the application has not started or has exited), ErrNotReady when the application is
 // replacing its files (read again later), ErrShortValues, ErrTooLarge, or describe a malformed
 // .meta file as "path:line: reason".
-func (r *Reader) Read() (Snapshot, error) {
+func (r *Reader) Read() (Snapshot, error) { return r.read(true) }
+
+// ReadUnchanged is Read without looking for a replaced .meta, for a caller that learns another
+// way (inotify on the directory, say) that the files may have changed and calls Read then. With
+// a layout loaded and the .values file mapped it makes no system call. The first read, or one
+// after an error or Close, is a full Read.
+func (r *Reader) ReadUnchanged() (Snapshot, error) { return r.read(false) }
+
+func (r *Reader) read(check bool) (Snapshot, error) {
 	for range maxAttempts {
 		if r.layout == nil || r.stale {
 			if err := r.loadMeta(); err != nil {
@@ -188,21 +203,18 @@ func (r *Reader) Read() (Snapshot, error) {
 			r.buf = make([]byte, n)
 		}
 		buf := r.buf[:n]
-		got, err := r.values.ReadAt(buf, 0)
-		if got < n {
-			if err == nil || err == io.EOF {
-				return Snapshot{}, fmt.Errorf("%s: values file has %d bytes, meta file describes %d: %w",
-					r.valuesPath.s, got, n, ErrShortValues)
-			}
-			return Snapshot{}, fmt.Errorf("read values: %w", err)
+		if err := r.readValues(buf); err != nil {
+			return Snapshot{}, err
 		}
 		// A .meta replaced while we read means the application restarted: what we read is
 		// consistent (the open file is the one paired with the layout) but stale.
-		if err := r.checkMeta(); err != nil {
-			if err == errRetry {
-				continue
+		if check {
+			if err := r.checkMeta(); err != nil {
+				if err == errRetry {
+					continue
+				}
+				return Snapshot{}, err
 			}
-			return Snapshot{}, err
 		}
 		changed := r.layout != r.reported
 		r.reported = r.layout
@@ -321,7 +333,84 @@ func (r *Reader) openValues() error {
 	return nil
 }
 
+// readValues fills buf from the open .values file: from its mapping when it is mapped and long
+// enough, else with pread.
+func (r *Reader) readValues(buf []byte) error {
+	n := len(buf)
+	if len(r.mapped) < n && !r.noMap {
+		r.mapValues(n)
+	}
+	if len(r.mapped) >= n {
+		if copyMapped(buf, r.mapped[:n]) {
+			return nil
+		}
+		r.unmap() // truncated under the mapping: pread from now on tells how short it is
+	}
+	got, err := r.values.ReadAt(buf, 0)
+	if got < n {
+		if err == nil || err == io.EOF {
+			return fmt.Errorf("%s: values file has %d bytes, meta file describes %d: %w",
+				r.valuesPath.s, got, n, ErrShortValues)
+		}
+		return fmt.Errorf("read values: %w", err)
+	}
+	return nil
+}
+
+// mapValues maps the first n bytes of the open .values file if it has that many; it leaves
+// r.mapped nil otherwise (the file is read with pread, which reports it short).
+func (r *Reader) mapValues(n int) {
+	r.unmap()
+	if n == 0 {
+		return
+	}
+	var st unix.Stat_t
+	if fstat(r.values, &st) != nil || st.Size < int64(n) {
+		return
+	}
+	c, err := r.values.SyscallConn()
+	if err != nil {
+		r.noMap = true
+		return
+	}
+	var m []byte
+	var merr error
+	if err := c.Control(func(fd uintptr) {
+		m, merr = unix.Mmap(int(fd), 0, n, unix.PROT_READ, unix.MAP_SHARED)
+	}); err != nil || merr != nil {
+		r.noMap = true
+		return
+	}
+	r.mapped = m
+}
+
+func (r *Reader) unmap() {
+	if r.mapped != nil {
+		unix.Munmap(r.mapped)
+		r.mapped = nil
+	}
+}
+
+// copyMapped copies src, a file mapping, to dst; it reports false if the file no longer backs
+// all of src (reading there raises SIGBUS, which SetPanicOnFault turns into a panic recovered
+// here).
+func copyMapped(dst, src []byte) (ok bool) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if e := recover(); e != nil {
+			if _, fault := e.(interface{ Addr() uintptr }); !fault {
+				panic(e)
+			}
+			ok = false
+		}
+	}()
+	copy(dst, src)
+	return true
+}
+
 func (r *Reader) closeValues() error {
+	r.unmap()
+	r.noMap = false
 	if r.values == nil {
 		return nil
 	}

@@ -3,6 +3,7 @@ package shm
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io/fs"
 	"math"
 	"os"
@@ -395,5 +396,83 @@ func TestReaderBadBase(t *testing.T) {
 		if _, err := r.Read(); err == nil {
 			t.Errorf("Read of base %q succeeded", base)
 		}
+	}
+}
+
+// TestReaderValuesTruncatedUnderMapping: an application cutting its mapped .values file short
+// gets an ErrShortValues error (the SIGBUS of reading the mapping is recovered), and its values
+// are read again once the file is long enough.
+func TestReaderValuesTruncatedUnderMapping(t *testing.T) {
+	base := filepath.Join(t.TempDir(), "app")
+	// Two pages of values, so that cutting the file to one page leaves part of the mapping with
+	// no file behind it at all.
+	var meta strings.Builder
+	for i := range 1024 {
+		fmt.Fprintf(&meta, "counter 8: {\"i\": \"%d\"}\n", i)
+	}
+	vals := make([]byte, 8192)
+	binary.NativeEndian.PutUint64(vals[8184:], 77)
+	writePair(t, base, meta.String(), vals)
+	r := NewReader(base, ReaderOptions{})
+	defer r.Close()
+	snap, err := r.Read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(r.mapped) == 0 {
+		t.Fatal("values not mapped")
+	}
+	if got := snap.Layout.Entries[1023].Counter(snap.Values); got != 77 {
+		t.Fatalf("last counter = %d; want 77", got)
+	}
+	for _, size := range []int64{4096, 0} {
+		if err := os.Truncate(base+".values", size); err != nil {
+			t.Fatal(err)
+		}
+		for _, read := range []func() (Snapshot, error){r.Read, r.ReadUnchanged} {
+			if _, err := read(); !errors.Is(err, ErrShortValues) {
+				t.Errorf("after truncating to %d: Read = %v; want ErrShortValues", size, err)
+			}
+		}
+	}
+	// The application grows it back (same file): read, and mapped, again.
+	f, err := os.OpenFile(base+".values", os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	binary.NativeEndian.PutUint64(vals[8184:], 78)
+	f.WriteAt(vals, 0)
+	f.Close()
+	snap, err = r.ReadUnchanged()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := snap.Layout.Entries[1023].Counter(snap.Values); got != 78 || len(r.mapped) == 0 {
+		t.Errorf("after growing back: last counter = %d, mapped %d bytes; want 78, mapped", got, len(r.mapped))
+	}
+}
+
+// TestReaderReadUnchanged: ReadUnchanged does not notice a replaced .meta (it reads the values
+// of the file paired with the parsed one), Read does; neither allocates in the steady state.
+func TestReaderReadUnchanged(t *testing.T) {
+	base := filepath.Join(t.TempDir(), "app")
+	writePair(t, base, "counter 8: {\"gen\": \"1\"}\n", u64(1))
+	r := NewReader(base, ReaderOptions{})
+	defer r.Close()
+	first, err := r.ReadUnchanged()
+	if err != nil || !first.Changed {
+		t.Fatalf("first ReadUnchanged = %+v, %v; want a changed layout", first, err)
+	}
+	if allocs := testing.AllocsPerRun(100, func() { r.ReadUnchanged() }); allocs != 0 {
+		t.Errorf("steady-state ReadUnchanged allocates %v times; want 0", allocs)
+	}
+	writePair(t, base, "counter 8: {\"gen\": \"2\"}\n", u64(2))
+	snap, err := r.ReadUnchanged()
+	if err != nil || snap.Changed || snap.Layout.Entries[0].Counter(snap.Values) != 1 {
+		t.Errorf("ReadUnchanged after the files were replaced = %+v, %v; want the old pair's values", snap, err)
+	}
+	snap, err = r.Read()
+	if err != nil || !snap.Changed || snap.Layout.Entries[0].Counter(snap.Values) != 2 {
+		t.Errorf("Read after the files were replaced = %+v, %v; want the new pair", snap, err)
 	}
 }
