@@ -152,6 +152,9 @@ func (a *Agent) Close() {
 	if a.lock != nil {
 		a.lock.Close()
 	}
+	if a.apps != nil {
+		a.apps.Close()
+	}
 }
 
 func (a *Agent) statePath(name string) string { return filepath.Join(a.cfg.StateDir, name) }

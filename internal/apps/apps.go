@@ -34,9 +34,10 @@ type Options struct {
 	Log           *slog.Logger
 }
 
-// ProcessTable is what the collector needs of the process scan: the latest table.
+// ProcessTable is what the collector needs of the process scan: the latest table, appended
+// to a buffer the collector reuses (*sysscan.Processes implements it).
 type ProcessTable interface {
-	Table() []sysscan.Process
+	AppendTable(dst []sysscan.Process) []sysscan.Process
 }
 
 // Collector implements series.Collector. Collect runs on the scan goroutine; Count and Exports
@@ -49,6 +50,9 @@ type Collector struct {
 	groups   map[groupKey]*group
 	mntns    map[pidStart]string
 	keys     []keyed // scratch of Collect
+	table    []sysscan.Process
+	watch    *watcher
+	scans    uint64
 
 	count   atomic.Int64
 	exports atomic.Pointer[map[int]struct{}]
@@ -81,6 +85,10 @@ type group struct {
 	texts   []string // last text of each state entry, to avoid a conversion per scan
 	members uint64   // signature of the pids sharing the files
 	seen    bool
+
+	watch     *watchDir // the watched directory of the files, nil when not watched
+	watchName string    // the files' base name in it
+	dirty     bool      // the files may have changed: read them with a full Read
 }
 
 // New returns a Collector reading the applications found in procs' table. procs must be
@@ -98,7 +106,8 @@ func New(procs ProcessTable, opt Options) *Collector {
 	if opt.Log == nil {
 		opt.Log = slog.New(slog.DiscardHandler)
 	}
-	c := &Collector{procs: procs, opt: opt, groups: map[groupKey]*group{}, mntns: map[pidStart]string{}}
+	c := &Collector{procs: procs, opt: opt, groups: map[groupKey]*group{}, mntns: map[pidStart]string{},
+		watch: newWatcher()}
 	c.selfNS, _ = os.Readlink(opt.Proc + "/self/ns/mnt")
 	c.selfRoot, _ = rootID(opt.Proc + "/self/root")
 	c.exports.Store(&map[int]struct{}{})
@@ -116,7 +125,8 @@ func (c *Collector) Exports(pid int) bool {
 
 // Collect implements series.Collector.
 func (c *Collector) Collect(ctx context.Context, sink series.Sink) error {
-	table := c.procs.Table()
+	table := c.procs.AppendTable(c.table[:0])
+	c.table = table
 	for _, g := range c.groups {
 		g.seen = false
 	}
@@ -183,6 +193,7 @@ func (c *Collector) Collect(ctx context.Context, sink series.Sink) error {
 			g := c.groups[k]
 			if p := c.owner(k.path, ms); g.reader == nil || g.rootPID != p.PID {
 				g.setRoot(c, p)
+				g.watchAdd(c)
 			}
 		}
 	}
@@ -191,17 +202,25 @@ func (c *Collector) Collect(ctx context.Context, sink series.Sink) error {
 			delete(c.mntns, ps)
 		}
 	}
+	c.scans++
+	all := c.watch.poll()
 	n := 0
 	for k, g := range c.groups {
 		if !g.seen {
-			g.close()
+			g.close(c)
 			delete(c.groups, k)
 			continue
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if g.read(sink) {
+		periodic := (c.scans+uint64(g.rootPID))%fullCheckEvery == 0
+		if g.watch == nil && periodic {
+			g.watchAdd(c) // its directory may exist now
+		}
+		full := all || g.dirty || g.watch == nil || periodic
+		g.dirty = false
+		if g.read(sink, full) {
 			n++
 		}
 	}
@@ -255,7 +274,7 @@ func (c *Collector) owner(path string, ms []*sysscan.Process) *sysscan.Process {
 
 // setRoot makes p the process the group's files are opened through and its labels come from.
 func (g *group) setRoot(c *Collector, p *sysscan.Process) {
-	g.close()
+	g.close(c)
 	g.rootPID = p.PID
 	root := c.opt.Proc + "/" + strconv.Itoa(p.PID) + "/root"
 	pid, proc, maxSize := p.PID, c.opt.Proc, max(c.opt.MaxMetaSize, c.opt.MaxValuesSize)
@@ -294,16 +313,43 @@ func (g *group) setRoot(c *Collector, p *sysscan.Process) {
 	g.layout, g.refs = nil, nil
 }
 
-func (g *group) close() {
+// watchAdd watches the directory of g's files (see watcher).
+func (g *group) watchAdd(c *Collector) {
+	c.watch.remove(g)
+	g.dirty = true
+	c.watch.add(g, g.reader.Base())
+}
+
+func (g *group) close(c *Collector) {
+	c.watch.remove(g)
 	if g.reader != nil {
 		g.reader.Close()
 		g.reader = nil
 	}
 }
 
-// read reads the group's files into sink; it reports whether values were read.
-func (g *group) read(sink series.Sink) bool {
-	snap, err := g.reader.Read()
+// Close releases the files and the inotify instance the collector holds. Collect may be called
+// again afterwards. Close must not be called concurrently with Collect.
+func (c *Collector) Close() error {
+	for k, g := range c.groups {
+		g.close(c)
+		delete(c.groups, k)
+	}
+	c.watch.close()
+	return nil
+}
+
+// read reads the group's files into sink; it reports whether values were read. full makes it
+// check whether .meta was replaced (shm.Reader.Read); otherwise the watcher vouches that it
+// was not (ReadUnchanged).
+func (g *group) read(sink series.Sink, full bool) bool {
+	var snap shm.Snapshot
+	var err error
+	if full {
+		snap, err = g.reader.Read()
+	} else {
+		snap, err = g.reader.ReadUnchanged()
+	}
 	source := func() string { return g.key.path + " (pid " + strconv.Itoa(g.rootPID) + ")" }
 	if err != nil {
 		if errors.Is(err, shm.ErrNotReady) {

@@ -19,7 +19,7 @@ import (
 
 type table []sysscan.Process
 
-func (t table) Table() []sysscan.Process { return t }
+func (t table) AppendTable(dst []sysscan.Process) []sysscan.Process { return append(dst, t...) }
 
 func TestCollect(t *testing.T) {
 	base := filepath.Join(t.TempDir(), "app")

@@ -1,0 +1,131 @@
+package apps
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/cantal-go/cantal/internal/series"
+)
+
+// replaceFiles writes base's pair as the clients do: .values then .meta, each through a
+// temporary file and a rename.
+func replaceFiles(t *testing.T, base string, gen int) {
+	t.Helper()
+	vals := binary.NativeEndian.AppendUint64(nil, uint64(gen))
+	meta := fmt.Sprintf("counter 8: {\"metric\": \"hits\", \"gen\": \"%d\"}\n", gen)
+	for _, f := range []struct{ path, data string }{{base + ".values", string(vals)}, {base + ".meta", meta}} {
+		if err := os.WriteFile(f.path+".tmp", []byte(f.data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(f.path+".tmp", f.path); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// collectGens scans into rec and returns the gen label and value of each series written.
+func collectGens(t *testing.T, coll *Collector, rec *series.Recorder) map[string]uint64 {
+	t.Helper()
+	clear(rec.Values)
+	clear(rec.Problems)
+	if err := coll.Collect(context.Background(), rec); err != nil {
+		t.Fatal(err)
+	}
+	if len(rec.Problems) != 0 {
+		t.Errorf("problems: %v", rec.Problems)
+	}
+	got := map[string]uint64{}
+	for key, v := range rec.Values {
+		got[rec.Refs()[key].Labels["gen"]] = v
+	}
+	return got
+}
+
+// TestWatchedFilesReplaced: an application replacing its files is read anew at the very next
+// scan (the inotify event, not the periodic check, must be what notices it: the test replaces
+// them at more scans in a row than the period), and an unchanged one keeps being read.
+func TestWatchedFilesReplaced(t *testing.T) {
+	base := filepath.Join(t.TempDir(), "app")
+	replaceFiles(t, base, 1)
+	coll := New(table{{PID: os.Getpid(), UID: os.Getuid(), Name: "app", CantalPath: base}}, Options{})
+	defer coll.Close()
+	rec := series.NewRecorder()
+	if got := collectGens(t, coll, rec); got["1"] != 1 {
+		t.Fatalf("first scan read %v; want gen 1 = 1", got)
+	}
+	for _, g := range coll.groups {
+		if g.watch == nil {
+			t.Fatal("the files' directory is not watched")
+		}
+	}
+	for gen := 2; gen < 2+2*fullCheckEvery; gen++ {
+		replaceFiles(t, base, gen)
+		if got := collectGens(t, coll, rec); len(got) != 1 || got[fmt.Sprint(gen)] != uint64(gen) {
+			t.Fatalf("scan after writing gen %d read %v", gen, got)
+		}
+		if got := collectGens(t, coll, rec); len(got) != 1 || got[fmt.Sprint(gen)] != uint64(gen) {
+			t.Fatalf("second scan after writing gen %d read %v", gen, got)
+		}
+	}
+}
+
+// TestWatchedDirectoryReplaced: the directory holding the files is removed and made again
+// (its watch goes away with it); the files in the new directory are read within the period.
+func TestWatchedDirectoryReplaced(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "run")
+	os.Mkdir(dir, 0o755)
+	base := filepath.Join(dir, "app")
+	replaceFiles(t, base, 1)
+	coll := New(table{{PID: os.Getpid(), UID: os.Getuid(), Name: "app", CantalPath: base}}, Options{})
+	defer coll.Close()
+	rec := series.NewRecorder()
+	if got := collectGens(t, coll, rec); got["1"] != 1 {
+		t.Fatalf("first scan read %v; want gen 1 = 1", got)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		t.Fatal(err)
+	}
+	os.Mkdir(dir, 0o755)
+	replaceFiles(t, base, 2)
+	for i := range fullCheckEvery + 1 {
+		got := collectGens(t, coll, rec)
+		if got["2"] == 2 {
+			return
+		}
+		t.Logf("scan %d after the directory was replaced: %v", i, got)
+	}
+	t.Errorf("the files of the new directory were not read within %d scans", fullCheckEvery+1)
+}
+
+// TestWatcherEventsMarkOnlyTheirGroup: an event on one application's files marks that group
+// only; the others are read without a check.
+func TestWatcherEventsMarkOnlyTheirGroup(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	replaceFiles(t, a, 1)
+	replaceFiles(t, b, 1)
+	w := newWatcher()
+	defer w.close()
+	ga, gb := &group{}, &group{}
+	if !w.add(ga, a) || !w.add(gb, b) {
+		t.Fatal("cannot watch")
+	}
+	if ga.watch != gb.watch {
+		t.Error("two groups in one directory have two watches")
+	}
+	ga.dirty, gb.dirty = false, false
+	replaceFiles(t, a, 2)
+	os.WriteFile(filepath.Join(dir, "unrelated"), nil, 0o644)
+	if all := w.poll(); all || !ga.dirty || gb.dirty {
+		t.Errorf("after replacing a's files: all=%v a dirty=%v b dirty=%v; want false true false", all, ga.dirty, gb.dirty)
+	}
+	w.remove(ga)
+	w.remove(gb)
+	if len(w.dirs) != 0 {
+		t.Errorf("%d watched directories left after removing every group", len(w.dirs))
+	}
+}
