@@ -445,11 +445,11 @@ func TestProcessesKeepOpenBudget(t *testing.T) {
 		}
 		limit := max(keep, 0)
 		if keep == 0 {
-			// The default budget is larger than the fixture needs: stat and io of each of its
-			// 5 processes (status is never kept).
-			limit = 2 * len(tables[2])
-			if limit != 10 {
-				t.Fatalf("the fixture changed: %d files to keep; want 10", limit)
+			// The default budget is larger than the fixture needs: stat, io, status and cgroup
+			// of each of its 5 processes.
+			limit = 4 * len(tables[2])
+			if limit != 20 {
+				t.Fatalf("the fixture changed: %d files to keep; want 20", limit)
 			}
 		}
 		if n := countKept(p); n != p.kept || n != limit {

@@ -25,9 +25,10 @@ type Options struct {
 	// zero. A longer command line is truncated; a CANTAL_PATH beyond the cap is not seen.
 	MaxRead int
 	// KeepOpen is how many /proc/PID files Processes keeps open between scans, re-reading each
-	// with a single pread(2) (2 per process: stat and io, which every scan reads; status is
-	// read every fifth scan with open, read and close); 16384
-	// when zero (8192 processes), none when negative, and never more than half the
+	// with a single pread(2): stat and io, which every scan reads, and, when the budget has
+	// room for all four files of every process, status and cgroup (read every fifth scan;
+	// with open, read and close otherwise). 16384 when zero (4096 processes with all four
+	// files, 8192 with stat and io), none when negative, and never more than half the
 	// RLIMIT_NOFILE soft limit. Each costs the kernel about a page of memory (64 MiB for
 	// 16384); processes beyond the budget are read with open, read and close, which costs
 	// about three times as much CPU: 10k churning processes cost 450 ms of CPU per scan
