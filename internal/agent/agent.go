@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -49,7 +50,12 @@ type Agent struct {
 	nodeID  string
 	started time.Time
 
-	hist  *history.Store
+	hist *history.Store
+	// saver keeps hist's snapshot in --state-dir (nil without one); saveMu serialises its
+	// Saves, which the periodic goroutine and the scan goroutine's final save both make.
+	saver  *history.Saver
+	saveMu sync.Mutex
+
 	reg   *registry.Registry
 	procs *sysscan.Processes
 	apps  *apps.Collector
@@ -70,7 +76,14 @@ type namedCollector struct {
 	c    series.Collector
 }
 
-const snapshotName = "history.snap"
+// historyDir is the history snapshot's directory in --state-dir (see history.Saver: closed
+// segments are written once each, so a periodic save writes only what changed).
+// legacySnapshotName is the single-file snapshot of earlier versions: loaded when historyDir
+// has no snapshot yet, and deleted by the first save into historyDir.
+const (
+	historyDir         = "history"
+	legacySnapshotName = "history.snap"
+)
 
 // New builds an agent: it takes the state directory's lock, loads the history snapshot (a
 // corrupt one is set aside and the agent starts empty), binds the HTTP listener (so a busy port
@@ -96,13 +109,11 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 		}
 	}
 	if a.cfg.StateDir != "" {
-		h, err := history.LoadFile(a.statePath(snapshotName), hopt)
+		h, sv, err := history.LoadDir(a.statePath(historyDir), a.statePath(legacySnapshotName), hopt)
 		if err != nil {
-			log.Error("history snapshot unreadable; starting with empty history", "err", err)
+			log.Error("history snapshot damaged or unreadable; starting with what could be loaded", "err", err)
 		}
-		if h != nil {
-			a.hist = h
-		}
+		a.hist, a.saver = h, sv
 		st := h.Stats()
 		log.Info("history loaded", "series", st.Series, "points", st.Points)
 	}
@@ -306,12 +317,15 @@ func (a *Agent) scan(ctx context.Context) {
 }
 
 func (a *Agent) saveHistory() {
+	a.saveMu.Lock()
+	defer a.saveMu.Unlock()
 	start := time.Now()
-	if err := a.hist.SaveFile(a.statePath(snapshotName)); err != nil {
+	st, err := a.saver.Save()
+	if err != nil {
 		a.log.Error("history snapshot not written", "err", err)
 		return
 	}
-	a.log.Debug("history snapshot written", "duration", time.Since(start))
+	a.log.Debug("history snapshot written", "duration", time.Since(start), "bytes", st.Bytes, "segments", st.Segments, "series_table_rewritten", st.KeysRewritten)
 }
 
 func (a *Agent) routes() {

@@ -19,8 +19,8 @@ import (
 // each point they get is exactly what was written for it.
 func TestConcurrentReadersWriterSave(t *testing.T) {
 	s := New(Options{BlockScans: 8, Retention: 40 * time.Second})
-	dir := t.TempDir()
-	path := filepath.Join(dir, "history.snap")
+	dir := filepath.Join(t.TempDir(), "history")
+	saver := NewSaver(dir, s)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	var scans atomic.Int64
@@ -67,7 +67,7 @@ func TestConcurrentReadersWriterSave(t *testing.T) {
 	go func() {
 		defer wg.Done()
 		for ctx.Err() == nil {
-			if err := s.SaveFile(path); err != nil {
+			if _, err := saver.Save(); err != nil {
 				t.Error(err)
 				return
 			}
@@ -98,7 +98,7 @@ func TestConcurrentReadersWriterSave(t *testing.T) {
 	cancel()
 	wg.Wait()
 	// The agent's shutdown: a last save after the last Commit.
-	if err := s.SaveFile(path); err != nil {
+	if _, err := saver.Save(); err != nil {
 		t.Fatal(err)
 	}
 	if bad.Load() != 0 {
@@ -107,7 +107,7 @@ func TestConcurrentReadersWriterSave(t *testing.T) {
 	if checked.Load() == 0 {
 		t.Fatal("readers checked no point")
 	}
-	loaded, err := LoadFile(path, Options{BlockScans: 8, Retention: 40 * time.Second, Now: func() time.Time { return time.UnixMilli(ts) }})
+	loaded, _, err := LoadDir(dir, "", Options{BlockScans: 8, Retention: 40 * time.Second, Now: func() time.Time { return time.UnixMilli(ts) }})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,8 +120,15 @@ func TestConcurrentReadersWriterSave(t *testing.T) {
 			n++
 			return true
 		})
+		// The shutdown save lost nothing: the loaded series has every point of the original.
+		if oid, _, ok := s.Lookup(key); !ok || len(rangeAll(s, oid, math.MinInt64, math.MaxInt64)) != len(rangeAll(loaded, id, math.MinInt64, math.MaxInt64)) {
+			t.Errorf("%s: loaded points differ from the saved store's", key)
+		}
 		return true
 	})
+	if a, b := s.Stats(), loaded.Stats(); a.Series != b.Series {
+		t.Errorf("saved %d series, loaded %d", a.Series, b.Series)
+	}
 	t.Logf("%d scans, %d saves, %d points checked by readers, %d points in the last snapshot", scans.Load(), saves.Load(), checked.Load(), n)
 	if n == 0 {
 		t.Fatal("the last snapshot has no point")

@@ -7,10 +7,6 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
-	"io/fs"
-	"os"
-	"path/filepath"
-	"strconv"
 
 	"github.com/cantal-go/cantal/internal/series"
 )
@@ -46,9 +42,13 @@ func (s *Store) WriteSnapshot(w io.Writer) error {
 	// series in t (or to an older holder of its ID, filtered out by born).
 	n := int(v.open.n.Load())
 	t := s.metas.Load()
+	table := make([]*meta, len(t.m))
+	for i := range t.m {
+		table[i] = t.m[i].Load()
+	}
 	var partial *segment
 	if n > 0 {
-		partial = compressStaging(v.open, n, t)
+		partial = compressStaging(v.open, n, table)
 	}
 	s.release(v)
 
@@ -57,8 +57,8 @@ func (s *Store) WriteSnapshot(w io.Writer) error {
 		m  *meta
 	}
 	var live []entry
-	for i := range t.m {
-		if m := t.m[i].Load(); m != nil {
+	for i, m := range table {
+		if m != nil {
 			live = append(live, entry{ID(i), m})
 		}
 	}
@@ -137,16 +137,16 @@ func (s *Store) WriteSnapshot(w io.Writer) error {
 	return nil
 }
 
-// compressStaging compresses the first n committed scans of st (pinned by the caller).
-func compressStaging(st *staging, n int, t *metaTable) *segment {
+// compressStaging compresses the first n committed scans of st (pinned by the caller) for the
+// series of table (by ID; nil: none), without the points older than their series' born time.
+func compressStaging(st *staging, n int, table []*meta) *segment {
 	var enc encoder
 	var vals [MaxBlockScans]uint64
 	var pres [MaxBlockScans]uint8
 	var sw segWriter
-	for id := range t.m {
+	for id, m := range table {
 		sw.begin()
 		start := len(sw.data)
-		m := t.m[id].Load()
 		if m == nil || !st.row(ID(id), n, &vals, &pres) {
 			sw.end(0)
 			continue
@@ -386,22 +386,19 @@ func parseSnapshot(b []byte, opt Options) (*Store, error) {
 	for i, g := range segs {
 		if len(g.ts) < int(scans) && i == len(segs)-1 {
 			// The partial segment becomes the open staging.
-			st := s.w.st
-			copy(st.ts, g.ts)
-			pts := 0
+			sw.reset()
 			for k, blk := range g.blocks {
-				if !sers[k].keep {
-					continue
+				if sers[k].keep {
+					sw.add(blk)
 				}
-				_ = decodeBlock(blk, len(g.ts), &d) // validated above
-				for x := 0; x < d.n; x++ {
-					st.set(ids[k], int(d.idx[x]), d.val[x])
-				}
-				pts += d.n
 			}
-			st.n.Store(int32(len(g.ts)))
+			t := s.metas.Load()
+			table := make([]*meta, len(t.m))
+			for id := range t.m {
+				table[id] = t.m[id].Load()
+			}
+			s.stagingPoints.Store(int64(fillStaging(s.w.st, sw.segment(g.ts), table)))
 			s.w.j = len(g.ts)
-			s.stagingPoints.Store(int64(pts))
 			break
 		}
 		// Blocks in ID order; IDs were given in snapshot order to the kept series.
@@ -422,72 +419,4 @@ func parseSnapshot(b []byte, opt Options) (*Store, error) {
 	}
 	s.view.Store(&view{segs: closed, open: s.w.st, gen: s.w.st.gen.Load()})
 	return s, nil
-}
-
-// SaveFile writes a snapshot to path atomically: to a temporary file in the same directory,
-// fsynced, renamed over path, and the directory fsynced. A crash leaves either the old or the
-// new snapshot. Safe to call from any goroutine while the writer appends. The agent calls it
-// periodically and at shutdown after the last Commit; points committed after the last SaveFile
-// are lost on a crash.
-func (s *Store) SaveFile(path string) (err error) {
-	dir := filepath.Dir(path)
-	f, err := os.CreateTemp(dir, filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return fmt.Errorf("save history: %w", err)
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if err = s.WriteSnapshot(f); err != nil {
-		return fmt.Errorf("save history %s: %w", path, err)
-	}
-	if err = f.Sync(); err != nil {
-		return fmt.Errorf("save history %s: %w", path, err)
-	}
-	if err = f.Close(); err != nil {
-		return fmt.Errorf("save history %s: %w", path, err)
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("save history: %w", err)
-	}
-	if d, derr := os.Open(dir); derr == nil {
-		derr = d.Sync()
-		d.Close()
-		if derr != nil {
-			return fmt.Errorf("save history: sync %s: %w", dir, derr)
-		}
-	}
-	return nil
-}
-
-// LoadFile loads the snapshot at path. A missing file gives an empty store and no error. A
-// corrupt or truncated file is renamed to path+".corrupt-<unix seconds>" and an empty store is
-// returned together with an error saying so (wrapping ErrCorrupt), so that the caller logs it
-// and starts empty; other read errors also return an empty store with the error, leaving the
-// file in place.
-func LoadFile(path string, opt Options) (*Store, error) {
-	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return New(opt), nil
-	}
-	if err != nil {
-		return New(opt), fmt.Errorf("load history: %w", err)
-	}
-	s, err := ReadSnapshot(f, opt)
-	f.Close()
-	if err == nil {
-		return s, nil
-	}
-	if !errors.Is(err, ErrCorrupt) {
-		return New(opt), fmt.Errorf("load history %s: %w", path, err)
-	}
-	aside := path + ".corrupt-" + strconv.FormatInt(opt.withDefaults().Now().Unix(), 10)
-	if rerr := os.Rename(path, aside); rerr != nil {
-		return New(opt), fmt.Errorf("load history %s: %w (and it could not be moved aside: %v)", path, err, rerr)
-	}
-	return New(opt), fmt.Errorf("load history %s: moved to %s: %w", path, aside, err)
 }

@@ -119,47 +119,81 @@ func flip(b []byte, i int) []byte {
 	return c
 }
 
-func TestLoadFile(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "history")
+// TestLoadDirLegacy: a version 1 snapshot file (what agents wrote before snapshot directories)
+// loads, and is deleted by the first save into the directory, which then loads the same.
+func TestLoadDirLegacy(t *testing.T) {
+	state := t.TempDir()
+	dir, legacy := filepath.Join(state, "history"), filepath.Join(state, "history.snap")
 	ts0 := int64(1_800_000_000_000)
 	now := func() time.Time { return time.UnixMilli(ts0 + 60_000) }
-	s, err := LoadFile(path, Options{Now: now})
+	s, _, err := LoadDir(dir, legacy, Options{Now: now})
 	if err != nil || s.Stats().Series != 0 {
-		t.Fatalf("LoadFile(missing) = %+v, %v; want empty, nil", s.Stats(), err)
+		t.Fatalf("LoadDir(nothing) = %+v, %v; want empty, nil", s.Stats(), err)
 	}
 	orig := sampleStore(ts0)
-	if err := orig.SaveFile(path); err != nil {
+	if err := os.WriteFile(legacy, snapshotBytes(t, orig), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if err := orig.SaveFile(path); err != nil { // over an existing file
-		t.Fatal(err)
-	}
-	s, err = LoadFile(path, Options{Now: now})
+	s, sv, err := LoadDir(dir, legacy, Options{Now: now})
 	if err != nil || s.Stats().Points != orig.Stats().Points {
-		t.Fatalf("LoadFile = %+v, %v; want %+v", s.Stats(), err, orig.Stats())
+		t.Fatalf("LoadDir(legacy) = %+v, %v; want %+v", s.Stats(), err, orig.Stats())
 	}
-	ents, _ := os.ReadDir(dir)
-	if len(ents) != 1 {
-		t.Errorf("directory holds %d files after saving; want 1 (no temp file left)", len(ents))
+	if _, err := os.Stat(legacy); err != nil {
+		t.Fatalf("legacy file gone before the first save: %v", err)
 	}
-	// Truncate it: LoadFile reports, moves it aside, starts empty.
-	b, _ := os.ReadFile(path)
-	if err := os.WriteFile(path, b[:len(b)-10], 0o644); err != nil {
+	if _, err := sv.Save(); err != nil {
 		t.Fatal(err)
 	}
-	s, err = LoadFile(path, Options{Now: now})
-	if !errors.Is(err, ErrCorrupt) || s == nil || s.Stats().Series != 0 {
-		t.Fatalf("LoadFile(truncated) = %v, %v; want an empty store and ErrCorrupt", s, err)
+	if _, err := os.Stat(legacy); !os.IsNotExist(err) {
+		t.Errorf("legacy file still there after the first save: %v", err)
 	}
-	aside := path + ".corrupt-" + "1800000060"
+	s2, _, err := LoadDir(dir, legacy, Options{Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameStores(t, orig, s2)
+
+	// A truncated legacy file: reported, moved aside, empty store.
+	b := snapshotBytes(t, orig)
+	if err := os.WriteFile(legacy, b[:len(b)-10], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s, _, err = LoadDir(filepath.Join(state, "other"), legacy, Options{Now: now})
+	if !errors.Is(err, ErrCorrupt) || s == nil || s.Stats().Series != 0 {
+		t.Fatalf("LoadDir(truncated legacy) = %v, %v; want an empty store and ErrCorrupt", s, err)
+	}
+	aside := legacy + ".corrupt-" + "1800000060"
 	if _, serr := os.Stat(aside); serr != nil || !strings.Contains(err.Error(), aside) {
 		t.Errorf("corrupt file not moved to %s (%v); error %v", aside, serr, err)
 	}
-	if _, serr := os.Stat(path); !os.IsNotExist(serr) {
-		t.Errorf("corrupt file still at %s", path)
+	if _, serr := os.Stat(legacy); !os.IsNotExist(serr) {
+		t.Errorf("corrupt file still at %s", legacy)
 	}
-	if err := s.SaveFile(filepath.Join(dir, "missing-dir", "x")); err == nil {
-		t.Error("SaveFile into a missing directory succeeded")
+}
+
+// sameStores fails unless a and b hold the same series (by key) with the same points.
+func sameStores(t *testing.T, a, b *Store) {
+	t.Helper()
+	if sa, sb := a.Stats(), b.Stats(); sa.Series != sb.Series || sa.Points != sb.Points {
+		t.Errorf("stats %+v and %+v differ", sa, sb)
 	}
+	a.Each(func(id ID, key string, kind series.Kind) bool {
+		id2, kind2, ok := b.Lookup(key)
+		if !ok || kind2 != kind {
+			t.Errorf("%s (%v) missing: %v, %v", key, kind, ok, kind2)
+			return true
+		}
+		pa, pb := rangeAll(a, id, math.MinInt64, math.MaxInt64), rangeAll(b, id2, math.MinInt64, math.MaxInt64)
+		if len(pa) != len(pb) {
+			t.Errorf("%s: %d points, then %d", key, len(pa), len(pb))
+			return true
+		}
+		for i := range pa {
+			if pa[i] != pb[i] {
+				t.Errorf("%s point %d: %v, then %v", key, i, pa[i], pb[i])
+				return true
+			}
+		}
+		return true
+	})
 }

@@ -1,0 +1,520 @@
+package history
+
+import (
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+
+	"github.com/cantal-go/cantal/internal/series"
+)
+
+// The files of a snapshot directory (format version 2; see Saver for why it is split so). All
+// integers are uvarints unless noted, varint = zigzag; crc = CRC-32C (Castagnoli) of every byte
+// before it in the file, 4 bytes little-endian.
+//
+// A segment file seg-<first scan time>.hseg holds one closed segment exactly as the store keeps
+// it, written once:
+//
+//	"CANTALS\x00" version(2) body crc
+//
+// where a segment body is
+//
+//	scan count, first time varint, time deltas (each ≥ 1),
+//	index length, index (Store's uvarint entries: u even = a block of u/2 bytes for the next
+//	  ID, u odd = u/2+1 IDs without a block, never across a group of 64 IDs),
+//	data length, data (the blocks, in ID order)
+//
+// Blocks are indexed by store ID; a block may hold points of an earlier holder of the ID, which
+// the series table's born time filters out, as in memory.
+//
+// The series table is a base file keys-<gen>.hkb and a log keys-<gen>.hkl:
+//
+//	base: "CANTALK\x00" version(2) count, per series in increasing ID order: ID minus the
+//	      previous ID plus one (the first: the ID), kind byte, born varint, key length, key; crc
+//	log:  "CANTALL\x00" version byte(2), then batches: payload length, payload, crc of the
+//	      payload alone; a payload is records 's' ID kind-byte born-varint key-length key (ID
+//	      now holds this series) and 'd' ID (ID is free)
+//
+// The head, HEAD, names everything else:
+//
+//	"CANTALD\x00" version(2) block scans, keys generation, base size, base crc, log length,
+//	segment count, per segment: first time varint, file size, file crc (its trailer);
+//	open flag byte (1: followed by the open segment's committed scans as a segment body); crc
+const (
+	headMagic  = "CANTALD\x00"
+	segMagic   = "CANTALS\x00"
+	baseMagic  = "CANTALK\x00"
+	logMagic   = "CANTALL\x00"
+	dirVersion = 2
+
+	logHeaderLen = len(logMagic) + 1
+
+	recSet = 's'
+	recDel = 'd'
+)
+
+// maxDirFile bounds the size of any file of a snapshot directory the loader reads (they are
+// held in memory).
+const maxDirFile = 4 << 30
+
+func appendCRC(b []byte, data ...[]byte) []byte {
+	var c uint32
+	for _, d := range data {
+		c = crc32.Update(c, castagnoli, d)
+	}
+	return binary.LittleEndian.AppendUint32(b, c)
+}
+
+// checkCRC verifies b's trailer and returns the bytes before it.
+func checkCRC(b []byte, what string) ([]byte, uint32, error) {
+	if len(b) < 4 {
+		return nil, 0, fmt.Errorf("%w: %s: %d bytes", ErrCorrupt, what, len(b))
+	}
+	body := b[:len(b)-4]
+	want := binary.LittleEndian.Uint32(b[len(b)-4:])
+	if got := crc32.Checksum(body, castagnoli); got != want {
+		return nil, 0, fmt.Errorf("%w: %s: checksum %08x, want %08x (truncated or damaged)", ErrCorrupt, what, got, want)
+	}
+	return body, want, nil
+}
+
+// appendSegHeader appends a segment body up to the index and data, which follow it: the
+// caller writes g.lens and g.data after it (they can be megabytes, and are not copied).
+func appendSegHeader(b []byte, g *segment) []byte {
+	b = binary.AppendUvarint(b, uint64(len(g.ts)))
+	b = binary.AppendVarint(b, g.ts[0])
+	for j := 1; j < len(g.ts); j++ {
+		b = binary.AppendUvarint(b, uint64(g.ts[j]-g.ts[j-1]))
+	}
+	b = binary.AppendUvarint(b, uint64(len(g.lens)))
+	return b
+}
+
+// appendSegBody appends a whole segment body.
+func appendSegBody(b []byte, g *segment) []byte {
+	b = appendSegHeader(b, g)
+	b = append(b, g.lens...)
+	b = binary.AppendUvarint(b, uint64(len(g.data)))
+	return append(b, g.data...)
+}
+
+// segParse is what parseSegBody reports about each block with points, for the caller to learn
+// every ID's newest point. It may be called for blocks of a segment that turns out corrupt
+// further on: the caller must keep what it learns aside until the parse succeeds.
+type segParse func(id ID, ts []int64, d *decoded)
+
+// parseSegBody reads a segment body of 1 to maxScans scans (exactly maxScans when full) and
+// checks every block decodes. The segment's slices alias r's input. each, if not nil, is
+// called with every block.
+func parseSegBody(r *snapReader, maxScans int, full bool, each segParse) *segment {
+	n := r.uvarint("scan count")
+	if r.err != nil {
+		return nil
+	}
+	if n == 0 || n > uint64(maxScans) || (full && n != uint64(maxScans)) || n > uint64(len(r.b)-r.p) {
+		r.fail("%d scans in a segment of %d", n, maxScans)
+		return nil
+	}
+	g := &segment{ts: make([]int64, n)}
+	g.ts[0] = r.varint("time")
+	for j := 1; j < int(n) && r.err == nil; j++ {
+		dt := r.uvarint("time delta")
+		if dt == 0 || dt > 1<<62 || g.ts[j-1] > g.ts[j-1]+int64(dt) {
+			r.fail("bad time delta %d", dt)
+		}
+		g.ts[j] = g.ts[j-1] + int64(dt)
+	}
+	g.lens = r.bytes(r.uvarint("index length"), "index")
+	g.data = r.bytes(r.uvarint("data length"), "data")
+	if r.err != nil {
+		return nil
+	}
+	// Walk the index: rebuild the group offsets and check every block.
+	var d decoded
+	p, off, k, run := 0, 0, 0, 0
+	for p < len(g.lens) || run > 0 {
+		if k%idGroup == 0 && run == 0 {
+			if k/idGroup >= MaxSeries/idGroup {
+				r.fail("more than %d IDs", MaxSeries)
+				return nil
+			}
+			g.chk = append(g.chk, uint32(off))
+			g.lensOff = append(g.lensOff, uint32(p))
+		}
+		if run > 0 {
+			k += run
+			run = 0
+			continue
+		}
+		u, m := binary.Uvarint(g.lens[p:])
+		if m <= 0 {
+			r.fail("bad index entry at %d", p)
+			return nil
+		}
+		p += m
+		if u&1 == 1 {
+			if u>>1 >= uint64(idGroup-k%idGroup) {
+				r.fail("run of %d IDs from ID %d crosses a group", u>>1+1, k)
+				return nil
+			}
+			run = int(u>>1) + 1
+			continue
+		}
+		l := u >> 1
+		if l == 0 || l > uint64(len(g.data)-off) {
+			r.fail("block of %d bytes at ID %d", l, k)
+			return nil
+		}
+		if err := decodeBlock(g.data[off:off+int(l)], int(n), &d); err != nil {
+			r.fail("block of ID %d: %v", k, err)
+			return nil
+		}
+		g.points += d.n
+		if each != nil && d.n > 0 {
+			each(ID(k), g.ts, &d)
+		}
+		off += int(l)
+		k++
+	}
+	if off != len(g.data) {
+		r.fail("%d data bytes not indexed", len(g.data)-off)
+		return nil
+	}
+	return g
+}
+
+// keyRec is one series of the table as stored.
+type keyRec struct {
+	id ID
+	m  *meta
+}
+
+func appendKeyRec(b []byte, m *meta) []byte {
+	b = append(b, byte(m.kind))
+	b = binary.AppendVarint(b, m.born)
+	b = binary.AppendUvarint(b, uint64(len(m.key)))
+	return append(b, m.key...)
+}
+
+// readKeyRec reads what appendKeyRec wrote.
+func readKeyRec(r *snapReader) *meta {
+	kb := r.bytes(1, "kind")
+	born := r.varint("born")
+	key := r.bytes(r.uvarint("key length"), "key")
+	if r.err != nil {
+		return nil
+	}
+	k := series.Kind(kb[0])
+	if k != series.Counter && k != series.Level && k != series.Float {
+		r.fail("kind %d", k)
+		return nil
+	}
+	return &meta{key: string(key), kind: k, born: born}
+}
+
+func readID(r *snapReader) ID {
+	id := r.uvarint("series ID")
+	if r.err == nil && id >= MaxSeries {
+		r.fail("series ID %d", id)
+	}
+	return ID(id)
+}
+
+// encodeBase returns the base file of a series table (nil entries are free IDs).
+func encodeBase(table []*meta) []byte {
+	n := 0
+	for _, m := range table {
+		if m != nil {
+			n++
+		}
+	}
+	b := append([]byte(nil), baseMagic...)
+	b = binary.AppendUvarint(b, dirVersion)
+	b = binary.AppendUvarint(b, uint64(n))
+	next := 0
+	for id, m := range table {
+		if m == nil {
+			continue
+		}
+		b = binary.AppendUvarint(b, uint64(id-next))
+		next = id + 1
+		b = appendKeyRec(b, m)
+	}
+	return appendCRC(b, b)
+}
+
+// parseBase reads a base file into a table by ID.
+func parseBase(b []byte) ([]*meta, error) {
+	body, _, err := checkCRC(b, "series table")
+	if err != nil {
+		return nil, err
+	}
+	if len(body) < len(baseMagic) || string(body[:len(baseMagic)]) != baseMagic {
+		return nil, fmt.Errorf("%w: not a series table", ErrCorrupt)
+	}
+	r := &snapReader{b: body, p: len(baseMagic)}
+	if v := r.uvarint("version"); r.err == nil && v != dirVersion {
+		return nil, fmt.Errorf("%w: series table version %d, want %d", ErrCorrupt, v, dirVersion)
+	}
+	n := r.count(4, "series count")
+	var table []*meta
+	next := uint64(0)
+	for i := 0; i < n && r.err == nil; i++ {
+		id := next + r.uvarint("series ID")
+		if r.err == nil && id >= MaxSeries {
+			r.fail("series ID %d", id)
+		}
+		m := readKeyRec(r)
+		if r.err != nil {
+			break
+		}
+		table = growTable(table, ID(id))
+		table[id] = m
+		next = id + 1
+	}
+	if r.err == nil && r.p != len(body) {
+		r.fail("%d trailing bytes", len(body)-r.p)
+	}
+	if r.err != nil {
+		return nil, fmt.Errorf("series table: %w", r.err)
+	}
+	return table, nil
+}
+
+// growTable makes table long enough to hold id.
+func growTable(table []*meta, id ID) []*meta {
+	if int(id) < len(table) {
+		return table
+	}
+	return append(table, make([]*meta, int(id)+1-len(table))...)
+}
+
+// appendLogBatch appends to b a log batch of the records turning table old into table cur
+// (nil entries are free IDs), and reports whether there was any.
+func appendLogBatch(b []byte, old, cur []*meta) ([]byte, bool) {
+	start := len(b)
+	// Reserve the length (rewritten below): a batch is at most a few MB, so 5 bytes do.
+	b = append(b, 0, 0, 0, 0, 0)
+	recs := len(b)
+	for id := 0; id < max(len(old), len(cur)); id++ {
+		var o, c *meta
+		if id < len(old) {
+			o = old[id]
+		}
+		if id < len(cur) {
+			c = cur[id]
+		}
+		if o == c {
+			continue
+		}
+		if c == nil {
+			b = append(b, recDel)
+			b = binary.AppendUvarint(b, uint64(id))
+			continue
+		}
+		b = append(b, recSet)
+		b = binary.AppendUvarint(b, uint64(id))
+		b = appendKeyRec(b, c)
+	}
+	if len(b) == recs {
+		return b[:start], false
+	}
+	payload := b[recs:]
+	var l [binary.MaxVarintLen64]byte
+	ln := binary.PutUvarint(l[:], uint64(len(payload)))
+	// Move the payload right after its length.
+	copy(b[start+ln:], payload)
+	copy(b[start:], l[:ln])
+	b = b[:start+ln+len(payload)]
+	return appendCRC(b, b[start+ln:]), true
+}
+
+func logHeader() []byte { return append([]byte(logMagic), dirVersion) }
+
+// applyLog applies the batches of a log (header included) to table and returns it.
+func applyLog(table []*meta, b []byte) ([]*meta, error) {
+	if len(b) < logHeaderLen || string(b[:len(logMagic)]) != logMagic || b[len(logMagic)] != dirVersion {
+		return nil, fmt.Errorf("%w: not a series log", ErrCorrupt)
+	}
+	r := &snapReader{b: b, p: logHeaderLen}
+	for r.p < len(b) && r.err == nil {
+		n := r.uvarint("batch length")
+		payload := r.bytes(n, "batch")
+		sum := r.bytes(4, "batch checksum")
+		if r.err != nil {
+			break
+		}
+		if crc32.Checksum(payload, castagnoli) != binary.LittleEndian.Uint32(sum) {
+			r.fail("batch checksum")
+			break
+		}
+		pr := &snapReader{b: payload}
+		for pr.p < len(payload) && pr.err == nil {
+			tag := pr.bytes(1, "record")
+			if pr.err != nil {
+				break
+			}
+			id := readID(pr)
+			switch tag[0] {
+			case recSet:
+				if m := readKeyRec(pr); pr.err == nil {
+					table = growTable(table, id)
+					table[id] = m
+				}
+			case recDel:
+				if pr.err == nil && int(id) < len(table) {
+					table[id] = nil
+				}
+			default:
+				pr.fail("record tag %d", tag[0])
+			}
+		}
+		if pr.err != nil {
+			r.fail("batch: %v", pr.err)
+		}
+	}
+	if r.err != nil {
+		return nil, fmt.Errorf("series log: %w", r.err)
+	}
+	return table, nil
+}
+
+// headSeg is a segment file named by a head.
+type headSeg struct {
+	first int64
+	size  int64
+	crc   uint32
+}
+
+func (h headSeg) name() string { return fmt.Sprintf("seg-%d.hseg", h.first) }
+
+// head is the parsed content of a HEAD file.
+type head struct {
+	scans    int
+	gen      uint64
+	baseSize int64
+	baseCRC  uint32
+	logLen   int64
+	segs     []headSeg
+	open     *segment // nil: no committed scan in the open segment
+}
+
+func keysBaseName(gen uint64) string { return fmt.Sprintf("keys-%d.hkb", gen) }
+func keysLogName(gen uint64) string  { return fmt.Sprintf("keys-%d.hkl", gen) }
+
+// encodeHead returns a HEAD file.
+func encodeHead(h *head) []byte {
+	b := append([]byte(nil), headMagic...)
+	b = binary.AppendUvarint(b, dirVersion)
+	b = binary.AppendUvarint(b, uint64(h.scans))
+	b = binary.AppendUvarint(b, h.gen)
+	b = binary.AppendUvarint(b, uint64(h.baseSize))
+	b = binary.AppendUvarint(b, uint64(h.baseCRC))
+	b = binary.AppendUvarint(b, uint64(h.logLen))
+	b = binary.AppendUvarint(b, uint64(len(h.segs)))
+	for _, s := range h.segs {
+		b = binary.AppendVarint(b, s.first)
+		b = binary.AppendUvarint(b, uint64(s.size))
+		b = binary.AppendUvarint(b, uint64(s.crc))
+	}
+	if h.open == nil {
+		b = append(b, 0)
+	} else {
+		b = append(b, 1)
+		b = appendSegBody(b, h.open)
+	}
+	return appendCRC(b, b)
+}
+
+// parseHead reads a HEAD file. each is called with the blocks of the open segment.
+func parseHead(b []byte, each segParse) (*head, error) {
+	body, _, err := checkCRC(b, "head")
+	if err != nil {
+		return nil, err
+	}
+	if len(body) < len(headMagic) || string(body[:len(headMagic)]) != headMagic {
+		return nil, fmt.Errorf("%w: not a history snapshot head", ErrCorrupt)
+	}
+	r := &snapReader{b: body, p: len(headMagic)}
+	if v := r.uvarint("version"); r.err == nil && v != dirVersion {
+		return nil, fmt.Errorf("%w: head version %d, want %d", ErrCorrupt, v, dirVersion)
+	}
+	h := &head{}
+	scans := r.uvarint("block scans")
+	if r.err == nil && (scans == 0 || scans > MaxBlockScans) {
+		r.fail("block scans %d", scans)
+	}
+	h.scans = int(scans)
+	h.gen = r.uvarint("keys generation")
+	h.baseSize = int64(min(r.uvarint("base size"), maxDirFile+1))
+	crc := r.uvarint("base checksum")
+	h.logLen = int64(min(r.uvarint("log length"), maxDirFile+1))
+	if r.err == nil && (crc > 1<<32-1 || h.gen == 0 || h.baseSize > maxDirFile || h.logLen > maxDirFile || h.logLen < int64(logHeaderLen)) {
+		r.fail("bad series table reference")
+	}
+	h.baseCRC = uint32(crc)
+	nseg := r.count(3, "segment count")
+	for i := 0; i < nseg && r.err == nil; i++ {
+		s := headSeg{first: r.varint("segment time")}
+		size, sum := r.uvarint("segment size"), r.uvarint("segment checksum")
+		if r.err != nil {
+			break
+		}
+		if size > maxDirFile || sum > 1<<32-1 {
+			r.fail("segment %d: size %d, checksum %d", i, size, sum)
+			break
+		}
+		if i > 0 && s.first <= h.segs[i-1].first {
+			r.fail("segment %d: time goes back", i)
+			break
+		}
+		s.size, s.crc = int64(size), uint32(sum)
+		h.segs = append(h.segs, s)
+	}
+	flag := r.bytes(1, "open flag")
+	if r.err == nil {
+		switch flag[0] {
+		case 0:
+		case 1:
+			h.open = parseSegBody(r, h.scans, false, each)
+			if r.err == nil && len(h.open.ts) >= h.scans {
+				r.fail("open segment of %d scans", len(h.open.ts))
+			}
+			if r.err == nil && len(h.segs) > 0 && h.open.ts[0] <= h.segs[len(h.segs)-1].first {
+				r.fail("open segment before the last closed one")
+			}
+		default:
+			r.fail("open flag %d", flag[0])
+		}
+	}
+	if r.err == nil && r.p != len(body) {
+		r.fail("%d trailing bytes", len(body)-r.p)
+	}
+	if r.err != nil {
+		return nil, fmt.Errorf("head: %w", r.err)
+	}
+	return h, nil
+}
+
+// parseSegFile reads a segment file of scans scans.
+func parseSegFile(b []byte, scans int, each segParse) (*segment, uint32, error) {
+	body, sum, err := checkCRC(b, "segment")
+	if err != nil {
+		return nil, 0, err
+	}
+	if len(body) < len(segMagic) || string(body[:len(segMagic)]) != segMagic {
+		return nil, 0, fmt.Errorf("%w: not a history segment", ErrCorrupt)
+	}
+	r := &snapReader{b: body, p: len(segMagic)}
+	if v := r.uvarint("version"); r.err == nil && v != dirVersion {
+		return nil, 0, fmt.Errorf("%w: segment version %d, want %d", ErrCorrupt, v, dirVersion)
+	}
+	g := parseSegBody(r, scans, true, each)
+	if r.err == nil && r.p != len(body) {
+		r.fail("%d trailing bytes", len(body)-r.p)
+	}
+	if r.err != nil {
+		return nil, 0, fmt.Errorf("segment: %w", r.err)
+	}
+	return g, sum, nil
+}
