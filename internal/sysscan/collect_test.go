@@ -2,6 +2,7 @@ package sysscan
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -561,5 +562,64 @@ func TestMachineDropsVanished(t *testing.T) {
 	}
 	if v := r.Values[`{"metric":"tcp.sockets","state":"established"}`]; v != 0 {
 		t.Errorf("established = %d after the connections closed", v)
+	}
+}
+
+// TestProcessesIOOnActivity: a process's io file is read again at the scan after it used CPU,
+// and otherwise only at its every-ioEvery-th scan.
+func TestProcessesIOOnActivity(t *testing.T) {
+	proc := copyTree(t, "testdata/proc")
+	opt := fixtureOptions()
+	opt.Proc = proc
+	p := NewProcesses(opt)
+	collect := func() *Process {
+		t.Helper()
+		r := series.NewRecorder()
+		if err := p.Collect(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+		return findPID(p.Table(), 42)
+	}
+	setIO := func(write uint64) {
+		t.Helper()
+		io := strings.Replace(string(readFixture(t, "proc/42/io")), "write_bytes: 2097152", fmt.Sprintf("write_bytes: %d", write), 1)
+		if err := os.WriteFile(filepath.Join(proc, "42", "io"), []byte(io), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := collect().WriteBytes; got != 2<<20 {
+		t.Fatalf("first scan: write_bytes %d", got)
+	}
+	// Idle (the CPU times do not move): the new value waits for the periodic read.
+	setIO(3 << 20)
+	seen := false
+	for range ioEvery {
+		got := collect().WriteBytes
+		periodic := (42+p.gen)%ioEvery == 0
+		switch {
+		case periodic && got != 3<<20:
+			t.Errorf("periodic scan %d: write_bytes %d; want the new value", p.gen, got)
+		case !periodic && !seen && got != 2<<20:
+			t.Errorf("scan %d of an idle process: write_bytes %d; want the value read before", p.gen, got)
+		}
+		seen = seen || got == 3<<20
+	}
+	if !seen {
+		t.Errorf("write_bytes not read again within %d scans", ioEvery)
+	}
+	// It runs (utime moves) and writes: read at the next scan, whichever it is.
+	for range 2 {
+		setIO(5 << 20)
+		stat := replaceField(strings.TrimSuffix(string(readFixture(t, "proc/42/stat")), "\n"), 14, "400")
+		if err := os.WriteFile(filepath.Join(proc, "42", "stat"), []byte(stat), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if got := collect().WriteBytes; got != 5<<20 {
+			t.Errorf("scan %d after the process ran: write_bytes %d; want %d", p.gen, got, 5<<20)
+		}
+		proc42 := readFixture(t, "proc/42/stat")
+		os.WriteFile(filepath.Join(proc, "42", "stat"), proc42, 0o644)
+		setIO(2 << 20)
+		collect()
 	}
 }
