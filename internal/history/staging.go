@@ -3,6 +3,8 @@ package history
 import (
 	"sync/atomic"
 	"unsafe"
+
+	"github.com/cantal-go/cantal/internal/series"
 )
 
 // The open segment is kept uncompressed in a staging, sparsely: only the series that have a
@@ -75,10 +77,84 @@ func (p *paged[T]) bytes(elemSize int) int64 {
 	return int64(len(*d)) * pageLen * int64(elemSize)
 }
 
-// chunk holds one series' values of chunkScans consecutive scans.
-type chunk struct {
-	vals [chunkScans]uint64
-	pres [chunkScans]uint8 // 1 when vals holds a point
+// chunkPage holds pageLen chunks, a chunk being one series' values of chunkScans consecutive
+// scans (a chunk period), transposed: the values of all the page's chunks at one scan of the
+// period are contiguous. A scan writes one value per series, and a collector's series have
+// consecutive chunks, so the points of a group of 100 series land in 13 cache lines of values
+// and 2 of presence, rather than in 100 chunks of 72 bytes each spanning two lines: the scanner
+// streams through a ninth of the memory, and a chunk period's column fits the caches that the
+// rest of a scan (system calls, file reads) keeps evicting. Readers, who read a chunk's scans
+// across the columns, are the rarer side.
+type chunkPage struct {
+	vals [chunkScans][pageLen]uint64
+	pres [chunkScans][pageLen]uint8 // 1 when vals holds a point
+}
+
+// chunkPages is the chunks of a staging, by chunk number, in pages that never move (as paged).
+// The writer calls ensure, truncate and wget; readers call get.
+type chunkPages struct {
+	dir atomic.Pointer[[]*chunkPage] // published page directory
+	w   []*chunkPage                 // the writer's copy of *dir
+}
+
+// get returns the page of chunk c and c's index in it, or nil when c is beyond the array. Safe
+// for concurrent use.
+func (p *chunkPages) get(c int) (*chunkPage, int) {
+	d := p.dir.Load()
+	if d == nil || c>>pageShift >= len(*d) {
+		return nil, 0
+	}
+	return (*d)[c>>pageShift], c & (pageLen - 1)
+}
+
+// wget is get for the writer, for c below the size ensured.
+func (p *chunkPages) wget(c int) (*chunkPage, int) { return p.w[c>>pageShift], c & (pageLen - 1) }
+
+// ensure makes chunks [0, n) exist. Writer only.
+func (p *chunkPages) ensure(n int) {
+	if n <= len(p.w)<<pageShift {
+		return
+	}
+	w := append([]*chunkPage(nil), p.w...)
+	for len(w)<<pageShift < n {
+		w = append(w, new(chunkPage))
+	}
+	p.w = w
+	p.dir.Store(&w)
+}
+
+// truncate drops the pages beyond the first n chunks. Writer only, and only while no reader
+// can hold a chunk of the dropped pages.
+func (p *chunkPages) truncate(n int) {
+	k := (n + pageLen - 1) >> pageShift
+	if k >= len(p.w) {
+		return
+	}
+	w := append([]*chunkPage(nil), p.w[:k]...)
+	p.w = w
+	p.dir.Store(&w)
+}
+
+// clearPres clears the presence flags of chunks [0, n). Writer only, with no reader holding them.
+func (p *chunkPages) clearPres(n int) {
+	for i, pg := range p.w {
+		m := min(pageLen, n-i*pageLen)
+		if m <= 0 {
+			return
+		}
+		for k := range pg.pres {
+			clear(pg.pres[k][:m])
+		}
+	}
+}
+
+// bytes returns the memory held by the allocated pages.
+func (p *chunkPages) bytes() int64 {
+	d := p.dir.Load()
+	if d == nil {
+		return 0
+	}
+	return int64(len(*d)) * int64(unsafe.Sizeof(chunkPage{}))
 }
 
 // staging holds the open segment uncompressed. The writer fills scan j, then publishes it by
@@ -96,7 +172,7 @@ type staging struct {
 
 	slotOf  paged[atomic.Int32] // by ID: 1 + the series' slot, 0: no point in this segment
 	chunkOf paged[atomic.Int32] // by slot*cpr + q: 1 + the chunk of scans [q*chunkScans, +chunkScans)
-	chunks  paged[chunk]
+	chunks  chunkPages
 
 	// Writer-owned.
 	ids     []ID // by slot: the series
@@ -118,26 +194,73 @@ func newStaging(scans int) *staging {
 func (st *staging) set(id ID, j int, bits uint64) bool {
 	q := j / chunkScans
 	if q != st.curQ {
-		clear(st.cur)
-		st.curQ = q
+		st.startPeriod(q)
 	}
-	var ch *chunk
+	var pg *chunkPage
+	var i int
 	if int(id) < len(st.cur) && st.cur[id] != 0 {
-		ch = st.chunks.wget(int(st.cur[id]) - 1)
+		pg, i = st.chunks.wget(int(st.cur[id]) - 1)
 	} else {
-		ch = st.newChunk(id, q)
+		pg, i = st.newChunk(id, q)
 	}
-	k := j % chunkScans
-	ch.vals[k] = bits
-	if ch.pres[k] == 0 {
-		ch.pres[k] = 1
+	k := uint(j) % chunkScans
+	pg.vals[k][i] = bits
+	if pg.pres[k][i] == 0 {
+		pg.pres[k][i] = 1
 		return true
 	}
 	return false
 }
 
-// newChunk returns id's chunk q, giving id a slot and the chunk when needed. Writer only.
-func (st *staging) newChunk(id ID, q int) *chunk {
+// setBatch is set(ids[i], j, bits[i]) for every i whose kinds[ids[i]] is not 0 (a registered
+// series); it returns the number of new points and of the IDs skipped. len(bits) must be
+// len(ids). Writer only.
+//
+// This is the loop every point of a scan goes through: per point it reads the kind and the
+// chunk cache of the ID (arrays walked in order when the IDs are consecutive, as a collector's
+// are) and writes the value and the presence flag into the scan's column of the chunk page
+// (chunks are allocated in the order of the first scan of their period, so the columns are
+// walked in order too). Nothing in it is atomic: the chunk was published when it was made,
+// and readers read values only below the committed count.
+func (st *staging) setBatch(kinds []series.Kind, ids []ID, bits []uint64, j int) (adds, dropped int) {
+	q, k := j/chunkScans, uint(j)%chunkScans
+	if q != st.curQ {
+		st.startPeriod(q)
+	}
+	cur, pages := st.cur, st.chunks.w
+	bits = bits[:len(ids)]
+	for n, id := range ids {
+		if int(id) >= len(kinds) || kinds[id] == 0 {
+			dropped++
+			continue
+		}
+		var pg *chunkPage
+		var i int
+		if int(id) < len(cur) && cur[id] != 0 {
+			c := int(cur[id]) - 1
+			pg, i = pages[c>>pageShift], c&(pageLen-1)
+		} else {
+			pg, i = st.newChunk(id, q)
+			cur, pages = st.cur, st.chunks.w
+		}
+		pg.vals[k][i] = bits[n]
+		if pg.pres[k][i] == 0 {
+			pg.pres[k][i] = 1
+			adds++
+		}
+	}
+	return adds, dropped
+}
+
+// startPeriod makes q the chunk period that cur caches. Writer only.
+func (st *staging) startPeriod(q int) {
+	clear(st.cur)
+	st.curQ = q
+}
+
+// newChunk returns the page and index of id's chunk q, giving id a slot and the chunk when
+// needed. Writer only.
+func (st *staging) newChunk(id ID, q int) (*chunkPage, int) {
 	st.slotOf.ensure(int(id) + 1)
 	sp := st.slotOf.wget(int(id))
 	slot := int(sp.Load()) - 1
@@ -167,7 +290,8 @@ func (st *staging) unset(j int) {
 	q := j / chunkScans
 	for slot := range st.ids {
 		if c := int(st.chunkOf.wget(slot*st.cpr+q).Load()) - 1; c >= 0 {
-			st.chunks.wget(c).pres[j%chunkScans] = 0
+			pg, i := st.chunks.wget(c)
+			pg.pres[j%chunkScans][i] = 0
 		}
 	}
 }
@@ -182,13 +306,15 @@ func (st *staging) row(id ID, n int, vals *[MaxBlockScans]uint64, pres *[MaxBloc
 	}
 	for q := 0; q*chunkScans < n; q++ {
 		lo, hi := q*chunkScans, min(n, (q+1)*chunkScans)
-		ch := st.chunk(slot, q)
-		if ch == nil {
+		pg, i := st.chunk(slot, q)
+		if pg == nil {
 			clear(pres[lo:hi])
 			continue
 		}
-		copy(pres[lo:hi], ch.pres[:hi-lo])
-		copy(vals[lo:hi], ch.vals[:hi-lo])
+		for k := range hi - lo {
+			pres[lo+k] = pg.pres[k][i]
+			vals[lo+k] = pg.vals[k][i]
+		}
 	}
 	return true
 }
@@ -202,15 +328,15 @@ func (st *staging) slot(id ID) int {
 	return int(sp.Load()) - 1
 }
 
-// chunk returns the chunk q of slot, or nil. Safe for concurrent use.
-func (st *staging) chunk(slot, q int) *chunk {
+// chunk returns the page and index of the chunk q of slot, or nil. Safe for concurrent use.
+func (st *staging) chunk(slot, q int) (*chunkPage, int) {
 	cp := st.chunkOf.get(slot*st.cpr + q)
 	if cp == nil {
-		return nil
+		return nil, 0
 	}
 	c := int(cp.Load()) - 1
 	if c < 0 {
-		return nil
+		return nil, 0
 	}
 	return st.chunks.get(c)
 }
@@ -224,15 +350,15 @@ func (st *staging) last(id ID, n, want int, born int64, dst []Point) []Point {
 	}
 	got := 0
 	for q := (n - 1) / chunkScans; q >= 0 && n > 0; q-- {
-		ch := st.chunk(slot, q)
-		if ch == nil {
+		pg, i := st.chunk(slot, q)
+		if pg == nil {
 			continue
 		}
 		for j := min(n, (q+1)*chunkScans) - 1; j >= q*chunkScans; j-- {
-			if ch.pres[j-q*chunkScans] == 0 || st.ts[j] < born {
+			if pg.pres[j-q*chunkScans][i] == 0 || st.ts[j] < born {
 				continue
 			}
-			dst = append(dst, Point{st.ts[j], ch.vals[j-q*chunkScans]})
+			dst = append(dst, Point{st.ts[j], pg.vals[j-q*chunkScans][i]})
 			if got++; got == want {
 				return dst
 			}
@@ -265,9 +391,7 @@ func (st *staging) reset() {
 			st.chunkOf.wget(slot*st.cpr + q).Store(0)
 		}
 	}
-	for c := range st.nchunks {
-		st.chunks.wget(c).pres = [chunkScans]uint8{}
-	}
+	st.chunks.clearPres(st.nchunks)
 	st.chunks.truncate(2 * st.nchunks)
 	st.chunkOf.truncate(2 * len(st.ids) * st.cpr)
 	if cap(st.ids) > 4*len(st.ids)+1024 {
@@ -281,5 +405,5 @@ func (st *staging) reset() {
 
 // bytes returns the memory the staging holds.
 func (st *staging) bytes() int64 {
-	return int64(8*len(st.ts)) + st.slotOf.bytes(4) + st.chunkOf.bytes(4) + st.chunks.bytes(int(unsafe.Sizeof(chunk{})))
+	return int64(8*len(st.ts)) + st.slotOf.bytes(4) + st.chunkOf.bytes(4) + st.chunks.bytes()
 }

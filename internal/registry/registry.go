@@ -30,6 +30,12 @@ type Registry struct {
 	// Scanner-owned.
 	byKey      map[string]*series.Ref
 	slots      []atomic.Pointer[entry] // by Ref.ID; nil slots are free. Shared with the published Views
+	hot        []hotSlot               // by Ref.ID: what Put needs, without going through the entry
+	liveBits   []uint64                // bit i: slot i written by this scan; published with the View
+	batchIDs   []history.ID            // PutBatch's scratch
+	batchBits  []uint64                // PutBatch's scratch
+	batches    map[**series.Ref]*batch // PutBatch's slots of the Refs, by the caller's array
+	scans      int64                   // scans begun
 	nslots     int                     // slots in use (free ones included)
 	coldCursor int                     // next slot sweepCold looks at
 	maxSeries  int                     // 0: no limit
@@ -52,12 +58,34 @@ type Registry struct {
 }
 
 type entry struct {
-	ref    *series.Ref
-	hid    history.ID
-	labels atomic.Pointer[series.Labels] // nil once the series went cold (see sweepCold)
-	lastTS atomic.Int64                  // ts of the scan that last wrote it
-	state  atomic.Pointer[series.Sample] // states only: latest text and since
+	ref     *series.Ref
+	hid     history.ID
+	labels  atomic.Pointer[series.Labels] // nil once the series went cold (see sweepCold)
+	stateTS atomic.Int64                  // states only: ts of the scan that last wrote it
+	state   atomic.Pointer[series.Sample] // states only: latest text and since
 }
+
+// hotSlot is the scanner's copy of what writing a point to a slot needs: a dense array of them,
+// indexed by Ref.ID, makes Put a lookup in an array that is walked in order (a collector's
+// series have consecutive IDs) instead of a pointer chase to the entry. Scanner-owned: readers
+// learn what was written from the View's live bits instead.
+type hotSlot struct {
+	ref    *series.Ref // the slot's Ref; nil when the slot is free
+	hid    history.ID
+	lastTS int64 // ts of the scan that last wrote the slot's series; 0: never
+}
+
+// batch is what PutBatch remembers of an array of Refs it was given: their slots, so that a
+// later call with the same Refs finds them without reading the Refs themselves (a cache miss
+// each, in the agent, where a scan's system calls and file reads evict them between two scans
+// of an application). A remembered slot is used only while it still holds the same Ref.
+type batch struct {
+	slots []int32 // by index in the array: the Ref's slot when last seen, -1 for none
+	used  int64   // the scan that last used it
+}
+
+// batchIdle is how many scans PutBatch remembers an array of Refs that it is not given.
+const batchIdle = 16
 
 // Problem is one source that could not be read in a scan, and why.
 type Problem struct {
@@ -71,6 +99,7 @@ type Problem struct {
 type View struct {
 	TS       int64
 	slots    []atomic.Pointer[entry] // the registry's slots when published; see Each
+	live     []uint64                // bit i: slot i was written by the view's scan; immutable
 	n        int                     // series in the registry when published
 	Problems []Problem
 	Added    int // series registered by the scan
@@ -93,6 +122,7 @@ func New(hist *history.Store, retention time.Duration, log *slog.Logger) *Regist
 		byKey:     map[string]*series.Ref{},
 		logged:    map[Problem]int64{},
 		states:    map[*entry]struct{}{},
+		batches:   map[**series.Ref]*batch{},
 		subs:      map[chan<- *View]struct{}{},
 	}
 	hist.Each(func(id history.ID, key string, kind series.Kind) bool {
@@ -131,7 +161,12 @@ func (r *Registry) add(ref *series.Ref, hid history.ID) *entry {
 		}
 		ref.ID = int32(r.nslots)
 		r.nslots++
+		r.hot = append(r.hot, hotSlot{})
+		if n := (r.nslots + 63) >> 6; n > len(r.liveBits) {
+			r.liveBits = append(r.liveBits, 0) // not published until Commit: grown in place
+		}
 	}
+	r.hot[ref.ID] = hotSlot{ref: ref, hid: hid}
 	r.slots[ref.ID].Store(e)
 	r.byKey[ref.Key] = ref
 	if ref.Kind == series.State {
@@ -147,7 +182,9 @@ func (r *Registry) Begin(tsMs int64) {
 		tsMs = r.scanTS + 1 // scans are ordered even if the clock steps back (as history does)
 	}
 	r.scanTS = tsMs
+	r.scans++
 	r.live = 0
+	clear(r.liveBits) // a scan begun again without a commit starts over
 	r.probs = r.probs[:0:0]
 	r.hist.Begin(tsMs)
 }
@@ -202,19 +239,117 @@ func (r *Registry) entry(ref *series.Ref) *entry {
 
 // Put implements series.Sink.
 func (r *Registry) Put(ref *series.Ref, bits uint64) {
+	id := ref.ID
+	if id < 0 || ref.Kind == series.State {
+		r.putSlow(ref, bits)
+		return
+	}
+	h := &r.hot[id]
+	r.hist.Add(h.hid, bits)
+	if h.lastTS != r.scanTS {
+		r.touch(id, h)
+	}
+}
+
+// putSlow is Put for a Ref without a slot (it is attached again) or of a State (ignored).
+func (r *Registry) putSlow(ref *series.Ref, bits uint64) {
 	e := r.entry(ref)
 	if e == nil || ref.Kind == series.State {
 		return
 	}
-	r.hist.Add(e.hid, bits)
-	r.touch(e)
+	h := &r.hot[ref.ID]
+	r.hist.Add(h.hid, bits)
+	if h.lastTS != r.scanTS {
+		r.touch(ref.ID, h)
+	}
 }
 
-// touch marks e as written by this scan, counting it once.
-func (r *Registry) touch(e *entry) {
-	if e.lastTS.Load() != r.scanTS {
-		e.lastTS.Store(r.scanTS)
-		r.live++
+// PutBatch is Put(refs[i], bits[i]) for every i, in a tight loop: a collector that has the
+// values of a group of series at once (an application's values file) calls it once per group
+// and scan. bits must be at least as long as refs. Scanner goroutine only, like Put.
+//
+// PutBatch remembers the slots of the Refs of an array it is given (by the address of its first
+// element), so that the next scans with the same array find every series without reading its
+// Ref: a collector should keep the array between scans and pass it whole. An array whose
+// content changed is fine (each remembered slot is checked to hold the same Ref); one not given
+// for batchIdle scans is forgotten.
+func (r *Registry) PutBatch(refs []*series.Ref, bits []uint64) {
+	if len(refs) == 0 {
+		return
+	}
+	bits = bits[:len(refs)]
+	b := r.batches[&refs[0]]
+	if b == nil {
+		b = &batch{}
+		r.batches[&refs[0]] = b
+	}
+	b.used = r.scans
+	if len(b.slots) != len(refs) {
+		b.slots = slices.Grow(b.slots[:0], len(refs))[:len(refs)]
+		for i := range b.slots {
+			b.slots[i] = -1
+		}
+	}
+	slots := b.slots[:len(refs)]
+	ids, vals := r.batchIDs[:0], r.batchBits[:0]
+	ts, hot, live := r.scanTS, r.hot, r.liveBits
+	for i, ref := range refs {
+		id := slots[i]
+		if uint(id) >= uint(len(hot)) || hot[id].ref != ref {
+			// Not remembered (first call, or the Ref was re-attached): read the Ref.
+			id = ref.ID
+			if id < 0 || ref.Kind == series.State {
+				if len(ids) > 0 { // keep the order of the points: a series may come twice
+					r.hist.AddBatch(ids, vals)
+					ids, vals = ids[:0], vals[:0]
+				}
+				r.putSlow(ref, bits[i])
+				hot, live = r.hot, r.liveBits // putSlow may have added a slot
+				slots[i] = -1
+				continue
+			}
+			slots[i] = id
+		}
+		h := &hot[id]
+		ids = append(ids, h.hid)
+		vals = append(vals, bits[i])
+		if h.lastTS != ts {
+			if h.lastTS >= ts-coldAfter.Milliseconds() {
+				// The common case, inline: written by a recent scan, so not cold.
+				h.lastTS = ts
+				live[id>>6] |= 1 << (id & 63)
+				r.live++
+				continue
+			}
+			r.touch(id, h)
+		}
+	}
+	r.hist.AddBatch(ids, vals)
+	r.batchIDs, r.batchBits = ids[:0], vals[:0]
+}
+
+// sweepBatches forgets the arrays of Refs that PutBatch was not given for batchIdle scans.
+func (r *Registry) sweepBatches() {
+	if r.scans%batchIdle != 0 {
+		return
+	}
+	for k, b := range r.batches {
+		if r.scans-b.used >= batchIdle {
+			delete(r.batches, k)
+		}
+	}
+}
+
+// touch marks slot id, whose hot slot is h, as written by this scan. It is called once per scan
+// and slot: h.lastTS equals the scan's time exactly when it was written by this scan (Begin
+// gives every scan a new time, even one that starts an uncommitted scan over).
+func (r *Registry) touch(id int32, h *hotSlot) {
+	prev := h.lastTS
+	h.lastTS = r.scanTS
+	r.liveBits[id>>6] |= 1 << (id & 63)
+	r.live++
+	if prev < r.scanTS-coldAfter.Milliseconds() { // sweepCold may have dropped its labels
+		e := r.slots[id].Load()
 		if e.labels.Load() == nil { // warm again
 			if l, err := series.ParseKey(e.ref.Key); err == nil {
 				e.labels.Store(&l)
@@ -232,7 +367,12 @@ func (r *Registry) PutState(ref *series.Ref, sinceMs int64, text string) {
 	if old := e.state.Load(); old == nil || old.Since != sinceMs || old.Text != text {
 		e.state.Store(&series.Sample{Labels: ref.Labels, Kind: series.State, Since: sinceMs, Text: text})
 	}
-	r.touch(e)
+	if e.stateTS.Load() != r.scanTS {
+		e.stateTS.Store(r.scanTS)
+	}
+	if h := &r.hot[ref.ID]; h.lastTS != r.scanTS {
+		r.touch(ref.ID, h)
+	}
 }
 
 // Problem implements series.Sink. Each distinct (source, reason) is logged when it first appears
@@ -254,6 +394,7 @@ func (r *Registry) remove(ref *series.Ref) {
 		if e := r.slots[ref.ID].Load(); e != nil && e.ref == ref {
 			delete(r.states, e)
 			r.slots[ref.ID].Store(nil)
+			r.hot[ref.ID] = hotSlot{}
 			r.free = append(r.free, ref.ID)
 		}
 	}
@@ -273,12 +414,13 @@ func (r *Registry) Commit() {
 	// States keep no history: forget one unseen for the retention period.
 	horizon := r.scanTS - r.retention.Milliseconds()
 	for e := range r.states {
-		if e.lastTS.Load() < horizon {
+		if r.hot[e.ref.ID].lastTS < horizon {
 			r.remove(e.ref)
 		}
 	}
 	r.sweepCold()
 	r.enforceMax()
+	r.sweepBatches()
 	// Forget logged problems that did not recur, so a problem that comes back is logged again.
 	for p, ts := range r.logged {
 		if ts != r.scanTS {
@@ -309,7 +451,7 @@ func (r *Registry) enforceMax() {
 	var cands []cand
 	for i := range r.nslots {
 		if e := r.slots[i].Load(); e != nil && e.ref.Kind != series.State {
-			if ts := e.lastTS.Load(); ts < r.scanTS {
+			if ts := r.hot[i].lastTS; ts < r.scanTS {
 				cands = append(cands, cand{ts, int32(i)})
 			}
 		}
@@ -353,8 +495,9 @@ func (r *Registry) sweepCold() {
 			}
 		}
 		e := r.slots[r.coldCursor].Load()
+		ts := r.hot[r.coldCursor].lastTS
 		r.coldCursor++
-		if e == nil || e.ref.Kind == series.State || e.lastTS.Load() >= horizon || e.labels.Load() == nil {
+		if e == nil || e.ref.Kind == series.State || ts >= horizon || e.labels.Load() == nil {
 			continue
 		}
 		e.labels.Store(nil)
@@ -368,6 +511,10 @@ func (r *Registry) publish() {
 	r.added, r.removed, r.live, r.evictedNow = 0, 0, 0, 0
 	// The View shares the slots: publishing costs nothing per series, however many there are.
 	v.slots, v.n = r.slots[:r.nslots], len(r.byKey)
+	// The live bits go with the View, which never changes them; the next scan gets new ones
+	// (one allocation of a bit per slot per scan).
+	v.live = r.liveBits
+	r.liveBits = make([]uint64, len(r.liveBits))
 	r.view.Store(v)
 	r.subsMu.Lock()
 	for ch := range r.subs {
@@ -408,7 +555,7 @@ func (v *View) Each(fn func(h Handle) bool) {
 		if e == nil {
 			continue
 		}
-		if !fn(Handle{e: e, viewTS: v.TS}) {
+		if !fn(Handle{e: e, live: v.live, slot: int32(i)}) {
 			return
 		}
 	}
@@ -416,8 +563,9 @@ func (v *View) Each(fn func(h Handle) bool) {
 
 // Handle is a reader's access to one series of a View.
 type Handle struct {
-	e      *entry
-	viewTS int64
+	e    *entry
+	live []uint64 // the view's live bits
+	slot int32
 }
 
 // Labels returns the series' labels; the caller must not modify them. For a series not written
@@ -444,8 +592,13 @@ func (h Handle) Kind() series.Kind { return h.e.ref.Kind }
 // HistoryID returns the series' id in the history store; meaningless for states.
 func (h Handle) HistoryID() history.ID { return h.e.hid }
 
-// Live reports whether the series was written by the view's scan (or a later one).
-func (h Handle) Live() bool { return h.e.lastTS.Load() >= h.viewTS && h.viewTS != 0 }
+// Live reports whether the series was written by the view's scan. (A series registered after
+// the view was published, which Each may show in the slot of one that was forgotten meanwhile,
+// is live when the slot's previous series was.)
+func (h Handle) Live() bool {
+	w := int(h.slot) >> 6
+	return w < len(h.live) && h.live[w]&(1<<(h.slot&63)) != 0
+}
 
 // Latest returns the series' latest value, with the rate of a counter when its last two points
 // are consecutive without a reset. ok is false for a series with no value yet.
@@ -457,7 +610,7 @@ func (h Handle) Latest(hist *history.Store, scratch []history.Point) (s series.S
 		if st == nil {
 			return s, false
 		}
-		s.Text, s.Since, s.TS = st.Text, st.Since, h.e.lastTS.Load()
+		s.Text, s.Since, s.TS = st.Text, st.Since, h.e.stateTS.Load()
 		return s, true
 	}
 	if s.Kind == series.Counter {
