@@ -78,8 +78,8 @@ func checkCRC(b []byte, what string) ([]byte, uint32, error) {
 	return body, want, nil
 }
 
-// appendSegHeader appends a segment body up to the index and data, which follow it: the
-// caller writes g.lens and g.data after it (they can be megabytes, and are not copied).
+// appendSegHeader appends a segment body up to its index: the caller writes g.lens, the data
+// length and g.data after it (they can be megabytes, and are not copied).
 func appendSegHeader(b []byte, g *segment) []byte {
 	b = binary.AppendUvarint(b, uint64(len(g.ts)))
 	b = binary.AppendVarint(b, g.ts[0])
@@ -88,14 +88,6 @@ func appendSegHeader(b []byte, g *segment) []byte {
 	}
 	b = binary.AppendUvarint(b, uint64(len(g.lens)))
 	return b
-}
-
-// appendSegBody appends a whole segment body.
-func appendSegBody(b []byte, g *segment) []byte {
-	b = appendSegHeader(b, g)
-	b = append(b, g.lens...)
-	b = binary.AppendUvarint(b, uint64(len(g.data)))
-	return append(b, g.data...)
 }
 
 // segParse is what parseSegBody reports about each block with points, for the caller to learn
@@ -222,13 +214,14 @@ func readID(r *snapReader) ID {
 
 // encodeBase returns the base file of a series table (nil entries are free IDs).
 func encodeBase(table []*meta) []byte {
-	n := 0
+	n, size := 0, 64
 	for _, m := range table {
 		if m != nil {
 			n++
+			size += 16 + len(m.key)
 		}
 	}
-	b := append([]byte(nil), baseMagic...)
+	b := append(make([]byte, 0, size), baseMagic...)
 	b = binary.AppendUvarint(b, dirVersion)
 	b = binary.AppendUvarint(b, uint64(n))
 	next := 0
@@ -402,8 +395,9 @@ type head struct {
 func keysBaseName(gen uint64) string { return fmt.Sprintf("keys-%d.hkb", gen) }
 func keysLogName(gen uint64) string  { return fmt.Sprintf("keys-%d.hkl", gen) }
 
-// encodeHead returns a HEAD file.
-func encodeHead(h *head) []byte {
+// encodeHead returns a HEAD file, in parts to write one after the other (the open segment's
+// index and data are not copied).
+func encodeHead(h *head) [][]byte {
 	b := append([]byte(nil), headMagic...)
 	b = binary.AppendUvarint(b, dirVersion)
 	b = binary.AppendUvarint(b, uint64(h.scans))
@@ -419,11 +413,12 @@ func encodeHead(h *head) []byte {
 	}
 	if h.open == nil {
 		b = append(b, 0)
-	} else {
-		b = append(b, 1)
-		b = appendSegBody(b, h.open)
+		return [][]byte{b, appendCRC(nil, b)}
 	}
-	return appendCRC(b, b)
+	b = append(b, 1)
+	b = appendSegHeader(b, h.open)
+	mid := binary.AppendUvarint(nil, uint64(len(h.open.data)))
+	return [][]byte{b, h.open.lens, mid, h.open.data, appendCRC(nil, b, h.open.lens, mid, h.open.data)}
 }
 
 // parseHead reads a HEAD file. each is called with the blocks of the open segment.
@@ -494,6 +489,16 @@ func parseHead(b []byte, each segParse) (*head, error) {
 		return nil, fmt.Errorf("head: %w", r.err)
 	}
 	return h, nil
+}
+
+// segFileParts returns the segment file of g, in parts to write one after the other, and its
+// entry in a HEAD (but the size, which the writer counts).
+func segFileParts(g *segment) ([][]byte, headSeg) {
+	hdr := append([]byte(segMagic), dirVersion)
+	hdr = appendSegHeader(hdr, g)
+	mid := binary.AppendUvarint(nil, uint64(len(g.data)))
+	trailer := appendCRC(nil, hdr, g.lens, mid, g.data)
+	return [][]byte{hdr, g.lens, mid, g.data, trailer}, headSeg{first: g.first(), crc: binary.LittleEndian.Uint32(trailer)}
 }
 
 // parseSegFile reads a segment file of scans scans.

@@ -58,6 +58,8 @@ type Saver struct {
 
 	nextGen uint64
 	cur     []*meta // scratch for the next table
+	enc     encoder // scratch for the open segment
+	sw      segWriter
 }
 
 // SaveStats describes one Save.
@@ -112,7 +114,7 @@ func (sv *Saver) Save() (SaveStats, error) {
 	sv.cur = cur
 	h := &head{scans: s.scans}
 	if n > 0 {
-		h.open = compressStaging(v.open, n, cur)
+		h.open = compressStaging(v.open, n, cur, &sv.enc, &sv.sw)
 	}
 	s.release(v)
 
@@ -176,14 +178,14 @@ func (sv *Saver) Save() (SaveStats, error) {
 		}
 	}
 
-	hb := encodeHead(h)
-	if _, err := writeFile(sv.dir, headName, hb); err != nil {
+	size, err := writeFile(sv.dir, headName, encodeHead(h)...)
+	if err != nil {
 		return st, err
 	}
 	if err := syncDir(sv.dir); err != nil {
 		return st, err
 	}
-	st.Bytes += int64(len(hb))
+	st.Bytes += size
 
 	// Committed: remember what HEAD names and delete the rest.
 	sv.segs = segs
@@ -230,12 +232,8 @@ func ownedName(name string) bool {
 
 // writeSegFile writes g to its own file and returns its HEAD entry.
 func writeSegFile(dir string, g *segment) (headSeg, error) {
-	hdr := append([]byte(segMagic), dirVersion)
-	hdr = appendSegHeader(hdr, g)
-	mid := binary.AppendUvarint(nil, uint64(len(g.data)))
-	trailer := appendCRC(nil, hdr, g.lens, mid, g.data)
-	hs := headSeg{first: g.first(), crc: binary.LittleEndian.Uint32(trailer)}
-	size, err := writeFile(dir, hs.name(), hdr, g.lens, mid, g.data, trailer)
+	parts, hs := segFileParts(g)
+	size, err := writeFile(dir, hs.name(), parts...)
 	hs.size = size
 	return hs, err
 }

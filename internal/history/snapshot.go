@@ -48,7 +48,7 @@ func (s *Store) WriteSnapshot(w io.Writer) error {
 	}
 	var partial *segment
 	if n > 0 {
-		partial = compressStaging(v.open, n, table)
+		partial = compressStaging(v.open, n, table, new(encoder), new(segWriter))
 	}
 	s.release(v)
 
@@ -139,11 +139,12 @@ func (s *Store) WriteSnapshot(w io.Writer) error {
 
 // compressStaging compresses the first n committed scans of st (pinned by the caller) for the
 // series of table (by ID; nil: none), without the points older than their series' born time.
-func compressStaging(st *staging, n int, table []*meta) *segment {
-	var enc encoder
+// The segment returned shares its index and data with sw, which must not be reset while it is
+// in use; enc and sw are scratch that a caller may keep for the next call.
+func compressStaging(st *staging, n int, table []*meta, enc *encoder, sw *segWriter) *segment {
 	var vals [MaxBlockScans]uint64
 	var pres [MaxBlockScans]uint8
-	var sw segWriter
+	sw.reset()
 	for id, m := range table {
 		sw.begin()
 		start := len(sw.data)
@@ -159,7 +160,15 @@ func compressStaging(st *staging, n int, table []*meta) *segment {
 		sw.data = enc.appendBlock(sw.data, m.kind, vals[:n], pres[:n], n)
 		sw.end(len(sw.data) - start)
 	}
-	return sw.segment(st.ts[:n])
+	sw.flushRun()
+	return &segment{
+		ts:      append([]int64(nil), st.ts[:n]...),
+		lens:    sw.lens,
+		chk:     sw.chk,
+		lensOff: sw.lensOff,
+		data:    sw.data,
+		points:  sw.points,
+	}
 }
 
 // snapReader parses a snapshot held in memory, never reading past its end.
