@@ -32,7 +32,7 @@
 // # Concurrency
 //
 // One writer goroutine (the scanner) calls Series, Begin, Add, Commit and Expire. Any number
-// of readers call Lookup, Each, Range, Last, Latest, Stats, WriteSnapshot and SaveFile
+// of readers call Lookup, Each, Range, Last, Latest, Stats, WriteSnapshot and Saver.Save
 // concurrently. Readers take no lock shared with the writer's hot path: closed segments are
 // immutable and published through an atomic pointer; the open segment's committed scans are
 // published by an atomic count, and a reader pins the open segment with a reader count so the
@@ -42,15 +42,19 @@
 //
 // # Persistence
 //
-// WriteSnapshot/ReadSnapshot use a versioned, CRC-32C-checksummed format; the parser checks
-// every count against the remaining input before allocating, so hostile input cannot make it
-// allocate more than a small multiple of its size. SaveFile writes atomically (temporary file,
-// fsync, rename, fsync of the directory) and may run concurrently with the writer; LoadFile
-// treats a missing file as an empty store, and moves a corrupt or truncated one aside
-// (path.corrupt-<unix seconds>), returning an empty store and an error to log. Data older than
-// Retention at load time is dropped. The agent calls SaveFile periodically (losing at most one
-// period on kill -9) and once more at shutdown after the last Commit (losing nothing). Series
-// IDs are not preserved across a snapshot: look series up again by key after loading.
+// A Saver keeps a Store's snapshot in a directory incrementally (snapdir.go): each closed
+// segment is written once to its own file, the series table is a base file plus an append-only
+// log of changes, and a small HEAD, replaced atomically (temporary file, fsync, rename, fsync of
+// the directory) by every Save, names those files with their sizes and CRC-32C checksums and
+// holds the open segment's committed scans; files no HEAD names are deleted. Save is a reader:
+// it may run concurrently with the writer. LoadDir loads it (or a version 1 single-file
+// snapshot, which the first Save then replaces), dropping data older than Retention; a damaged
+// HEAD or series table is moved aside (name.corrupt-<unix seconds>) and the store starts empty,
+// a damaged segment file is moved aside and only its scans are lost, with an error wrapping
+// ErrCorrupt to log. Every parser checks each count against the remaining input before
+// allocating (series IDs are bounded by MaxSeries). The agent saves periodically (losing at most one period on kill -9) and once more
+// at shutdown after the last Commit (losing nothing). Series keep their IDs across a save and a
+// load. WriteSnapshot/ReadSnapshot write and read the whole store as one version 1 stream.
 //
 // See README.md for measurements against Prometheus XOR chunks.
 package history

@@ -317,9 +317,10 @@ func syncDir(dir string) error {
 // continues it. Scans older than opt.Retention before opt.Now are dropped, with the series left
 // without any point. Series keep the IDs they had when saved.
 //
-// Without a HEAD in dir, LoadDir loads legacy instead, a single-file (version 1) snapshot as
-// SaveFile wrote it before snapshot directories ("" or a missing file: none); the Saver deletes
-// legacy after its first successful Save, so the data lives in one place at a time.
+// Without a HEAD in dir, LoadDir loads legacy instead, a single-file snapshot in WriteSnapshot's
+// format (version 1) as agents wrote before snapshot directories ("" or a missing file: none);
+// the Saver deletes legacy after its first successful Save, so the data lives in one place at
+// a time.
 //
 // Damage never stops the agent: LoadDir always returns a usable Store and Saver, with an error
 // to log. A corrupt or truncated HEAD or series table is moved aside (renamed to
