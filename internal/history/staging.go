@@ -78,17 +78,22 @@ func (p *paged[T]) bytes(elemSize int) int64 {
 }
 
 // chunkPage holds pageLen chunks, a chunk being one series' values of chunkScans consecutive
-// scans (a chunk period), transposed: the values of all the page's chunks at one scan of the
-// period are contiguous. A scan writes one value per series, and a collector's series have
-// consecutive chunks, so the points of a group of 100 series land in 13 cache lines of values
-// and 2 of presence, rather than in 100 chunks of 72 bytes each spanning two lines: the scanner
-// streams through a ninth of the memory, and a chunk period's column fits the caches that the
-// rest of a scan (system calls, file reads) keeps evicting. Readers, who read a chunk's scans
-// across the columns, are the rarer side.
+// scans (a chunk period). The values are in tiles of chunkLanes chunks × chunkScans scans, a
+// tile's row being the values of its chunks at one scan (one 64-byte cache line); the presence
+// flags are in columns, one per scan. A scan writes one value per series, and a collector's
+// series have consecutive chunks, so the points of a group of 100 series land in 13 lines of
+// values and 2 of flags, where a chunk per series (72 bytes) would take ~113 lines: the
+// scanner streams through a seventh of the memory, which matters when the rest of a scan
+// (system calls, file reads) has evicted it all. Reading a chunk's values (queries, and the
+// compression of a full segment, series after series) walks a tile's rows, which serve the
+// tile's other chunks next.
 type chunkPage struct {
-	vals [chunkScans][pageLen]uint64
+	vals [pageLen / chunkLanes][chunkScans][chunkLanes]uint64
 	pres [chunkScans][pageLen]uint8 // 1 when vals holds a point
 }
+
+// chunkLanes is the number of chunks of a tile of a chunkPage: a cache line of values.
+const chunkLanes = 8
 
 // chunkPages is the chunks of a staging, by chunk number, in pages that never move (as paged).
 // The writer calls ensure, truncate and wget; readers call get.
@@ -204,7 +209,7 @@ func (st *staging) set(id ID, j int, bits uint64) bool {
 		pg, i = st.newChunk(id, q)
 	}
 	k := uint(j) % chunkScans
-	pg.vals[k][i] = bits
+	pg.vals[i/chunkLanes][k][i%chunkLanes] = bits
 	if pg.pres[k][i] == 0 {
 		pg.pres[k][i] = 1
 		return true
@@ -243,7 +248,7 @@ func (st *staging) setBatch(kinds []series.Kind, ids []ID, bits []uint64, j int)
 			pg, i = st.newChunk(id, q)
 			cur, pages = st.cur, st.chunks.w
 		}
-		pg.vals[k][i] = bits[n]
+		pg.vals[i/chunkLanes][k][i%chunkLanes] = bits[n]
 		if pg.pres[k][i] == 0 {
 			pg.pres[k][i] = 1
 			adds++
@@ -313,7 +318,7 @@ func (st *staging) row(id ID, n int, vals *[MaxBlockScans]uint64, pres *[MaxBloc
 		}
 		for k := range hi - lo {
 			pres[lo+k] = pg.pres[k][i]
-			vals[lo+k] = pg.vals[k][i]
+			vals[lo+k] = pg.vals[i/chunkLanes][k][i%chunkLanes]
 		}
 	}
 	return true
@@ -358,7 +363,7 @@ func (st *staging) last(id ID, n, want int, born int64, dst []Point) []Point {
 			if pg.pres[j-q*chunkScans][i] == 0 || st.ts[j] < born {
 				continue
 			}
-			dst = append(dst, Point{st.ts[j], pg.vals[j-q*chunkScans][i]})
+			dst = append(dst, Point{st.ts[j], pg.vals[i/chunkLanes][j-q*chunkScans][i%chunkLanes]})
 			if got++; got == want {
 				return dst
 			}

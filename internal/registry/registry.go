@@ -11,6 +11,7 @@ import (
 	"cmp"
 	"fmt"
 	"log/slog"
+	mathbits "math/bits"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -31,6 +32,7 @@ type Registry struct {
 	byKey      map[string]*series.Ref
 	slots      []atomic.Pointer[entry] // by Ref.ID; nil slots are free. Shared with the published Views
 	hot        []hotSlot               // by Ref.ID: what Put needs, without going through the entry
+	lastTS     []int64                 // by Ref.ID: ts of the scan that last wrote it; 0: never
 	liveBits   []uint64                // bit i: slot i written by this scan; published with the View
 	batchIDs   []history.ID            // PutBatch's scratch
 	batchBits  []uint64                // PutBatch's scratch
@@ -67,12 +69,13 @@ type entry struct {
 
 // hotSlot is the scanner's copy of what writing a point to a slot needs: a dense array of them,
 // indexed by Ref.ID, makes Put a lookup in an array that is walked in order (a collector's
-// series have consecutive IDs) instead of a pointer chase to the entry. Scanner-owned: readers
-// learn what was written from the View's live bits instead.
+// series have consecutive IDs) instead of a pointer chase to the entry. A point costs that
+// lookup, the history's and a bit set in liveBits; the rest of the bookkeeping (the time of the
+// last write, the live count, labels of a series that had gone cold) is done at Commit, for the
+// slots whose bit is set, in one pass in slot order. Scanner-owned.
 type hotSlot struct {
-	ref    *series.Ref // the slot's Ref; nil when the slot is free
-	hid    history.ID
-	lastTS int64 // ts of the scan that last wrote the slot's series; 0: never
+	ref *series.Ref // the slot's Ref; nil when the slot is free
+	hid history.ID
 }
 
 // batch is what PutBatch remembers of an array of Refs it was given: their slots, so that a
@@ -162,11 +165,13 @@ func (r *Registry) add(ref *series.Ref, hid history.ID) *entry {
 		ref.ID = int32(r.nslots)
 		r.nslots++
 		r.hot = append(r.hot, hotSlot{})
+		r.lastTS = append(r.lastTS, 0)
 		if n := (r.nslots + 63) >> 6; n > len(r.liveBits) {
 			r.liveBits = append(r.liveBits, 0) // not published until Commit: grown in place
 		}
 	}
 	r.hot[ref.ID] = hotSlot{ref: ref, hid: hid}
+	r.lastTS[ref.ID] = 0
 	r.slots[ref.ID].Store(e)
 	r.byKey[ref.Key] = ref
 	if ref.Kind == series.State {
@@ -183,7 +188,6 @@ func (r *Registry) Begin(tsMs int64) {
 	}
 	r.scanTS = tsMs
 	r.scans++
-	r.live = 0
 	clear(r.liveBits) // a scan begun again without a commit starts over
 	r.probs = r.probs[:0:0]
 	r.hist.Begin(tsMs)
@@ -244,11 +248,8 @@ func (r *Registry) Put(ref *series.Ref, bits uint64) {
 		r.putSlow(ref, bits)
 		return
 	}
-	h := &r.hot[id]
-	r.hist.Add(h.hid, bits)
-	if h.lastTS != r.scanTS {
-		r.touch(id, h)
-	}
+	r.hist.Add(r.hot[id].hid, bits)
+	r.liveBits[id>>6] |= 1 << (id & 63)
 }
 
 // putSlow is Put for a Ref without a slot (it is attached again) or of a State (ignored).
@@ -257,11 +258,8 @@ func (r *Registry) putSlow(ref *series.Ref, bits uint64) {
 	if e == nil || ref.Kind == series.State {
 		return
 	}
-	h := &r.hot[ref.ID]
-	r.hist.Add(h.hid, bits)
-	if h.lastTS != r.scanTS {
-		r.touch(ref.ID, h)
-	}
+	r.hist.Add(e.hid, bits)
+	r.liveBits[ref.ID>>6] |= 1 << (ref.ID & 63)
 }
 
 // PutBatch is Put(refs[i], bits[i]) for every i, in a tight loop: a collector that has the
@@ -292,7 +290,7 @@ func (r *Registry) PutBatch(refs []*series.Ref, bits []uint64) {
 	}
 	slots := b.slots[:len(refs)]
 	ids, vals := r.batchIDs[:0], r.batchBits[:0]
-	ts, hot, live := r.scanTS, r.hot, r.liveBits
+	hot, live := r.hot, r.liveBits
 	for i, ref := range refs {
 		id := slots[i]
 		if uint(id) >= uint(len(hot)) || hot[id].ref != ref {
@@ -310,19 +308,9 @@ func (r *Registry) PutBatch(refs []*series.Ref, bits []uint64) {
 			}
 			slots[i] = id
 		}
-		h := &hot[id]
-		ids = append(ids, h.hid)
+		ids = append(ids, hot[id].hid)
 		vals = append(vals, bits[i])
-		if h.lastTS != ts {
-			if h.lastTS >= ts-coldAfter.Milliseconds() {
-				// The common case, inline: written by a recent scan, so not cold.
-				h.lastTS = ts
-				live[id>>6] |= 1 << (id & 63)
-				r.live++
-				continue
-			}
-			r.touch(id, h)
-		}
+		live[id>>6] |= 1 << (id & 63)
 	}
 	r.hist.AddBatch(ids, vals)
 	r.batchIDs, r.batchBits = ids[:0], vals[:0]
@@ -340,22 +328,27 @@ func (r *Registry) sweepBatches() {
 	}
 }
 
-// touch marks slot id, whose hot slot is h, as written by this scan. It is called once per scan
-// and slot: h.lastTS equals the scan's time exactly when it was written by this scan (Begin
-// gives every scan a new time, even one that starts an uncommitted scan over).
-func (r *Registry) touch(id int32, h *hotSlot) {
-	prev := h.lastTS
-	h.lastTS = r.scanTS
-	r.liveBits[id>>6] |= 1 << (id & 63)
-	r.live++
-	if prev < r.scanTS-coldAfter.Milliseconds() { // sweepCold may have dropped its labels
-		e := r.slots[id].Load()
-		if e.labels.Load() == nil { // warm again
-			if l, err := series.ParseKey(e.ref.Key); err == nil {
-				e.labels.Store(&l)
+// markWritten ends the bookkeeping of the scan's writes: every slot written by the scan (its
+// bit set in liveBits) gets the scan's time as its last write, and the labels back if it had
+// gone cold; it returns their number.
+func (r *Registry) markWritten() int {
+	coldTS := r.scanTS - coldAfter.Milliseconds()
+	n := 0
+	for w, word := range r.liveBits {
+		n += mathbits.OnesCount64(word)
+		for ; word != 0; word &= word - 1 {
+			slot := w<<6 + mathbits.TrailingZeros64(word)
+			if r.lastTS[slot] < coldTS { // sweepCold may have dropped its labels
+				if e := r.slots[slot].Load(); e != nil && e.labels.Load() == nil { // warm again
+					if l, err := series.ParseKey(e.ref.Key); err == nil {
+						e.labels.Store(&l)
+					}
+				}
 			}
+			r.lastTS[slot] = r.scanTS
 		}
 	}
+	return n
 }
 
 // PutState implements series.Sink.
@@ -370,9 +363,7 @@ func (r *Registry) PutState(ref *series.Ref, sinceMs int64, text string) {
 	if e.stateTS.Load() != r.scanTS {
 		e.stateTS.Store(r.scanTS)
 	}
-	if h := &r.hot[ref.ID]; h.lastTS != r.scanTS {
-		r.touch(ref.ID, h)
-	}
+	r.liveBits[ref.ID>>6] |= 1 << (ref.ID & 63)
 }
 
 // Problem implements series.Sink. Each distinct (source, reason) is logged when it first appears
@@ -406,6 +397,7 @@ func (r *Registry) remove(ref *series.Ref) {
 // and subscribers see the new View.
 func (r *Registry) Commit() {
 	r.hist.Commit()
+	r.live = r.markWritten()
 	for _, key := range r.hist.Expire() {
 		if ref, ok := r.byKey[key]; ok && ref.Kind != series.State {
 			r.remove(ref)
@@ -414,7 +406,7 @@ func (r *Registry) Commit() {
 	// States keep no history: forget one unseen for the retention period.
 	horizon := r.scanTS - r.retention.Milliseconds()
 	for e := range r.states {
-		if r.hot[e.ref.ID].lastTS < horizon {
+		if r.lastTS[e.ref.ID] < horizon {
 			r.remove(e.ref)
 		}
 	}
@@ -451,7 +443,7 @@ func (r *Registry) enforceMax() {
 	var cands []cand
 	for i := range r.nslots {
 		if e := r.slots[i].Load(); e != nil && e.ref.Kind != series.State {
-			if ts := r.hot[i].lastTS; ts < r.scanTS {
+			if ts := r.lastTS[i]; ts < r.scanTS {
 				cands = append(cands, cand{ts, int32(i)})
 			}
 		}
@@ -495,7 +487,7 @@ func (r *Registry) sweepCold() {
 			}
 		}
 		e := r.slots[r.coldCursor].Load()
-		ts := r.hot[r.coldCursor].lastTS
+		ts := r.lastTS[r.coldCursor]
 		r.coldCursor++
 		if e == nil || e.ref.Kind == series.State || ts >= horizon || e.labels.Load() == nil {
 			continue
