@@ -176,7 +176,10 @@ type staging struct {
 	ts      []int64
 
 	slotOf  paged[atomic.Int32] // by ID: 1 + the series' slot, 0: no point in this segment
-	chunkOf paged[atomic.Int32] // by slot*cpr + q: 1 + the chunk of scans [q*chunkScans, +chunkScans)
+	// chunkOf[q] is by slot: 1 + the chunk of scans [q*chunkScans, +chunkScans), 0: none. One
+	// array per chunk period, so that the first scan of a period, which gives every series a
+	// chunk, walks it in order.
+	chunkOf []paged[atomic.Int32]
 	chunks  chunkPages
 
 	// Writer-owned.
@@ -191,7 +194,8 @@ type staging struct {
 }
 
 func newStaging(scans int) *staging {
-	return &staging{scans: scans, cpr: (scans + chunkScans - 1) / chunkScans, ts: make([]int64, scans), curQ: -1}
+	cpr := (scans + chunkScans - 1) / chunkScans
+	return &staging{scans: scans, cpr: cpr, ts: make([]int64, scans), curQ: -1, chunkOf: make([]paged[atomic.Int32], cpr)}
 }
 
 // set stores bits as the value of id at scan j and reports whether it is a new point (not a
@@ -272,10 +276,12 @@ func (st *staging) newChunk(id ID, q int) (*chunkPage, int) {
 	if slot < 0 {
 		slot = len(st.ids)
 		st.ids = append(st.ids, id)
-		st.chunkOf.ensure((slot + 1) * st.cpr)
+		for q := range st.chunkOf {
+			st.chunkOf[q].ensure(slot + 1)
+		}
 		sp.Store(int32(slot + 1))
 	}
-	cp := st.chunkOf.wget(slot*st.cpr + q)
+	cp := st.chunkOf[q].wget(slot)
 	c := int(cp.Load()) - 1
 	if c < 0 {
 		c = st.nchunks
@@ -294,7 +300,7 @@ func (st *staging) newChunk(id ID, q int) (*chunkPage, int) {
 func (st *staging) unset(j int) {
 	q := j / chunkScans
 	for slot := range st.ids {
-		if c := int(st.chunkOf.wget(slot*st.cpr+q).Load()) - 1; c >= 0 {
+		if c := int(st.chunkOf[q].wget(slot).Load()) - 1; c >= 0 {
 			pg, i := st.chunks.wget(c)
 			pg.pres[j%chunkScans][i] = 0
 		}
@@ -335,7 +341,7 @@ func (st *staging) slot(id ID) int {
 
 // chunk returns the page and index of the chunk q of slot, or nil. Safe for concurrent use.
 func (st *staging) chunk(slot, q int) (*chunkPage, int) {
-	cp := st.chunkOf.get(slot*st.cpr + q)
+	cp := st.chunkOf[q].get(slot)
 	if cp == nil {
 		return nil, 0
 	}
@@ -392,13 +398,15 @@ func (st *staging) hasPoint(id ID, n int) bool {
 func (st *staging) reset() {
 	for slot, id := range st.ids {
 		st.slotOf.wget(int(id)).Store(0)
-		for q := range st.cpr {
-			st.chunkOf.wget(slot*st.cpr + q).Store(0)
+		for q := range st.chunkOf {
+			st.chunkOf[q].wget(slot).Store(0)
 		}
 	}
 	st.chunks.clearPres(st.nchunks)
 	st.chunks.truncate(2 * st.nchunks)
-	st.chunkOf.truncate(2 * len(st.ids) * st.cpr)
+	for q := range st.chunkOf {
+		st.chunkOf[q].truncate(2 * len(st.ids))
+	}
 	if cap(st.ids) > 4*len(st.ids)+1024 {
 		st.ids = nil // a burst is over: let its memory go
 	}
@@ -410,5 +418,9 @@ func (st *staging) reset() {
 
 // bytes returns the memory the staging holds.
 func (st *staging) bytes() int64 {
-	return int64(8*len(st.ts)) + st.slotOf.bytes(4) + st.chunkOf.bytes(4) + st.chunks.bytes()
+	n := int64(8*len(st.ts)) + st.slotOf.bytes(4) + st.chunks.bytes()
+	for q := range st.chunkOf {
+		n += st.chunkOf[q].bytes(4)
+	}
+	return n
 }
