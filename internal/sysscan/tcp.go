@@ -10,8 +10,26 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// tcpScan counts the sockets of /proc/net/tcp and /proc/net/tcp6 together, streaming them
-// through a fixed buffer: a busy machine may have 100k sockets (15 MB of text).
+// tcpScan counts the machine's TCP sockets, IPv4 and IPv6 together: per state, listening ports
+// with their accept queues and inbound connections, per uid, and the queue totals.
+//
+// The sockets come from netlink sock_diag (tcp_diag.go) when the collector reads the host's own
+// /proc, and from /proc/net/tcp and /proc/net/tcp6 otherwise. The reason is the kernel's cost:
+// every read of a /proc/net/tcp file walks the whole established hash table (262144 buckets on
+// a machine with 24 GB of memory, /proc/sys/net/ipv4/tcp_ehash_entries), about 1 ms of kernel
+// time per file even with no socket at all, and the two files walk it twice; one inet_diag dump
+// walks it once for both families and returns binary records that cost less to parse than text
+// lines. Both paths feed the same tcpSock values to add, so the series do not depend on the path
+// (tcp_diag.go lists the per-state details that make them agree).
+//
+// /proc/net/tcp is read instead when Options.Proc is not "/proc" (another proc root: a
+// container's view of the host, the test fixtures; netlink would show the agent's own network
+// namespace, not that root's), and for a scan whose dump failed. The failure is reported with
+// Sink.Problem; after diagMaxFails failed dumps in a row, or at once when the netlink socket
+// cannot be opened (a kernel without inet_diag, a seccomp filter), netlink is not tried again.
+//
+// The /proc files are streamed through a fixed buffer: a busy machine may have 100k sockets
+// (15 MB of text).
 type tcpScan struct {
 	lr       lineReader
 	files    [2]keptFile // tcp, tcp6
@@ -27,11 +45,22 @@ type tcpScan struct {
 	parseErrs   int
 	firstErr    error
 
+	diag      tcpDiag
+	noDiag    bool // read /proc/net/tcp even from the host's /proc (tests and benchmarks)
+	diagOff   bool // netlink failed for good: /proc/net/tcp from now on
+	diagFails int  // failed dumps in a row
+
 	stateRefs [len(tcpStates)]*series.Ref
 	qRefs     [2]*series.Ref
 	portRefs  map[uint16]*portRefs
 	uidRefs   map[uint32]*uidRef
 }
+
+// diagMaxFails is how many failed netlink dumps in a row make the collector give up netlink.
+const diagMaxFails = 3
+
+// diagSource is the source of the netlink path's problems.
+const diagSource = "netlink inet_diag (TCP sockets)"
 
 type portRefs struct {
 	sockets, queue, established *series.Ref
@@ -56,6 +85,7 @@ func (t *tcpScan) close() {
 	for i := range t.files {
 		t.files[i].close()
 	}
+	t.diag.close()
 }
 
 func (t *tcpScan) reset() {
@@ -107,9 +137,59 @@ func (t *tcpScan) add(s tcpSock) {
 	}
 }
 
-// collect reads both tables and emits the series.
+// collect counts the sockets, through netlink when proc is the host's /proc, and emits the
+// series.
 func (t *tcpScan) collect(ctx context.Context, procfd int, proc string, sink series.Sink, gen uint64) {
 	t.reset()
+	if proc == "/proc" && !t.noDiag && !t.diagOff {
+		if t.collectDiag(ctx, sink) {
+			t.emit(sink, gen)
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		t.reset() // the failed dump's partial counts
+	}
+	t.collectProc(ctx, procfd, proc, sink, gen)
+}
+
+// collectDiag counts the sockets of one netlink dump and reports whether it succeeded; when it
+// did not, the counts are partial and the failure has been reported. A dump the kernel flags as
+// inconsistent (NLM_F_DUMP_INTR: the tables changed while it walked them) is done again once;
+// a second inconsistent dump is accepted as it is, like the /proc files, which are never
+// consistent snapshots either. (inet_diag does not set the flag as of Linux 6.18.)
+func (t *tcpScan) collectDiag(ctx context.Context, sink series.Sink) bool {
+	err := t.diag.dump(ctx, t)
+	if errors.Is(err, errDiagIntr) {
+		t.reset()
+		if err = t.diag.dump(ctx, t); errors.Is(err, errDiagIntr) {
+			err = nil
+		}
+	}
+	if t.diag.bad > 0 {
+		sink.Problem(diagSource, strconv.Itoa(t.diag.bad)+" records skipped, first: "+t.diag.firstBad.Error())
+	}
+	if err == nil {
+		t.diagFails = 0
+		return true
+	}
+	if ctx.Err() != nil {
+		return false
+	}
+	t.diagFails++
+	if t.diagFails >= diagMaxFails || errors.Is(err, errDiagOpen) {
+		t.diagOff = true
+		t.diag.close()
+		sink.Problem(diagSource, err.Error()+"; reading /proc/net/tcp from now on")
+		return false
+	}
+	sink.Problem(diagSource, err.Error()+"; read /proc/net/tcp for this scan")
+	return false
+}
+
+// collectProc reads /proc/net/tcp and tcp6 under proc and emits the series.
+func (t *tcpScan) collectProc(ctx context.Context, procfd int, proc string, sink series.Sink, gen uint64) {
 	read := 0
 	for i, name := range [2]string{"net/tcp\x00", "net/tcp6\x00"} {
 		if ctx.Err() != nil {
