@@ -14,6 +14,7 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -48,14 +49,22 @@ type Collector struct {
 	selfNS   string    // the agent's own mount namespace
 	selfRoot [2]uint64 // dev and inode of the agent's root directory
 	groups   map[groupKey]*group
-	mntns    map[pidStart]string
+	mntns    map[pidStart]mntEntry
 	keys     []keyed // scratch of Collect
 	table    []sysscan.Process
 	watch    *watcher
 	scans    uint64
 
+	pids []int // scratch of Collect: the pids read, sorted
+
 	count   atomic.Int64
-	exports atomic.Pointer[map[int]struct{}]
+	exports atomic.Pointer[[]int] // sorted; replaced only when it changes
+}
+
+// mntEntry is the mount namespace of a process, and the scan that last saw the process.
+type mntEntry struct {
+	ns   string
+	seen uint64
 }
 
 type groupKey struct {
@@ -85,6 +94,8 @@ type group struct {
 	texts   []string // last text of each state entry, to avoid a conversion per scan
 	members uint64   // signature of the pids sharing the files
 	seen    bool
+	sig     uint64 // this scan's signature of the pids sharing the files, being built
+	n       int    // this scan's number of them
 
 	watch     *watchDir // the watched directory of the files, nil when not watched
 	watchName string    // the files' base name in it
@@ -106,11 +117,11 @@ func New(procs ProcessTable, opt Options) *Collector {
 	if opt.Log == nil {
 		opt.Log = slog.New(slog.DiscardHandler)
 	}
-	c := &Collector{procs: procs, opt: opt, groups: map[groupKey]*group{}, mntns: map[pidStart]string{},
+	c := &Collector{procs: procs, opt: opt, groups: map[groupKey]*group{}, mntns: map[pidStart]mntEntry{},
 		watch: newWatcher()}
 	c.selfNS, _ = os.Readlink(opt.Proc + "/self/ns/mnt")
 	c.selfRoot, _ = rootID(opt.Proc + "/self/root")
-	c.exports.Store(&map[int]struct{}{})
+	c.exports.Store(&[]int{})
 	return c
 }
 
@@ -119,7 +130,7 @@ func (c *Collector) Count() int { return int(c.count.Load()) }
 
 // Exports reports whether pid's metrics were read in the latest scan.
 func (c *Collector) Exports(pid int) bool {
-	_, ok := (*c.exports.Load())[pid]
+	_, ok := slices.BinarySearch(*c.exports.Load(), pid)
 	return ok
 }
 
@@ -127,53 +138,53 @@ func (c *Collector) Exports(pid int) bool {
 func (c *Collector) Collect(ctx context.Context, sink series.Sink) error {
 	table := c.procs.AppendTable(c.table[:0])
 	c.table = table
+	c.scans++
 	for _, g := range c.groups {
-		g.seen = false
+		g.seen, g.sig, g.n = false, 0, 0
 	}
-	alive := make(map[pidStart]bool, 64)
-	exports := make(map[int]struct{}, len(c.groups))
 	// Per group: how many processes share the files, and a signature of which; the member
 	// list itself is built only when the signature changes (rarely), so the steady state
 	// allocates nothing per application.
-	type acc struct {
-		sig uint64
-		n   int
-	}
-	accs := make(map[groupKey]acc, len(c.groups))
-	c.keys = c.keys[:0]
+	c.keys, c.pids = c.keys[:0], c.pids[:0]
 	for i := range table {
 		p := &table[i]
 		if p.CantalPath == "" {
 			continue
 		}
 		ps := pidStart{p.PID, p.StartTime}
-		alive[ps] = true
-		ns, ok := c.mntns[ps]
+		m, ok := c.mntns[ps]
 		if !ok {
 			link, err := os.Readlink(c.opt.Proc + "/" + strconv.Itoa(p.PID) + "/ns/mnt")
 			if err != nil {
 				continue // gone meanwhile
 			}
-			ns = link
-			c.mntns[ps] = ns
+			m.ns = link
 		}
-		k := groupKey{ns: ns, uid: p.UID, path: p.CantalPath}
+		m.seen = c.scans
+		c.mntns[ps] = m
+		k := groupKey{ns: m.ns, uid: p.UID, path: p.CantalPath}
 		c.keys = append(c.keys, keyed{k, i})
-		a := accs[k]
-		a.n++
-		a.sig = a.sig*1099511628211 ^ uint64(p.PID) ^ uint64(p.StartTime)<<20
-		accs[k] = a
-		exports[p.PID] = struct{}{}
-	}
-	var changed map[groupKey][]*sysscan.Process
-	for k, a := range accs {
 		g := c.groups[k]
 		if g == nil {
 			g = &group{key: k}
 			c.groups[k] = g
 		}
 		g.seen = true
-		if sig := a.sig ^ uint64(a.n)<<56; g.reader == nil || sig != g.members {
+		g.n++
+		g.sig = g.sig*1099511628211 ^ uint64(p.PID) ^ uint64(p.StartTime)<<20
+		c.pids = append(c.pids, p.PID)
+	}
+	slices.Sort(c.pids)
+	if !slices.Equal(c.pids, *c.exports.Load()) {
+		exports := slices.Clone(c.pids)
+		c.exports.Store(&exports)
+	}
+	var changed map[groupKey][]*sysscan.Process
+	for k, g := range c.groups {
+		if !g.seen {
+			continue
+		}
+		if sig := g.sig ^ uint64(g.n)<<56; g.reader == nil || sig != g.members {
 			g.members = sig
 			if changed == nil {
 				changed = map[groupKey][]*sysscan.Process{}
@@ -197,12 +208,11 @@ func (c *Collector) Collect(ctx context.Context, sink series.Sink) error {
 			}
 		}
 	}
-	for ps := range c.mntns {
-		if !alive[ps] {
+	for ps, m := range c.mntns {
+		if m.seen != c.scans {
 			delete(c.mntns, ps)
 		}
 	}
-	c.scans++
 	all := c.watch.poll()
 	n := 0
 	for k, g := range c.groups {
@@ -225,7 +235,6 @@ func (c *Collector) Collect(ctx context.Context, sink series.Sink) error {
 		}
 	}
 	c.count.Store(int64(n))
-	c.exports.Store(&exports)
 	return nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/cantal-go/cantal/internal/series"
+	"github.com/cantal-go/cantal/internal/sysscan"
 )
 
 // replaceFiles writes base's pair as the clients do: .values then .meta, each through a
@@ -128,4 +129,37 @@ func TestWatcherEventsMarkOnlyTheirGroup(t *testing.T) {
 	if len(w.dirs) != 0 {
 		t.Errorf("%d watched directories left after removing every group", len(w.dirs))
 	}
+}
+
+// TestCollectSteadyStateAllocs: a scan of unchanged applications allocates nothing (the
+// collector reuses its table, its per-group tallies and the published pid list).
+func TestCollectSteadyStateAllocs(t *testing.T) {
+	dir := t.TempDir()
+	var procs table
+	for i := range 20 {
+		base := filepath.Join(dir, fmt.Sprint("app", i))
+		replaceFiles(t, base, 1)
+		procs = append(procs, sysscanProcess(os.Getpid(), base))
+	}
+	coll := New(procs, Options{})
+	defer coll.Close()
+	sink := &series.Discard{}
+	for range fullCheckEvery { // the first scans open and watch everything
+		if err := coll.Collect(context.Background(), sink); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if coll.Count() != 20 {
+		t.Fatalf("Count = %d; want 20", coll.Count())
+	}
+	allocs := testing.AllocsPerRun(fullCheckEvery, func() {
+		coll.Collect(context.Background(), sink)
+	})
+	if allocs != 0 {
+		t.Errorf("a steady-state scan of 20 applications allocates %v times; want 0", allocs)
+	}
+}
+
+func sysscanProcess(pid int, base string) sysscan.Process {
+	return sysscan.Process{PID: pid, UID: os.Getuid(), Name: "app", CantalPath: base}
 }
