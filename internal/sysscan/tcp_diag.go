@@ -75,7 +75,7 @@ type tcpDiag struct {
 	firstBad error // the first of them
 	// Request sockets (SYN_RECV) are reported with uid 0, /proc/net/tcp gives them the uid of
 	// their listener: they are counted once the dump has shown the listeners.
-	reqs      []uint16 // local ports of request sockets
+	reqs      []tcpSock // request sockets
 	listeners []portUID
 	lisUID    map[uint16]uint32
 }
@@ -196,8 +196,9 @@ func (d *tcpDiag) finishDump(out tcpAdder) {
 	for i := len(d.listeners) - 1; i >= 0; i-- { // the first listener of a port wins
 		d.lisUID[d.listeners[i].port] = d.listeners[i].uid
 	}
-	for _, p := range d.reqs {
-		out.add(tcpSock{LocalPort: p, State: tcpSynRecv, UID: d.lisUID[p]})
+	for _, s := range d.reqs {
+		s.UID = d.lisUID[s.LocalPort]
+		out.add(s)
 	}
 }
 
@@ -267,7 +268,7 @@ func (d *tcpDiag) parse(b []byte, out tcpAdder) error {
 			case s.State == tcpListen:
 				d.listeners = append(d.listeners, portUID{s.LocalPort, s.UID})
 			case isRequestSock(msg, s):
-				d.reqs = append(d.reqs, s.LocalPort)
+				d.reqs = append(d.reqs, s)
 				continue
 			}
 			out.add(s)

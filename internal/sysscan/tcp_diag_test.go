@@ -92,8 +92,8 @@ func TestParseDiagRecords(t *testing.T) {
 		{LocalPort: 50000, RemotePort: 443, State: 1, RxQueue: 10, TxQueue: 20, UID: 1002},
 		{LocalPort: 50001, RemotePort: 80, State: 6},
 		{LocalPort: 8080, RemotePort: 40002, State: tcpSynRecv, RxQueue: 5, TxQueue: 6, UID: 1003},
-		{LocalPort: 8080, State: tcpSynRecv, UID: 1000},
-		{LocalPort: 9090, State: tcpSynRecv},
+		{LocalPort: 8080, RemotePort: 40000, State: tcpSynRecv, UID: 1000},
+		{LocalPort: 9090, RemotePort: 40001, State: tcpSynRecv},
 	}
 	if len(got) != len(want) {
 		t.Fatalf("got %d sockets %+v; want %+v", len(got), got, want)
