@@ -116,7 +116,7 @@ func TestParseDiagSkips(t *testing.T) {
 	short := diagRecord(unix.AF_INET, 1, 1, 2, 0, 0, 0, 0)[:40]
 	b := concat(
 		nlMsg(tcpdiagGetSock, 0, seq-1, diagRecord(unix.AF_INET, 1, 1, 2, 0, 0, 0, 0)), // stale
-		nlMsg(unix.NLMSG_DONE, 0, seq-1, []byte{0, 0, 0, 0}),                          // stale end
+		nlMsg(unix.NLMSG_DONE, 0, seq-1, []byte{0, 0, 0, 0}),                           // stale end
 		nlMsg(unix.NLMSG_NOOP, 0, seq, nil),
 		nlMsg(unix.NLMSG_ERROR, 0, seq, errnoBody(0)), // an acknowledgement
 		nlMsg(tcpdiagGetSock, 0, seq, short),
