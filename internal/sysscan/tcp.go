@@ -132,7 +132,9 @@ func (t *tcpScan) add(s tcpSock) {
 	case 1: // established
 		t.estab[s.LocalPort]++
 	}
-	if s.State != 6 && s.State != 12 { // time_wait and new_syn_recv belong to no process
+	// Time-wait sockets belong to no process (uid 0). new_syn_recv never comes: both paths show
+	// request sockets as syn_recv, with their listener's uid.
+	if s.State != 6 && s.State != 12 {
 		t.byUID[s.UID]++
 	}
 }

@@ -254,6 +254,7 @@ func FuzzParseInetDiag(f *testing.F) {
 	}
 	f.Add(nlMsg(unix.NLMSG_ERROR, 0, 1, errnoBody(-int32(unix.EINVAL))))
 	f.Add(nlMsg(tcpdiagGetSock, unix.NLM_F_DUMP_INTR, 1, diagRecord(unix.AF_INET, tcpSynRecv, 1, 2, 0, 0, 0, 0)))
+	ts := newTCPScan()
 	f.Fuzz(func(t *testing.T, b []byte) {
 		d := tcpDiag{seq: 1}
 		d.startDump()
@@ -277,7 +278,7 @@ func FuzzParseInetDiag(f *testing.F) {
 			t.Errorf("%d bad records and no first error", d.bad)
 		}
 		// The collector path must take whatever the parser accepted.
-		ts := newTCPScan()
+		ts.reset()
 		for _, s := range got {
 			ts.add(s)
 		}
