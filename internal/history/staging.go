@@ -184,10 +184,9 @@ type staging struct {
 	readers atomic.Int64
 	n       atomic.Int32 // committed scans
 	scans   int
-	cpr     int // chunks per row
 	ts      []int64
 
-	slotOf  paged[atomic.Int32] // by ID: 1 + the series' slot, 0: no point in this segment
+	slotOf paged[atomic.Int32] // by ID: 1 + the series' slot, 0: no point in this segment
 	// chunkOf[q] is by slot: 1 + the chunk of scans [q*chunkScans, +chunkScans), 0: none. One
 	// array per chunk period, so that the first scan of a period, which gives every series a
 	// chunk, walks it in order.
@@ -207,7 +206,7 @@ type staging struct {
 
 func newStaging(scans int) *staging {
 	cpr := (scans + chunkScans - 1) / chunkScans
-	return &staging{scans: scans, cpr: cpr, ts: make([]int64, scans), curQ: -1, chunkOf: make([]paged[atomic.Int32], cpr)}
+	return &staging{scans: scans, ts: make([]int64, scans), curQ: -1, chunkOf: make([]paged[atomic.Int32], cpr)}
 }
 
 // set stores bits as the value of id at scan j and reports whether it is a new point (not a
