@@ -74,7 +74,9 @@ type tcpDiag struct {
 	bad      int   // records that are not TCP sockets of a known state
 	firstBad error // the first of them
 	// Request sockets (SYN_RECV) are reported with uid 0, /proc/net/tcp gives them the uid of
-	// their listener: they are counted once the dump has shown the listeners.
+	// their listener: they are passed at the end of the dump, with the uid of the first
+	// listener of their local port. (Listeners of one port on different addresses owned by
+	// different uids would differ from /proc; SO_REUSEPORT listeners share a uid.)
 	reqs      []tcpSock // request sockets
 	listeners []portUID
 	lisUID    map[uint16]uint32
