@@ -15,11 +15,13 @@
 // reused buffer. Every series.Ref is registered once and cached while the thing it measures (a
 // pid, an interface, a disk, a port, a cgroup) lives, and dropped when it goes, so memory does
 // not grow with churn. A process's cmdline and environ are read once per (pid, start time,
-// command name); its cgroup file on its first scan and then every fifth.
+// command name); its status and cgroup files on its first scan and then every fifth; its io
+// file at every scan after it used CPU, else every fifth (processes.go says why).
 //
-// The TCP tables are the exception: the kernel walks its whole connection hash table for each
-// read of /proc/net/tcp and tcp6 (about 1 ms each on a machine with 24 GB of memory, even with
-// no sockets), whoever reads them.
+// The TCP sockets are the exception: each read of /proc/net/tcp or tcp6 walks the kernel's
+// whole connection hash table (about 1 ms each on a machine with 24 GB of memory, even with no
+// sockets), so for the host's own /proc they are counted from one netlink inet_diag dump, which
+// walks it once for both families (tcp.go).
 //
 // What "the cgroup" of a process is, when cgroup v1 and v2 disagree, is decided in
 // cgroup_name.go and documented with the series in docs/metrics.md.
