@@ -89,89 +89,10 @@ func (p *paged[T]) bytes(elemSize int) int64 {
 	return int64(len(*d)) * pageLen * int64(elemSize)
 }
 
-// chunkPage holds pageLen chunks, a chunk being one series' values of chunkScans consecutive
-// scans (a chunk period). The values are in tiles of chunkLanes chunks × chunkScans scans, a
-// tile's row being the values of its chunks at one scan (one 64-byte cache line); the presence
-// flags are in columns, one per scan. A scan writes one value per series, and a collector's
-// series have consecutive chunks, so the points of a group of 100 series land in 13 lines of
-// values and 2 of flags, where a chunk per series (72 bytes) would take ~113 lines: the
-// scanner streams through a seventh of the memory, which matters when the rest of a scan
-// (system calls, file reads) has evicted it all. Reading a chunk's values (queries, and the
-// compression of a full segment, series after series) walks a tile's rows, which serve the
-// tile's other chunks next.
-type chunkPage struct {
-	vals [pageLen / chunkLanes][chunkScans][chunkLanes]uint64
-	pres [chunkScans][pageLen]uint8 // 1 when vals holds a point
-}
-
-// chunkLanes is the number of chunks of a tile of a chunkPage: a cache line of values.
-const chunkLanes = 8
-
-// chunkPages is the chunks of a staging, by chunk number, in pages that never move (as paged).
-// The writer calls ensure, truncate and wget; readers call get.
-type chunkPages struct {
-	dir atomic.Pointer[[]*chunkPage] // published page directory
-	w   []*chunkPage                 // the writer's copy of *dir
-}
-
-// get returns the page of chunk c and c's index in it, or nil when c is beyond the array. Safe
-// for concurrent use.
-func (p *chunkPages) get(c int) (*chunkPage, int) {
-	d := p.dir.Load()
-	if d == nil || c>>pageShift >= len(*d) {
-		return nil, 0
-	}
-	return (*d)[c>>pageShift], c & (pageLen - 1)
-}
-
-// wget is get for the writer, for c below the size ensured.
-func (p *chunkPages) wget(c int) (*chunkPage, int) { return p.w[c>>pageShift], c & (pageLen - 1) }
-
-// ensure makes chunks [0, n) exist. Writer only.
-func (p *chunkPages) ensure(n int) {
-	if n <= len(p.w)<<pageShift {
-		return
-	}
-	w := append([]*chunkPage(nil), p.w...)
-	for len(w)<<pageShift < n {
-		w = append(w, new(chunkPage))
-	}
-	p.w = w
-	p.dir.Store(&w)
-}
-
-// truncate drops the pages beyond the first n chunks. Writer only, and only while no reader
-// can hold a chunk of the dropped pages.
-func (p *chunkPages) truncate(n int) {
-	k := (n + pageLen - 1) >> pageShift
-	if k >= len(p.w) {
-		return
-	}
-	w := append([]*chunkPage(nil), p.w[:k]...)
-	p.w = w
-	p.dir.Store(&w)
-}
-
-// clearPres clears the presence flags of chunks [0, n). Writer only, with no reader holding them.
-func (p *chunkPages) clearPres(n int) {
-	for i, pg := range p.w {
-		m := min(pageLen, n-i*pageLen)
-		if m <= 0 {
-			return
-		}
-		for k := range pg.pres {
-			clear(pg.pres[k][:m])
-		}
-	}
-}
-
-// bytes returns the memory held by the allocated pages.
-func (p *chunkPages) bytes() int64 {
-	d := p.dir.Load()
-	if d == nil {
-		return 0
-	}
-	return int64(len(*d)) * int64(unsafe.Sizeof(chunkPage{}))
+// chunk holds one series' values of chunkScans consecutive scans.
+type chunk struct {
+	vals [chunkScans]uint64
+	pres [chunkScans]uint8 // 1 when vals holds a point
 }
 
 // staging holds the open segment uncompressed. The writer fills scan j, then publishes it by
@@ -184,14 +105,12 @@ type staging struct {
 	readers atomic.Int64
 	n       atomic.Int32 // committed scans
 	scans   int
+	cpr     int // chunks per row
 	ts      []int64
 
-	slotOf paged[atomic.Int32] // by ID: 1 + the series' slot, 0: no point in this segment
-	// chunkOf[q] is by slot: 1 + the chunk of scans [q*chunkScans, +chunkScans), 0: none. One
-	// array per chunk period, so that the first scan of a period, which gives every series a
-	// chunk, walks it in order.
-	chunkOf []paged[atomic.Int32]
-	chunks  chunkPages
+	slotOf  paged[atomic.Int32] // by ID: 1 + the series' slot, 0: no point in this segment
+	chunkOf paged[atomic.Int32] // by slot*cpr + q: 1 + the chunk of scans [q*chunkScans, +chunkScans)
+	chunks  paged[chunk]
 
 	// Writer-owned.
 	ids     []ID // by slot: the series
@@ -205,8 +124,7 @@ type staging struct {
 }
 
 func newStaging(scans int) *staging {
-	cpr := (scans + chunkScans - 1) / chunkScans
-	return &staging{scans: scans, ts: make([]int64, scans), curQ: -1, chunkOf: make([]paged[atomic.Int32], cpr)}
+	return &staging{scans: scans, cpr: (scans + chunkScans - 1) / chunkScans, ts: make([]int64, scans), curQ: -1}
 }
 
 // set stores bits as the value of id at scan j and reports whether it is a new point (not a
@@ -214,38 +132,43 @@ func newStaging(scans int) *staging {
 func (st *staging) set(id ID, j int, bits uint64) bool {
 	q := j / chunkScans
 	if q != st.curQ {
-		st.startPeriod(q)
+		clear(st.cur)
+		st.curQ = q
 	}
-	var pg *chunkPage
-	var i int
+	var ch *chunk
 	if int(id) < len(st.cur) && st.cur[id] != 0 {
-		pg, i = st.chunks.wget(int(st.cur[id]) - 1)
+		ch = st.chunks.wget(int(st.cur[id]) - 1)
 	} else {
-		pg, i = st.newChunk(id, q)
+		ch = st.newChunk(id, q)
 	}
-	k := uint(j) % chunkScans
-	pg.vals[i/chunkLanes][k][i%chunkLanes] = bits
-	if pg.pres[k][i] == 0 {
-		pg.pres[k][i] = 1
+	k := j % chunkScans
+	ch.vals[k] = bits
+	if ch.pres[k] == 0 {
+		ch.pres[k] = 1
 		return true
 	}
 	return false
 }
 
 // setBatch is set(ids[i], j, bits[i]) for every i whose kinds[ids[i]] is not 0 (a registered
-// series); it returns the number of new points and of the IDs skipped. len(bits) must be
-// len(ids). Writer only.
+// series); it returns the number of new points and of the IDs skipped. Writer only.
 //
 // This is the loop every point of a scan goes through: per point it reads the kind and the
 // chunk cache of the ID (arrays walked in order when the IDs are consecutive, as a collector's
-// are) and writes the value and the presence flag into the scan's column of the chunk page
-// (chunks are allocated in the order of the first scan of their period, so the columns are
-// walked in order too). Nothing in it is atomic: the chunk was published when it was made,
-// and readers read values only below the committed count.
+// are) and writes the value and the presence flag into the chunk (chunks are allocated in the
+// order of the first scan of their period, so a group's are walked in order too). Nothing in
+// it is atomic: the chunk was published when it was made, and readers read values only below
+// the committed count.
+//
+// (Chunk pages transposed into tiles of 8 chunks × 8 scans, so that a group's 100 points
+// write 13 cache lines rather than ~113, were tried: no faster on BenchmarkScan, cold caches
+// included, since the hardware prefetches a group's run of chunks; and reading rows, as
+// Commit does for a whole segment, was twice as slow.)
 func (st *staging) setBatch(kinds []series.Kind, ids []ID, bits []uint64, j int) (adds, dropped int) {
 	q, k := j/chunkScans, uint(j)%chunkScans
 	if q != st.curQ {
-		st.startPeriod(q)
+		clear(st.cur)
+		st.curQ = q
 	}
 	cur, pages := st.cur, st.chunks.w
 	bits = bits[:len(ids)]
@@ -254,45 +177,35 @@ func (st *staging) setBatch(kinds []series.Kind, ids []ID, bits []uint64, j int)
 			dropped++
 			continue
 		}
-		var pg *chunkPage
-		var i int
+		var ch *chunk
 		if int(id) < len(cur) && cur[id] != 0 {
 			c := int(cur[id]) - 1
-			pg, i = pages[c>>pageShift], c&(pageLen-1)
+			ch = &pages[c>>pageShift][c&(pageLen-1)]
 		} else {
-			pg, i = st.newChunk(id, q)
+			ch = st.newChunk(id, q)
 			cur, pages = st.cur, st.chunks.w
 		}
-		pg.vals[i/chunkLanes][k][i%chunkLanes] = bits[n]
-		if pg.pres[k][i] == 0 {
-			pg.pres[k][i] = 1
+		ch.vals[k] = bits[n]
+		if ch.pres[k] == 0 {
+			ch.pres[k] = 1
 			adds++
 		}
 	}
 	return adds, dropped
 }
 
-// startPeriod makes q the chunk period that cur caches. Writer only.
-func (st *staging) startPeriod(q int) {
-	clear(st.cur)
-	st.curQ = q
-}
-
-// newChunk returns the page and index of id's chunk q, giving id a slot and the chunk when
-// needed. Writer only.
-func (st *staging) newChunk(id ID, q int) (*chunkPage, int) {
+// newChunk returns id's chunk q, giving id a slot and the chunk when needed. Writer only.
+func (st *staging) newChunk(id ID, q int) *chunk {
 	st.slotOf.ensure(int(id) + 1)
 	sp := st.slotOf.wget(int(id))
 	slot := int(sp.Load()) - 1
 	if slot < 0 {
 		slot = len(st.ids)
 		st.ids = append(st.ids, id)
-		for q := range st.chunkOf {
-			st.chunkOf[q].ensure(slot + 1)
-		}
+		st.chunkOf.ensure((slot + 1) * st.cpr)
 		sp.Store(int32(slot + 1))
 	}
-	cp := st.chunkOf[q].wget(slot)
+	cp := st.chunkOf.wget(slot*st.cpr + q)
 	c := int(cp.Load()) - 1
 	if c < 0 {
 		c = st.nchunks
@@ -311,9 +224,8 @@ func (st *staging) newChunk(id ID, q int) (*chunkPage, int) {
 func (st *staging) unset(j int) {
 	q := j / chunkScans
 	for slot := range st.ids {
-		if c := int(st.chunkOf[q].wget(slot).Load()) - 1; c >= 0 {
-			pg, i := st.chunks.wget(c)
-			pg.pres[j%chunkScans][i] = 0
+		if c := int(st.chunkOf.wget(slot*st.cpr+q).Load()) - 1; c >= 0 {
+			st.chunks.wget(c).pres[j%chunkScans] = 0
 		}
 	}
 }
@@ -328,15 +240,13 @@ func (st *staging) row(id ID, n int, vals *[MaxBlockScans]uint64, pres *[MaxBloc
 	}
 	for q := 0; q*chunkScans < n; q++ {
 		lo, hi := q*chunkScans, min(n, (q+1)*chunkScans)
-		pg, i := st.chunk(slot, q)
-		if pg == nil {
+		ch := st.chunk(slot, q)
+		if ch == nil {
 			clear(pres[lo:hi])
 			continue
 		}
-		for k := range hi - lo {
-			pres[lo+k] = pg.pres[k][i]
-			vals[lo+k] = pg.vals[i/chunkLanes][k][i%chunkLanes]
-		}
+		copy(pres[lo:hi], ch.pres[:hi-lo])
+		copy(vals[lo:hi], ch.vals[:hi-lo])
 	}
 	return true
 }
@@ -350,15 +260,15 @@ func (st *staging) slot(id ID) int {
 	return int(sp.Load()) - 1
 }
 
-// chunk returns the page and index of the chunk q of slot, or nil. Safe for concurrent use.
-func (st *staging) chunk(slot, q int) (*chunkPage, int) {
-	cp := st.chunkOf[q].get(slot)
+// chunk returns the chunk q of slot, or nil. Safe for concurrent use.
+func (st *staging) chunk(slot, q int) *chunk {
+	cp := st.chunkOf.get(slot*st.cpr + q)
 	if cp == nil {
-		return nil, 0
+		return nil
 	}
 	c := int(cp.Load()) - 1
 	if c < 0 {
-		return nil, 0
+		return nil
 	}
 	return st.chunks.get(c)
 }
@@ -372,15 +282,15 @@ func (st *staging) last(id ID, n, want int, born int64, dst []Point) []Point {
 	}
 	got := 0
 	for q := (n - 1) / chunkScans; q >= 0 && n > 0; q-- {
-		pg, i := st.chunk(slot, q)
-		if pg == nil {
+		ch := st.chunk(slot, q)
+		if ch == nil {
 			continue
 		}
 		for j := min(n, (q+1)*chunkScans) - 1; j >= q*chunkScans; j-- {
-			if pg.pres[j-q*chunkScans][i] == 0 || st.ts[j] < born {
+			if ch.pres[j-q*chunkScans] == 0 || st.ts[j] < born {
 				continue
 			}
-			dst = append(dst, Point{st.ts[j], pg.vals[i/chunkLanes][j-q*chunkScans][i%chunkLanes]})
+			dst = append(dst, Point{st.ts[j], ch.vals[j-q*chunkScans]})
 			if got++; got == want {
 				return dst
 			}
@@ -410,14 +320,12 @@ func (st *staging) reset() {
 	for _, id := range st.ids {
 		st.slotOf.wget(int(id)).Store(0)
 	}
-	for q := range st.chunkOf {
-		st.chunkOf[q].clearPrefix(len(st.ids))
+	st.chunkOf.clearPrefix(len(st.ids) * st.cpr)
+	for c := range st.nchunks {
+		st.chunks.wget(c).pres = [chunkScans]uint8{}
 	}
-	st.chunks.clearPres(st.nchunks)
 	st.chunks.truncate(2 * st.nchunks)
-	for q := range st.chunkOf {
-		st.chunkOf[q].truncate(2 * len(st.ids))
-	}
+	st.chunkOf.truncate(2 * len(st.ids) * st.cpr)
 	if cap(st.ids) > 4*len(st.ids)+1024 {
 		st.ids = nil // a burst is over: let its memory go
 	}
@@ -429,9 +337,5 @@ func (st *staging) reset() {
 
 // bytes returns the memory the staging holds.
 func (st *staging) bytes() int64 {
-	n := int64(8*len(st.ts)) + st.slotOf.bytes(4) + st.chunks.bytes()
-	for q := range st.chunkOf {
-		n += st.chunkOf[q].bytes(4)
-	}
-	return n
+	return int64(8*len(st.ts)) + st.slotOf.bytes(4) + st.chunkOf.bytes(4) + st.chunks.bytes(int(unsafe.Sizeof(chunk{})))
 }
