@@ -298,6 +298,9 @@ func (a *Agent) scanLoop(ctx context.Context) error {
 	}
 }
 
+// The registry takes an application's values in one call (apps uses it when the sink has it).
+var _ series.BatchSink = (*registry.Registry)(nil)
+
 // scan runs every collector once into the registry.
 func (a *Agent) scan(ctx context.Context) {
 	start := time.Now()

@@ -92,6 +92,7 @@ type group struct {
 	layout  *shm.Layout
 	refs    []*series.Ref
 	texts   []string // last text of each state entry, to avoid a conversion per scan
+	bits    []uint64 // the values of a scan, by entry, for a series.BatchSink
 	members uint64   // signature of the pids sharing the files
 	seen    bool
 	sig     uint64 // this scan's signature of the pids sharing the files, being built
@@ -389,6 +390,10 @@ func (g *group) read(sink series.Sink, full bool) bool {
 			sink.Problem(source(), s)
 		}
 	}
+	batch, _ := sink.(series.BatchSink)
+	if batch != nil && len(g.bits) != len(g.refs) {
+		g.bits = make([]uint64, len(g.refs))
+	}
 	for i := range g.layout.Entries {
 		e := &g.layout.Entries[i]
 		if e.Kind == shm.KindState {
@@ -399,7 +404,14 @@ func (g *group) read(sink series.Sink, full bool) bool {
 			sink.PutState(g.refs[i], since, g.texts[i])
 			continue
 		}
-		sink.Put(g.refs[i], e.Bits(snap.Values))
+		if batch != nil {
+			g.bits[i] = e.Bits(snap.Values)
+		} else {
+			sink.Put(g.refs[i], e.Bits(snap.Values))
+		}
+	}
+	if batch != nil {
+		batch.PutBatch(g.refs, g.bits)
 	}
 	return true
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"reflect"
 	"testing"
 
 	"github.com/cantal-go/cantal/internal/series"
@@ -162,4 +163,65 @@ func TestCollectSteadyStateAllocs(t *testing.T) {
 
 func sysscanProcess(pid int, base string) sysscan.Process {
 	return sysscan.Process{PID: pid, UID: os.Getuid(), Name: "app", CantalPath: base}
+}
+
+// batchRecorder is a series.BatchSink over a Recorder that counts its PutBatch calls.
+type batchRecorder struct {
+	*series.Recorder
+	batches int
+}
+
+func (b *batchRecorder) PutBatch(refs []*series.Ref, bits []uint64) {
+	b.batches++
+	for i, r := range refs {
+		if r.Kind != series.State {
+			b.Put(r, bits[i])
+		}
+	}
+}
+
+// TestCollectBatchSink: with a series.BatchSink each application's numbers go in one PutBatch,
+// with the same values as through Put; states still go through PutState.
+func TestCollectBatchSink(t *testing.T) {
+	base := filepath.Join(t.TempDir(), "app")
+	vals := binary.NativeEndian.AppendUint64(nil, 7)
+	vals = binary.NativeEndian.AppendUint64(vals, uint64(1700000000000))
+	vals = append(vals, "busy\x00\x00\x00\x00"...)
+	vals = binary.NativeEndian.AppendUint64(vals, 9)
+	meta := "counter 8: {\"metric\": \"a\"}\nstate 16: {\"metric\": \"s\"}\nlevel 8 signed: {\"metric\": \"b\"}\n"
+	os.WriteFile(base+".values", vals, 0o644)
+	os.WriteFile(base+".meta", []byte(meta), 0o644)
+	var got [2]map[string]uint64
+	for i, batch := range []bool{false, true} {
+		coll := New(table{sysscanProcess(os.Getpid(), base)}, Options{})
+		rec := &batchRecorder{Recorder: series.NewRecorder()}
+		var sink series.Sink = rec.Recorder
+		if batch {
+			sink = rec
+		}
+		for range 2 {
+			if err := coll.Collect(context.Background(), sink); err != nil {
+				t.Fatal(err)
+			}
+		}
+		coll.Close()
+		if batch && rec.batches != 2 {
+			t.Errorf("PutBatch called %d times in 2 scans of one application; want 2", rec.batches)
+		}
+		got[i] = map[string]uint64{}
+		for key, v := range rec.Values {
+			got[i][rec.Refs()[key].Labels["metric"]] = v
+		}
+		for key, st := range rec.States {
+			if rec.Refs()[key].Labels["metric"] != "s" || st.Text != "busy" {
+				t.Errorf("state %s = %+v", key, st)
+			}
+		}
+		if len(rec.States) != 1 {
+			t.Errorf("batch=%v: %d states; want 1", batch, len(rec.States))
+		}
+	}
+	if len(got[0]) != 2 || got[0]["a"] != 7 || got[0]["b"] != 9 || !reflect.DeepEqual(got[0], got[1]) {
+		t.Errorf("values through Put %v, through PutBatch %v; want a=7 b=9 both", got[0], got[1])
+	}
 }

@@ -149,6 +149,16 @@ type Sink interface {
 	Problem(source, reason string)
 }
 
+// BatchSink is a Sink that also takes the points of many series at once, for a collector that
+// has a group's values together (an application's values file). PutBatch(refs, bits) is
+// Put(refs[i], bits[i]) for each i, except that State Refs are skipped; bits is at least as long
+// as refs. A caller should keep refs (the same array) between scans: the Sink may remember how
+// to find the series of an array it was given. Same goroutine rules as Put.
+type BatchSink interface {
+	Sink
+	PutBatch(refs []*Ref, bits []uint64)
+}
+
 // Collector reads one kind of thing (the machine, processes, applications' files, plugins) into
 // a Sink. Collect is called once per scan from the scan goroutine, never concurrently with
 // itself; it must return promptly when ctx is done. A returned error means the whole collector
