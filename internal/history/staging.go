@@ -194,6 +194,47 @@ func (st *staging) setBatch(kinds []series.Kind, ids []ID, bits []uint64, j int)
 	return adds, dropped
 }
 
+// setRun is setBatch for IDs whose chunks of the current period (j's) are c0, c0+1, ... in
+// order (see run). Writer only.
+func (st *staging) setRun(kinds []series.Kind, ids []ID, bits []uint64, j, c0 int) (adds, dropped int) {
+	k := uint(j) % chunkScans
+	pages := st.chunks.w
+	bits = bits[:len(ids)]
+	for n, id := range ids {
+		if int(id) >= len(kinds) || kinds[id] == 0 {
+			dropped++
+			continue
+		}
+		c := c0 + n
+		ch := &pages[c>>pageShift][c&(pageLen-1)]
+		ch.vals[k] = bits[n]
+		if ch.pres[k] == 0 {
+			ch.pres[k] = 1
+			adds++
+		}
+	}
+	return adds, dropped
+}
+
+// run returns c0 when the chunks of ids in the current chunk period are c0, c0+1, ... in
+// order, and -1 otherwise (an ID without a chunk, an ID twice). A chunk, once given, stays
+// until the staging is reset for another segment. Writer only.
+func (st *staging) run(ids []ID) int {
+	if len(ids) == 0 || int(ids[0]) >= len(st.cur) {
+		return -1
+	}
+	c0 := int(st.cur[ids[0]]) - 1
+	if c0 < 0 {
+		return -1
+	}
+	for n, id := range ids {
+		if int(id) >= len(st.cur) || int(st.cur[id])-1 != c0+n {
+			return -1
+		}
+	}
+	return c0
+}
+
 // newChunk returns id's chunk q, giving id a slot and the chunk when needed. Writer only.
 func (st *staging) newChunk(id ID, q int) *chunk {
 	st.slotOf.ensure(int(id) + 1)

@@ -188,3 +188,110 @@ func TestAddBatchConcurrentReaders(t *testing.T) {
 		t.Fatalf("readers saw %d wrong points of %d", bad.Load(), checked.Load())
 	}
 }
+
+// TestAddGroupMatchesAdd writes the same scans into two stores, one value at a time with Add and
+// by groups with AddGroup, and checks that they hold the same points and statistics. Groups
+// come in a new order every scan and some skip scans; one holds an ID twice; one changes its
+// series in the middle of a chunk period; series are dropped and their IDs reused; a scan is
+// begun again without a commit; segments close.
+func TestAddGroupMatchesAdd(t *testing.T) {
+	opt := Options{BlockScans: 16, Retention: time.Hour}
+	one, grp := New(opt), New(opt)
+	const ngroups, per = 12, 20
+	keyN := 0
+	newID := func() ID {
+		key := "s" + strconv.Itoa(keyN)
+		keyN++
+		a, err1 := one.Series(key, series.Counter)
+		b, err2 := grp.Series(key, series.Counter)
+		if err1 != nil || err2 != nil || a != b {
+			t.Fatalf("Series(%s) = %d, %v and %d, %v; want the same ID", key, a, err1, b, err2)
+		}
+		return a
+	}
+	groups := make([]*Group, ngroups)
+	for g := range groups {
+		ids := make([]ID, per)
+		for i := range ids {
+			ids[i] = newID()
+		}
+		if g == 1 {
+			ids[7] = ids[6] // an ID twice
+		}
+		groups[g] = &Group{}
+		groups[g].SetIDs(ids)
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	bits := make([]uint64, per)
+	ts := int64(1_700_000_000_000)
+	fast := 0
+	for scan := range 100 {
+		ts += 1000
+		one.Begin(ts)
+		grp.Begin(ts)
+		if scan%29 == 7 { // values of a scan begun again are forgotten
+			one.Add(groups[0].IDs()[0], 5)
+			grp.AddGroup(groups[0], bits)
+			ts += 10
+			one.Begin(ts)
+			grp.Begin(ts)
+		}
+		if scan%16 == 11 { // group 2 changes its series in the middle of a chunk period
+			ids := append([]ID(nil), groups[2].IDs()...)
+			ids[3], ids[4] = ids[4], ids[3]
+			groups[2].SetIDs(ids)
+		}
+		for _, g := range rng.Perm(ngroups) {
+			if g == 5 && scan%7 < 2 {
+				continue // a gap
+			}
+			gr := groups[g]
+			for i := range bits {
+				bits[i] = uint64(scan*1000 + g*per + i)
+			}
+			for i, id := range gr.IDs() {
+				one.Add(id, bits[i])
+			}
+			if gr.st == grp.w.st && gr.c0 >= 0 && gr.q == grp.w.j/chunkScans {
+				fast++
+			}
+			grp.AddGroup(gr, bits)
+		}
+		one.Commit()
+		grp.Commit()
+		if scan%23 == 13 { // group 3's first series is dropped and its ID reused
+			id := groups[3].IDs()[0]
+			if !one.Drop(id) || !grp.Drop(id) {
+				t.Fatalf("scan %d: Drop(%d) failed", scan, id)
+			}
+			if nid := newID(); nid != id {
+				t.Fatalf("scan %d: the new series got ID %d; want the dropped %d", scan, nid, id)
+			}
+		}
+	}
+	if fast == 0 {
+		t.Fatal("no AddGroup found its chunks by position; the test lost its point")
+	}
+	if sa, sb := one.Stats(), grp.Stats(); sa != sb {
+		t.Fatalf("stats differ:\nAdd:      %+v\nAddGroup: %+v", sa, sb)
+	}
+	n := 0
+	one.Each(func(id ID, key string, kind series.Kind) bool {
+		var pa, pb []Point
+		one.Range(id, math.MinInt64, math.MaxInt64, func(ts int64, bits uint64) bool { pa = append(pa, Point{ts, bits}); return true })
+		grp.Range(id, math.MinInt64, math.MaxInt64, func(ts int64, bits uint64) bool { pb = append(pb, Point{ts, bits}); return true })
+		if len(pa) != len(pb) {
+			t.Fatalf("%s: %d points with Add, %d with AddGroup", key, len(pa), len(pb))
+		}
+		for i := range pa {
+			if pa[i] != pb[i] {
+				t.Fatalf("%s: point %d is %+v with Add, %+v with AddGroup", key, i, pa[i], pb[i])
+			}
+		}
+		n += len(pa)
+		return true
+	})
+	if n == 0 {
+		t.Fatal("no points compared")
+	}
+}

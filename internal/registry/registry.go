@@ -81,10 +81,15 @@ type hotSlot struct {
 // batch is what PutBatch remembers of an array of Refs it was given: their slots, so that a
 // later call with the same Refs finds them without reading the Refs themselves (a cache miss
 // each, in the agent, where a scan's system calls and file reads evict them between two scans
-// of an application). A remembered slot is used only while it still holds the same Ref.
+// of an application), and their history IDs as a history.Group. A remembered slot is used only
+// while it still holds the same Ref.
 type batch struct {
 	slots []int32 // by index in the array: the Ref's slot when last seen, -1 for none
-	used  int64   // the scan that last used it
+	// group holds the history IDs of the Refs, in order, when every Ref of the array is a
+	// numeric series with a slot (then the array is written with AddGroup); it is empty
+	// otherwise.
+	group history.Group
+	used  int64 // the scan that last used it
 }
 
 // batchIdle is how many scans PutBatch remembers an array of Refs that it is not given.
@@ -264,13 +269,15 @@ func (r *Registry) putSlow(ref *series.Ref, bits uint64) {
 
 // PutBatch is Put(refs[i], bits[i]) for every i, in a tight loop: a collector that has the
 // values of a group of series at once (an application's values file) calls it once per group
-// and scan. bits must be at least as long as refs. Scanner goroutine only, like Put.
+// and scan. bits must be at least as long as refs. State Refs are skipped, as Put skips them.
+// Scanner goroutine only, like Put.
 //
 // PutBatch remembers the slots of the Refs of an array it is given (by the address of its first
 // element), so that the next scans with the same array find every series without reading its
 // Ref: a collector should keep the array between scans and pass it whole. An array whose
 // content changed is fine (each remembered slot is checked to hold the same Ref); one not given
-// for batchIdle scans is forgotten.
+// for batchIdle scans is forgotten. An array of numeric series only, all registered, is the
+// fastest: its points go to the history as a history.Group.
 func (r *Registry) PutBatch(refs []*series.Ref, bits []uint64) {
 	if len(refs) == 0 {
 		return
@@ -282,6 +289,30 @@ func (r *Registry) PutBatch(refs []*series.Ref, bits []uint64) {
 		r.batches[&refs[0]] = b
 	}
 	b.used = r.scans
+	hot, live := r.hot, r.liveBits
+	if len(b.group.IDs()) == len(refs) && len(b.slots) == len(refs) {
+		// The common case: check that every remembered slot still holds its Ref.
+		ok := true
+		for i, ref := range refs {
+			id := b.slots[i]
+			if uint(id) >= uint(len(hot)) || hot[id].ref != ref {
+				ok = false
+				break
+			}
+			live[id>>6] |= 1 << (id & 63)
+		}
+		if ok {
+			r.hist.AddGroup(&b.group, bits)
+			return
+		}
+	}
+	r.putBatchSlow(b, refs, bits)
+}
+
+// putBatchSlow is PutBatch when b does not hold refs as a Group: it finds each Ref's slot
+// (reading the Ref when the remembered slot does not hold it), and makes b's Group when all
+// are numeric and registered.
+func (r *Registry) putBatchSlow(b *batch, refs []*series.Ref, bits []uint64) {
 	if len(b.slots) != len(refs) {
 		b.slots = slices.Grow(b.slots[:0], len(refs))[:len(refs)]
 		for i := range b.slots {
@@ -291,6 +322,7 @@ func (r *Registry) PutBatch(refs []*series.Ref, bits []uint64) {
 	slots := b.slots[:len(refs)]
 	ids, vals := r.batchIDs[:0], r.batchBits[:0]
 	hot, live := r.hot, r.liveBits
+	whole := true // every Ref has a numeric slot
 	for i, ref := range refs {
 		id := slots[i]
 		if uint(id) >= uint(len(hot)) || hot[id].ref != ref {
@@ -304,6 +336,7 @@ func (r *Registry) PutBatch(refs []*series.Ref, bits []uint64) {
 				r.putSlow(ref, bits[i])
 				hot, live = r.hot, r.liveBits // putSlow may have added a slot
 				slots[i] = -1
+				whole = false
 				continue
 			}
 			slots[i] = id
@@ -312,7 +345,13 @@ func (r *Registry) PutBatch(refs []*series.Ref, bits []uint64) {
 		vals = append(vals, bits[i])
 		live[id>>6] |= 1 << (id & 63)
 	}
-	r.hist.AddBatch(ids, vals)
+	if whole {
+		b.group.SetIDs(ids)
+		r.hist.AddGroup(&b.group, bits)
+	} else {
+		b.group.SetIDs(nil)
+		r.hist.AddBatch(ids, vals)
+	}
 	r.batchIDs, r.batchBits = ids[:0], vals[:0]
 }
 
