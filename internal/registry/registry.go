@@ -2,9 +2,12 @@
 // into, backed by the history store, and the read side that queries, exports and subscriptions
 // use.
 //
-// Concurrency: exactly one goroutine (the scanner) calls Begin, the Sink methods and Commit.
-// Readers (Latest, Series, Problems, Scan) may run on any goroutine at any time; they never block
-// the scanner for longer than it takes to swap a pointer.
+// Concurrency: exactly one goroutine (the scanner) calls Begin, the Sink methods, PutBatch and
+// Commit. Readers (View and what it leads to: Handle's Labels, Live, Latest) may run on any
+// goroutine at any time; they never block the scanner for longer than it takes to swap a
+// pointer, and the scanner's per-point work (Put, PutBatch) takes no lock and no atomic
+// operation: what readers learn of a scan's writes (Handle.Live, View.Live) is published with
+// the View at Commit.
 package registry
 
 import (
