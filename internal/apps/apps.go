@@ -91,9 +91,11 @@ type group struct {
 	labels  series.Labels // agent labels: pid, process, cgroup, appname
 	layout  *shm.Layout
 	refs    []*series.Ref
-	texts   []string // last text of each state entry, to avoid a conversion per scan
-	bits    []uint64 // the values of a scan, by entry, for a series.BatchSink
-	members uint64   // signature of the pids sharing the files
+	texts   []string      // last text of each state entry, to avoid a conversion per scan
+	num     []*series.Ref // the Refs of the numeric entries, the array given to PutBatch
+	numAt   []int         // their entry index
+	bits    []uint64      // their values in a scan
+	members uint64        // signature of the pids sharing the files
 	seen    bool
 	sig     uint64 // this scan's signature of the pids sharing the files, being built
 	n       int    // this scan's number of them
@@ -386,32 +388,39 @@ func (g *group) read(sink series.Sink, full bool) bool {
 			}
 			g.refs = append(g.refs, sink.Series(labels, kindOf(e.Kind)))
 		}
+		// A BatchSink is fastest with an array of numeric series only, the same every scan.
+		g.num, g.numAt = g.num[:0], g.numAt[:0]
+		for i := range g.layout.Entries {
+			if g.layout.Entries[i].Kind != shm.KindState {
+				g.num = append(g.num, g.refs[i])
+				g.numAt = append(g.numAt, i)
+			}
+		}
+		g.bits = make([]uint64, len(g.num))
 		for _, s := range g.layout.Skipped {
 			sink.Problem(source(), s)
 		}
 	}
-	batch, _ := sink.(series.BatchSink)
-	if batch != nil && len(g.bits) != len(g.refs) {
-		g.bits = make([]uint64, len(g.refs))
-	}
-	for i := range g.layout.Entries {
-		e := &g.layout.Entries[i]
-		if e.Kind == shm.KindState {
-			since, text := e.State(snap.Values)
-			if g.texts[i] != string(text) { // no allocation: compiler-optimised comparison
-				g.texts[i] = string(text)
+	if len(g.num) != len(g.layout.Entries) { // some states
+		for i := range g.layout.Entries {
+			if e := &g.layout.Entries[i]; e.Kind == shm.KindState {
+				since, text := e.State(snap.Values)
+				if g.texts[i] != string(text) { // no allocation: compiler-optimised comparison
+					g.texts[i] = string(text)
+				}
+				sink.PutState(g.refs[i], since, g.texts[i])
 			}
-			sink.PutState(g.refs[i], since, g.texts[i])
-			continue
-		}
-		if batch != nil {
-			g.bits[i] = e.Bits(snap.Values)
-		} else {
-			sink.Put(g.refs[i], e.Bits(snap.Values))
 		}
 	}
-	if batch != nil {
-		batch.PutBatch(g.refs, g.bits)
+	if batch, ok := sink.(series.BatchSink); ok {
+		for i, at := range g.numAt {
+			g.bits[i] = g.layout.Entries[at].Bits(snap.Values)
+		}
+		batch.PutBatch(g.num, g.bits)
+	} else {
+		for i, at := range g.numAt {
+			sink.Put(g.num[i], g.layout.Entries[at].Bits(snap.Values))
+		}
 	}
 	return true
 }
