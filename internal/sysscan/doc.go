@@ -11,8 +11,9 @@
 // them with one pread(2) from offset 0, which regenerates the content: one system call per file
 // instead of open, read, read and close (Options.KeepOpen bounds how many; Close releases them).
 // Other files are opened with openat(2) relative to a directory descriptor, and everything is
-// read into buffers that live as long as the collector; /proc is listed with getdents(2) into a
-// reused buffer. Every series.Ref is registered once and cached while the thing it measures (a
+// read into buffers that live as long as the collector. /proc is listed with getdents(2) into a
+// reused buffer only every 30 scans when the kernel's process events connector tells the scan
+// of new processes (root, initial namespaces; procevents.go), else at every scan. Every series.Ref is registered once and cached while the thing it measures (a
 // pid, an interface, a disk, a port, a cgroup) lives, and dropped when it goes, so memory does
 // not grow with churn. A process's cmdline and environ are read once per (pid, start time,
 // command name); its status and cgroup files on its first scan and then every fifth; its io

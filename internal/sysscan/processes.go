@@ -105,6 +105,10 @@ type Processes struct {
 	btimeMs int64 // boot time, read once so start times stay stable
 
 	pids    []int
+	forked  []int       // pids the process events announced since the last scan
+	events  *procEvents // nil: list /proc at every scan
+	evTried bool
+	lists   int // scans that listed /proc
 	dirents []byte
 	path    []byte
 	buf     []byte
@@ -162,11 +166,9 @@ func (p *Processes) Collect(ctx context.Context, sink series.Sink) error {
 			return fmt.Errorf("scan processes: %w", err)
 		}
 	}
-	p.pids, err = pidDirs(procfd, p.dirents, p.pids[:0])
-	if err != nil {
+	if err := p.listPIDs(procfd, sink); err != nil {
 		return fmt.Errorf("scan processes: %w", err)
 	}
-	slices.Sort(p.pids) // procfs lists pids in order already; other trees may not
 	p.gen++
 	now := time.Now()
 	table := p.building[:0]
@@ -196,6 +198,42 @@ func (p *Processes) Collect(ctx context.Context, sink series.Sink) error {
 	p.mu.Unlock()
 	clear(p.building) // drop references to strings of processes that are gone
 	p.building = p.building[:0]
+	return nil
+}
+
+// listPIDs sets p.pids to the pids to read this scan: the processes known from the previous
+// scan and those the process events announced since (see procEvents), or, every listEvery scans,
+// when events were lost or when there are no events, the listing of /proc.
+func (p *Processes) listPIDs(procfd int, sink series.Sink) error {
+	if p.events == nil && !p.evTried && p.opt.Proc == "/proc" {
+		p.evTried = true
+		ev, err := openProcEvents(250 * time.Millisecond)
+		if err != nil {
+			sink.Problem("process events", err.Error()+": listing /proc at every scan instead")
+		}
+		p.events = ev
+	}
+	list := true
+	if p.events != nil {
+		lost := p.events.drain(func(pid int) { p.forked = append(p.forked, pid) })
+		list = lost || p.gen%listEvery == 0
+	}
+	p.pids = p.pids[:0]
+	if list {
+		p.lists++
+		var err error
+		if p.pids, err = pidDirs(procfd, p.dirents, p.pids); err != nil {
+			return err
+		}
+	} else {
+		for pid := range p.procs {
+			p.pids = append(p.pids, pid)
+		}
+	}
+	p.pids = append(p.pids, p.forked...)
+	p.forked = p.forked[:0]
+	slices.Sort(p.pids) // procfs lists pids in order already; other trees may not
+	p.pids = slices.Compact(p.pids)
 	return nil
 }
 
@@ -340,6 +378,8 @@ func (p *Processes) Close() error {
 	for _, st := range p.procs {
 		p.forget(st)
 	}
+	p.events.close()
+	p.events, p.evTried = nil, false
 	return nil
 }
 
