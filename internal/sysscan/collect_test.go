@@ -534,7 +534,7 @@ func TestMachineStableRefs(t *testing.T) {
 
 func TestMachineDropsVanished(t *testing.T) {
 	proc := copyTree(t, "testdata/proc")
-	m := NewMachine(Options{Proc: proc})
+	m := NewMachine(Options{Proc: proc, TCPEvery: 1})
 	r := series.NewRecorder()
 	if err := m.Collect(context.Background(), r); err != nil {
 		t.Fatal(err)

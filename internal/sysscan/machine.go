@@ -195,7 +195,12 @@ func (m *Machine) Collect(ctx context.Context, sink series.Sink) error {
 			sink.Problem(filepath.Join(m.opt.Proc, f.name), err.Error())
 		}
 	}
-	m.tcp.collect(ctx, procfd, m.opt.Proc, sink, m.gen)
+	if (m.gen-1)%uint64(m.opt.TCPEvery) == 0 || !m.tcp.counted {
+		m.tcp.collect(ctx, procfd, m.opt.Proc, sink, m.gen)
+		m.tcp.counted = true
+	} else {
+		m.tcp.emit(sink, m.gen) // the last counts again
+	}
 	for k, v := range m.cpus {
 		if v.seen != m.gen {
 			delete(m.cpus, k)

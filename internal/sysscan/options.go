@@ -34,6 +34,9 @@ type Options struct {
 	// about three times as much CPU: 10k churning processes cost 450 ms of CPU per scan
 	// with a budget of 4096 files.
 	KeepOpen int
+	// TCPEvery is how often (in scans) Machine counts the TCP sockets, the scans between
+	// emitting the last counts again (see tcpEvery); 5 when zero, every scan when 1.
+	TCPEvery int
 }
 
 func (o Options) withDefaults() Options {
@@ -48,6 +51,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.PageSize <= 0 {
 		o.PageSize = os.Getpagesize()
+	}
+	if o.TCPEvery <= 0 {
+		o.TCPEvery = tcpEvery
 	}
 	if o.KeepOpen == 0 {
 		o.KeepOpen = 16384

@@ -324,7 +324,7 @@ func checkFixtureSockets(t *testing.T, f *tcpFixture, socks []tcpSock) {
 // through netlink, with no problem.
 func TestMachineTCPNetlink(t *testing.T) {
 	f := newTCPFixture(t)
-	m := NewMachine(Options{})
+	m := NewMachine(Options{TCPEvery: 1})
 	defer m.Close()
 	for gen := range 2 {
 		r := series.NewRecorder()
