@@ -16,7 +16,7 @@
 // of new processes (root, initial namespaces; procevents.go), else at every scan. Every series.Ref is registered once and cached while the thing it measures (a
 // pid, an interface, a disk, a port, a cgroup) lives, and dropped when it goes, so memory does
 // not grow with churn. A process's cmdline and environ are read once per (pid, start time,
-// command name); its status and cgroup files on its first scan and then every fifth; its io
+// command name); its status and cgroup files on its first scan and then every tenth; its io
 // file at every scan after it used CPU, else every fifth (processes.go says why).
 //
 // The TCP sockets are the exception: each read of /proc/net/tcp or tcp6 walks the kernel's

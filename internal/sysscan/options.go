@@ -26,7 +26,7 @@ type Options struct {
 	MaxRead int
 	// KeepOpen is how many /proc/PID files Processes keeps open between scans, re-reading each
 	// with a single pread(2): stat and io, which every scan reads, and, when the budget has
-	// room for all four files of every process, status and cgroup (read every fifth scan;
+	// room for all four files of every process, status and cgroup (read every tenth scan;
 	// with open, read and close otherwise). 16384 when zero (4096 processes with all four
 	// files, 8192 with stat and io), none when negative, and never more than half the
 	// RLIMIT_NOFILE soft limit. Each costs the kernel about a page of memory (64 MiB for

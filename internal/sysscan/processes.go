@@ -307,15 +307,16 @@ func (p *Processes) readOccasional(procfd, pid, file int, f *keptFile, limit int
 
 // cgroupEvery is how often (in scans) a known process's cgroup file is read again: processes
 // are placed in their cgroup before they exec, and moves are rare, so each scan reads it for a
-// fifth of the processes (and for every new one).
-const cgroupEvery = 5
+// tenth of the processes (and for every new one); a moved process's series follow within
+// cgroupEvery scans.
+const cgroupEvery = 10
 
 // statusEvery is how often (in scans) a process's status file (uid and swap) is read again, so
-// a process's swap and uid in the table are up to statusEvery scans old: status is the most
-// expensive of the per-process files to generate (4.3 µs of kernel time here, against 2.9 for
-// stat). Nothing decides what to read on a process's behalf from this uid alone: package apps
+// a process's swap and uid in the table are up to statusEvery scans old (20 s at the default
+// interval): status is the most expensive of the per-process files to generate (5.7 µs of
+// kernel time here, against 4.3 for stat), and swap moves slowly. Nothing decides what to read on a process's behalf from this uid alone: package apps
 // reads the current uid (ProcessUID) whenever it opens a file for a process.
-const statusEvery = 5
+const statusEvery = 10
 
 // ioEvery is how often (in scans) the io file of a process that used no CPU since the previous
 // scan is read; a process whose utime+stime moved is read at every scan. A process that does
@@ -449,7 +450,7 @@ func (p *Processes) scanPID(procfd, pid int, now time.Time, sink series.Sink) (r
 		VSZ:       ps.VSize,
 	}
 
-	// status gives only the uid and swap: read it for a new process and otherwise for a fifth
+	// status gives only the uid and swap: read it for a new process and otherwise for a tenth
 	// of the processes per scan.
 	if fresh || !st.haveStatus || (uint64(pid)+p.gen)%statusEvery == 0 {
 		if b, gone, err = p.readOccasional(procfd, pid, pfStatus, &st.files[pfStatus], 16<<10); gone {
