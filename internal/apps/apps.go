@@ -6,6 +6,10 @@
 // Several processes naming the same files in the same mount namespace (forked workers sharing a
 // mapping, or a wrapper such as `go run` and the program it starts) are read once per scan; their
 // series carry the pid and name of the process that maps the values file (see owner).
+//
+// An application whose files did not change costs no system call: its .values is copied out of
+// a read-only mapping, and a watcher (watch.go) learns from inotify when a .meta or .values is
+// replaced, with a full check every 10th scan for what inotify cannot see.
 package apps
 
 import (
