@@ -224,8 +224,11 @@ func (r *Reader) read(check bool) (Snapshot, error) {
 }
 
 // checkMeta returns errRetry (and marks the layout stale) if .meta is no longer the parsed one.
+// A .meta that cannot be found marks it stale too: until it is back, no read (ReadUnchanged
+// included) returns the values of the file that was paired with it.
 func (r *Reader) checkMeta() error {
 	if err := lstat(&r.metaPath, &r.st); err != nil {
+		r.stale = true
 		return &fs.PathError{Op: "lstat", Path: r.metaPath.s, Err: err}
 	}
 	if idOf(&r.st) != r.metaID {

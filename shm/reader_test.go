@@ -476,3 +476,30 @@ func TestReaderReadUnchanged(t *testing.T) {
 		t.Errorf("Read after the files were replaced = %+v, %v; want the new pair", snap, err)
 	}
 }
+
+// TestReaderFilesRemoved: once a Read found the files gone, no read returns the values of the
+// removed (still open and mapped) .values file until the files are back.
+func TestReaderFilesRemoved(t *testing.T) {
+	base := filepath.Join(t.TempDir(), "app")
+	writePair(t, base, "counter 8: {\"gen\": \"1\"}\n", u64(1))
+	r := NewReader(base, ReaderOptions{})
+	defer r.Close()
+	if _, err := r.Read(); err != nil {
+		t.Fatal(err)
+	}
+	os.Remove(base + ".values")
+	os.Remove(base + ".meta")
+	if _, err := r.Read(); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("Read of removed files = %v; want ErrNotExist", err)
+	}
+	for i := range 3 {
+		if snap, err := r.ReadUnchanged(); err == nil {
+			t.Fatalf("ReadUnchanged %d after the files were found removed = %+v; want an error", i, snap)
+		}
+	}
+	writePair(t, base, "counter 8: {\"gen\": \"2\"}\n", u64(2))
+	snap, err := r.ReadUnchanged()
+	if err != nil || snap.Layout.Entries[0].Counter(snap.Values) != 2 {
+		t.Errorf("ReadUnchanged once the files are back = %+v, %v; want the new pair", snap, err)
+	}
+}

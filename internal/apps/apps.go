@@ -239,6 +239,8 @@ func (c *Collector) Collect(ctx context.Context, sink series.Sink) error {
 		g.dirty = false
 		if g.read(sink, full) {
 			n++
+		} else {
+			g.dirty = true // not read: check the files in full again until they are
 		}
 	}
 	c.count.Store(int64(n))
