@@ -379,6 +379,13 @@ func (g *group) read(sink series.Sink, full bool) bool {
 		sink.Problem(source(), err.Error())
 		return false
 	}
+	if (snap.Changed || g.layout != snap.Layout) && snap.Layout.LabelsForgotten() {
+		// A layout registered before and taken again (not expected: a new reader parses
+		// afresh): parse it anew to get its labels back.
+		g.reader.Close()
+		g.layout, g.refs = nil, nil
+		return false
+	}
 	if snap.Changed || g.layout != snap.Layout {
 		g.layout = snap.Layout
 		g.refs = g.refs[:0]
@@ -403,6 +410,9 @@ func (g *group) read(sink series.Sink, full bool) bool {
 			}
 		}
 		g.bits = make([]uint64, len(g.num))
+		// The registry has the labels now (in the merged maps above); the layout is kept
+		// only to decode values.
+		g.layout.ForgetLabels()
 		for _, s := range g.layout.Skipped {
 			sink.Problem(source(), s)
 		}
