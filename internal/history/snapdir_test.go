@@ -19,31 +19,7 @@ import (
 // and b has no series with points that a lacks.
 func samePoints(t *testing.T, a, b *Store) {
 	t.Helper()
-	n := 0
-	a.Each(func(id ID, key string, kind series.Kind) bool {
-		pa := rangeAll(a, id, math.MinInt64, math.MaxInt64)
-		if len(pa) == 0 {
-			return true
-		}
-		n++
-		id2, kind2, ok := b.Lookup(key)
-		if !ok || kind2 != kind {
-			t.Errorf("%s (%v, %d points) missing: %v, %v", key, kind, len(pa), ok, kind2)
-			return true
-		}
-		pb := rangeAll(b, id2, math.MinInt64, math.MaxInt64)
-		if len(pa) != len(pb) {
-			t.Errorf("%s: %d points, then %d", key, len(pa), len(pb))
-			return true
-		}
-		for i := range pa {
-			if pa[i] != pb[i] {
-				t.Errorf("%s point %d: %v, then %v", key, i, pa[i], pb[i])
-				return true
-			}
-		}
-		return true
-	})
+	n, _ := diffPoints(t, a, b, "saved", "loaded", false)
 	b.Each(func(id ID, key string, kind series.Kind) bool {
 		if len(rangeAll(b, id, math.MinInt64, math.MaxInt64)) > 0 {
 			n--

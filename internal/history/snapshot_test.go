@@ -177,23 +177,5 @@ func sameStores(t *testing.T, a, b *Store) {
 	if sa, sb := a.Stats(), b.Stats(); sa.Series != sb.Series || sa.Points != sb.Points {
 		t.Errorf("stats %+v and %+v differ", sa, sb)
 	}
-	a.Each(func(id ID, key string, kind series.Kind) bool {
-		id2, kind2, ok := b.Lookup(key)
-		if !ok || kind2 != kind {
-			t.Errorf("%s (%v) missing: %v, %v", key, kind, ok, kind2)
-			return true
-		}
-		pa, pb := rangeAll(a, id, math.MinInt64, math.MaxInt64), rangeAll(b, id2, math.MinInt64, math.MaxInt64)
-		if len(pa) != len(pb) {
-			t.Errorf("%s: %d points, then %d", key, len(pa), len(pb))
-			return true
-		}
-		for i := range pa {
-			if pa[i] != pb[i] {
-				t.Errorf("%s point %d: %v, then %v", key, i, pa[i], pb[i])
-				return true
-			}
-		}
-		return true
-	})
+	diffPoints(t, a, b, "before", "after", true)
 }

@@ -105,27 +105,13 @@ func TestAddBatchMatchesAdd(t *testing.T) {
 	if one.Stats().DroppedAdds == 0 {
 		t.Fatalf("no add was dropped; the test lost its unknown IDs")
 	}
-	n := 0
 	one.Each(func(id ID, key string, kind series.Kind) bool {
-		id2, kind2, ok := many.Lookup(key)
-		if !ok || id2 != id || kind2 != kind {
+		if id2, kind2, ok := many.Lookup(key); !ok || id2 != id || kind2 != kind {
 			t.Fatalf("%s: Lookup = %d %v %v; want %d %v", key, id2, kind2, ok, id, kind)
 		}
-		var pa, pb []Point
-		one.Range(id, math.MinInt64, math.MaxInt64, func(ts int64, bits uint64) bool { pa = append(pa, Point{ts, bits}); return true })
-		many.Range(id, math.MinInt64, math.MaxInt64, func(ts int64, bits uint64) bool { pb = append(pb, Point{ts, bits}); return true })
-		if len(pa) != len(pb) {
-			t.Fatalf("%s: %d points with Add, %d with AddBatch", key, len(pa), len(pb))
-		}
-		for i := range pa {
-			if pa[i] != pb[i] {
-				t.Fatalf("%s: point %d is %+v with Add, %+v with AddBatch", key, i, pa[i], pb[i])
-			}
-		}
-		n += len(pa)
 		return true
 	})
-	if n == 0 {
+	if _, n := diffPoints(t, one, many, "with Add", "with AddBatch", true); n == 0 {
 		t.Fatal("no points compared")
 	}
 }
@@ -275,23 +261,7 @@ func TestAddGroupMatchesAdd(t *testing.T) {
 	if sa, sb := one.Stats(), grp.Stats(); sa != sb {
 		t.Fatalf("stats differ:\nAdd:      %+v\nAddGroup: %+v", sa, sb)
 	}
-	n := 0
-	one.Each(func(id ID, key string, kind series.Kind) bool {
-		var pa, pb []Point
-		one.Range(id, math.MinInt64, math.MaxInt64, func(ts int64, bits uint64) bool { pa = append(pa, Point{ts, bits}); return true })
-		grp.Range(id, math.MinInt64, math.MaxInt64, func(ts int64, bits uint64) bool { pb = append(pb, Point{ts, bits}); return true })
-		if len(pa) != len(pb) {
-			t.Fatalf("%s: %d points with Add, %d with AddGroup", key, len(pa), len(pb))
-		}
-		for i := range pa {
-			if pa[i] != pb[i] {
-				t.Fatalf("%s: point %d is %+v with Add, %+v with AddGroup", key, i, pa[i], pb[i])
-			}
-		}
-		n += len(pa)
-		return true
-	})
-	if n == 0 {
+	if _, n := diffPoints(t, one, grp, "with Add", "with AddGroup", true); n == 0 {
 		t.Fatal("no points compared")
 	}
 }

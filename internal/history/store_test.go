@@ -43,6 +43,41 @@ func rangeAll(s *Store, id ID, from, to int64) []Point {
 	return out
 }
 
+// diffPoints fails the test for each series of a (by key) that b holds with another kind or
+// other points, and for each series of a that b lacks (only those with points unless
+// emptyToo); asA and asB name the two stores in the messages. It returns how many series of a
+// have points and how many points were compared.
+func diffPoints(t *testing.T, a, b *Store, asA, asB string, emptyToo bool) (withPoints, points int) {
+	t.Helper()
+	a.Each(func(id ID, key string, kind series.Kind) bool {
+		pa := rangeAll(a, id, math.MinInt64, math.MaxInt64)
+		id2, kind2, ok := b.Lookup(key)
+		if !ok || kind2 != kind {
+			if ok || emptyToo || len(pa) > 0 {
+				t.Errorf("%s (%v, %d points %s): %s has it: %v, as %v", key, kind, len(pa), asA, asB, ok, kind2)
+			}
+			return true
+		}
+		if len(pa) > 0 {
+			withPoints++
+		}
+		pb := rangeAll(b, id2, math.MinInt64, math.MaxInt64)
+		if len(pa) != len(pb) {
+			t.Errorf("%s: %d points %s, %d %s", key, len(pa), asA, len(pb), asB)
+			return true
+		}
+		for i := range pa {
+			if pa[i] != pb[i] {
+				t.Errorf("%s point %d: %+v %s, %+v %s", key, i, pa[i], asA, pb[i], asB)
+				return true
+			}
+		}
+		points += len(pa)
+		return true
+	})
+	return withPoints, points
+}
+
 // check compares every series of s with m. Points older than the store's oldest kept scan may
 // be gone; every newer one must be there, exactly.
 func check(t *testing.T, s *Store, m *model, r *rand.Rand) {
