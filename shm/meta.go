@@ -64,24 +64,19 @@ type Layout struct {
 	// unsigned, unknown types, unsupported sizes), each as "file:line: reason". Their bytes
 	// still occupy the layout.
 	Skipped []string
-
-	forgotten bool
 }
 
 // ForgetLabels drops the labels of l's entries (Entry.Labels becomes nil), for the owner of a
 // Reader that has taken the labels it needs and keeps l only to decode values: the agent holds
 // a Layout per application for as long as it runs, and at 100k series their label maps were a
-// tenth of its memory and a third of its garbage collector's marking. It must not be called
-// while another goroutine reads l's labels; LabelsForgotten reports whether it was called.
+// tenth of its memory and a third of its garbage collector's marking. A Reader returns a Layout
+// with Changed set once; it never returns it again after parsing another. ForgetLabels must
+// not be called while another goroutine reads l's labels.
 func (l *Layout) ForgetLabels() {
 	for i := range l.Entries {
 		l.Entries[i].Labels = nil
 	}
-	l.forgotten = true
 }
-
-// LabelsForgotten reports whether ForgetLabels was called on l.
-func (l *Layout) LabelsForgotten() bool { return l.forgotten }
 
 // ParseMeta parses the contents of a .meta file. name is used in errors and Layout.Skipped,
 // which read "name:line: reason".

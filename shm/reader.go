@@ -176,8 +176,9 @@ func (r *Reader) Read() (Snapshot, error) { return r.read(true) }
 
 // ReadUnchanged is Read without looking for a replaced .meta, for a caller that learns another
 // way (inotify on the directory, say) that the files may have changed and calls Read then. With
-// a layout loaded and the .values file mapped it makes no system call. The first read, or one
-// after an error or Close, is a full Read.
+// a layout loaded and the .values file mapped it makes no system call. It parses .meta as Read
+// does when no layout is loaded: at the first read, after Close, and after a Read found .meta
+// replaced or missing (until the files are back, every read then fails).
 func (r *Reader) ReadUnchanged() (Snapshot, error) { return r.read(false) }
 
 func (r *Reader) read(check bool) (Snapshot, error) {

@@ -239,8 +239,6 @@ func (c *Collector) Collect(ctx context.Context, sink series.Sink) error {
 		g.dirty = false
 		if g.read(sink, full) {
 			n++
-		} else {
-			g.dirty = true // not read: check the files in full again until they are
 		}
 	}
 	c.count.Store(int64(n))
@@ -379,13 +377,6 @@ func (g *group) read(sink series.Sink, full bool) bool {
 		sink.Problem(source(), err.Error())
 		return false
 	}
-	if (snap.Changed || g.layout != snap.Layout) && snap.Layout.LabelsForgotten() {
-		// A layout registered before and taken again (not expected: a new reader parses
-		// afresh): parse it anew to get its labels back.
-		g.reader.Close()
-		g.layout, g.refs = nil, nil
-		return false
-	}
 	if snap.Changed || g.layout != snap.Layout {
 		g.layout = snap.Layout
 		g.refs = g.refs[:0]
@@ -411,7 +402,7 @@ func (g *group) read(sink series.Sink, full bool) bool {
 		}
 		g.bits = make([]uint64, len(g.num))
 		// The registry has the labels now (in the merged maps above); the layout is kept
-		// only to decode values.
+		// only to decode values, and the reader never hands it out as a new one again.
 		g.layout.ForgetLabels()
 		for _, s := range g.layout.Skipped {
 			sink.Problem(source(), s)

@@ -1,10 +1,10 @@
 package apps
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"path/filepath"
-	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -138,7 +138,7 @@ func (w *watcher) poll() (all bool) {
 				all = true
 				break
 			}
-			name := strings.TrimRight(string(b[unix.SizeofInotifyEvent:unix.SizeofInotifyEvent+nameLen]), "\x00")
+			name := bytes.TrimRight(b[unix.SizeofInotifyEvent:unix.SizeofInotifyEvent+nameLen], "\x00")
 			b = b[unix.SizeofInotifyEvent+nameLen:]
 			if mask&unix.IN_Q_OVERFLOW != 0 {
 				all = true
@@ -155,13 +155,13 @@ func (w *watcher) poll() (all bool) {
 				w.drop(d)
 				continue
 			}
-			base, ok := strings.CutSuffix(name, ".meta")
+			base, ok := bytes.CutSuffix(name, []byte(".meta"))
 			if !ok {
-				if base, ok = strings.CutSuffix(name, ".values"); !ok {
+				if base, ok = bytes.CutSuffix(name, []byte(".values")); !ok {
 					continue
 				}
 			}
-			for _, g := range d.names[base] {
+			for _, g := range d.names[string(base)] { // no allocation: a map index by converted bytes
 				g.dirty = true
 			}
 		}

@@ -314,8 +314,9 @@ const cgroupEvery = 10
 // statusEvery is how often (in scans) a process's status file (uid and swap) is read again, so
 // a process's swap and uid in the table are up to statusEvery scans old (20 s at the default
 // interval): status is the most expensive of the per-process files to generate (5.7 µs of
-// kernel time here, against 4.3 for stat), and swap moves slowly. Nothing decides what to read on a process's behalf from this uid alone: package apps
-// reads the current uid (ProcessUID) whenever it opens a file for a process.
+// kernel time here, against 4.3 for stat), and swap moves slowly. Nothing decides what to read
+// on a process's behalf from this uid alone: package apps reads the current uid (ProcessUID)
+// whenever it opens a file for a process.
 const statusEvery = 10
 
 // ioEvery is how often (in scans) the io file of a process that used no CPU since the previous

@@ -102,7 +102,7 @@ func (e *procEvents) subscribe(wait time.Duration) error {
 			return fmt.Errorf("process events: no acknowledgement of the subscription: %w", err)
 		}
 		acked, errno := false, uint32(0)
-		err = parseProcEvents(e.buf[:n], func(what uint32, data []byte, cnSeq, cnAck uint32) {
+		err = parseProcEvents(e.buf[:n], func(what uint32, data []byte, cnAck uint32) {
 			if what == procEventNone && cnAck == ack+1 && len(data) >= 4 {
 				acked, errno = true, binary.NativeEndian.Uint32(data)
 			}
@@ -139,7 +139,7 @@ func (e *procEvents) drain(fork func(pid int)) (lost bool) {
 			}
 			continue
 		}
-		if err := parseProcEvents(e.buf[:n], func(what uint32, data []byte, _, _ uint32) {
+		if err := parseProcEvents(e.buf[:n], func(what uint32, data []byte, _ uint32) {
 			if what != procEventFork || len(data) < 16 {
 				return
 			}
@@ -162,9 +162,9 @@ func (e *procEvents) close() {
 }
 
 // parseProcEvents calls fn for each proc_event in a datagram from the connector: its type, its
-// data (the union after what, cpu and timestamp) and the cn_msg's seq and ack. It returns an
+// data (the union after what, cpu and timestamp) and the cn_msg's ack. It returns an
 // error for a malformed datagram (fn has been called for the messages before the fault).
-func parseProcEvents(b []byte, fn func(what uint32, data []byte, seq, ack uint32)) error {
+func parseProcEvents(b []byte, fn func(what uint32, data []byte, ack uint32)) error {
 	for len(b) > 0 {
 		if len(b) < nlmsgHdrLen {
 			return fmt.Errorf("process events: %d bytes left, short of a netlink header", len(b))
@@ -198,7 +198,7 @@ func parseProcEvents(b []byte, fn func(what uint32, data []byte, seq, ack uint32
 			return fmt.Errorf("process events: event of %d bytes in a message of %d", dataLen, len(msg))
 		}
 		ev := cn[cnMsgLen : cnMsgLen+dataLen]
-		fn(binary.NativeEndian.Uint32(ev[0:]), ev[16:], binary.NativeEndian.Uint32(cn[8:]), binary.NativeEndian.Uint32(cn[12:]))
+		fn(binary.NativeEndian.Uint32(ev[0:]), ev[16:], binary.NativeEndian.Uint32(cn[12:]))
 	}
 	return nil
 }
