@@ -31,6 +31,17 @@ func writePair(t *testing.T, base, meta string, values []byte) {
 	}
 }
 
+// readerAfterRead returns a Reader of base that has read it once, closed when the test ends.
+func readerAfterRead(t *testing.T, base string) *Reader {
+	t.Helper()
+	r := NewReader(base, ReaderOptions{})
+	t.Cleanup(func() { r.Close() })
+	if _, err := r.Read(); err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
 func u64(vs ...uint64) []byte {
 	var b []byte
 	for _, v := range vs {
@@ -232,11 +243,7 @@ func TestReaderSteadyState(t *testing.T) {
 func TestReaderMetaRewrittenInPlace(t *testing.T) {
 	base := filepath.Join(t.TempDir(), "app")
 	writePair(t, base, "counter 8: {\"a\": \"1\"}\n", u64(5, 6))
-	r := NewReader(base, ReaderOptions{})
-	defer r.Close()
-	if _, err := r.Read(); err != nil {
-		t.Fatal(err)
-	}
+	r := readerAfterRead(t, base)
 	// Forbidden by the protocol, but a changed size or mtime must still be noticed.
 	if err := os.WriteFile(base+".meta", []byte("counter 8: {\"a\": \"1\"}\ncounter 8: {\"a\": \"2\"}\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -253,11 +260,7 @@ func TestReaderMetaRewrittenInPlace(t *testing.T) {
 func TestReaderRestartedWriter(t *testing.T) {
 	base := filepath.Join(t.TempDir(), "app")
 	writePair(t, base, "counter 8: {\"gen\": \"1\"}\n", u64(1))
-	r := NewReader(base, ReaderOptions{})
-	defer r.Close()
-	if _, err := r.Read(); err != nil {
-		t.Fatal(err)
-	}
+	r := readerAfterRead(t, base)
 	// The writer restarts and is between its two renames: new .values, old .meta.
 	if err := os.WriteFile(base+".values.tmp", u64(0, 2), 0o644); err != nil {
 		t.Fatal(err)
@@ -482,11 +485,7 @@ func TestReaderReadUnchanged(t *testing.T) {
 func TestReaderFilesRemoved(t *testing.T) {
 	base := filepath.Join(t.TempDir(), "app")
 	writePair(t, base, "counter 8: {\"gen\": \"1\"}\n", u64(1))
-	r := NewReader(base, ReaderOptions{})
-	defer r.Close()
-	if _, err := r.Read(); err != nil {
-		t.Fatal(err)
-	}
+	r := readerAfterRead(t, base)
 	os.Remove(base + ".values")
 	os.Remove(base + ".meta")
 	if _, err := r.Read(); !errors.Is(err, fs.ErrNotExist) {

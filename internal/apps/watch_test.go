@@ -47,18 +47,26 @@ func collectGens(t *testing.T, coll *Collector, rec *series.Recorder) map[string
 	return got
 }
 
+// watchedApp returns a collector of one application at base (gen 1 written there), closed when
+// the test ends, and the recorder its first scan, checked, went to.
+func watchedApp(t *testing.T, base string) (*Collector, *series.Recorder) {
+	t.Helper()
+	coll := New(table{sysscanProcess(os.Getpid(), base)}, Options{})
+	t.Cleanup(func() { coll.Close() })
+	rec := series.NewRecorder()
+	if got := collectGens(t, coll, rec); got["1"] != 1 {
+		t.Fatalf("first scan read %v; want gen 1 = 1", got)
+	}
+	return coll, rec
+}
+
 // TestWatchedFilesReplaced: an application replacing its files is read anew at the very next
 // scan (the inotify event, not the periodic check, must be what notices it: the test replaces
 // them at more scans in a row than the period), and an unchanged one keeps being read.
 func TestWatchedFilesReplaced(t *testing.T) {
 	base := filepath.Join(t.TempDir(), "app")
 	replaceFiles(t, base, 1)
-	coll := New(table{{PID: os.Getpid(), UID: os.Getuid(), Name: "app", CantalPath: base}}, Options{})
-	defer coll.Close()
-	rec := series.NewRecorder()
-	if got := collectGens(t, coll, rec); got["1"] != 1 {
-		t.Fatalf("first scan read %v; want gen 1 = 1", got)
-	}
+	coll, rec := watchedApp(t, base)
 	for _, g := range coll.groups {
 		if g.watch == nil {
 			t.Fatal("the files' directory is not watched")
@@ -82,12 +90,7 @@ func TestWatchedDirectoryReplaced(t *testing.T) {
 	os.Mkdir(dir, 0o755)
 	base := filepath.Join(dir, "app")
 	replaceFiles(t, base, 1)
-	coll := New(table{{PID: os.Getpid(), UID: os.Getuid(), Name: "app", CantalPath: base}}, Options{})
-	defer coll.Close()
-	rec := series.NewRecorder()
-	if got := collectGens(t, coll, rec); got["1"] != 1 {
-		t.Fatalf("first scan read %v; want gen 1 = 1", got)
-	}
+	coll, rec := watchedApp(t, base)
 	if err := os.RemoveAll(dir); err != nil {
 		t.Fatal(err)
 	}
