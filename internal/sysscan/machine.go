@@ -195,9 +195,8 @@ func (m *Machine) Collect(ctx context.Context, sink series.Sink) error {
 			sink.Problem(filepath.Join(m.opt.Proc, f.name), err.Error())
 		}
 	}
-	if (m.gen-1)%uint64(m.opt.TCPEvery) == 0 || !m.tcp.counted {
+	if (m.gen-1)%uint64(m.opt.TCPEvery) == 0 { // the first scan (gen 1) included
 		m.tcp.collect(ctx, procfd, m.opt.Proc, sink, m.gen)
-		m.tcp.counted = true
 	} else {
 		m.tcp.emit(sink, m.gen) // the last counts again
 	}

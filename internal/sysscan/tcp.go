@@ -54,7 +54,6 @@ type tcpScan struct {
 	qRefs     [2]*series.Ref
 	portRefs  map[uint16]*portRefs
 	uidRefs   map[uint32]*uidRef
-	counted   bool // a count was made; Machine re-emits it between counts
 }
 
 // diagMaxFails is how many failed netlink dumps in a row make the collector give up netlink.
