@@ -69,6 +69,11 @@ type Agent struct {
 
 	lastScanNs atomic.Int64
 	scans      atomic.Int64
+
+	// segClosed tells saveLoop that the scan closed a history segment; closedSeen is the
+	// history's count of closed segments at the last scan (scan goroutine only).
+	segClosed  chan struct{}
+	closedSeen int64
 }
 
 type namedCollector struct {
@@ -99,8 +104,8 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(25)
 	}
-	a := &Agent{cfg: cfg, log: log, started: time.Now()}
-	hopt := history.Options{Retention: cfg.History, Interval: cfg.Interval}
+	a := &Agent{cfg: cfg, log: log, started: time.Now(), segClosed: make(chan struct{}, 1)}
+	hopt := history.Options{Retention: cfg.History, Interval: cfg.Interval, BlockScans: segmentScans(cfg)}
 	a.hist = history.New(hopt)
 	if cfg.StateDir != "" {
 		if err := a.openStateDir(); err != nil {
@@ -216,16 +221,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.cfg.StateDir != "" {
 		snapCtx, stopSnap := context.WithCancel(context.Background())
 		g.Add(func() error {
-			t := time.NewTicker(a.cfg.SnapshotInterval)
-			defer t.Stop()
-			for {
-				select {
-				case <-snapCtx.Done():
-					return nil
-				case <-t.C:
-					a.saveHistory()
-				}
-			}
+			return a.saveLoop(snapCtx)
 		}, func(error) { stopSnap() })
 	}
 
@@ -311,11 +307,51 @@ func (a *Agent) scan(ctx context.Context) {
 		}
 	}
 	a.reg.Commit()
+	if c := a.hist.Closed(); c != a.closedSeen {
+		a.closedSeen = c
+		select {
+		case a.segClosed <- struct{}{}:
+		default: // a save is pending already
+		}
+	}
 	d := time.Since(start)
 	a.lastScanNs.Store(int64(d))
 	a.scans.Add(1)
 	if d > a.cfg.Interval/2 {
 		a.log.Warn("slow scan", "duration", d, "interval", a.cfg.Interval)
+	}
+}
+
+// segmentScans is the history's segment length for cfg: one --snapshot-interval of scans,
+// between 16 and 64, so that the periodic save comes right after a segment closed (see
+// saveLoop). A history directory written with another length keeps its own (history.LoadDir).
+func segmentScans(cfg Config) int {
+	return min(max(int(cfg.SnapshotInterval/cfg.Interval), 16), history.DefaultBlockScans)
+}
+
+// saveLoop writes the history snapshot right after each segment the scans close, and when
+// --snapshot-interval and a scan interval went by without one, until ctx is done.
+//
+// A save compresses the open segment's scans, while the closed segments, compressed once by the
+// scan that closed them, are written as they are. Right after a close the open segment is
+// empty, so a save costs writing one segment's file; in the middle of a segment it also
+// compresses what the segment holds (about 45 ms of CPU at 100k series and 30 scans), only for
+// the close to compress the same points again. With the segment one snapshot interval long
+// (segmentScans), every save is of the cheap kind and the snapshot is at most an interval old;
+// the timer covers longer segments (a directory written with them, or a short interval).
+func (a *Agent) saveLoop(ctx context.Context) error {
+	wait := a.cfg.SnapshotInterval + a.cfg.Interval
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-a.segClosed:
+		case <-t.C:
+		}
+		a.saveHistory()
+		t.Reset(wait)
 	}
 }
 

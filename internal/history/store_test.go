@@ -516,3 +516,27 @@ func TestSegIter(t *testing.T) {
 		}
 	}
 }
+
+// TestClosed checks that Closed counts segment closes, and that right after one the open
+// segment is empty: what a Saver then compresses is nothing.
+func TestClosed(t *testing.T) {
+	s := New(Options{BlockScans: 3})
+	id, err := s.Series("a", series.Counter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 7 {
+		s.Begin(int64(1000 * (i + 1)))
+		s.Add(id, uint64(i))
+		s.Commit()
+		if got, want := s.Closed(), int64((i+1)/3); got != want {
+			t.Fatalf("after scan %d: Closed() = %d, want %d", i+1, got, want)
+		}
+		if (i+1)%3 == 0 && s.view.Load().open.n.Load() != 0 {
+			t.Fatalf("after scan %d, which closed a segment: open segment holds scans", i+1)
+		}
+	}
+	if got := s.Stats().Segments; got != 2 {
+		t.Fatalf("Segments = %d, want 2", got)
+	}
+}
