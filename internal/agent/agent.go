@@ -104,6 +104,11 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(25)
 	}
+	if cfg.TimerSlack > 0 {
+		if err := setTimerSlack(min(cfg.TimerSlack, cfg.Interval/10)); err != nil {
+			log.Info("timer slack not set: the Go runtime's monitor thread wakes more often", "err", err)
+		}
+	}
 	a := &Agent{cfg: cfg, log: log, started: time.Now(), segClosed: make(chan struct{}, 1)}
 	hopt := history.Options{Retention: cfg.History, Interval: cfg.Interval, BlockScans: segmentScans(cfg)}
 	a.hist = history.New(hopt)

@@ -29,8 +29,9 @@ type Config struct {
 	Statsd           string // statsd UDP address; "" = off
 	Carbon           string // Graphite plaintext address; "" = off
 	CarbonInterval   time.Duration
-	InfluxPath       string // path of the Influx line-protocol export
-	Pprof            bool   // serve /debug/pprof
+	InfluxPath       string        // path of the Influx line-protocol export
+	Pprof            bool          // serve /debug/pprof
+	TimerSlack       time.Duration // timer slack of the agent's threads (at most Interval/10); 0 = the kernel's
 	LogLevel         string
 	LogFormat        string
 }
@@ -53,6 +54,7 @@ func DefaultConfig() Config {
 		InfluxPath:       "/influx",
 		LogLevel:         "info",
 		LogFormat:        "text",
+		TimerSlack:       5 * time.Millisecond,
 	}
 }
 
@@ -98,6 +100,7 @@ func ParseFlags(name string, args []string, getenv func(string) string) (Config,
 	fs.DurationVar(&c.CarbonInterval, "carbon-interval", c.CarbonInterval, "how often to send to --carbon")
 	fs.StringVar(&c.InfluxPath, "influx-path", c.InfluxPath, "HTTP path of the Influx line-protocol export")
 	fs.BoolVar(&c.Pprof, "pprof", c.Pprof, "serve /debug/pprof on the HTTP listener")
+	fs.DurationVar(&c.TimerSlack, "timer-slack", c.TimerSlack, "how late the kernel may wake the agent's threads, to batch wake-ups; at most a tenth of --interval is used (0: the kernel's default)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "text or json")
 
@@ -138,6 +141,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--max-series %d is negative", c.MaxSeries)
 	case c.SnapshotInterval <= 0:
 		return fmt.Errorf("--snapshot-interval must be positive")
+	case c.TimerSlack < 0 || c.TimerSlack > time.Second:
+		return fmt.Errorf("--timer-slack %s must be between 0 and 1s", c.TimerSlack)
 	case c.Listen == "":
 		return fmt.Errorf("--listen is required")
 	case !strings.HasPrefix(c.InfluxPath, "/"):

@@ -39,6 +39,8 @@ func TestParseFlagsErrors(t *testing.T) {
 		{[]string{"stray"}, nil, "unexpected argument"},
 		{nil, map[string]string{"CANTAL_INTERVAL": "soon"}, "CANTAL_INTERVAL"},
 		{[]string{"--influx-path", "influx"}, nil, "must start with /"},
+		{[]string{"--timer-slack", "-1ms"}, nil, "--timer-slack"},
+		{[]string{"--timer-slack", "2s"}, nil, "--timer-slack"},
 	} {
 		_, err := ParseFlags("cantal-agent", tc.args, func(k string) string { return tc.env[k] })
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
