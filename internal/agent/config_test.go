@@ -64,3 +64,24 @@ func TestAdvertisedHTTP(t *testing.T) {
 		t.Error("sameAddr is wrong")
 	}
 }
+
+// TestSegmentScans checks the history's segment length: one snapshot interval of scans, kept
+// between 16 and 64.
+func TestSegmentScans(t *testing.T) {
+	for _, tc := range []struct {
+		interval, snapshot time.Duration
+		want               int
+	}{
+		{2 * time.Second, time.Minute, 30},
+		{time.Second, time.Minute, 60},
+		{100 * time.Millisecond, time.Minute, 64},
+		{2 * time.Second, 10 * time.Second, 16},
+		{time.Minute, time.Minute, 16},
+	} {
+		cfg := DefaultConfig()
+		cfg.Interval, cfg.SnapshotInterval = tc.interval, tc.snapshot
+		if got := segmentScans(cfg); got != tc.want {
+			t.Errorf("interval %s, snapshot interval %s: %d scans, want %d", tc.interval, tc.snapshot, got, tc.want)
+		}
+	}
+}
