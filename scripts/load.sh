@@ -19,18 +19,11 @@ WARMUP=${WARMUP:-10}
 INTERVAL=${INTERVAL:-2s}
 PORT=${PORT:-22699}
 tmp=$(mktemp -d)
-trap 'kill $lg $ag $sampler 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$tmp"' EXIT
-sampler=
+lg= ag= sampler=
+. scripts/load-lib.sh
+trap 'kill $lg $ag $sampler 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$tmp" "$loaddir"' EXIT
 
-CGO_ENABLED=0 go build -o "$tmp/" ./cmd/cantal-agent
-(cd bench && go build -o "$tmp/" ./loadgen)
-"$tmp/loadgen" -apps "$APPS" -metrics "$METRICS" -dir /dev/shm/cantal-load-$$ &
-lg=$!
-# Wait for the processes to exist.
-while [ "$(ls /dev/shm/cantal-load-$$ 2>/dev/null | wc -l)" -lt $((APPS * 2)) ]; do sleep 0.5; done
-"$tmp/cantal-agent" --listen 127.0.0.1:$PORT --interval "$INTERVAL" --state-dir "${STATE_DIR-$tmp/state}" \
-	--log-level warn &
-ag=$!
+start_load --interval "$INTERVAL" --state-dir "${STATE_DIR-$tmp/state}"
 status() { curl -sf "http://127.0.0.1:$PORT/api/v1/status"; }
 until status >/dev/null 2>&1; do sleep 0.5; done
 sleep "$WARMUP"

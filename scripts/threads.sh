@@ -18,15 +18,11 @@ SECONDS_=${SECONDS:-60}
 WARMUP=${WARMUP:-70}
 PORT=${PORT:-22698}
 tmp=$(mktemp -d)
-trap 'kill $lg $ag 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$tmp" /dev/shm/cantal-threads-$$' EXIT
+lg= ag=
+. scripts/load-lib.sh
+trap 'kill $lg $ag 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$tmp" "$loaddir"' EXIT
 
-CGO_ENABLED=0 go build -o "$tmp/" ./cmd/cantal-agent
-(cd bench && go build -o "$tmp/" ./loadgen)
-"$tmp/loadgen" -apps "$APPS" -metrics "$METRICS" -dir /dev/shm/cantal-threads-$$ >/dev/null &
-lg=$!
-while [ "$(ls /dev/shm/cantal-threads-$$ 2>/dev/null | wc -l)" -lt $((APPS * 2)) ]; do sleep 0.5; done
-"$tmp/cantal-agent" --listen 127.0.0.1:$PORT --state-dir "$tmp/state" --log-level warn "$@" &
-ag=$!
+start_load --state-dir "$tmp/state" "$@"
 sleep "$WARMUP"
 snap() {
 	for t in /proc/$ag/task/*; do

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -26,29 +27,19 @@ import (
 func setTimerSlack(d time.Duration) error {
 	want := strconv.FormatInt(d.Nanoseconds(), 10)
 	for range 3 {
-		ents, err := os.ReadDir("/proc/self/task")
+		slacks, err := threadTimerSlacks()
 		if err != nil {
-			return fmt.Errorf("timer slack: %w", err)
+			return err
 		}
 		changed := false
 		var errs []error
-		for _, e := range ents {
-			// The per-thread file lives in /proc/TID, which exists for every thread even
-			// though /proc lists only processes.
-			path := "/proc/" + e.Name() + "/timerslack_ns"
-			cur, err := os.ReadFile(path)
-			if err != nil {
-				if !errors.Is(err, os.ErrNotExist) { // a thread that exited meanwhile is fine
-					errs = append(errs, err)
-				}
-				continue
-			}
-			if string(trimNL(cur)) == want {
+		for tid, cur := range slacks {
+			if cur == want {
 				continue
 			}
 			changed = true
-			if err := os.WriteFile(path, []byte(want), 0); err != nil && !errors.Is(err, os.ErrNotExist) {
-				errs = append(errs, err)
+			if err := os.WriteFile(slackPath(tid), []byte(want), 0); err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, err) // a thread that exited meanwhile is fine
 			}
 		}
 		if err := errors.Join(errs...); err != nil {
@@ -61,9 +52,31 @@ func setTimerSlack(d time.Duration) error {
 	return nil
 }
 
-func trimNL(b []byte) []byte {
-	for len(b) > 0 && (b[len(b)-1] == '\n' || b[len(b)-1] == ' ') {
-		b = b[:len(b)-1]
+// threadTimerSlacks returns the timer slack, in nanoseconds as the kernel writes it, of every
+// thread of the process by thread id; a thread that exits while it reads is left out.
+func threadTimerSlacks() (map[string]string, error) {
+	ents, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return nil, fmt.Errorf("timer slack: %w", err)
 	}
-	return b
+	out := make(map[string]string, len(ents))
+	var errs []error
+	for _, e := range ents {
+		b, err := os.ReadFile(slackPath(e.Name()))
+		if err != nil {
+			if !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, err)
+			}
+			continue
+		}
+		out[e.Name()] = string(bytes.TrimSpace(b))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("timer slack: %w", err)
+	}
+	return out, nil
 }
+
+// slackPath is the timer slack file of thread tid. It lives in /proc/TID, which exists for
+// every thread even though /proc lists only processes.
+func slackPath(tid string) string { return "/proc/" + tid + "/timerslack_ns" }
