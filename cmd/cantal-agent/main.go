@@ -11,6 +11,7 @@ import (
 	"os"
 
 	"github.com/cantal-go/cantal/internal/agent"
+	"github.com/cantal-go/cantal/internal/gcpace"
 )
 
 func main() {
@@ -26,6 +27,13 @@ func main() {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "cantal-agent:", err)
 		os.Exit(2)
+	}
+	// The heap is mostly long-lived (series table, history) and a scan makes little garbage:
+	// collect at 25 % growth of the live heap, as GOGC=25 would, but without the runtime's
+	// forced collection every two minutes (see package gcpace). GOGC or GOMEMLIMIT in the
+	// environment leave the runtime's own pacing in place.
+	if os.Getenv("GOGC") == "" && os.Getenv("GOMEMLIMIT") == "" {
+		defer gcpace.Start(0.25).Stop()
 	}
 	a, err := agent.New(cfg, log)
 	if err != nil {

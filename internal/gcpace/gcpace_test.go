@@ -1,0 +1,135 @@
+package gcpace
+
+import (
+	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
+	"testing"
+	"time"
+)
+
+func TestLimit(t *testing.T) {
+	const mib = 1 << 20
+	cases := []struct {
+		name string
+		m    Mem
+		g    float64
+		want int64
+	}{
+		// 200 MiB live, 210 MiB of objects (10 allocated since), 40 MiB besides: the next
+		// collection at 250 MiB of objects.
+		{"steady", Mem{Live: 200 * mib, Mapped: 250 * mib, Objects: 210 * mib}, 0.25, 290 * mib},
+		// Right after a collection, 50 MiB of dead objects not swept yet: the limit is low by
+		// that much but still above what is mapped.
+		{"unswept", Mem{Live: 200 * mib, Mapped: 300 * mib, Objects: 250 * mib}, 0.25, 300*mib + MinHeadroom},
+		// A small heap grows by MinHeadroom at least.
+		{"small", Mem{Live: 2 * mib, Mapped: 6 * mib, Objects: 2 * mib}, 0.25, 6*mib + MinHeadroom},
+		// No collection yet.
+		{"no live", Mem{Mapped: 3 * mib, Objects: 1 * mib}, 0.25, 3*mib + MinHeadroom},
+		// Inconsistent samples (objects above mapped) never give a limit below mapped.
+		{"odd", Mem{Live: 10 * mib, Mapped: 20 * mib, Objects: 30 * mib}, 0.25, 20*mib + MinHeadroom},
+	}
+	for _, c := range cases {
+		if got := Limit(c.m, c.g); got != c.want {
+			t.Errorf("%s: Limit(%+v, %v) = %d MiB + %d, want %d MiB + %d", c.name, c.m, c.g,
+				got/mib, got%mib, c.want/mib, c.want%mib)
+		}
+	}
+}
+
+func read(names ...string) []uint64 {
+	s := make([]metrics.Sample, len(names))
+	for i, n := range names {
+		s[i].Name = n
+	}
+	metrics.Read(s)
+	out := make([]uint64, len(s))
+	for i := range s {
+		out[i] = s[i].Value.Uint64()
+	}
+	return out
+}
+
+// TestPacer runs a Pacer on this test process: the limit follows the live heap after each
+// collection, garbage is collected under the limit, and Stop gives back the runtime's settings.
+func TestPacer(t *testing.T) {
+	oldGC := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(oldGC)
+	oldLimit := debug.SetMemoryLimit(1 << 40)
+	defer debug.SetMemoryLimit(oldLimit)
+
+	// 64 MiB of live pointers, as a long-lived heap of small objects.
+	type node struct {
+		next *node
+		pad  [48]byte
+	}
+	var keep []*node
+	for range (64 << 20) / 64 {
+		keep = append(keep, &node{})
+	}
+
+	p := Start(0.25)
+	defer p.Stop()
+	if got := debug.SetGCPercent(-1); got != -1 {
+		t.Fatalf("GOGC while pacing = %d, want off (-1)", got)
+	}
+	_, sets0 := p.Stats()
+	runtime.GC()
+	var limit int64
+	var sets int
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		if limit, sets = p.Stats(); sets >= sets0+2 { // after the collection and once swept
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("limit set %d times after a collection, want 2 more than %d", sets, sets0)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := debug.SetMemoryLimit(-1); got != limit {
+		t.Errorf("runtime's memory limit %d, the pacer's %d", got, limit)
+	}
+	v := read("/gc/heap/live:bytes", "/memory/classes/total:bytes", "/memory/classes/heap/released:bytes")
+	live, mapped := v[0], v[1]-v[2]
+	if live < 64<<20 {
+		t.Fatalf("live heap %d MiB, want the 64 MiB kept at least", live>>20)
+	}
+	headroom := limit - int64(mapped)
+	if headroom < int64(live)/8 || headroom > int64(live)/2 {
+		t.Errorf("limit %d MiB is %d MiB above the mapped %d MiB: want about a quarter of the live %d MiB",
+			limit>>20, headroom>>20, mapped>>20, live>>20)
+	}
+
+	// Garbage: 8 times the live heap, in small objects. The pacer collects it, several
+	// times, and memory stays near the limit.
+	c0 := read("/gc/cycles/total:gc-cycles")[0]
+	var peak uint64
+	var sink *node
+	for i := range (512 << 20) / 64 {
+		n := &node{next: sink}
+		if i%1024 == 0 {
+			sink = nil
+			v := read("/memory/classes/total:bytes", "/memory/classes/heap/released:bytes")
+			peak = max(peak, v[0]-v[1])
+		} else {
+			sink = n
+		}
+	}
+	cycles := read("/gc/cycles/total:gc-cycles")[0] - c0
+	if cycles < 3 {
+		t.Errorf("%d collections for 8 live heaps of garbage, want several", cycles)
+	}
+	if limit, _ := p.Stats(); peak > uint64(limit)+uint64(limit)/10 {
+		t.Errorf("memory peaked at %d MiB, over the limit of %d MiB", peak>>20, limit>>20)
+	}
+	runtime.KeepAlive(keep)
+
+	p.Stop()
+	if got := debug.SetGCPercent(-1); got != 100 {
+		t.Errorf("GOGC after Stop = %d, want 100 back", got)
+	}
+	debug.SetGCPercent(100)
+	if got := debug.SetMemoryLimit(-1); got != 1<<40 {
+		t.Errorf("memory limit after Stop = %d, want %d back", got, int64(1<<40))
+	}
+}
