@@ -15,6 +15,7 @@ package apps
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"log/slog"
 	"os"
@@ -97,7 +98,8 @@ type group struct {
 	refs    []*series.Ref
 	texts   []string      // last text of each state entry, to avoid a conversion per scan
 	num     []*series.Ref // the Refs of the numeric entries, the array given to PutBatch
-	numAt   []int         // their entry index
+	numOff  []int         // their offsets in the values file
+	contig  bool          // numOff is numOff[0], +8, +16, ...: the values are one array
 	bits    []uint64      // their values in a scan
 	members uint64        // signature of the pids sharing the files
 	seen    bool
@@ -393,12 +395,16 @@ func (g *group) read(sink series.Sink, full bool) bool {
 			g.refs = append(g.refs, sink.Series(labels, kindOf(e.Kind)))
 		}
 		// A BatchSink is fastest with an array of numeric series only, the same every scan.
-		g.num, g.numAt = g.num[:0], g.numAt[:0]
+		g.num, g.numOff = g.num[:0], g.numOff[:0]
 		for i := range g.layout.Entries {
-			if g.layout.Entries[i].Kind != shm.KindState {
+			if e := &g.layout.Entries[i]; e.Kind != shm.KindState {
 				g.num = append(g.num, g.refs[i])
-				g.numAt = append(g.numAt, i)
+				g.numOff = append(g.numOff, e.Offset)
 			}
+		}
+		g.contig = true
+		for i, off := range g.numOff {
+			g.contig = g.contig && off == g.numOff[0]+8*i
 		}
 		g.bits = make([]uint64, len(g.num))
 		// The registry has the labels now (in the merged maps above); the layout is kept
@@ -419,14 +425,23 @@ func (g *group) read(sink series.Sink, full bool) bool {
 			}
 		}
 	}
-	if batch, ok := sink.(series.BatchSink); ok {
-		for i, at := range g.numAt {
-			g.bits[i] = g.layout.Entries[at].Bits(snap.Values)
+	// Every numeric entry is 8 bytes in native order (see shm.Entry.Bits); they are usually
+	// one array, copied in one loop without looking at the entries.
+	if g.contig && len(g.bits) > 0 {
+		v := snap.Values[g.numOff[0]:][:8*len(g.bits)]
+		for i := range g.bits {
+			g.bits[i] = binary.NativeEndian.Uint64(v[8*i:])
 		}
+	} else {
+		for i, off := range g.numOff {
+			g.bits[i] = binary.NativeEndian.Uint64(snap.Values[off:][:8])
+		}
+	}
+	if batch, ok := sink.(series.BatchSink); ok {
 		batch.PutBatch(g.num, g.bits)
 	} else {
-		for i, at := range g.numAt {
-			sink.Put(g.num[i], g.layout.Entries[at].Bits(snap.Values))
+		for i, ref := range g.num {
+			sink.Put(ref, g.bits[i])
 		}
 	}
 	return true

@@ -2,6 +2,7 @@ package apps
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 	"math"
 	"os"
@@ -119,5 +120,47 @@ func TestRefusedForOtherUID(t *testing.T) {
 	}
 	if len(rec.Problems) != 1 || !strings.Contains(fmt.Sprint(rec.Problems), "refused") {
 		t.Errorf("problems = %v; want one refusal", rec.Problems)
+	}
+}
+
+// TestCollectScattered reads numeric entries that are not one array in the values file (a state
+// and padding between them), as written by hand rather than by package shm.
+func TestCollectScattered(t *testing.T) {
+	base := filepath.Join(t.TempDir(), "app")
+	meta := "counter 8: {\"metric\": \"a\"}\n" +
+		"state 24: {\"metric\": \"s\"}\n" +
+		"pad 8\n" +
+		"level 8 signed: {\"metric\": \"b\"}\n" +
+		"level 8 float: {\"metric\": \"c\"}\n"
+	vals := make([]byte, 8+24+8+8+8)
+	binary.NativeEndian.PutUint64(vals[0:], 7)
+	binary.NativeEndian.PutUint64(vals[8:], 1700000000000)
+	copy(vals[16:], "up")
+	binary.NativeEndian.PutUint64(vals[40:], uint64(math.MaxUint64)) // -1
+	binary.NativeEndian.PutUint64(vals[48:], math.Float64bits(2.5))
+	if err := os.WriteFile(base+".values", vals, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(base+".meta", []byte(meta), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	coll := New(table{{PID: os.Getpid(), UID: os.Getuid(), Name: "w", CantalPath: base}}, Options{})
+	rec := series.NewRecorder()
+	if err := coll.Collect(context.Background(), rec); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]uint64{}
+	for key, ref := range rec.Refs() {
+		if ref.Kind == series.State {
+			if st := rec.States[key]; st.Text != "up" || st.Since != 1700000000000 {
+				t.Errorf("state %+v, want up since 1700000000000", st)
+			}
+			continue
+		}
+		got[ref.Labels["metric"]] = rec.Values[key]
+	}
+	want := map[string]uint64{"a": 7, "b": math.MaxUint64, "c": math.Float64bits(2.5)}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("values %v, want %v", got, want)
 	}
 }
