@@ -29,11 +29,11 @@ func main() {
 		os.Exit(2)
 	}
 	// The heap is mostly long-lived (series table, history) and a scan makes little garbage:
-	// collect at 25 % growth of the live heap, as GOGC=25 would, but without the runtime's
-	// forced collection every two minutes (see package gcpace). GOGC or GOMEMLIMIT in the
-	// environment leave the runtime's own pacing in place.
+	// collect when the heap has grown by 15 % of the live heap, without the runtime's forced
+	// collection every two minutes (see package gcpace). GOGC or GOMEMLIMIT in the environment
+	// leave the runtime's own pacing in place.
 	if os.Getenv("GOGC") == "" && os.Getenv("GOMEMLIMIT") == "" {
-		defer gcpace.Start(0.25).Stop()
+		defer gcpace.Start(0.15).Stop()
 	}
 	a, err := agent.New(cfg, log)
 	if err != nil {

@@ -9,9 +9,10 @@
 //
 // The runtime forces no collection when GOGC is off; it then collects only to stay under its
 // soft memory limit (debug.SetMemoryLimit). A Pacer turns GOGC off and, after every collection,
-// sets the limit to the memory the runtime holds besides heap objects plus (1+growth) times the
-// live heap, so that the next collection comes when the heap objects have grown by growth times
-// the live heap, as with GOGC=100×growth.
+// sets the limit to the memory the runtime holds besides heap objects and free memory plus
+// (1+growth) times the live heap (see Limit), so that the next collection comes when the heap
+// objects have grown by growth times the live heap, as with GOGC=100×growth, and free memory is
+// released rather than kept beside a grown heap.
 package gcpace
 
 import (
@@ -37,6 +38,7 @@ var sampleNames = [...]string{
 	"/memory/classes/total:bytes",
 	"/memory/classes/heap/released:bytes",
 	"/memory/classes/heap/objects:bytes",
+	"/memory/classes/heap/free:bytes",
 }
 
 // Mem is what a limit is computed from (see Limit).
@@ -44,15 +46,23 @@ type Mem struct {
 	Live    uint64 // the heap marked live by the latest collection
 	Mapped  uint64 // memory the runtime holds and has not released: what the limit bounds
 	Objects uint64 // heap objects, live or not collected yet
+	Free    uint64 // free heap memory not released yet, which the runtime reuses or releases
 }
 
-// Limit returns the memory limit that makes the next collection come when the heap objects
-// reach (1+growth)×Live: the memory the runtime holds besides heap objects (Mapped-Objects)
-// plus that, but at least Mapped+MinHeadroom, so that a limit never triggers a collection at once.
+// Limit returns the memory limit under which the runtime collects when the heap objects reach
+// (1+growth)×Live. The runtime's own heap goal under a limit is the limit minus the memory that
+// is neither heap objects nor free (Mapped-Free-Objects), less 3 % of headroom; so the limit is
+// that memory plus (1+growth)×Live plus the headroom, and the runtime releases free memory
+// rather than let the total pass it. The growth is at least MinHeadroom. Right after a
+// collection, with much free memory, that limit could be so far below Mapped that the runtime
+// would collect again at once: the limit is never below Mapped-Free/2+MinHeadroom.
 func Limit(m Mem, growth float64) int64 {
-	other := m.Mapped - min(m.Objects, m.Mapped)
-	l := other + m.Live + max(uint64(growth*float64(m.Live)), MinHeadroom)
-	l = max(l, m.Mapped+MinHeadroom)
+	objects := min(m.Objects, m.Mapped)
+	free := min(m.Free, m.Mapped-objects)
+	other := m.Mapped - objects - free
+	target := m.Live + max(uint64(growth*float64(m.Live)), MinHeadroom)
+	l := other + target*100/97
+	l = max(l, m.Mapped-free/2+MinHeadroom)
 	return int64(min(l, 1<<62))
 }
 
@@ -148,7 +158,7 @@ func (p *Pacer) set() {
 		return p.samples[i].Value.Uint64()
 	}
 	total, released := v(1), v(2)
-	m := Mem{Live: v(0), Mapped: total - min(released, total), Objects: v(3)}
+	m := Mem{Live: v(0), Mapped: total - min(released, total), Objects: v(3), Free: v(4)}
 	p.limit = Limit(m, p.growth)
 	debug.SetMemoryLimit(p.limit)
 	p.sets++

@@ -16,18 +16,20 @@ func TestLimit(t *testing.T) {
 		g    float64
 		want int64
 	}{
-		// 200 MiB live, 210 MiB of objects (10 allocated since), 40 MiB besides: the next
-		// collection at 250 MiB of objects.
-		{"steady", Mem{Live: 200 * mib, Mapped: 250 * mib, Objects: 210 * mib}, 0.25, 290 * mib},
-		// Right after a collection, 50 MiB of dead objects not swept yet: the limit is low by
-		// that much but still above what is mapped.
-		{"unswept", Mem{Live: 200 * mib, Mapped: 300 * mib, Objects: 250 * mib}, 0.25, 300*mib + MinHeadroom},
+		// 200 MiB live, 210 MiB of objects (10 allocated since), 10 MiB free, 30 MiB of
+		// other memory: the next collection at 250 MiB of objects, plus the runtime's 3 %.
+		{"steady", Mem{Live: 200 * mib, Mapped: 250 * mib, Objects: 210 * mib, Free: 10 * mib}, 0.25, 30*mib + 250*mib*100/97},
+		// Right after a collection, 50 MiB of dead objects not swept yet: the objects are at
+		// the target already, so the floor (the Pacer sets the limit again once swept).
+		{"unswept", Mem{Live: 200 * mib, Mapped: 290 * mib, Objects: 250 * mib, Free: 10 * mib}, 0.25, 285*mib + MinHeadroom},
 		// A small heap grows by MinHeadroom at least.
-		{"small", Mem{Live: 2 * mib, Mapped: 6 * mib, Objects: 2 * mib}, 0.25, 6*mib + MinHeadroom},
-		// No collection yet.
+		{"small", Mem{Live: 2 * mib, Mapped: 6 * mib, Objects: 2 * mib}, 0.25, 4*mib + (2*mib+MinHeadroom)*100/97},
+		// No collection yet: the objects may grow by MinHeadroom.
 		{"no live", Mem{Mapped: 3 * mib, Objects: 1 * mib}, 0.25, 3*mib + MinHeadroom},
-		// Inconsistent samples (objects above mapped) never give a limit below mapped.
-		{"odd", Mem{Live: 10 * mib, Mapped: 20 * mib, Objects: 30 * mib}, 0.25, 20*mib + MinHeadroom},
+		// Much free memory (after a load): never so low that the runtime collects at once.
+		{"free", Mem{Live: 100 * mib, Mapped: 300 * mib, Objects: 100 * mib, Free: 180 * mib}, 0.25, 210*mib + MinHeadroom},
+		// Inconsistent samples (objects and free above mapped) never give a limit below mapped.
+		{"odd", Mem{Live: 10 * mib, Mapped: 20 * mib, Objects: 30 * mib, Free: 5 * mib}, 0.25, 20*mib + MinHeadroom},
 	}
 	for _, c := range cases {
 		if got := Limit(c.m, c.g); got != c.want {
