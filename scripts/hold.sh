@@ -16,11 +16,8 @@ set -eu
 cd "$(dirname "$0")/.."
 HOLD=${HOLD:-/tmp/cantal-hold}
 PORT=${PORT:-22690}
-APPS=${APPS:-1000}
-METRICS=${METRICS:-100}
 LOAD=${LOAD:-/dev/shm/cantal-hold}
-status() { curl -sf "http://127.0.0.1:$PORT/api/v1/status"; }
-field() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
+. scripts/load-lib.sh
 alive() { [ -f "$HOLD/$1.pid" ] && kill -0 "$(cat "$HOLD/$1.pid")" 2>/dev/null; }
 
 agent() {
@@ -39,15 +36,11 @@ agent() {
 case "${1:-}" in
 start)
 	mkdir -p "$HOLD"
-	(cd bench && go build -o "$HOLD/" ./loadgen)
-	bin=${2:-}
-	if [ -z "$bin" ]; then
-		CGO_ENABLED=0 go build -o "$HOLD/" ./cmd/cantal-agent
-		bin=$HOLD/cantal-agent
-	fi
+	build_load "$HOLD"
+	bin=${2:-$HOLD/cantal-agent}
 	setsid "$HOLD/loadgen" -apps "$APPS" -metrics "$METRICS" -dir "$LOAD" >"$HOLD/loadgen.log" 2>&1 </dev/null &
 	echo $! >"$HOLD/loadgen.pid"
-	while [ "$(ls "$LOAD" 2>/dev/null | wc -l)" -lt $((APPS * 2)) ]; do sleep 0.5; done
+	wait_load "$LOAD"
 	agent "$bin"
 	;;
 swap)

@@ -12,8 +12,6 @@
 #   WARMUP=3600 SECONDS=1800 sh scripts/load.sh   # the hour held: the last 30 min of 90
 set -eu
 cd "$(dirname "$0")/.."
-APPS=${APPS:-1000}
-METRICS=${METRICS:-100}
 SECONDS_=${SECONDS:-60}
 WARMUP=${WARMUP:-10}
 INTERVAL=${INTERVAL:-2s}
@@ -24,11 +22,9 @@ lg= ag= sampler=
 trap 'kill $lg $ag $sampler 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$tmp" "$loaddir"' EXIT
 
 start_load --interval "$INTERVAL" --state-dir "${STATE_DIR-$tmp/state}"
-status() { curl -sf "http://127.0.0.1:$PORT/api/v1/status"; }
 until status >/dev/null 2>&1; do sleep 0.5; done
 sleep "$WARMUP"
 
-field() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 ticks() { awk '{print $14 + $15}' /proc/$ag/stat; }
 hz=$(getconf CLK_TCK)
 st0=$(status); s0=$(echo "$st0" | field 'd["last_scan"]["scans"]'); t0=$(ticks)

@@ -12,8 +12,6 @@
 # it wakes tens of times per scan (see --timer-slack in README.md).
 set -eu
 cd "$(dirname "$0")/.."
-APPS=${APPS:-1000}
-METRICS=${METRICS:-100}
 SECONDS_=${SECONDS:-60}
 WARMUP=${WARMUP:-70}
 PORT=${PORT:-22698}

@@ -99,7 +99,6 @@ type group struct {
 	texts   []string      // last text of each state entry, to avoid a conversion per scan
 	num     []*series.Ref // the Refs of the numeric entries, the array given to PutBatch
 	numOff  []int         // their offsets in the values file
-	contig  bool          // numOff is numOff[0], +8, +16, ...: the values are one array
 	bits    []uint64      // their values in a scan
 	members uint64        // signature of the pids sharing the files
 	seen    bool
@@ -402,10 +401,6 @@ func (g *group) read(sink series.Sink, full bool) bool {
 				g.numOff = append(g.numOff, e.Offset)
 			}
 		}
-		g.contig = true
-		for i, off := range g.numOff {
-			g.contig = g.contig && off == g.numOff[0]+8*i
-		}
 		g.bits = make([]uint64, len(g.num))
 		// The registry has the labels now (in the merged maps above); the layout is kept
 		// only to decode values, and the reader never hands it out as a new one again.
@@ -425,17 +420,10 @@ func (g *group) read(sink series.Sink, full bool) bool {
 			}
 		}
 	}
-	// Every numeric entry is 8 bytes in native order (see shm.Entry.Bits); they are usually
-	// one array, copied in one loop without looking at the entries.
-	if g.contig && len(g.bits) > 0 {
-		v := snap.Values[g.numOff[0]:][:8*len(g.bits)]
-		for i := range g.bits {
-			g.bits[i] = binary.NativeEndian.Uint64(v[8*i:])
-		}
-	} else {
-		for i, off := range g.numOff {
-			g.bits[i] = binary.NativeEndian.Uint64(snap.Values[off:][:8])
-		}
+	// Every numeric entry is 8 bytes in native order (see shm.Entry.Bits): reading them by
+	// offset spares walking the layout's 64-byte Entries.
+	for i, off := range g.numOff {
+		g.bits[i] = binary.NativeEndian.Uint64(snap.Values[off:][:8])
 	}
 	if batch, ok := sink.(series.BatchSink); ok {
 		batch.PutBatch(g.num, g.bits)

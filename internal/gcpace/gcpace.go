@@ -28,8 +28,8 @@ import (
 const MinHeadroom = 4 << 20
 
 // resettle is how long after a collection the Pacer sets the limit again: right after a
-// collection the heap is not swept yet, its dead objects still count as objects, and the first
-// limit is low by as much (it errs towards collecting early, never below the memory in use).
+// collection the heap is not swept yet and its dead objects still count as objects, so the first
+// limit may be Limit's floor rather than its target; once swept, the target.
 const resettle = time.Second
 
 // The runtime/metrics samples a Pacer reads, in this order.
