@@ -5,7 +5,7 @@
 #
 #   sh scripts/hold.sh start [BIN]     # load (APPS × METRICS, default 1000 × 100) and an agent
 #   sh scripts/hold.sh swap BIN        # stop the agent (snapshot written), start BIN on its state
-#   sh scripts/hold.sh measure [SECS]  # CPU and switches per scan, GCs, RSS over SECS (default 360)
+#   sh scripts/hold.sh measure [SECS]  # CPU and switches per scan, GCs, RSS (and peak) over SECS (default 360)
 #   sh scripts/hold.sh stop            # stop both and remove the load's files and the state
 #
 # BIN defaults to a build of ./cmd/cantal-agent. The agent's state, logs and pids live under
@@ -29,7 +29,7 @@ agent() {
 	setsid "$1" --listen 127.0.0.1:"$PORT" --state-dir "$HOLD/state" --pprof --log-level warn \
 		>>"$HOLD/agent.log" 2>&1 </dev/null &
 	echo $! >"$HOLD/agent.pid"
-	until status >/dev/null 2>&1; do sleep 0.5; done
+	wait_agent
 	echo "agent $(cat "$HOLD/agent.pid") ($1) up at $(date -u +%T)"
 }
 
@@ -59,7 +59,8 @@ measure)
 	echo "$(date -u +%T) $(readlink /proc/"$ag"/exe): $n scans in ${secs}s;" \
 		"CPU $(echo "$r0 $r1 $n" | awk '{printf "%.2f", ($2 - $1) / 1e6 / $3}') ms/scan;" \
 		"$(echo "$c0 $c1 $n" | awk '{printf "%.1f", ($2 - $1) / $3}') switches/scan; $((g1 - g0)) GCs;" \
-		"RSS $(($(awk '/VmRSS/ {print $2}' /proc/"$ag"/status) / 1024)) MiB;" \
+		"RSS $(($(awk '/VmRSS/ {print $2}' /proc/"$ag"/status) / 1024)) MiB" \
+		"(peak $(($(awk '/VmHWM/ {print $2}' /proc/"$ag"/status) / 1024)) MiB);" \
 		"$(echo "$b" | field 'd["counts"]["series"]') series"
 	;;
 stop)

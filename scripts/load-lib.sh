@@ -7,6 +7,7 @@
 #                         127.0.0.1:PORT with FLAGS; lg and ag are then the two pids, for the
 #                         caller's trap to stop; $loaddir is the caller's to remove
 #   status, field EXPR    the agent's /api/v1/status; EXPR of the JSON on stdin (d is the object)
+#   wait_agent            waits until the agent on PORT answers
 APPS=${APPS:-1000}
 METRICS=${METRICS:-100}
 loaddir=/dev/shm/cantal-load-$$
@@ -26,4 +27,5 @@ start_load() {
 	ag=$!
 }
 status() { curl -sf "http://127.0.0.1:$PORT/api/v1/status"; }
+wait_agent() { until status >/dev/null 2>&1; do sleep 0.5; done; }
 field() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }

@@ -22,7 +22,7 @@ lg= ag= sampler=
 trap 'kill $lg $ag $sampler 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$tmp" "$loaddir"' EXIT
 
 start_load --interval "$INTERVAL" --state-dir "${STATE_DIR-$tmp/state}"
-until status >/dev/null 2>&1; do sleep 0.5; done
+wait_agent
 sleep "$WARMUP"
 
 ticks() { awk '{print $14 + $15}' /proc/$ag/stat; }

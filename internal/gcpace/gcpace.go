@@ -3,7 +3,7 @@
 //
 // A long-running process whose heap is large, long-lived and full of pointers, and that makes
 // little garbage, pays mostly for that forced collection. The agent at 100k series is one: its
-// series table is about a million small objects that every collection marks (about 75 ms of CPU
+// series table is about a million small objects that every collection marks (about 80 ms of CPU
 // each time), while its heap grows by a quarter in tens of minutes. Forced every two minutes,
 // collections cost it over a millisecond of CPU per 2-second scan, 6 % of its scan cost.
 //
