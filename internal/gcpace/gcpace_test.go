@@ -91,15 +91,20 @@ func TestPacer(t *testing.T) {
 	if got := debug.SetMemoryLimit(-1); got != limit {
 		t.Errorf("runtime's memory limit %d, the pacer's %d", got, limit)
 	}
-	v := read("/gc/heap/live:bytes", "/memory/classes/total:bytes", "/memory/classes/heap/released:bytes")
-	live, mapped := v[0], v[1]-v[2]
+	// The room the limit leaves for new heap objects: over the memory that stays (other than
+	// objects and free heap, which the runtime releases rather than pass the limit) and over the
+	// objects there are now. Free heap memory is not room: Limit subtracts it.
+	v := read("/gc/heap/live:bytes", "/memory/classes/total:bytes", "/memory/classes/heap/released:bytes",
+		"/memory/classes/heap/objects:bytes", "/memory/classes/heap/free:bytes")
+	live, mapped, objects, free := v[0], v[1]-v[2], v[3], v[4]
 	if live < 64<<20 {
 		t.Fatalf("live heap %d MiB, want the 64 MiB kept at least", live>>20)
 	}
-	headroom := limit - int64(mapped)
+	other := mapped - objects - free
+	headroom := limit - int64(other+objects)
 	if headroom < int64(live)/8 || headroom > int64(live)/2 {
-		t.Errorf("limit %d MiB is %d MiB above the mapped %d MiB: want about a quarter of the live %d MiB",
-			limit>>20, headroom>>20, mapped>>20, live>>20)
+		t.Errorf("limit %d MiB leaves %d MiB for new objects (%d MiB of objects, %d MiB free, %d MiB other): want about a quarter of the live %d MiB",
+			limit>>20, headroom>>20, objects>>20, free>>20, other>>20, live>>20)
 	}
 
 	// Garbage: 8 times the live heap, in small objects. The pacer collects it, several
