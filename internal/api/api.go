@@ -47,6 +47,9 @@ type Server struct {
 	Cluster Cluster
 	// ClusterTimeout bounds how long a cluster answer waits to connect to a peer.
 	ClusterTimeout time.Duration
+	// ProcessUID returns the uid of a live process, for deciding whether a caller may see its
+	// details (see SeriesVisible); nil means every process is visible.
+	ProcessUID func(pid int) (uid uint32, ok bool)
 
 	clientOnce sync.Once
 	httpClient *http.Client
