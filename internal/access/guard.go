@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
+	"strings"
 	"sync"
 	"time"
 
@@ -69,6 +71,14 @@ func (g *Guard) Handler(next http.Handler) http.Handler {
 		need := Read
 		if g.Need != nil {
 			need = g.Need(r)
+		}
+		if need&Write != 0 && crossOrigin(r) {
+			// A browser that holds the user's basic-auth credentials sends them with a form
+			// another site posts here; writes come from the agent's own pages or from tools,
+			// which send no Origin.
+			g.refused(r, "cross-origin write")
+			writeError(w, http.StatusForbidden, "forbidden: cross-origin write")
+			return
 		}
 		if !c.Has(need) {
 			g.refused(r, "caller "+c.Name+" ("+c.Via+") lacks role "+need.String())
@@ -199,6 +209,16 @@ func (g *Guard) refused(r *http.Request, why string) {
 	g.logMuted, g.logNext = 0, now.Add(time.Second)
 	g.logMu.Unlock()
 	g.Log.Info("request refused", "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path, "why", why, "refusals_not_logged", muted)
+}
+
+// crossOrigin reports whether r carries an Origin header naming another host than r's own.
+func crossOrigin(r *http.Request) bool {
+	o := r.Header.Get("Origin")
+	if o == "" {
+		return false
+	}
+	u, err := url.Parse(o)
+	return err != nil || !strings.EqualFold(u.Host, r.Host)
 }
 
 func isLoopback(remote string) bool {

@@ -27,6 +27,7 @@ import (
 
 	"github.com/oklog/run"
 
+	"github.com/cantal-go/cantal/internal/access"
 	"github.com/cantal-go/cantal/internal/api"
 	"github.com/cantal-go/cantal/internal/apps"
 	"github.com/cantal-go/cantal/internal/carbon"
@@ -61,10 +62,14 @@ type Agent struct {
 	push  *ingest.Push
 	colls []namedCollector
 
-	mux      *http.ServeMux
-	listener net.Listener
-	gossip   *gossip // nil without --cluster-name
-	lock     *os.File
+	mux       *http.ServeMux
+	listeners []boundListener
+	web       *access.WebConfig // nil without --web-config
+	gossip    *gossip           // nil without --cluster-name
+	lock      *os.File
+	// privateProcesses: the guard serves callers only the processes they may see (set by
+	// handler from --private-processes).
+	privateProcesses bool
 
 	lastScanNs atomic.Int64
 	scans      atomic.Int64
@@ -139,12 +144,14 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 		a.colls = append(a.colls, namedCollector{"rrdd", rrddscan.New(cfg.RRDDDir, rrddscan.Options{})})
 	}
 
-	ln, err := net.Listen("tcp", cfg.Listen)
-	if err != nil {
+	if err := a.openWeb(); err != nil {
 		a.Close()
-		return nil, fmt.Errorf("listen on %s: %w", cfg.Listen, err)
+		return nil, err
 	}
-	a.listener = ln
+	if err := a.listen(); err != nil {
+		a.Close()
+		return nil, err
+	}
 	a.mux = http.NewServeMux()
 	if err := a.startGossip(); err != nil {
 		a.Close()
@@ -154,13 +161,13 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 	return a, nil
 }
 
-// Addr returns the HTTP listener's address.
-func (a *Agent) Addr() net.Addr { return a.listener.Addr() }
+// Addr returns the first HTTP listener's address.
+func (a *Agent) Addr() net.Addr { return a.listeners[0].cl.Addr() }
 
 // Close releases what New took, for an agent that will not Run.
 func (a *Agent) Close() {
-	if a.listener != nil {
-		a.listener.Close()
+	for _, b := range a.listeners {
+		b.ln.Close()
 	}
 	if a.lock != nil {
 		a.lock.Close()
@@ -246,20 +253,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		}, func(error) { stop() })
 	}
 
-	// HTTP.
-	srv := &http.Server{
-		Handler:           limitQueries(a.mux, queryConcurrency()),
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelDebug),
-	}
-	g.Add(func() error {
-		a.log.Info("serving", "addr", a.listener.Addr().String(), "node", a.cfg.NodeName, "id", a.nodeID)
-		if err := srv.Serve(a.listener); !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("http: %w", err)
-		}
-		return nil
-	}, func(error) {
+	// HTTP, on every listener, behind the guard (serve.go).
+	srv := a.server()
+	g.Add(func() error { return a.serve(srv) }, func(error) {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		srv.Shutdown(sctx)

@@ -25,17 +25,23 @@ func (a *Agent) startGossip() error {
 	if a.cfg.ClusterName == "" {
 		return nil
 	}
+	httpAddr := a.tcpAddr()
 	bind := a.cfg.GossipListen
 	if bind == "" {
-		bind = a.listener.Addr().String()
+		if httpAddr == nil {
+			return fmt.Errorf("gossip: --listen has no TCP address; set --gossip-listen")
+		}
+		bind = httpAddr.String()
 	}
 	ccfg := cluster.DefaultConfig()
 	ccfg.NodeID = a.nodeID
 	ccfg.NodeName = a.cfg.NodeName
 	ccfg.ClusterName = a.cfg.ClusterName
 	ccfg.BindAddr = bind
-	ccfg.StreamsViaHTTP = sameAddr(bind, a.listener.Addr().String())
-	ccfg.HTTPAddr = advertisedHTTP(a.listener.Addr().String(), bind)
+	if httpAddr != nil {
+		ccfg.StreamsViaHTTP = sameAddr(bind, httpAddr.String())
+		ccfg.HTTPAddr = advertisedHTTP(httpAddr.String(), bind)
+	}
 	ccfg.Version = Version
 	ccfg.KeyFile = a.cfg.GossipKey
 	ccfg.StateDir = a.cfg.StateDir

@@ -12,7 +12,7 @@ import (
 // Config is everything the agent's flags set. The zero value is not usable; start from
 // DefaultConfig or ParseFlags.
 type Config struct {
-	Listen           string        // HTTP address
+	Listen           string        // HTTP addresses, comma-separated: host:port or unix:PATH
 	GossipListen     string        // UDP gossip address; "" = same as Listen
 	ClusterName      string        // enables gossip when not empty
 	Peers            []string      // peers to join at start
@@ -34,6 +34,12 @@ type Config struct {
 	TimerSlack       time.Duration // timer slack of the agent's threads (at most Interval/10); 0 = the kernel's
 	LogLevel         string
 	LogFormat        string
+
+	WebConfig        string   // exporter-toolkit web config: TLS, client certificates, basic auth
+	WriteUsers       []string // names (basic-auth users, client certificates' CNs) with the write role
+	PrivateProcesses string   // auto (when /proc is mounted hidepid), on or off
+	ShowCmdlines     bool     // serve command lines whole instead of redacted
+	MaxConnections   int      // open HTTP connections at most; 0: half the descriptor limit
 }
 
 // DefaultConfig returns the embedded defaults.
@@ -55,6 +61,7 @@ func DefaultConfig() Config {
 		LogLevel:         "info",
 		LogFormat:        "text",
 		TimerSlack:       5 * time.Millisecond,
+		PrivateProcesses: "auto",
 	}
 }
 
@@ -81,7 +88,7 @@ func (l listFlag) Set(s string) error {
 func ParseFlags(name string, args []string, getenv func(string) string) (Config, error) {
 	c := DefaultConfig()
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.StringVar(&c.Listen, "listen", c.Listen, "HTTP address of the API and web UI")
+	fs.StringVar(&c.Listen, "listen", c.Listen, "HTTP address of the API and web UI: host:port or unix:PATH, several comma-separated")
 	fs.StringVar(&c.GossipListen, "gossip-listen", c.GossipListen, "UDP gossip address (default: the address and port of --listen)")
 	fs.StringVar(&c.ClusterName, "cluster-name", c.ClusterName, "cluster name; enables gossip with peers of the same name")
 	fs.Var(listFlag{&c.Peers}, "peer", "peer gossip address to join (repeatable, or comma-separated)")
@@ -101,6 +108,11 @@ func ParseFlags(name string, args []string, getenv func(string) string) (Config,
 	fs.StringVar(&c.InfluxPath, "influx-path", c.InfluxPath, "HTTP path of the Influx line-protocol export")
 	fs.BoolVar(&c.Pprof, "pprof", c.Pprof, "serve /debug/pprof on the HTTP listener")
 	fs.DurationVar(&c.TimerSlack, "timer-slack", c.TimerSlack, "how late the kernel may wake the agent's threads, to batch wake-ups; at most a tenth of --interval is used (0: the kernel's default)")
+	fs.StringVar(&c.WebConfig, "web-config", c.WebConfig, "exporter-toolkit web config file: TLS, client certificates (also the node's identity towards its peers), bcrypt basic auth")
+	fs.Var(listFlag{&c.WriteUsers}, "write-users", "names allowed to write (/write, OTLP, POST /api/v1/peers, pprof): basic-auth users or client certificates' common names (repeatable, or comma-separated)")
+	fs.StringVar(&c.PrivateProcesses, "private-processes", c.PrivateProcesses, "serve each local caller only its own processes and anonymous network callers none: auto (when /proc is mounted hidepid), on, off")
+	fs.BoolVar(&c.ShowCmdlines, "show-cmdlines", c.ShowCmdlines, "serve process command lines whole (default: values that look like secrets are redacted)")
+	fs.IntVar(&c.MaxConnections, "max-connections", c.MaxConnections, "open HTTP connections at most (0: half the descriptor limit)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "text or json")
 
@@ -145,6 +157,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--timer-slack %s must be between 0 and 1s", c.TimerSlack)
 	case c.Listen == "":
 		return fmt.Errorf("--listen is required")
+	case c.PrivateProcesses != "auto" && c.PrivateProcesses != "on" && c.PrivateProcesses != "off":
+		return fmt.Errorf("--private-processes %q: want auto, on or off", c.PrivateProcesses)
+	case c.MaxConnections < 0:
+		return fmt.Errorf("--max-connections %d is negative", c.MaxConnections)
 	case !strings.HasPrefix(c.InfluxPath, "/"):
 		return fmt.Errorf("--influx-path must start with /")
 	}

@@ -1,0 +1,242 @@
+package agent
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/cantal-go/cantal/internal/access"
+	"github.com/cantal-go/cantal/internal/cluster"
+	"github.com/cantal-go/cantal/internal/connlimit"
+)
+
+// The agent's network face: its listeners (TCP, TLS from --web-config, Unix sockets), the
+// bounds on connections, and the handler chain every request passes through:
+//
+//	deadlines → guard (who calls, which role the route needs) → readBodies → limitQueries → routes
+//
+// so that a request is authenticated before anything is read for it, its body is read in full
+// before it takes a query slot, and no silent client holds a connection or a slot.
+
+// listenAddrs splits --listen into its addresses.
+func listenAddrs(s string) []string {
+	var out []string
+	for _, a := range strings.Split(s, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// boundListener is one listener of the HTTP server.
+type boundListener struct {
+	addr string // as given to --listen
+	unix bool
+	cl   *connlimit.Listener
+	ln   net.Listener // what the server serves: cl, or TLS over it
+}
+
+// maxConnections is --max-connections, or by default half the descriptor limit (as Netdata
+// does: the other half is the scans'), at most 4096.
+func maxConnections(cfg Config) int {
+	if cfg.MaxConnections > 0 {
+		return cfg.MaxConnections
+	}
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil || rl.Cur == 0 {
+		return 512
+	}
+	return int(min(rl.Cur/2, 4096))
+}
+
+// openWeb loads --web-config and checks that the agent's settings can be served safely with it.
+func (a *Agent) openWeb() error {
+	if a.cfg.WebConfig == "" {
+		for _, addr := range listenAddrs(a.cfg.Listen) {
+			if !strings.HasPrefix(addr, "unix:") && !loopbackAddr(addr) {
+				a.log.Warn("serving without --web-config on a network address: anyone who reaches it reads every series, and only loopback clients may write", "addr", addr)
+			}
+		}
+		return nil
+	}
+	w, err := access.LoadWebConfig(a.cfg.WebConfig)
+	if err != nil {
+		return err
+	}
+	if !w.TLS() {
+		for _, addr := range listenAddrs(a.cfg.Listen) {
+			if !strings.HasPrefix(addr, "unix:") && !loopbackAddr(addr) {
+				return fmt.Errorf("--web-config %s has no tls_server_config: credentials would cross the network in clear on %s", a.cfg.WebConfig, addr)
+			}
+		}
+	}
+	if a.cfg.ClusterName != "" {
+		if !w.MutualTLS() {
+			return fmt.Errorf("--cluster-name with --web-config needs mutual TLS between peers: set tls_server_config's client_ca_file (the cluster CA) and client_auth_type RequireAndVerifyClientCert or VerifyClientCertIfGiven")
+		}
+		if a.cfg.GossipKey == "" {
+			return fmt.Errorf("--cluster-name with --web-config needs --gossip-key: gossip packets are not covered by TLS")
+		}
+	}
+	a.web = w
+	return nil
+}
+
+func loopbackAddr(addr string) bool {
+	h, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if h == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}
+
+// listen binds every --listen address. A Unix socket is made connectable by every local user
+// (mode 0666): each is served only what the guard lets its uid see. A stale socket left by an
+// agent that died is replaced; any other file in the way is an error.
+func (a *Agent) listen() error {
+	n := maxConnections(a.cfg)
+	var stls *tls.Config
+	if a.web != nil && a.web.TLS() {
+		stls = a.web.ServerTLS()
+		// HTTP/1.1 only: the WebSocket and gossip streams are HTTP/1.1 upgrades.
+		stls.NextProtos = []string{"http/1.1"}
+	}
+	for _, addr := range listenAddrs(a.cfg.Listen) {
+		var ln net.Listener
+		var err error
+		path, isUnix := strings.CutPrefix(addr, "unix:")
+		if isUnix {
+			if fi, serr := os.Lstat(path); serr == nil && fi.Mode()&os.ModeSocket != 0 {
+				os.Remove(path)
+			}
+			ln, err = net.Listen("unix", path)
+			if err == nil {
+				err = os.Chmod(path, 0o666)
+			}
+		} else {
+			ln, err = net.Listen("tcp", addr)
+		}
+		if err != nil {
+			if ln != nil {
+				ln.Close()
+			}
+			return fmt.Errorf("listen on %s: %w", addr, err)
+		}
+		b := boundListener{addr: addr, unix: isUnix, cl: connlimit.New(ln, n)}
+		b.ln = b.cl
+		if stls != nil && !isUnix {
+			b.ln = tls.NewListener(b.cl, stls)
+		}
+		a.listeners = append(a.listeners, b)
+	}
+	if len(a.listeners) == 0 {
+		return errors.New("--listen gives no address")
+	}
+	return nil
+}
+
+// tcpAddr is the first TCP listener's address: the agent's HTTP address for its peers; nil
+// when the agent listens on Unix sockets only.
+func (a *Agent) tcpAddr() net.Addr {
+	for _, b := range a.listeners {
+		if !b.unix {
+			return b.cl.Addr()
+		}
+	}
+	return nil
+}
+
+// needRole is the role a request needs: a cluster member's certificate for gossip streams,
+// write for anything that is not a read (ingest, joining peers) and for pprof, read otherwise.
+func needRole(r *http.Request) access.Role {
+	switch {
+	case r.URL.Path == cluster.GossipPath:
+		return access.Member
+	case strings.HasPrefix(r.URL.Path, "/debug/pprof"):
+		return access.Write
+	case r.Method == http.MethodGet || r.Method == http.MethodHead || r.Method == http.MethodOptions:
+		return access.Read
+	default:
+		return access.Write
+	}
+}
+
+// handler is the chain every request passes through (see the top of this file).
+func (a *Agent) handler() http.Handler {
+	private := a.cfg.PrivateProcesses == "on"
+	if a.cfg.PrivateProcesses == "auto" {
+		hidden, err := access.HidePID(a.cfg.Proc)
+		if err != nil {
+			a.log.Warn("cannot tell whether /proc hides processes; serving them as if it did not", "err", err)
+		}
+		private = hidden
+	}
+	a.privateProcesses = private
+	g := &access.Guard{
+		Web:              a.web,
+		Writers:          a.cfg.WriteUsers,
+		PrivateProcesses: private,
+		Need:             needRole,
+		Log:              a.log.With("subsystem", "access"),
+	}
+	bodies := newBodyBudget(maxBody, maxBodies)
+	return deadlines(g.Handler(bodies.readBodies(limitQueries(a.mux, queryConcurrency()))))
+}
+
+// Bodies: each at most maxBody (as the ingest's own limit of a compressed body), all together at
+// most maxBodies in memory.
+const (
+	maxBody   = 32 << 20
+	maxBodies = 64 << 20
+)
+
+// server builds the HTTP server of every listener.
+func (a *Agent) server() *http.Server {
+	return &http.Server{
+		Handler:           a.handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ConnContext:       access.ConnContext,
+		ConnState: func(c net.Conn, st http.ConnState) {
+			for _, b := range a.listeners {
+				b.cl.ConnState(c, st)
+			}
+		},
+		ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelDebug),
+	}
+}
+
+// serve serves every listener until the server is shut down or one listener fails.
+func (a *Agent) serve(srv *http.Server) error {
+	errc := make(chan error, len(a.listeners))
+	for _, b := range a.listeners {
+		scheme := "http"
+		if b.ln != b.cl {
+			scheme = "https"
+		}
+		a.log.Info("serving", "addr", b.cl.Addr().String(), "scheme", scheme, "node", a.cfg.NodeName, "id", a.nodeID, "max_connections", b.cl.Stats().Max)
+		go func() { errc <- srv.Serve(b.ln) }()
+	}
+	var first error
+	for range a.listeners {
+		err := <-errc
+		if !errors.Is(err, http.ErrServerClosed) && first == nil {
+			first = fmt.Errorf("http: %w", err)
+			srv.Close()
+		}
+	}
+	return first
+}
