@@ -1,6 +1,6 @@
-// Package safefile opens files that an untrusted process names, on that process's behalf, without
-// letting the process read through the agent (which runs as root) anything it could not read
-// itself.
+// Package safefile opens files that an untrusted party names, on that party's behalf, without
+// letting it read through the agent (which runs as root) anything it could not read itself, nor
+// learn anything about places it cannot look into.
 //
 // A Policy resolves the path inside the process's root directory as if chrooted there
 // (openat2 RESOLVE_IN_ROOT on /proc/PID/root, so absolute symlinks in a container cannot escape to
@@ -8,6 +8,23 @@
 // O_PATH so that opening a device or a FIFO has no side effect, checks that it is a regular file
 // owned by the process's uid with the owner-read bit set and not larger than the size cap, and only
 // then opens it for reading (O_NONBLOCK) through the already-checked inode.
+//
+// With a Cred (Policy.Cred), the path is resolved with the process's file-system identity
+// (fsuid, fsgid, groups, on a thread of its own; see Cred): the kernel checks search permission
+// on every directory exactly as for the process. A lookup the process could not make is refused
+// with ReasonUnreachable whatever the path names, or whether it names anything, so refusals
+// never tell what exists inside a directory the process cannot search; "no such file" (an error
+// wrapping fs.ErrNotExist) only ever reports what the process could see for itself.
+//
+// A Dir is a directory held open so that names are looked up in it one component at a time,
+// never through a path walked again as root. Policy.OpenDir resolves one on a process's behalf
+// (it must be searchable by the process); OpenTrustedDir opens a directory the agent itself is
+// configured with (the rrdd plugin directory) only if root put every component of its path
+// there: a directory or symlink that another user could have planted (squatted) in a
+// world-writable directory such as /dev/shm is refused, whatever it points to.
+//
+// Errors never quote file contents: a RefusedError says which path was refused and a fixed
+// reason.
 package safefile
 
 import (
@@ -30,7 +47,15 @@ type Policy struct {
 	UID int
 	// MaxSize, when positive, refuses files larger than this many bytes.
 	MaxSize int64
+	// Cred, when not nil, is the identity the path is resolved as: the process's, so that it
+	// reaches only what the process could reach (see the package documentation). Lookups it
+	// is not allowed to make are refused with ReasonUnreachable.
+	Cred *Cred
 }
+
+// ReasonUnreachable is the reason of every refusal of a path that the process's identity
+// (Policy.Cred) could not resolve, whatever lies there.
+const ReasonUnreachable = "not readable by the process's owner"
 
 // RefusedError is returned when a file exists but the policy refuses it.
 type RefusedError struct {
@@ -54,28 +79,58 @@ func (p Policy) Open(path string) (*os.File, error) {
 
 // OpenStat is Open that also returns the file's stat, as checked.
 func (p Policy) OpenStat(path string) (*os.File, *unix.Stat_t, error) {
+	pfd, err := p.resolve(path, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer unix.Close(pfd)
+	return p.checkOpen(pfd, path)
+}
+
+// resolve opens path (flags added to O_PATH|O_NOFOLLOW) under the policy's root and identity,
+// and returns the O_PATH descriptor.
+func (p Policy) resolve(path string, flags uint64) (int, error) {
 	dirfd := unix.AT_FDCWD
 	how := unix.OpenHow{
-		Flags:   unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+		Flags:   unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC | flags,
 		Resolve: unix.RESOLVE_NO_MAGICLINKS,
 	}
 	if p.Root != "" && p.Root != "/" {
 		rfd, err := unix.Open(p.Root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		if err != nil {
-			return nil, nil, fmt.Errorf("open root %s: %w", p.Root, err)
+			return -1, fmt.Errorf("open root %s: %w", p.Root, err)
 		}
 		defer unix.Close(rfd)
 		dirfd = rfd
 		how.Resolve |= unix.RESOLVE_IN_ROOT
 	}
-	pfd, err := openat2(dirfd, path, &how)
+	var pfd int
+	err := p.Cred.as(func() (err error) {
+		pfd, err = openat2(dirfd, path, &how)
+		return err
+	})
 	if err != nil {
-		if errors.Is(err, unix.ELOOP) {
-			return nil, nil, &RefusedError{path, "symbolic link"}
-		}
-		return nil, nil, &os.PathError{Op: "open", Path: path, Err: err}
+		return -1, p.openError(path, err)
 	}
-	defer unix.Close(pfd)
+	return pfd, nil
+}
+
+// openError turns the error of a lookup of path into the one returned to the caller.
+func (p Policy) openError(path string, err error) error {
+	switch {
+	case err == errIdentity:
+		return &RefusedError{path, errIdentity.Error()}
+	case errors.Is(err, unix.ELOOP):
+		return &RefusedError{path, "symbolic link"}
+	case p.Cred != nil && (errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM)):
+		return &RefusedError{path, ReasonUnreachable}
+	}
+	return &os.PathError{Op: "open", Path: path, Err: err}
+}
+
+// checkOpen checks the file pfd (an O_PATH descriptor of path) against the policy and opens it
+// for reading.
+func (p Policy) checkOpen(pfd int, path string) (*os.File, *unix.Stat_t, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(pfd, &st); err != nil {
 		return nil, nil, &os.PathError{Op: "fstat", Path: path, Err: err}
