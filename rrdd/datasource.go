@@ -140,7 +140,7 @@ func fieldText(obj *jsonValue, key string) (string, bool, error) {
 	case jsonString, jsonNumber, jsonBool:
 		return v.text, true, nil
 	}
-	return "", false, fmt.Errorf("field %q is not a string, number or boolean", key)
+	return "", false, fmt.Errorf("field %s is not a string, number or boolean", key)
 }
 
 // parseFloatText parses min/max the way OCaml's float_of_string does for the spellings writers
@@ -153,7 +153,7 @@ func parseFloatText(s string) (float64, error) {
 		if errors.As(err, &ne) && ne.Err == strconv.ErrRange {
 			return f, nil // ±Inf or 0, as strtod gives
 		}
-		return 0, err
+		return 0, errors.New("not a number") // strconv's error quotes the text
 	}
 	return f, nil
 }
@@ -165,7 +165,7 @@ func parseBoolText(s string) (bool, error) {
 	case "false":
 		return false, nil
 	}
-	return false, fmt.Errorf("%q is not true or false", s)
+	return false, errors.New("not true or false")
 }
 
 func parseValueType(s string) (ValueType, error) {
@@ -175,7 +175,7 @@ func parseValueType(s string) (ValueType, error) {
 	case "float":
 		return Float, nil
 	}
-	return 0, fmt.Errorf("unknown value_type %q", s)
+	return 0, errors.New("unknown value_type")
 }
 
 func parseDSType(s string) (DSType, error) {
@@ -187,7 +187,7 @@ func parseDSType(s string) (DSType, error) {
 	case "derive":
 		return Derive, nil
 	}
-	return 0, fmt.Errorf("unknown type %q", s)
+	return 0, errors.New("unknown type")
 }
 
 // normalizeOwner parses an owner as rrd_rpc.ml's owner_of_string does (lower-case, split on
@@ -204,16 +204,18 @@ func normalizeOwner(s string) string {
 	return s
 }
 
-// parseDatasource builds a Datasource from its metadata object. valueTypeDefault is 0 when
-// value_type is required (v2) or the default to use (v1: float).
-func parseDatasource(name string, obj *jsonValue, valueTypeDefault ValueType) (Datasource, error) {
-	if obj.kind != jsonObject {
-		return Datasource{}, fmt.Errorf("datasource %q: not an object", name)
-	}
-	ds := Datasource{Name: name, Owner: "host", Min: math.Inf(-1), Max: math.Inf(1), ValueType: valueTypeDefault}
+// parseDatasource builds a Datasource from m, the index-th member of the datasources object.
+// valueTypeDefault is 0 when value_type is required (v2) or the default to use (v1: float).
+// Errors name the datasource by index and offset, never by name.
+func parseDatasource(index int, m *jsonMember, valueTypeDefault ValueType) (Datasource, error) {
 	fail := func(err error) (Datasource, error) {
-		return Datasource{}, fmt.Errorf("datasource %q: %w", name, err)
+		return Datasource{}, fmt.Errorf("datasource %d at offset %d: %w", index, m.pos, err)
 	}
+	obj := &m.value
+	if obj.kind != jsonObject {
+		return fail(errors.New("not an object"))
+	}
+	ds := Datasource{Name: m.key, Owner: "host", Min: math.Inf(-1), Max: math.Inf(1), ValueType: valueTypeDefault}
 	text := func(key string) (string, bool, error) { return fieldText(obj, key) }
 	var err error
 	if s, ok, e := text("description"); e != nil {
@@ -276,7 +278,7 @@ func parseDatasource(name string, obj *jsonValue, valueTypeDefault ValueType) (D
 		case "inverse":
 			ds.Transform = Inverse
 		default:
-			return fail(fmt.Errorf("unknown transform %q", s))
+			return fail(errors.New("unknown transform"))
 		}
 	}
 	return ds, nil
@@ -291,11 +293,11 @@ func datasourcesObject(root *jsonValue) (*jsonValue, error) {
 	dss, ok := root.get("datasources")
 	if !ok {
 		if dss, ok = root.get("data_sources"); !ok {
-			return nil, errors.New(`no "datasources" member`)
+			return nil, errors.New("no datasources member")
 		}
 	}
 	if dss.kind != jsonObject {
-		return nil, errors.New(`"datasources" is not an object`)
+		return nil, errors.New("datasources is not an object")
 	}
 	return dss, nil
 }
@@ -315,10 +317,10 @@ func parseMetadata(b []byte) ([]Datasource, error) {
 	for i := range dss.members {
 		m := &dss.members[i]
 		if _, dup := seen[m.key]; dup {
-			return nil, fmt.Errorf("datasource %q listed twice", m.key)
+			return nil, fmt.Errorf("datasource %d at offset %d: name listed twice", i, m.pos)
 		}
 		seen[m.key] = struct{}{}
-		ds, err := parseDatasource(m.key, &m.value, 0)
+		ds, err := parseDatasource(i, m, 0)
 		if err != nil {
 			return nil, err
 		}

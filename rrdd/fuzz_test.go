@@ -29,6 +29,7 @@ func fuzzRead(t *testing.T, b []byte) {
 	var fresh Reader
 	check := func(r *Reader, err error) {
 		if err != nil {
+			checkErrorText(t, err)
 			for _, known := range []error{ErrNoUpdate, ErrHeader, ErrChecksum, ErrTruncated, ErrPayload} {
 				if errors.Is(err, known) {
 					return

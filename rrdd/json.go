@@ -2,6 +2,7 @@ package rrdd
 
 import (
 	"fmt"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/cantal-go/cantal/internal/jsonstr"
@@ -30,6 +31,7 @@ type jsonValue struct {
 
 type jsonMember struct {
 	key   string
+	pos   int // offset of the key's opening quote, for errors (which never quote the key)
 	value jsonValue
 }
 
@@ -66,6 +68,8 @@ func parseJSON(b []byte) (jsonValue, error) {
 	return v, nil
 }
 
+// errorf returns a syntax error at the parser's offset. Errors say where and what was expected,
+// never which bytes were found: they must not quote the file.
 func (p *jsonParser) errorf(format string, args ...any) error {
 	return fmt.Errorf("json at offset %d: %s", p.pos, fmt.Sprintf(format, args...))
 }
@@ -120,7 +124,7 @@ func (p *jsonParser) value(depth int) (jsonValue, error) {
 	case c == '-' || c >= '0' && c <= '9':
 		return p.number()
 	default:
-		return jsonValue{}, p.errorf("unexpected character %q", c)
+		return jsonValue{}, p.errorf("unexpected character")
 	}
 }
 
@@ -137,20 +141,21 @@ func (p *jsonParser) object(depth int) (jsonValue, error) {
 		if p.pos >= len(p.b) || p.b[p.pos] != '"' {
 			return jsonValue{}, p.errorf("expected a member name")
 		}
+		pos := p.pos
 		key, err := p.str()
 		if err != nil {
 			return jsonValue{}, err
 		}
 		p.space()
 		if p.pos >= len(p.b) || p.b[p.pos] != ':' {
-			return jsonValue{}, p.errorf("expected ':' after member name %q", key)
+			return jsonValue{}, p.errorf("expected ':' after a member name")
 		}
 		p.pos++
 		val, err := p.value(depth + 1)
 		if err != nil {
 			return jsonValue{}, err
 		}
-		v.members = append(v.members, jsonMember{key, val})
+		v.members = append(v.members, jsonMember{key, pos, val})
 		p.space()
 		if p.pos >= len(p.b) {
 			return jsonValue{}, p.errorf("unexpected end of input in object")
@@ -162,7 +167,7 @@ func (p *jsonParser) object(depth int) (jsonValue, error) {
 			p.pos++
 			return v, nil
 		default:
-			return jsonValue{}, p.errorf("expected ',' or '}' in object, got %q", p.b[p.pos])
+			return jsonValue{}, p.errorf("expected ',' or '}' in object")
 		}
 	}
 }
@@ -192,7 +197,7 @@ func (p *jsonParser) array(depth int) (jsonValue, error) {
 			p.pos++
 			return v, nil
 		default:
-			return jsonValue{}, p.errorf("expected ',' or ']' in array, got %q", p.b[p.pos])
+			return jsonValue{}, p.errorf("expected ',' or ']' in array")
 		}
 	}
 }
@@ -238,7 +243,11 @@ func (p *jsonParser) str() (string, error) {
 	str, next, e := jsonstr.Unquote(p.b, p.pos)
 	if e != nil {
 		p.pos = e.Pos
-		return "", p.errorf("%s", e.Msg)
+		msg := e.Msg
+		if strings.HasPrefix(msg, "bad escape '") {
+			msg = "bad escape" // jsonstr quotes the escape's character
+		}
+		return "", p.errorf("%s", msg)
 	}
 	p.pos = next
 	return str, nil

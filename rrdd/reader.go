@@ -14,7 +14,8 @@ import (
 )
 
 // Errors returned by Reader.Read, matched with errors.Is. Each returned error wraps one of them
-// and says what was wrong.
+// and says what was wrong, by offset and length, never by quoting the file: a reader may be
+// handed any file, and its errors end up where others read them.
 var (
 	// ErrNoUpdate: the data checksum (v2) or MD5 (v1) is the one of the last good read; the
 	// plugin has not written since. Not a failure: the last values are still current.
@@ -123,8 +124,7 @@ func (r *Reader) Read(b []byte) error {
 // more, far beyond what fits in a plugin file.
 func detect(b []byte) (Protocol, error) {
 	if len(b) < len(Header) || string(b[:len(Header)]) != Header {
-		n := min(len(b), len(Header))
-		return 0, fmt.Errorf("file starts with %q, not %q: %w", b[:n], Header, ErrHeader)
+		return 0, fmt.Errorf("no %s at offset 0 (file of %d bytes): %w", Header, len(b), ErrHeader)
 	}
 	if len(b) > v1MD5 && b[len(Header)] == '\n' && b[v1MD5-1] == '\n' {
 		return V1, nil
@@ -153,39 +153,39 @@ func (r *Reader) readV2(b []byte) error {
 	count := uint64(binary.BigEndian.Uint32(b[v2Count:]))
 	valuesEnd := uint64(v2Values) + 8*count
 	if valuesEnd > uint64(len(b)) {
-		return fmt.Errorf("%d datasources need %d bytes, file has %d: %w", count, valuesEnd, len(b), ErrTruncated)
+		return fmt.Errorf("the values the datasource count at offset %d announces end past the file's %d bytes: %w", v2Count, len(b), ErrTruncated)
 	}
 	if got := crc32.ChecksumIEEE(b[v2Timestamp:valuesEnd]); got != dataSum {
-		return fmt.Errorf("data checksum %08x, computed %08x: %w", dataSum, got, ErrChecksum)
+		return fmt.Errorf("data at offset %d: %w", v2Timestamp, ErrChecksum)
 	}
 	n := int(count)
 	if !r.haveMeta || metaSum != r.metaSum {
 		// The metadata changed: verify and parse it before touching the values.
 		if valuesEnd+4 > uint64(len(b)) {
-			return fmt.Errorf("no room for the metadata length: %w", ErrTruncated)
+			return fmt.Errorf("no room for the metadata length at the end of the values: %w", ErrTruncated)
 		}
 		mlen := uint64(binary.BigEndian.Uint32(b[valuesEnd:]))
 		mstart := valuesEnd + 4
 		if mstart+mlen > uint64(len(b)) {
-			return fmt.Errorf("metadata of %d bytes at offset %d, file has %d: %w", mlen, mstart, len(b), ErrTruncated)
+			return fmt.Errorf("the metadata length at the end of the values points past the file's %d bytes: %w", len(b), ErrTruncated)
 		}
 		meta := b[mstart : mstart+mlen]
 		if got := crc32.ChecksumIEEE(meta); got != metaSum {
-			return fmt.Errorf("metadata checksum %08x, computed %08x: %w", metaSum, got, ErrChecksum)
+			return fmt.Errorf("metadata: %w", ErrChecksum)
 		}
 		// rrd-client-lib counts a trailing NUL; xcp-rrdd trims NULs before parsing.
 		r.stats.Reparses++
 		dss, err := parseMetadata(bytes.Trim(meta, "\x00"))
 		if err != nil {
-			return fmt.Errorf("metadata: %w: %w", ErrPayload, err)
+			return fmt.Errorf("metadata at offset %d: %w: %w", mstart, ErrPayload, err)
 		}
 		if len(dss) != n {
-			return fmt.Errorf("metadata lists %d datasources, header says %d: %w", len(dss), n, ErrPayload)
+			return fmt.Errorf("metadata and the count at offset %d disagree on the number of datasources: %w", v2Count, ErrPayload)
 		}
 		r.dss, r.metaSum, r.haveMeta = dss, metaSum, true
 		r.metaGen++
 	} else if n != len(r.dss) {
-		return fmt.Errorf("header says %d datasources, unchanged metadata lists %d: %w", n, len(r.dss), ErrPayload)
+		return fmt.Errorf("the count at offset %d and the unchanged metadata disagree on the number of datasources: %w", v2Count, ErrPayload)
 	}
 	if cap(r.values) < n {
 		r.values = make([]Value, n)
@@ -219,20 +219,20 @@ func (r *Reader) readV1(b []byte) error {
 	}
 	length, err := strconv.ParseUint(string(b[v1Length:v1Length+8]), 16, 32)
 	if err != nil || !isHex(b[v1Length:v1Length+8]) {
-		return fmt.Errorf("v1 length %q: %w", b[v1Length:v1Length+8], ErrHeader)
+		return fmt.Errorf("v1 length at offset %d is not 8 hex digits: %w", v1Length, ErrHeader)
 	}
 	var want [16]byte
 	if _, err := hex.Decode(want[:], b[v1MD5:v1MD5+32]); err != nil {
-		return fmt.Errorf("v1 checksum %q is not hex: %w", b[v1MD5:v1MD5+32], ErrHeader)
+		return fmt.Errorf("v1 checksum at offset %d is not 32 hex digits: %w", v1MD5, ErrHeader)
 	}
 	end := uint64(v1Payload) + length
 	if end > uint64(len(b)) {
-		return fmt.Errorf("JSON of %d bytes, file has %d after the header: %w", length, len(b)-v1Payload, ErrTruncated)
+		return fmt.Errorf("the v1 JSON at offset %d ends past the file's %d bytes: %w", v1Payload, len(b), ErrTruncated)
 	}
 	payload := b[v1Payload:end]
 	// As rrd_protocol_v1.ml: verify the checksum first, then compare it with the last one.
 	if got := md5.Sum(payload); got != want {
-		return fmt.Errorf("md5 %x, computed %x: %w", want, got, ErrChecksum)
+		return fmt.Errorf("v1 JSON at offset %d: %w", v1Payload, ErrChecksum)
 	}
 	if r.have && want == r.md5Sum {
 		return ErrNoUpdate
@@ -240,7 +240,7 @@ func (r *Reader) readV1(b []byte) error {
 	r.stats.Reparses++
 	ts, dss, values, err := parseV1(payload)
 	if err != nil {
-		return fmt.Errorf("v1 JSON: %w: %w", ErrPayload, err)
+		return fmt.Errorf("v1 JSON at offset %d: %w: %w", v1Payload, ErrPayload, err)
 	}
 	if !r.haveMeta || !sameDatasources(dss, r.dss) {
 		r.dss, r.haveMeta = dss, true
@@ -298,23 +298,23 @@ func parseV1(b []byte) (time.Time, []Datasource, []Value, error) {
 	for i := range dss.members {
 		m := &dss.members[i]
 		if _, dup := seen[m.key]; dup {
-			return time.Time{}, nil, nil, fmt.Errorf("datasource %q listed twice", m.key)
+			return time.Time{}, nil, nil, fmt.Errorf("datasource %d at offset %d: name listed twice", i, m.pos)
 		}
 		seen[m.key] = struct{}{}
-		ds, err := parseDatasource(m.key, &m.value, Float) // v1 defaults value_type to float
+		ds, err := parseDatasource(i, m, Float) // v1 defaults value_type to float
 		if err != nil {
 			return time.Time{}, nil, nil, err
 		}
 		s, ok, err := fieldText(&m.value, "value")
 		if err != nil {
-			return time.Time{}, nil, nil, fmt.Errorf("datasource %q: %w", m.key, err)
+			return time.Time{}, nil, nil, fmt.Errorf("datasource %d at offset %d: %w", i, m.pos, err)
 		}
 		if !ok {
-			return time.Time{}, nil, nil, fmt.Errorf("datasource %q: value missing", m.key)
+			return time.Time{}, nil, nil, fmt.Errorf("datasource %d at offset %d: value missing", i, m.pos)
 		}
 		v, err := parseV1Value(s, ds.ValueType)
 		if err != nil {
-			return time.Time{}, nil, nil, fmt.Errorf("datasource %q: value: %w", m.key, err)
+			return time.Time{}, nil, nil, fmt.Errorf("datasource %d at offset %d: value: %w", i, m.pos, err)
 		}
 		out = append(out, ds)
 		values = append(values, v)
@@ -331,7 +331,7 @@ func parseV1Value(s string, t ValueType) (Value, error) {
 		}
 		f, err := strconv.ParseFloat(s, 64)
 		if err != nil || f != math.Trunc(f) || f < math.MinInt64 || f >= math.MaxInt64 {
-			return 0, fmt.Errorf("%q is not an int64", s)
+			return 0, errors.New("not an int64")
 		}
 		return IntValue(int64(f)), nil
 	}
