@@ -49,4 +49,9 @@
 // (ErrChecksum, the last good values are kept); an unchanged metadata checksum reuses the cached
 // datasources, a changed one is verified and reparsed. It is as strict as xcp-rrdd on checksums
 // and more tolerant on metadata spelling (see Datasource).
+//
+// Read's errors never quote the file: they say what is wrong and where (an offset, the file's
+// length, a datasource's index), not which bytes were found, nor checksums or counts read from
+// it. A program that reads files others may put in its plugin directory (the agent, as root)
+// shows its errors to people who may not read those files.
 package rrdd
