@@ -71,6 +71,20 @@ type agent struct {
 	args     []string
 	out      *lockedBuffer
 	done     chan error
+	// client and the basic-auth user and password, when set, are what get and raw use (an agent
+	// with --web-config); by default http.DefaultClient without credentials.
+	client     *http.Client
+	user, pass string
+}
+
+func (a *agent) do(req *http.Request) (*http.Response, error) {
+	if a.user != "" {
+		req.SetBasicAuth(a.user, a.pass)
+	}
+	if a.client != nil {
+		return a.client.Do(req)
+	}
+	return http.DefaultClient.Do(req)
 }
 
 func freePort(t *testing.T) string {
@@ -139,7 +153,11 @@ func (a *agent) stop(sig syscall.Signal) {
 
 // get GETs path and decodes the JSON answer into v; a non-200 answer is an error.
 func (a *agent) get(path string, v any) error {
-	resp, err := http.Get(a.URL + path)
+	req, err := http.NewRequest("GET", a.URL+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := a.do(req)
 	if err != nil {
 		return err
 	}
@@ -161,7 +179,7 @@ func (a *agent) get(path string, v any) error {
 func (a *agent) raw(method, path, body string) (int, string) {
 	a.t.Helper()
 	req, _ := http.NewRequest(method, a.URL+path, bytes.NewBufferString(body))
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := a.do(req)
 	if err != nil {
 		a.t.Fatal(err)
 	}
