@@ -23,9 +23,12 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"os"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -113,6 +116,7 @@ func (r *peerRec) peer() Peer {
 type Cluster struct {
 	cfg   Config
 	log   *slog.Logger
+	lim   *logLimiter // budget of memberlist's and the transport's log lines
 	ml    *memberlist.Memberlist
 	tr    *transport // nil with Config.Transport
 	id    string
@@ -127,6 +131,9 @@ type Cluster struct {
 	closed bool
 
 	persistMu sync.Mutex
+
+	joins chan struct{} // a slot per Join in progress, at most maxJoins
+	port  int           // gossip port, for a Join address without one
 }
 
 // New validates cfg and starts gossiping. The node is alone until Join or Run contacts a peer.
@@ -160,11 +167,14 @@ func New(cfg Config) (*Cluster, error) {
 	if cfg.JoinTimeout <= 0 {
 		cfg.JoinTimeout = def.JoinTimeout
 	}
+	tlsOn := cfg.ClientTLS != nil && cfg.Transport == nil
 	c := &Cluster{
 		cfg:   cfg,
 		log:   cfg.Logger.With("component", "cluster"),
+		lim:   newLogLimiter(cfg.Logger),
 		peers: make(map[string]*peerRec),
-		local: meta{Cluster: cfg.ClusterName, Name: cfg.NodeName, HTTP: cfg.HTTPAddr, Version: cfg.Version},
+		local: meta{Cluster: cfg.ClusterName, Name: cfg.NodeName, HTTP: cfg.HTTPAddr, Version: cfg.Version, TLS: tlsOn},
+		joins: make(chan struct{}, maxJoins),
 	}
 	enc, err := c.local.encode()
 	if err != nil {
@@ -194,7 +204,7 @@ func New(cfg Config) (*Cluster, error) {
 	mlc.Name = c.id
 	mlc.Label = labelPrefix + cfg.ClusterName
 	d := &delegate{c}
-	mlc.Logger = newMemberlistLogger(cfg.Logger, d.suspect)
+	mlc.Logger = newMemberlistLogger(cfg.Logger, c.lim, d.suspect)
 	mlc.Delegate, mlc.Events, mlc.Ping, mlc.Alive, mlc.Merge, mlc.Conflict = d, d, d, d, d, d
 	if cfg.KeyFile != "" {
 		if mlc.Keyring, err = LoadKeyring(cfg.KeyFile); err != nil {
@@ -205,7 +215,11 @@ func New(cfg Config) (*Cluster, error) {
 		mlc.Transport = cfg.Transport
 		mlc.BindPort = DefaultPort
 	} else {
-		c.tr, err = newTransport(cfg.BindAddr, cfg.AdvertiseAddr, cfg.StreamsViaHTTP, cfg.Logger)
+		tc := transportConfig{log: cfg.Logger, lim: c.lim}
+		if tlsOn {
+			tc.clientTLS, tc.serverTLS = cfg.ClientTLS, cfg.ServerTLS
+		}
+		c.tr, err = newTransport(cfg.BindAddr, cfg.AdvertiseAddr, cfg.StreamsViaHTTP, tc)
 		if err != nil {
 			return nil, fmt.Errorf("cluster: %w", err)
 		}
@@ -223,8 +237,9 @@ func New(cfg Config) (*Cluster, error) {
 		return nil, fmt.Errorf("cluster: start memberlist: %w", err)
 	}
 	ln := c.ml.LocalNode()
+	c.port = int(ln.Port)
 	c.log.Info("gossip started", "id", c.id, "name", cfg.NodeName, "cluster", cfg.ClusterName,
-		"addr", ln.Address(), "encrypted", mlc.Keyring != nil)
+		"addr", ln.Address(), "encrypted", mlc.Keyring != nil, "tls", tlsOn)
 	return c, nil
 }
 
@@ -242,7 +257,11 @@ func (c *Cluster) loadState() {
 		c.log.Info("ignoring remembered peers of another cluster", "cluster", s.Cluster)
 		return
 	}
-	c.addSeeds(s.Seeds)
+	if len(s.Seeds) > 0 {
+		// Files of earlier versions kept every address ever joined, also through the API;
+		// only --peer addresses are retried now.
+		c.log.Info("not retrying remembered join addresses; only configured peers are", "addresses", len(s.Seeds))
+	}
 	now := time.Now()
 	for _, p := range s.Peers {
 		if p.ID == c.id || p.ID == "" {
@@ -282,21 +301,126 @@ func (c *Cluster) StreamHandler() http.Handler {
 	return c.tr
 }
 
+// maxJoins bounds the Joins in progress at once: a Join holds its caller for up to a few
+// seconds, so that more callers cannot hold more goroutines.
+const maxJoins = 4
+
+// maxJoinAddrs bounds the addresses one host name of a Join is tried at.
+const maxJoinAddrs = 3
+
+// JoinError is the error of a Join. Its text is the same whatever went wrong at the address
+// (refused, timed out, not cantal, another cluster, another key, a certificate of another CA),
+// so that joining cannot be used to probe ports; the detail goes to the debug log.
+type JoinError struct {
+	status int
+	msg    string
+}
+
+func (e *JoinError) Error() string { return e.msg }
+
+// HTTPStatus is the status code the API answers with.
+func (e *JoinError) HTTPStatus() int { return e.status }
+
+// The errors of Join.
+var (
+	// ErrNoMember: no address given to Join answered as a member of this cluster.
+	ErrNoMember = &JoinError{http.StatusBadGateway, "no cantal member of this cluster answered"}
+	// ErrJoinBusy: maxJoins Joins are in progress already.
+	ErrJoinBusy = &JoinError{http.StatusTooManyRequests, "too many joins in progress; try again later"}
+	// ErrJoinAddr: an address is not host:port or host.
+	ErrJoinAddr = &JoinError{http.StatusBadRequest, "bad address: want host:port or host"}
+)
+
 // Join contacts the given peers (host:port, or host for this node's port) and merges their
-// view of the cluster; the addresses are remembered and retried while the node is alone. It
-// returns how many peers it reached, and an error when it reached none.
+// view of the cluster. Only a full state exchange with a member of this cluster counts (same
+// cluster name, gossip key and, with mutual TLS, a certificate of the cluster's CA on both
+// sides); an address that does not prove to be one is dropped at once: not retried, not
+// remembered. Join returns how many addresses it reached, and ErrNoMember when none, after
+// Config.JoinTimeout at the least; ErrJoinBusy when maxJoins Joins are in progress, and
+// ErrJoinAddr for a malformed address.
 func (c *Cluster) Join(addrs ...string) (int, error) {
 	for _, a := range addrs {
-		if a == "" {
-			return 0, errors.New("cluster: join: empty address")
+		if err := checkJoinAddr(a); err != nil {
+			c.log.Debug("join refused", "addr", a, "err", err)
+			return 0, ErrJoinAddr
 		}
 	}
-	c.addSeeds(addrs)
-	n, err := c.ml.Join(addrs)
-	if err != nil {
-		return n, fmt.Errorf("cluster: join: %w", err)
+	select {
+	case c.joins <- struct{}{}:
+	default:
+		return 0, ErrJoinBusy
+	}
+	defer func() { <-c.joins }()
+	start := time.Now()
+	n := 0
+	for _, a := range addrs {
+		if c.joinOne(a) {
+			n++
+		}
+	}
+	if n == 0 {
+		// A refused port answers at once, a filtered one after the timeout: both take as long.
+		if wait := c.cfg.JoinTimeout - time.Since(start); wait > 0 && !c.isClosed() {
+			time.Sleep(wait)
+		}
+		return 0, ErrNoMember
 	}
 	return n, nil
+}
+
+// checkJoinAddr checks that a is host:port or a bare host. memberlist's "name/host:port" form
+// is not taken.
+func checkJoinAddr(a string) error {
+	if a == "" || len(a) > 300 || strings.ContainsAny(a, "/ \t\r\n") {
+		return errors.New("malformed")
+	}
+	if host, port, err := net.SplitHostPort(a); err == nil {
+		if host == "" {
+			return errors.New("no host")
+		}
+		if p, err := strconv.ParseUint(port, 10, 16); err != nil || p == 0 {
+			return errors.New("bad port")
+		}
+		return nil
+	}
+	if strings.Contains(a, ":") && net.ParseIP(a) == nil {
+		return errors.New("malformed")
+	}
+	return nil
+}
+
+// joinOne joins the member at a, a host name being tried at up to maxJoinAddrs of its
+// addresses; it reports whether one answered as a member.
+func (c *Cluster) joinOne(a string) bool {
+	host, port, err := net.SplitHostPort(a)
+	if err != nil {
+		host, port = a, strconv.Itoa(c.port)
+	}
+	var ips []string
+	if ip := net.ParseIP(host); ip != nil {
+		ips = []string{ip.String()}
+	} else {
+		ctx, cancel := context.WithTimeout(context.Background(), c.cfg.JoinTimeout)
+		found, err := net.DefaultResolver.LookupIPAddr(ctx, host)
+		cancel()
+		if err != nil {
+			c.log.Debug("join failed", "addr", a, "err", err)
+			return false
+		}
+		for _, f := range found[:min(len(found), maxJoinAddrs)] {
+			ips = append(ips, f.IP.String())
+		}
+	}
+	for _, ip := range ips {
+		target := net.JoinHostPort(ip, port)
+		if _, err := c.ml.Join([]string{target}); err != nil {
+			c.log.Debug("join failed", "addr", a, "at", target, "err", err)
+			continue
+		}
+		c.log.Info("joined", "addr", a, "at", target)
+		return true
+	}
+	return false
 }
 
 // Local returns this node as peers see it.
@@ -441,7 +565,7 @@ func (c *Cluster) persist() {
 		c.mu.Unlock()
 		return
 	}
-	s := peersState{Cluster: c.cfg.ClusterName, Seeds: slices.Clone(c.seeds)}
+	s := peersState{Cluster: c.cfg.ClusterName}
 	for _, r := range c.peers {
 		s.Peers = append(s.Peers, statePeer{ID: r.id, Name: r.meta.Name, Addr: r.addr, LastSeen: unixMilli(r.lastSeen)})
 	}
@@ -509,7 +633,9 @@ func (c *Cluster) Shutdown() error {
 	c.closed = true
 	c.mu.Unlock()
 	c.persist()
-	if err := c.ml.Shutdown(); err != nil {
+	err := c.ml.Shutdown()
+	c.lim.stop()
+	if err != nil {
 		return fmt.Errorf("cluster: shutdown: %w", err)
 	}
 	return nil
@@ -551,6 +677,9 @@ func (d *delegate) checkNode(n *memberlist.Node) error {
 	}
 	if m.Cluster != d.c.cfg.ClusterName {
 		return fmt.Errorf("node %s at %s is in cluster %q, not %q", n.Name, n.Address(), m.Cluster, d.c.cfg.ClusterName)
+	}
+	if m.TLS != d.c.local.TLS {
+		return fmt.Errorf("node %s at %s has mutual TLS %v, this node %v", n.Name, n.Address(), m.TLS, d.c.local.TLS)
 	}
 	return nil
 }

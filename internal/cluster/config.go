@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"crypto/tls"
 	"log/slog"
 	"time"
 
@@ -40,10 +41,25 @@ type Config struct {
 	// KeyFile is a gossip key file (see ParseKeys); empty disables encryption. An encrypted
 	// node drops every unencrypted packet and stream.
 	KeyFile string
+	// ClientTLS, when set, makes the node a member of a cluster with mutual TLS: every gossip
+	// stream it opens (joins, push/pull, TCP probes) is TLS with the configuration ClientTLS
+	// returns at that moment (the node's certificate as client certificate, the cluster CA as
+	// roots; see access.WebConfig.ClientTLS). A nil result fails the dial; a TLS node never
+	// falls back to plain TCP. The node says so in its metadata, and TLS and plain nodes refuse
+	// each other. Packets (UDP) are not TLS: they stay encrypted by KeyFile, which a TLS cluster
+	// needs as well. Unused with Transport.
+	ClientTLS func() *tls.Config
+	// ServerTLS is the TLS server side of the transport's own stream listener (without
+	// StreamsViaHTTP); required with ClientTLS in that case. The listener accepts only
+	// connections whose client certificate verifies against ServerTLS's ClientCAs (whatever its
+	// ClientAuth says). With StreamsViaHTTP the agent's HTTP server does TLS, and StreamHandler
+	// refuses a stream without a verified client certificate.
+	ServerTLS *tls.Config
 	// StateDir keeps the node id and the known peers across restarts; empty keeps nothing.
 	StateDir string
 	// Peers are addresses (host:port, or host for DefaultPort) joined by Run and retried
-	// whenever the node is alone.
+	// whenever the node is alone. They are the only addresses retried that have not proved to
+	// be members (see Join).
 	Peers []string
 	// Logger receives the cluster's and memberlist's logs (default slog.Default()).
 	Logger *slog.Logger
@@ -56,7 +72,9 @@ type Config struct {
 	PersistInterval time.Duration
 	// ForgetAfter is how long a failed or departed peer stays listed and remembered.
 	ForgetAfter time.Duration
-	// JoinTimeout bounds one join attempt (TCP connect plus state exchange).
+	// JoinTimeout bounds the name lookup of a Join and is the least time a failed Join takes
+	// (so that its duration does not tell a closed port from a filtered one). memberlist's
+	// TCPTimeout (3 s) bounds the connection, TLS and upgrade, and again the state exchange.
 	JoinTimeout time.Duration
 
 	// OnPeer, when set, is called with a peer whenever its status changes (alive, suspect,

@@ -15,6 +15,9 @@ type meta struct {
 	Name    string `json:"n,omitempty"`
 	HTTP    string `json:"h,omitempty"`
 	Version string `json:"v,omitempty"`
+	// TLS says the node is in a cluster with mutual TLS (Config.ClientTLS): its streams and HTTP
+	// API are TLS only. Nodes refuse peers whose TLS differs from their own.
+	TLS bool `json:"s,omitempty"`
 	// Leaving is set by Leave just before memberlist's goodbye, so that peers can tell a node
 	// that left from one that failed: memberlist's public API reports both as gone alike.
 	Leaving bool `json:"l,omitempty"`

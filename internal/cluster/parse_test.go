@@ -102,7 +102,7 @@ func TestDecodeMeta(t *testing.T) {
 
 func TestSuspectLogLine(t *testing.T) {
 	var got []string
-	l := newMemberlistLogger(testLogger(t), func(s string) { got = append(got, s) })
+	l := newMemberlistLogger(testLogger(t), nil, func(s string) { got = append(got, s) })
 	l.Printf("[INFO] memberlist: Suspect node-7 has failed, no acks received")
 	l.Printf("[DEBUG] memberlist: Failed UDP ping: node-8 (timeout reached)")
 	if len(got) != 1 || got[0] != "node-7" {

@@ -3,6 +3,7 @@ package cluster
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -37,8 +38,14 @@ const (
 // Cluster.StreamHandler; when the gossip address is its own, the transport serves the upgrade
 // on a TCP listener of its own. Either way every node speaks the same wire protocol, and a peer
 // is one host:port for both UDP and TCP.
+//
+// In a cluster with mutual TLS (clientTLS set) every stream is TLS: dialled with the node's
+// client certificate, and accepted only with a client certificate the server verified against
+// the cluster CA (on the own listener by its tls.Config, on the agent's server by checking the
+// request's verified chains in ServeHTTP).
 type transport struct {
 	log       *slog.Logger
+	clientTLS func() *tls.Config // nil: plain streams
 	udp       *net.UDPConn
 	advertise string // configured advertise host:port, may be empty
 	packetCh  chan *memberlist.Packet
@@ -52,14 +59,30 @@ type transport struct {
 
 var _ memberlist.Transport = (*transport)(nil)
 
+// transportConfig is what newTransport needs besides the addresses.
+type transportConfig struct {
+	log       *slog.Logger
+	lim       *logLimiter // budget of the stream listener's error log
+	clientTLS func() *tls.Config
+	serverTLS *tls.Config // own listener's TLS; required with clientTLS unless viaHTTP
+}
+
 // newTransport binds UDP on bindAddr and, unless viaHTTP, TCP on the same address.
-func newTransport(bindAddr, advertise string, viaHTTP bool, log *slog.Logger) (*transport, error) {
+func newTransport(bindAddr, advertise string, viaHTTP bool, tc transportConfig) (*transport, error) {
+	log := tc.log
 	ua, err := net.ResolveUDPAddr("udp", bindAddr)
 	if err != nil {
 		return nil, fmt.Errorf("gossip address %q: %w", bindAddr, err)
 	}
+	var srvTLS *tls.Config
+	if tc.clientTLS != nil && !viaHTTP {
+		if srvTLS, err = requireClientCert(tc.serverTLS); err != nil {
+			return nil, err
+		}
+	}
 	t := &transport{
 		log:       log,
+		clientTLS: tc.clientTLS,
 		advertise: advertise,
 		packetCh:  make(chan *memberlist.Packet),
 		streamCh:  make(chan net.Conn),
@@ -73,6 +96,9 @@ func newTransport(bindAddr, advertise string, viaHTTP bool, log *slog.Logger) (*
 		}
 		ua.Port = ln.Addr().(*net.TCPAddr).Port
 		t.tcp = ln
+		if srvTLS != nil {
+			t.tcp = tls.NewListener(ln, srvTLS)
+		}
 	}
 	t.udp, err = net.ListenUDP("udp", ua)
 	if err != nil {
@@ -91,7 +117,7 @@ func newTransport(bindAddr, advertise string, viaHTTP bool, log *slog.Logger) (*
 	if t.tcp != nil {
 		mux := http.NewServeMux()
 		mux.Handle(GossipPath, t)
-		t.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
+		t.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ErrorLog: newServerErrorLog(log, tc.lim)}
 		t.wg.Add(1)
 		go func() {
 			defer t.wg.Done()
@@ -188,7 +214,8 @@ func (t *transport) PacketCh() <-chan *memberlist.Packet { return t.packetCh }
 // StreamCh implements memberlist.Transport.
 func (t *transport) StreamCh() <-chan net.Conn { return t.streamCh }
 
-// DialTimeout implements memberlist.Transport: TCP to addr, then the HTTP upgrade.
+// DialTimeout implements memberlist.Transport: TCP to addr, TLS in a cluster with mutual TLS,
+// then the HTTP upgrade, all within timeout.
 func (t *transport) DialTimeout(addr string, timeout time.Duration) (net.Conn, error) {
 	deadline := time.Now().Add(timeout)
 	d := net.Dialer{Deadline: deadline}
@@ -196,12 +223,79 @@ func (t *transport) DialTimeout(addr string, timeout time.Duration) (net.Conn, e
 	if err != nil {
 		return nil, err
 	}
+	if t.clientTLS != nil {
+		tc, err := dialTLS(c, addr, t.clientTLS(), deadline)
+		if err != nil {
+			c.Close()
+			return nil, fmt.Errorf("gossip stream to %s: %w", addr, err)
+		}
+		c = tc
+	}
 	conn, err := clientUpgrade(c, addr, deadline)
 	if err != nil {
 		c.Close()
 		return nil, fmt.Errorf("gossip stream to %s: %w", addr, err)
 	}
 	return conn, nil
+}
+
+// dialTLS runs the client side of a TLS handshake on c with cfg (nil: the node has no client
+// identity any more, which fails rather than talking plain TCP).
+func dialTLS(c net.Conn, addr string, cfg *tls.Config, deadline time.Time) (*tls.Conn, error) {
+	if cfg == nil {
+		return nil, errors.New("tls: this node has no client certificate configured")
+	}
+	if cfg.ServerName == "" && !cfg.InsecureSkipVerify {
+		cfg = cfg.Clone()
+		cfg.ServerName, _, _ = net.SplitHostPort(addr)
+	}
+	tc := tls.Client(c, cfg)
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	if err := tc.HandshakeContext(ctx); err != nil {
+		return nil, fmt.Errorf("tls: %w", err)
+	}
+	return tc, nil
+}
+
+// requireClientCert returns base for the own stream listener: HTTP/1.1 only (a stream is a
+// hijacked HTTP/1.1 connection), and a client certificate required and verified against the
+// client CAs, also in the configurations base.GetConfigForClient returns.
+func requireClientCert(base *tls.Config) (*tls.Config, error) {
+	if base == nil {
+		return nil, errors.New("gossip listener: TLS streams need a server certificate (ServerTLS)")
+	}
+	fix := func(c *tls.Config) (*tls.Config, error) {
+		if c.ClientCAs == nil {
+			// RequireAndVerifyClientCert would verify against the system roots: any
+			// certificate from a public CA would pass.
+			return nil, errors.New("gossip listener: TLS streams need a client CA to verify members by")
+		}
+		c = c.Clone()
+		c.ClientAuth = tls.RequireAndVerifyClientCert
+		c.NextProtos = []string{"http/1.1"}
+		return c, nil
+	}
+	out, err := fix(base)
+	if err != nil {
+		return nil, err
+	}
+	if get := base.GetConfigForClient; get != nil {
+		out.GetConfigForClient = func(hi *tls.ClientHelloInfo) (*tls.Config, error) {
+			c, err := get(hi)
+			if err != nil || c == nil {
+				return c, err // nil: the fixed outer configuration
+			}
+			return fix(c)
+		}
+	}
+	return out, nil
+}
+
+// verifiedClient reports whether r came over TLS with a client certificate that the server
+// verified (against its client CAs, the cluster's CA).
+func verifiedClient(r *http.Request) bool {
+	return r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0
 }
 
 // clientUpgrade performs the client half of the upgrade handshake on c.
@@ -231,6 +325,12 @@ func clientUpgrade(c net.Conn, host string, deadline time.Time) (net.Conn, error
 
 // ServeHTTP accepts a gossip stream: the server half of the upgrade.
 func (t *transport) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if t.clientTLS != nil && !verifiedClient(r) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusForbidden)
+		w.Write([]byte(`{"error": "gossip stream: a client certificate of the cluster is required"}` + "\n"))
+		return
+	}
 	if r.Method != http.MethodGet || !headerHasToken(r.Header, "Connection", "upgrade") ||
 		!headerHasToken(r.Header, "Upgrade", upgradeProto) {
 		w.Header().Set("Content-Type", "application/json")

@@ -1,0 +1,177 @@
+// Package testpki makes the certificates of a cluster with mutual TLS for tests: a cluster CA
+// and node certificates (usable as server and client certificates, with the node's addresses
+// in their SANs), and the tls.Configs a node uses with them. It is for tests only: keys are
+// ECDSA P-256 made fresh each time and kept in memory or written where the test says.
+package testpki
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// CA is a certificate authority: the cluster's, or a foreign one.
+type CA struct {
+	Cert *x509.Certificate
+	PEM  []byte // the CA certificate, PEM
+	Pool *x509.CertPool
+	key  *ecdsa.PrivateKey
+}
+
+// NewCA makes a self-signed CA named name, valid from an hour ago for a day.
+func NewCA(name string) (*CA, error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          serial(),
+		Subject:               pkix.Name{CommonName: name},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(24 * time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		return nil, err
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return &CA{Cert: cert, PEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), Pool: pool, key: key}, nil
+}
+
+func serial() *big.Int {
+	n, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
+	return n
+}
+
+// Issue makes a node certificate with common name cn and the given IPs in its SANs (and
+// "localhost" as DNS name), for server and client authentication. It returns the certificate
+// and key in PEM.
+func (ca *CA) Issue(cn string, ips ...net.IP) (certPEM, keyPEM []byte, err error) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, nil, err
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber: serial(),
+		Subject:      pkix.Name{CommonName: cn},
+		NotBefore:    time.Now().Add(-time.Hour),
+		NotAfter:     time.Now().Add(24 * time.Hour),
+		KeyUsage:     x509.KeyUsageDigitalSignature,
+		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		DNSNames:     []string{"localhost"},
+		IPAddresses:  ips,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.key)
+	if err != nil {
+		return nil, nil, err
+	}
+	kder, err := x509.MarshalECPrivateKey(key)
+	if err != nil {
+		return nil, nil, err
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
+		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), nil
+}
+
+// Node is one node's identity: its certificate and the CA it trusts.
+type Node struct {
+	Cert tls.Certificate
+	CA   *CA // the CA the node verifies its peers with (its cluster's)
+}
+
+// NewNode issues a node certificate of ca for cn and ips; the node trusts ca.
+func (ca *CA) NewNode(cn string, ips ...net.IP) (*Node, error) {
+	c, k, err := ca.Issue(cn, ips...)
+	if err != nil {
+		return nil, err
+	}
+	cert, err := tls.X509KeyPair(c, k)
+	if err != nil {
+		return nil, err
+	}
+	return &Node{Cert: cert, CA: ca}, nil
+}
+
+// ServerTLS is the node's server side: its certificate, client certificates verified against
+// its CA when given (as a web config with client_auth_type VerifyClientCertIfGiven).
+func (n *Node) ServerTLS() *tls.Config {
+	return &tls.Config{
+		MinVersion:   tls.VersionTLS12,
+		Certificates: []tls.Certificate{n.Cert},
+		ClientCAs:    n.CA.Pool,
+		ClientAuth:   tls.VerifyClientCertIfGiven,
+	}
+}
+
+// ClientTLS is the node's client side towards its peers, as access.WebConfig.ClientTLS makes
+// it: its certificate as client certificate, the peer's chain verified against the CA but not
+// its host name.
+func (n *Node) ClientTLS() *tls.Config {
+	cert := n.Cert
+	roots := n.CA.Pool
+	return &tls.Config{
+		MinVersion:           tls.VersionTLS12,
+		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &cert, nil },
+		InsecureSkipVerify:   true,
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 {
+				return errors.New("peer presented no certificate")
+			}
+			opts := x509.VerifyOptions{Roots: roots, Intermediates: x509.NewCertPool(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+			for _, c := range cs.PeerCertificates[1:] {
+				opts.Intermediates.AddCert(c)
+			}
+			if _, err := cs.PeerCertificates[0].Verify(opts); err != nil {
+				return fmt.Errorf("peer is not a member of this cluster: %w", err)
+			}
+			return nil
+		},
+	}
+}
+
+// Files are a node's PEM files on disk.
+type Files struct {
+	Cert, Key, CA string
+}
+
+// WriteNode issues a certificate of ca for cn and ips and writes it, its key and the CA
+// certificate trusted (trust: the cluster CA, ca itself when nil) into dir as cn.crt, cn.key
+// and cn-ca.crt.
+func (ca *CA) WriteNode(dir, cn string, trust *CA, ips ...net.IP) (Files, error) {
+	if trust == nil {
+		trust = ca
+	}
+	c, k, err := ca.Issue(cn, ips...)
+	if err != nil {
+		return Files{}, err
+	}
+	f := Files{Cert: filepath.Join(dir, cn+".crt"), Key: filepath.Join(dir, cn+".key"), CA: filepath.Join(dir, cn+"-ca.crt")}
+	for _, w := range []struct {
+		path string
+		b    []byte
+	}{{f.Cert, c}, {f.Key, k}, {f.CA, trust.PEM}} {
+		if err := os.WriteFile(w.path, w.b, 0o600); err != nil {
+			return Files{}, err
+		}
+	}
+	return f, nil
+}
