@@ -46,6 +46,7 @@ func FuzzParseMeta(f *testing.F) {
 			if !strings.HasPrefix(err.Error(), "f:") {
 				t.Fatalf("error %q does not start with the file name", err)
 			}
+			checkErrorText(t, err.Error())
 			return
 		}
 		// Invariants of a parsed layout.
@@ -67,6 +68,9 @@ func FuzzParseMeta(f *testing.F) {
 				t.Fatalf("unknown kind %v", e.Kind)
 			}
 			prevEnd = e.Offset + e.Size
+		}
+		for _, s := range l.Skipped {
+			checkErrorText(t, s)
 		}
 		if bytes.Contains(data, []byte{'\r'}) {
 			t.Fatal("accepted a carriage return")

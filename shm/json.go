@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"unicode/utf16"
 	"unicode/utf8"
 
@@ -36,18 +37,18 @@ func parseLabels(s []byte) (map[string]string, error) {
 		}
 		p.ws()
 		if !p.eat(':') {
-			return nil, p.errorf("expected ':' after key %q", k)
+			return nil, p.errorf("expected ':' after a key")
 		}
 		p.ws()
 		if p.peek() != '"' {
-			return nil, p.errorf("value of key %q is not a string", k)
+			return nil, p.errorf("a value is not a string")
 		}
 		v, err := p.str()
 		if err != nil {
 			return nil, err
 		}
 		if _, dup := labels[k]; dup {
-			return nil, fmt.Errorf("duplicate key %q in metadata object", k)
+			return nil, p.errorf("duplicate key in metadata object")
 		}
 		labels[k] = v
 		p.ws()
@@ -71,10 +72,12 @@ type jsonParser struct {
 	i int
 }
 
+// errorf returns a syntax error at the parser's column. It says where and what was expected,
+// never which bytes were found: errors must not quote the file.
 func (p *jsonParser) errorf(format string, args ...any) error {
 	where := "end of metadata"
 	if p.i < len(p.s) {
-		where = fmt.Sprintf("column %d (%q)", p.i+1, p.s[p.i])
+		where = fmt.Sprintf("column %d", p.i+1)
 	}
 	return fmt.Errorf("bad JSON at %s: %s", where, fmt.Sprintf(format, args...))
 }
@@ -110,7 +113,11 @@ func (p *jsonParser) str() (string, error) {
 	str, next, e := jsonstr.Unquote(p.s, p.i)
 	if e != nil {
 		p.i = e.Pos
-		return "", p.errorf("%s", e.Msg)
+		msg := e.Msg
+		if strings.HasPrefix(msg, "bad escape '") {
+			msg = "bad escape" // jsonstr quotes the escape's character
+		}
+		return "", p.errorf("%s", msg)
 	}
 	p.i = next
 	if !utf8.ValidString(str) {

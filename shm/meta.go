@@ -79,7 +79,9 @@ func (l *Layout) ForgetLabels() {
 }
 
 // ParseMeta parses the contents of a .meta file. name is used in errors and Layout.Skipped,
-// which read "name:line: reason".
+// which read "name:line: reason". Reasons never quote the file (no type names, sizes, keys or
+// characters read from it, only the keywords of the protocol and positions): the agent shows
+// them to people who may not read the file.
 //
 // Every line is "TYPE SIZE [PARAM]: JSON" or "pad SIZE". The accepted entries are
 // "counter 8", "level 8 signed", "level 8 float" and "state N" with 16 <= N <= 65535. Lines
@@ -119,15 +121,15 @@ func ParseMeta(name string, data []byte) (*Layout, error) {
 		head, js, hasJSON := bytes.Cut(line, []byte{':'})
 		fields := bytes.Fields(head)
 		if len(fields) < 2 {
-			return nil, fail("expected \"TYPE SIZE [PARAM]: JSON\" or \"pad SIZE\", got %q", head)
+			return nil, fail("expected TYPE SIZE [PARAM]: JSON or pad SIZE")
 		}
 		typ := string(fields[0])
 		size, err := parseSize(fields[1])
 		if err != nil {
-			return nil, fail("%s: %v", typ, err)
+			return nil, fail("%s: %v", keyword(typ), err)
 		}
 		if size < 1 || size > MaxStateSize {
-			return nil, fail("%s size %d out of range 1..%d", typ, size, MaxStateSize)
+			return nil, fail("%s: size out of range 1..%d", keyword(typ), MaxStateSize)
 		}
 		if typ == "pad" {
 			if len(fields) > 2 || hasJSON {
@@ -137,7 +139,7 @@ func ParseMeta(name string, data []byte) (*Layout, error) {
 			continue
 		}
 		if !hasJSON {
-			return nil, fail("%s %d has no JSON metadata (missing ':')", typ, size)
+			return nil, fail("%s has no JSON metadata (missing ':')", keyword(typ))
 		}
 		labels, err := parseLabels(js)
 		if err != nil {
@@ -168,6 +170,16 @@ func ParseMeta(name string, data []byte) (*Layout, error) {
 	return lay, nil
 }
 
+// keyword returns typ if it is one of the protocol's types, for messages, which must not quote
+// the file.
+func keyword(typ string) string {
+	switch typ {
+	case "counter", "level", "state", "pad":
+		return typ
+	}
+	return "entry of unknown type"
+}
+
 // entryKind classifies a non-pad line. A non-empty skip is the reason the entry cannot be read.
 func entryKind(typ string, size int, params [][]byte) (k Kind, skip string, err error) {
 	param := ""
@@ -175,53 +187,52 @@ func entryKind(typ string, size int, params [][]byte) (k Kind, skip string, err 
 		param = string(params[0])
 	}
 	if len(params) > 1 {
-		return 0, fmt.Sprintf("%s %d with parameters %q is not supported", typ, size, bytes.Join(params, []byte{' '})), nil
+		return 0, keyword(typ) + " with several parameters is not supported", nil
 	}
 	switch typ {
 	case "counter":
 		if param != "" {
-			return 0, fmt.Sprintf("counter with parameter %q is not supported", param), nil
+			return 0, "counter with a parameter is not supported", nil
 		}
 		if size != 8 {
-			return 0, fmt.Sprintf("counter %d is not supported (only counter 8)", size), nil
+			return 0, "counter of a size other than 8 is not supported", nil
 		}
 		return KindCounter, "", nil
 	case "level":
 		if param == "" {
 			return 0, "", errors.New("level needs a parameter: signed, unsigned or float")
 		}
-		if size != 8 {
-			return 0, fmt.Sprintf("level %d %s is not supported (only size 8)", size, param), nil
-		}
-		switch param {
-		case "signed":
+		switch {
+		case size != 8:
+			return 0, "level of a size other than 8 is not supported", nil
+		case param == "signed":
 			return KindLevel, "", nil
-		case "float":
+		case param == "float":
 			return KindFloat, "", nil
-		case "unsigned":
+		case param == "unsigned":
 			return 0, "level 8 unsigned is not supported", nil
 		}
-		return 0, fmt.Sprintf("level 8 %s is not supported", param), nil
+		return 0, "level with an unknown parameter is not supported", nil
 	case "state":
 		if size < MinStateSize {
-			return 0, "", fmt.Errorf("state size %d out of range %d..%d", size, MinStateSize, MaxStateSize)
+			return 0, "", fmt.Errorf("state: size out of range %d..%d", MinStateSize, MaxStateSize)
 		}
 		if param != "" {
-			return 0, fmt.Sprintf("state with parameter %q is not supported", param), nil
+			return 0, "state with a parameter is not supported", nil
 		}
 		return KindState, "", nil
 	}
-	return 0, fmt.Sprintf("unknown type %q", typ), nil
+	return 0, "unknown type", nil
 }
 
 func parseSize(b []byte) (int, error) {
 	if len(b) == 0 || len(b) > 9 {
-		return 0, fmt.Errorf("bad size %q", b)
+		return 0, errors.New("bad size")
 	}
 	n := 0
 	for _, c := range b {
 		if c < '0' || c > '9' {
-			return 0, fmt.Errorf("bad size %q", b)
+			return 0, errors.New("bad size")
 		}
 		n = n*10 + int(c-'0')
 	}

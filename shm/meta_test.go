@@ -49,13 +49,13 @@ func TestParseMetaValid(t *testing.T) {
 		{"skipped entries keep their bytes", "level 8 unsigned: {\"a\": \"1\"}\nhistogram 24: {\"a\": \"2\"}\ncounter 4: {\"a\": \"3\"}\nlevel 4 signed: {\"a\": \"4\"}\nlevel 8 weird: {\"a\": \"5\"}\ncounter 8 x: {\"a\": \"6\"}\nstate 64 x: {\"a\": \"7\"}\nlevel 8 signed extra: {\"a\": \"8\"}\ncounter 8: {\"a\": \"9\"}\n",
 			[]ent{{KindCounter, 128, 8, map[string]string{"a": "9"}, 9}}, 136, []string{
 				"m:1: level 8 unsigned is not supported",
-				`m:2: unknown type "histogram"`,
-				"m:3: counter 4 is not supported (only counter 8)",
-				"m:4: level 4 signed is not supported (only size 8)",
-				"m:5: level 8 weird is not supported",
-				`m:6: counter with parameter "x" is not supported`,
-				`m:7: state with parameter "x" is not supported`,
-				`m:8: level 8 with parameters "signed extra" is not supported`,
+				"m:2: unknown type",
+				"m:3: counter of a size other than 8 is not supported",
+				"m:4: level of a size other than 8 is not supported",
+				"m:5: level with an unknown parameter is not supported",
+				"m:6: counter with a parameter is not supported",
+				"m:7: state with a parameter is not supported",
+				"m:8: level with several parameters is not supported",
 			}},
 		{"same label values under different keys", "counter 8: {\"a\": \"b\"}\ncounter 8: {\"b\": \"a\"}\ncounter 8: {\"a\": \"b\", \"c\": \"d\"}\n",
 			[]ent{
@@ -100,48 +100,48 @@ func TestParseMetaErrors(t *testing.T) {
 		{"whitespace line", "counter 8: {\"a\": \"b\"}\n  \n", "m:2: empty line"},
 		{"crlf", "counter 8: {\"a\": \"b\"}\r\n", "m:1: carriage return"},
 		{"crlf second line", "counter 8: {\"a\": \"b\"}\ncounter 8: {\"a\": \"c\"}\r\n", "m:2: carriage return"},
-		{"no size", "counter: {\"a\": \"b\"}\n", "m:1: expected \"TYPE SIZE [PARAM]: JSON\""},
-		{"bad size", "counter x: {\"a\": \"b\"}\n", "m:1: counter: bad size \"x\""},
+		{"no size", "counter: {\"a\": \"b\"}\n", "m:1: expected TYPE SIZE [PARAM]: JSON or pad SIZE"},
+		{"bad size", "counter x: {\"a\": \"b\"}\n", "m:1: counter: bad size"},
 		{"negative size", "counter -8: {\"a\": \"b\"}\n", "m:1: counter: bad size"},
 		{"huge size", "pad 99999999999\n", "m:1: pad: bad size"},
-		{"zero pad", "pad 0\n", "m:1: pad size 0 out of range 1..65535"},
-		{"oversize pad", "pad 65536\n", "m:1: pad size 65536 out of range"},
+		{"zero pad", "pad 0\n", "m:1: pad: size out of range 1..65535"},
+		{"oversize pad", "pad 65536\n", "m:1: pad: size out of range"},
 		{"pad with json", "pad 8: {\"a\": \"b\"}\n", "m:1: pad takes only a size"},
 		{"pad with param", "pad 8 x\n", "m:1: pad takes only a size"},
-		{"oversize state", "state 65536: {\"a\": \"b\"}\n", "m:1: state size 65536 out of range"},
-		{"undersize state", "state 15: {\"a\": \"b\"}\n", "m:1: state size 15 out of range 16..65535"},
-		{"oversize unknown", "histogram 70000: {\"a\": \"b\"}\n", "m:1: histogram size 70000 out of range"},
+		{"oversize state", "state 65536: {\"a\": \"b\"}\n", "m:1: state: size out of range 1..65535"},
+		{"undersize state", "state 15: {\"a\": \"b\"}\n", "m:1: state: size out of range 16..65535"},
+		{"oversize unknown", "histogram 70000: {\"a\": \"b\"}\n", "m:1: entry of unknown type: size out of range"},
 		{"level without kind", "level 8: {\"a\": \"b\"}\n", "m:1: level needs a parameter"},
-		{"missing json", "counter 8\n", "m:1: counter 8 has no JSON metadata"},
+		{"missing json", "counter 8\n", "m:1: counter has no JSON metadata"},
 		{"missing json after colon", "counter 8:\n", "m:1: bad JSON at end of metadata: metadata must be a JSON object"},
-		{"json not object", "counter 8: [\"a\"]\n", "m:1: bad JSON at column 2 ('['): metadata must be a JSON object"},
+		{"json not object", "counter 8: [\"a\"]\n", "m:1: bad JSON at column 2: metadata must be a JSON object"},
 		{"json string", "counter 8: \"a\"\n", "metadata must be a JSON object"},
 		{"empty object", "counter 8: {}\n", "m:1: metadata object has no keys"},
-		{"number value", "counter 8: {\"a\": 1}\n", "m:1: bad JSON at column 8 ('1'): value of key \"a\" is not a string"},
-		{"null value", "counter 8: {\"a\": null}\n", "value of key \"a\" is not a string"},
-		{"bool value", "counter 8: {\"a\": true}\n", "value of key \"a\" is not a string"},
-		{"nested object", "counter 8: {\"a\": {\"b\": \"c\"}}\n", "value of key \"a\" is not a string"},
-		{"array value", "counter 8: {\"a\": [\"b\"]}\n", "value of key \"a\" is not a string"},
+		{"number value", "counter 8: {\"a\": 1}\n", "m:1: bad JSON at column 8: a value is not a string"},
+		{"null value", "counter 8: {\"a\": null}\n", "column 8: a value is not a string"},
+		{"bool value", "counter 8: {\"a\": true}\n", "column 8: a value is not a string"},
+		{"nested object", "counter 8: {\"a\": {\"b\": \"c\"}}\n", "column 8: a value is not a string"},
+		{"array value", "counter 8: {\"a\": [\"b\"]}\n", "column 8: a value is not a string"},
 		{"non-string key", "counter 8: {1: \"b\"}\n", "expected a string key"},
-		{"duplicate key", "counter 8: {\"a\": \"b\", \"a\": \"c\"}\n", "m:1: duplicate key \"a\" in metadata object"},
-		{"duplicate key after escape", "counter 8: {\"a\": \"b\", \"\\u0061\": \"c\"}\n", "duplicate key \"a\""},
+		{"duplicate key", "counter 8: {\"a\": \"b\", \"a\": \"c\"}\n", "m:1: bad JSON at column 21: duplicate key in metadata object"},
+		{"duplicate key after escape", "counter 8: {\"a\": \"b\", \"\\u0061\": \"c\"}\n", "duplicate key in metadata object"},
 		{"duplicate metric", "counter 8: {\"a\": \"b\", \"c\": \"d\"}\nlevel 8 signed: {\"c\": \"d\", \"a\": \"b\"}\n", "m:2: duplicate metric: same labels as line 1"},
 		{"duplicate skipped metric", "histogram 8: {\"a\": \"b\"}\ncounter 8: {\"a\": \"b\"}\n", "m:2: duplicate metric"},
 		{"trailing comma", "counter 8: {\"a\": \"b\",}\n", "expected a string key"},
-		{"missing colon in object", "counter 8: {\"a\" \"b\"}\n", "expected ':' after key \"a\""},
+		{"missing colon in object", "counter 8: {\"a\" \"b\"}\n", "column 7: expected ':' after a key"},
 		{"missing comma", "counter 8: {\"a\": \"b\" \"c\": \"d\"}\n", "expected ',' or '}'"},
 		{"trailing garbage", "counter 8: {\"a\": \"b\"} x\n", "trailing data after metadata object"},
 		{"two objects", "counter 8: {\"a\": \"b\"}{\"c\": \"d\"}\n", "trailing data"},
 		{"unterminated string", "counter 8: {\"a\": \"b}\n", "unterminated string"},
 		{"unterminated object", "counter 8: {\"a\": \"b\"\n", "expected ',' or '}'"},
-		{"bad escape", "counter 8: {\"a\": \"\\x\"}\n", "bad escape '\\x'"},
+		{"bad escape", "counter 8: {\"a\": \"\\x\"}\n", "column 10: bad escape"},
 		{"bad unicode escape", "counter 8: {\"a\": \"\\u12G4\"}\n", "bad \\u escape"},
 		{"short unicode escape", "counter 8: {\"a\": \"\\u12\"}\n", "bad \\u escape"},
 		{"control character", "counter 8: {\"a\": \"b\tc\"}\n", "control character in string"},
 		{"invalid utf-8", "counter 8: {\"a\": \"\xff\"}\n", "string is not valid UTF-8"},
 		{"invalid utf-8 after escape", "counter 8: {\"a\": \"\\n\xff\"}\n", "string is not valid UTF-8"},
 		{"multi-line json", "counter 8: {\"a\":\n\"b\"}\n", "m:1: bad JSON at end of metadata"},
-		{"error on later line", "counter 8: {\"a\": \"b\"}\npad 8\nstate 8: {\"a\": \"c\"}\n", "m:3: state size 8 out of range"},
+		{"error on later line", "counter 8: {\"a\": \"b\"}\npad 8\nstate 8: {\"a\": \"c\"}\n", "m:3: state: size out of range"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.class, func(t *testing.T) {
@@ -179,6 +179,57 @@ func TestAppendLabelsJSON(t *testing.T) {
 		back, err := parseLabels([]byte(got))
 		if err != nil || !maps.Equal(back, tt.labels) {
 			t.Errorf("parseLabels(%s) = %q, %v; want %q", got, back, err, tt.labels)
+		}
+	}
+}
+
+// checkErrorText fails if a ParseMeta message could be quoting the file: no double quote, no
+// byte outside printable ASCII (the agent shows these messages to people who may not read the
+// file).
+func checkErrorText(t *testing.T, msg string) {
+	t.Helper()
+	for _, c := range []byte(msg) {
+		if c < 0x20 || c > 0x7e || c == '"' {
+			t.Fatalf("message %q has a quote or a byte outside printable ASCII: is it quoting the file?", msg)
+		}
+	}
+}
+
+// TestFinding13_ParseMetaDoesNotQuote: ParseMeta's errors and skip reasons name lines, columns
+// and the protocol's keywords, never what the file holds.
+func TestFinding13_ParseMetaDoesNotQuote(t *testing.T) {
+	const secret = "S3cr3t"
+	for _, meta := range []string{
+		secret + "\n",
+		secret + " 8: {\"a\": \"b\"}\n",
+		"counter " + secret + ": {\"a\": \"b\"}\n",
+		secret + " 70000: {\"a\": \"b\"}\n",
+		secret + " 8\n",
+		"counter 8: {\"" + secret + "\": 1}\n",
+		"counter 8: {\"" + secret + "\" \"b\"}\n",
+		"counter 8: {\"" + secret + "\": \"b\", \"" + secret + "\": \"c\"}\n",
+		"counter 8: " + secret + "\n",
+		"counter 8: {\"a\": \"b\"} " + secret + "\n",
+		"counter 8: {\"a\": \"\\" + secret + "\"}\n",
+		"counter 8: {\"a\": \"b\" " + secret + "}\n",
+		"level 8 " + secret + ": {\"a\": \"b\"}\ncounter 8 " + secret + ": {\"a\": \"c\"}\n" + secret + " 8: {\"a\": \"d\"}\n" +
+			"level 8 signed " + secret + ": {\"a\": \"e\"}\nstate 16 " + secret + ": {\"a\": \"f\"}\n",
+	} {
+		l, err := ParseMeta("m", []byte(meta))
+		var msgs []string
+		if err != nil {
+			msgs = append(msgs, err.Error())
+		} else {
+			msgs = l.Skipped
+		}
+		if len(msgs) == 0 {
+			t.Errorf("ParseMeta(%q): no error and nothing skipped", meta)
+		}
+		for _, msg := range msgs {
+			if strings.Contains(msg, "S3") || strings.Contains(msg, "cr3t") {
+				t.Errorf("ParseMeta(%q): %q quotes the file", meta, msg)
+			}
+			checkErrorText(t, msg)
 		}
 	}
 }

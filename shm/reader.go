@@ -171,7 +171,7 @@ var errRetry = errors.New("retry")
 // Read returns the current layout and values. Errors wrap fs.ErrNotExist when a file is
 // missing (the application has not started or has exited), ErrNotReady when the application is
 // replacing its files (read again later), ErrShortValues, ErrTooLarge, or describe a malformed
-// .meta file as "path:line: reason".
+// .meta file as "path:line: reason". They never quote the files (see ParseMeta).
 func (r *Reader) Read() (Snapshot, error) { return r.read(true) }
 
 // ReadUnchanged is Read without looking for a replaced .meta, for a caller that learns another
@@ -279,7 +279,7 @@ func (r *Reader) loadMeta() error {
 	}
 	lay, err := ParseMeta(r.metaPath.s, data)
 	if err == nil && int64(lay.Size) > r.opt.MaxValuesSize {
-		err = fmt.Errorf("%s: layout of %d bytes, limit %d: %w", r.metaPath.s, lay.Size, r.opt.MaxValuesSize, ErrTooLarge)
+		err = fmt.Errorf("%s: layout larger than the limit of %d bytes: %w", r.metaPath.s, r.opt.MaxValuesSize, ErrTooLarge)
 	}
 	if err != nil {
 		if err := lstat(&r.metaPath, &r.st); err == nil && idOf(&r.st) == id {
@@ -353,8 +353,8 @@ func (r *Reader) readValues(buf []byte) error {
 	got, err := r.values.ReadAt(buf, 0)
 	if got < n {
 		if err == nil || err == io.EOF {
-			return fmt.Errorf("%s: values file has %d bytes, meta file describes %d: %w",
-				r.valuesPath.s, got, n, ErrShortValues)
+			return fmt.Errorf("%s: values file has %d bytes, fewer than its meta file describes: %w",
+				r.valuesPath.s, got, ErrShortValues)
 		}
 		return fmt.Errorf("read values: %w", err)
 	}
