@@ -1,0 +1,286 @@
+// Package remote is the agent's lazy, on-demand view of its peers' series (seed 001): the first
+// cluster query for a selector makes this agent — and only this one, so there is no full mesh —
+// open one WebSocket per peer (/api/v1/ws), subscribe to just that selector, receive a history
+// chunk and then one update per scan. A subscription nobody has asked for during Config.Idle is
+// dropped, and a connection with no subscription left is closed. A lost connection is retried
+// with backoff, and on reconnect the subscription asks for the history since its last point so
+// that no point is lost.
+//
+// In a cluster with mutual TLS (Config.TLS) every connection to a peer is WSS with the node's
+// client certificate, and the peer's certificate must chain to the cluster's CA; such a hub
+// never talks plain HTTP to a peer.
+//
+// The package is four parts: the Hub (hub.go) holds one peer connection per member
+// (peer.go), each carrying subscriptions (subscription.go) that decode the peer's messages
+// (wire.go).
+//
+// A Hub is safe for concurrent use. Its goroutines end when the context given to Run ends.
+// Locks: Hub.mu, then peer.mu, then sub.mu, each taken in that order only; no callback (a
+// listener's function, Config.Members, Config.TLS) is called with any of them held.
+package remote
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"log/slog"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/cantal-go/cantal/internal/series"
+)
+
+// Member is a peer as the hub needs it.
+type Member struct {
+	ID   string // stable node id
+	Name string // node name, the "node" label of its series
+	HTTP string // host:port of its HTTP API
+	Up   bool   // alive or suspect in the membership (false: dead or left)
+	// TLS is how to reach the member: nil for plain HTTP and WebSocket, else HTTPS and WSS
+	// with this client configuration. Config.Members need not set it: Hub.Members sets it
+	// from Config.TLS.
+	TLS *tls.Config
+}
+
+// Config configures a Hub.
+type Config struct {
+	// Members returns the current peers (not the local node). Required. It is called with no
+	// lock of the hub held.
+	Members func() []Member
+	// TLS, when set, puts the hub in a cluster with mutual TLS: each connection to a peer is
+	// WSS with the client configuration TLS returns at that moment (the node's certificate,
+	// the cluster CA as roots); a nil result fails the connection, never falls back to plain.
+	TLS func() *tls.Config
+	// Interval is the peers' scan interval: data older than 3 intervals is stale.
+	Interval time.Duration
+	// History is the chunk of history a new subscription fetches and keeps (default 5m).
+	History time.Duration
+	// Idle is how long a subscription lives without being asked for (default 3m).
+	Idle time.Duration
+	// Timeout bounds how long a query waits for a peer's first data (default 1s); it is also
+	// the dial timeout and the ping timeout.
+	Timeout time.Duration
+	Log     *slog.Logger
+}
+
+// Point is one value of a remote series.
+type Point struct {
+	TS    int64
+	Value float64
+}
+
+// Series is one remote series: its latest sample and the points kept for it.
+type Series struct {
+	Latest series.Sample
+	Points []Point
+}
+
+// NodeState says how fresh a node's data is.
+type NodeState string
+
+// The node states of cluster answers.
+const (
+	OK          NodeState = "ok"
+	Stale       NodeState = "stale"
+	Unreachable NodeState = "unreachable"
+)
+
+// NodeAnswer is one node's part of a cluster answer.
+type NodeAnswer struct {
+	Node   string
+	ID     string
+	Status NodeState
+	Since  int64 // unix ms of the last data, for stale and unreachable nodes (0: never)
+	Error  string
+	Series []Series
+}
+
+// Update is a peer's new values for a subscription, as delivered to listeners.
+type Update struct {
+	Node   string
+	TS     int64
+	Series []series.Sample
+}
+
+// Hub holds the connections and subscriptions.
+type Hub struct {
+	cfg  Config
+	dial *dialer
+
+	mu    sync.Mutex
+	peers map[string]*peer // by member ID
+	ctx   context.Context
+}
+
+// New returns a Hub; call Run to let it work.
+func New(cfg Config) *Hub {
+	if cfg.History <= 0 {
+		cfg.History = 5 * time.Minute
+	}
+	if cfg.Idle <= 0 {
+		cfg.Idle = 3 * time.Minute
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = time.Second
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = 2 * time.Second
+	}
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	h := &Hub{cfg: cfg, peers: map[string]*peer{}, ctx: context.Background()}
+	h.dial = newDialer(cfg.Timeout, cfg.TLS != nil, h.clientTLS)
+	return h
+}
+
+// errNoClientTLS fails the connections of a TLS hub whose client configuration is gone.
+var errNoClientTLS = errors.New("this node has no client certificate for its peers")
+
+// clientTLS returns the client configuration towards peers: nil for a plain hub; for a TLS
+// hub, Config.TLS's, or one that fails every handshake when Config.TLS has none.
+func (h *Hub) clientTLS() *tls.Config {
+	if h.cfg.TLS == nil {
+		return nil
+	}
+	if c := h.cfg.TLS(); c != nil {
+		return c
+	}
+	return &tls.Config{
+		InsecureSkipVerify: true, // replaced by VerifyConnection, which refuses
+		VerifyConnection:   func(tls.ConnectionState) error { return errNoClientTLS },
+	}
+}
+
+// Run expires idle subscriptions until ctx ends, then closes every connection.
+func (h *Hub) Run(ctx context.Context) error {
+	h.mu.Lock()
+	h.ctx = ctx
+	h.mu.Unlock()
+	t := time.NewTicker(min(h.cfg.Idle/4, 10*time.Second))
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			h.mu.Lock()
+			for id, p := range h.peers {
+				p.stop()
+				delete(h.peers, id)
+			}
+			h.mu.Unlock()
+			return nil
+		case <-t.C:
+			h.expire(time.Now())
+		}
+	}
+}
+
+func (h *Hub) expire(now time.Time) {
+	members := map[string]bool{}
+	for _, m := range h.cfg.Members() {
+		members[m.ID] = true
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for id, p := range h.peers {
+		if p.expire(now, h.cfg.Idle) == 0 || !members[id] {
+			p.stop()
+			delete(h.peers, id)
+		}
+	}
+}
+
+// Query returns every peer's series for match (rate: counters as rates), subscribing where
+// needed and waiting at most Config.Timeout for peers' first data. Peers are sorted by name.
+func (h *Hub) Query(ctx context.Context, match string, rate bool) []NodeAnswer {
+	members := h.cfg.Members()
+	subs := make([]*sub, len(members))
+	for i, m := range members {
+		subs[i] = h.subscribe(m, match, rate)
+	}
+	deadline := time.NewTimer(h.cfg.Timeout)
+	defer deadline.Stop()
+	for _, s := range subs {
+		if s == nil {
+			continue
+		}
+		select {
+		case <-s.ready:
+		case <-deadline.C:
+		case <-ctx.Done():
+		}
+	}
+	out := make([]NodeAnswer, 0, len(members))
+	now := time.Now()
+	for i, m := range members {
+		a := NodeAnswer{Node: m.Name, ID: m.ID, Status: Unreachable}
+		if s := subs[i]; s != nil {
+			a = s.answer(now, h.cfg.Interval, m)
+		}
+		out = append(out, a)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Node < out[j].Node })
+	return out
+}
+
+// Listen delivers every peer's updates for match to fn as they arrive, until ctx ends. fn is
+// called from the peers' connection goroutines (one peer's updates in order, different peers'
+// possibly concurrently), with no lock of the hub held, and must not block.
+func (h *Hub) Listen(ctx context.Context, match string, rate bool, fn func(Update)) {
+	seen := map[string]*sub{}
+	refresh := func() {
+		for _, m := range h.cfg.Members() {
+			if _, ok := seen[m.ID]; ok {
+				continue
+			}
+			if s := h.subscribe(m, match, rate); s != nil {
+				seen[m.ID] = s
+				s.addListener(ctx, fn)
+			}
+		}
+	}
+	refresh()
+	t := time.NewTicker(h.cfg.Interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			refresh() // new peers join the stream
+			for _, s := range seen {
+				s.touch()
+			}
+		}
+	}
+}
+
+func (h *Hub) subscribe(m Member, match string, rate bool) *sub {
+	if m.HTTP == "" {
+		return nil
+	}
+	h.mu.Lock()
+	p := h.peers[m.ID]
+	if p == nil || p.http != m.HTTP {
+		if p != nil {
+			p.stop()
+		}
+		p = newPeer(h.ctx, h.cfg, m, h.dial)
+		h.peers[m.ID] = p
+	}
+	h.mu.Unlock()
+	return p.subscribe(match, rate)
+}
+
+// Members returns the current peers, as Config.Members does, each with the TLS configuration
+// to reach it (see Member.TLS).
+func (h *Hub) Members() []Member {
+	ms := h.cfg.Members()
+	if tc := h.clientTLS(); tc != nil {
+		for i := range ms {
+			ms[i].TLS = tc
+		}
+	}
+	return ms
+}

@@ -1,0 +1,258 @@
+package remote
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// dialer opens the WebSocket connections to peers: ws:// or, in a cluster with mutual TLS,
+// wss:// with the node's client certificate. It uses no proxy from the environment: peers are
+// reached directly.
+type dialer struct {
+	scheme string // "ws" or "wss"
+	client *http.Client
+}
+
+func newDialer(timeout time.Duration, secure bool, clientTLS func() *tls.Config) *dialer {
+	nd := &net.Dialer{Timeout: timeout}
+	tr := &http.Transport{DialContext: nd.DialContext}
+	d := &dialer{scheme: "ws", client: &http.Client{Transport: tr}}
+	if secure {
+		d.scheme = "wss"
+		tr.DialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			return DialTLS(ctx, nd, network, addr, clientTLS())
+		}
+	}
+	return d
+}
+
+// DialTLS connects to addr with d and runs a TLS handshake with cfg, all bounded by ctx. A
+// configuration that checks host names but names none is given addr's host. It fails when cfg
+// is nil.
+func DialTLS(ctx context.Context, d *net.Dialer, network, addr string, cfg *tls.Config) (net.Conn, error) {
+	if cfg == nil {
+		return nil, errNoClientTLS
+	}
+	c, err := d.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.ServerName == "" && !cfg.InsecureSkipVerify {
+		cfg = cfg.Clone()
+		cfg.ServerName, _, _ = net.SplitHostPort(addr)
+	}
+	tc := tls.Client(c, cfg)
+	if err := tc.HandshakeContext(ctx); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("tls: %w", err)
+	}
+	return tc, nil
+}
+
+// peer is one WebSocket connection to one peer, carrying its subscriptions.
+type peer struct {
+	cfg    Config
+	dial   *dialer
+	name   string
+	http   string
+	cancel context.CancelFunc
+	wake   chan struct{} // a new subscription to send
+
+	mu      sync.Mutex
+	subs    map[string]*sub // by subKey, which is also the wire id
+	up      bool            // connected
+	upAt    time.Time       // when the current connection was made
+	lastErr string
+	downAt  int64
+}
+
+func newPeer(parent context.Context, cfg Config, m Member, d *dialer) *peer {
+	ctx, cancel := context.WithCancel(parent)
+	p := &peer{cfg: cfg, dial: d, name: m.Name, http: m.HTTP, cancel: cancel, wake: make(chan struct{}, 1), subs: map[string]*sub{}}
+	go p.run(ctx)
+	return p
+}
+
+func (p *peer) stop() { p.cancel() }
+
+func (p *peer) subscribe(match string, rate bool) *sub {
+	key := subKey(match, rate)
+	p.mu.Lock()
+	s := p.subs[key]
+	if s == nil {
+		s = &sub{id: key, match: match, rate: rate, ready: make(chan struct{}), keep: p.cfg.History}
+		p.subs[key] = s
+		select {
+		case p.wake <- struct{}{}:
+		default:
+		}
+	}
+	p.mu.Unlock()
+	s.touch()
+	return s
+}
+
+// expire drops subscriptions idle for longer than idle; it returns how many are left.
+func (p *peer) expire(now time.Time, idle time.Duration) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k, s := range p.subs {
+		if s.idleSince(now) > idle && !s.hasListeners() {
+			delete(p.subs, k)
+		}
+	}
+	return len(p.subs)
+}
+
+// lookup returns the subscription with wire id id, or nil.
+func (p *peer) lookup(id string) *sub {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.subs[id]
+}
+
+// run keeps the connection up while the peer has subscriptions.
+func (p *peer) run(ctx context.Context) {
+	var retry backoff
+	for ctx.Err() == nil {
+		err := p.session(ctx)
+		now := time.Now()
+		p.mu.Lock()
+		healthy := p.up && now.Sub(p.upAt) >= healthySession
+		p.up = false
+		if err != nil {
+			p.lastErr = err.Error()
+		}
+		p.downAt = now.UnixMilli()
+		for _, s := range p.subs {
+			s.connDown()
+		}
+		p.mu.Unlock()
+		if ctx.Err() != nil {
+			return
+		}
+		wait := retry.next(healthy)
+		p.cfg.Log.Debug("peer connection lost", "peer", p.name, "err", err, "retry", wait)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
+// Reconnection backoff: the first retry after a failure waits minBackoff, each further failed
+// attempt twice as long up to maxBackoff. A session that stayed up for healthySession resets
+// it, so that a peer back from a partition is retried quickly the next time it is lost, while a
+// peer that accepts connections and drops them at once is not hammered.
+const (
+	minBackoff     = 100 * time.Millisecond
+	maxBackoff     = 5 * time.Second
+	healthySession = time.Second
+)
+
+// backoff is the reconnection delay of one peer; the zero value is ready. It is owned by the
+// peer's run goroutine.
+type backoff struct{ cur time.Duration }
+
+// next returns how long to wait after a session ended; healthy says whether it was up for
+// healthySession.
+func (b *backoff) next(healthy bool) time.Duration {
+	if healthy || b.cur == 0 {
+		b.cur = minBackoff
+	} else {
+		b.cur = min(b.cur*2, maxBackoff)
+	}
+	return b.cur
+}
+
+// session runs one connection until it fails.
+func (p *peer) session(ctx context.Context) error {
+	dctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
+	c, _, err := websocket.Dial(dctx, p.dial.scheme+"://"+p.http+"/api/v1/ws", &websocket.DialOptions{HTTPClient: p.dial.client})
+	cancel()
+	if err != nil {
+		return fmt.Errorf("dial %s: %w", p.http, err)
+	}
+	c.SetReadLimit(64 << 20)
+	defer c.CloseNow()
+	sctx, stop := context.WithCancel(ctx)
+	defer stop()
+	p.mu.Lock()
+	p.up = true
+	p.upAt = time.Now()
+	p.lastErr = ""
+	p.mu.Unlock()
+
+	errc := make(chan error, 2)
+	go func() { errc <- p.write(sctx, c) }()
+	go func() { errc <- p.read(sctx, c) }()
+	return <-errc
+}
+
+// write subscribes on c what is not subscribed on this connection, unsubscribes what was
+// dropped, and pings, until ctx ends (nil) or c fails.
+func (p *peer) write(ctx context.Context, c *websocket.Conn) error {
+	sent := map[string]bool{}
+	ping := time.NewTicker(p.cfg.Interval)
+	defer ping.Stop()
+	for {
+		p.mu.Lock()
+		var todo []*sub
+		for k, s := range p.subs {
+			if !sent[k] {
+				todo = append(todo, s)
+				sent[k] = true
+			}
+		}
+		for k := range sent {
+			if _, ok := p.subs[k]; !ok {
+				delete(sent, k)
+				todo = append(todo, &sub{id: k, unsubscribe: true})
+			}
+		}
+		p.mu.Unlock()
+		for _, s := range todo {
+			if err := c.Write(ctx, websocket.MessageText, s.request()); err != nil {
+				return err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-p.wake:
+		case <-ping.C:
+			pctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout+p.cfg.Interval)
+			err := c.Ping(pctx)
+			cancel()
+			if err != nil {
+				return fmt.Errorf("ping: %w", err)
+			}
+		}
+	}
+}
+
+// read applies the peer's messages to their subscriptions until c fails.
+func (p *peer) read(ctx context.Context, c *websocket.Conn) error {
+	for {
+		_, data, err := c.Read(ctx)
+		if err != nil {
+			return err
+		}
+		var m wireMsg
+		if err := json.Unmarshal(data, &m); err != nil {
+			return fmt.Errorf("bad message from %s: %w", p.http, err)
+		}
+		if s := p.lookup(m.ID); s != nil {
+			s.receive(p.name, &m)
+		}
+	}
+}

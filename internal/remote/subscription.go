@@ -1,0 +1,239 @@
+package remote
+
+import (
+	"context"
+	"encoding/json"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/cantal-go/cantal/internal/series"
+)
+
+// subKey names a subscription: the selector text and the function.
+func subKey(match string, rate bool) string {
+	if rate {
+		return "rate:" + match
+	}
+	return "raw:" + match
+}
+
+// sub is one subscription at one peer.
+type sub struct {
+	id          string
+	match       string
+	rate        bool
+	unsubscribe bool // only for the wire
+	keep        time.Duration
+	ready       chan struct{} // closed at the first data
+
+	mu        sync.Mutex
+	readyOnce sync.Once
+	lastUsed  time.Time
+	series    map[string]*Series // by labels key
+	lastTS    int64              // newest point or update received
+	lastData  time.Time
+	connected bool
+	errMsg    string
+	listeners []listener
+}
+
+type listener struct {
+	ctx context.Context
+	fn  func(Update)
+}
+
+func (s *sub) touch() {
+	s.mu.Lock()
+	s.lastUsed = time.Now()
+	s.mu.Unlock()
+}
+
+func (s *sub) idleSince(now time.Time) time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return now.Sub(s.lastUsed)
+}
+
+func (s *sub) addListener(ctx context.Context, fn func(Update)) {
+	s.mu.Lock()
+	s.listeners = append(s.listeners, listener{ctx, fn})
+	s.mu.Unlock()
+}
+
+// hasListeners drops the listeners whose context ended and reports whether any is left.
+func (s *sub) hasListeners() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	live := s.listeners[:0]
+	for _, l := range s.listeners {
+		if l.ctx.Err() == nil {
+			live = append(live, l)
+		}
+	}
+	clear(s.listeners[len(live):])
+	s.listeners = live
+	return len(live) > 0
+}
+
+func (s *sub) connDown() {
+	s.mu.Lock()
+	s.connected = false
+	s.mu.Unlock()
+}
+
+// request is the subscribe message: the whole history chunk at first, after a reconnect only
+// what was missed (backfill).
+func (s *sub) request() []byte {
+	if s.unsubscribe {
+		b, _ := json.Marshal(map[string]string{"type": "unsubscribe", "id": s.id})
+		return b
+	}
+	s.mu.Lock()
+	window := s.keep
+	if s.lastTS > 0 {
+		missed := time.Since(time.UnixMilli(s.lastTS)) + 2*time.Second
+		window = min(window, missed)
+	}
+	s.mu.Unlock()
+	req := map[string]string{"type": "subscribe", "id": s.id, "match": s.match, "history": window.Round(time.Millisecond).String()}
+	if s.rate {
+		req["fn"] = "rate"
+	}
+	b, _ := json.Marshal(req)
+	return b
+}
+
+// receive applies a history or update message. It is called by the peer's read goroutine only,
+// so one subscription's messages are applied, and its listeners called, in the order they came;
+// the listeners are called after the subscription's lock is released.
+func (s *sub) receive(node string, m *wireMsg) {
+	var (
+		notify []listener
+		upd    Update
+	)
+	s.mu.Lock()
+	if s.series == nil {
+		s.series = map[string]*Series{}
+	}
+	s.connected = true
+	switch m.Type {
+	case "error":
+		s.errMsg = m.Error
+	case "history":
+		for _, ws := range m.Series {
+			key := ws.Labels.Key()
+			sr := s.series[key]
+			if sr == nil {
+				sr = &Series{Latest: series.Sample{Labels: ws.Labels, Kind: ws.Kind}}
+				s.series[key] = sr
+			}
+			for _, pt := range ws.Points {
+				p := Point{TS: int64(anyNum(pt[0])), Value: anyNum(pt[1])}
+				sr.Points = insertPoint(sr.Points, p)
+				s.lastTS = max(s.lastTS, p.TS)
+			}
+		}
+		s.lastData = time.Now()
+	case "update":
+		for _, l := range s.listeners {
+			if l.ctx.Err() == nil {
+				notify = append(notify, l)
+			}
+		}
+		if len(notify) > 0 {
+			upd = Update{Node: node, TS: m.TS, Series: make([]series.Sample, 0, len(m.Series))}
+		}
+		for _, ws := range m.Series {
+			key := ws.Labels.Key()
+			sr := s.series[key]
+			if sr == nil {
+				sr = &Series{}
+				s.series[key] = sr
+			}
+			smp, v := ws.sample()
+			sr.Latest = smp
+			switch {
+			case ws.Kind == series.State:
+			case s.rate && ws.Kind == series.Counter:
+				if smp.HasRate {
+					sr.Points = insertPoint(sr.Points, Point{TS: ws.TS, Value: smp.Rate})
+				}
+			default:
+				sr.Points = insertPoint(sr.Points, Point{TS: ws.TS, Value: v})
+			}
+			if upd.Series != nil {
+				upd.Series = append(upd.Series, smp)
+			}
+		}
+		s.lastTS = max(s.lastTS, m.TS)
+		s.lastData = time.Now()
+	}
+	// Keep only the history chunk's span.
+	horizon := time.Now().Add(-s.keep).UnixMilli()
+	for _, sr := range s.series {
+		i := sort.Search(len(sr.Points), func(i int) bool { return sr.Points[i].TS >= horizon })
+		if i > 0 {
+			sr.Points = append(sr.Points[:0], sr.Points[i:]...)
+		}
+	}
+	s.mu.Unlock()
+	if m.Type != "error" {
+		s.readyOnce.Do(func() { close(s.ready) })
+	}
+	for _, l := range notify {
+		if l.ctx.Err() == nil {
+			l.fn(upd)
+		}
+	}
+}
+
+// insertPoint adds p keeping pts sorted and free of duplicate timestamps (a backfill overlaps
+// what was already received).
+func insertPoint(pts []Point, p Point) []Point {
+	n := len(pts)
+	if n == 0 || pts[n-1].TS < p.TS {
+		return append(pts, p)
+	}
+	i := sort.Search(n, func(i int) bool { return pts[i].TS >= p.TS })
+	if i < n && pts[i].TS == p.TS {
+		pts[i] = p
+		return pts
+	}
+	pts = append(pts, Point{})
+	copy(pts[i+1:], pts[i:])
+	pts[i] = p
+	return pts
+}
+
+// answer is the subscription's part of a cluster answer for member m.
+func (s *sub) answer(now time.Time, interval time.Duration, m Member) NodeAnswer {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	a := NodeAnswer{Node: m.Name, ID: m.ID, Error: s.errMsg}
+	if !s.lastData.IsZero() {
+		a.Since = s.lastData.UnixMilli()
+	}
+	fresh := !s.lastData.IsZero() && now.Sub(s.lastData) <= 3*interval
+	switch {
+	case fresh && s.connected && m.Up:
+		a.Status = OK
+		a.Since = 0
+	case !s.connected || !m.Up:
+		a.Status = Unreachable
+	default:
+		a.Status = Stale
+	}
+	keys := make([]string, 0, len(s.series))
+	for k := range s.series {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		sr := s.series[k]
+		cp := Series{Latest: sr.Latest, Points: append([]Point(nil), sr.Points...)}
+		cp.Latest.Labels = withNode(sr.Latest.Labels, m.Name)
+		a.Series = append(a.Series, cp)
+	}
+	return a
+}
