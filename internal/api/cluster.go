@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -22,6 +23,9 @@ import (
 
 // Cluster is what the cluster routes need: the peers' series through remote subscriptions, and
 // the peers themselves for direct history fetches. A nil Cluster answers for the local node only.
+//
+// A member whose TLS is set (a cluster with mutual TLS) is fetched from over HTTPS with that
+// client configuration, never over plain HTTP.
 type Cluster interface {
 	Query(ctx context.Context, match string, rate bool) []remote.NodeAnswer
 	Listen(ctx context.Context, match string, rate bool, fn func(remote.Update))
@@ -257,7 +261,12 @@ func (s *Server) fetchHistory(ctx context.Context, m remote.Member, params url.V
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.ClusterTimeout+10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, "GET", "http://"+m.HTTP+"/api/v1/history?"+params.Encode(), nil)
+	scheme := "http://"
+	if m.TLS != nil {
+		scheme = "https://"
+		ctx = context.WithValue(ctx, peerTLSKey{}, m.TLS)
+	}
+	req, err := http.NewRequestWithContext(ctx, "GET", scheme+m.HTTP+"/api/v1/history?"+params.Encode(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -276,15 +285,30 @@ func (s *Server) fetchHistory(ctx context.Context, m remote.Member, params url.V
 	return body, nil
 }
 
+// peerTLSKey is the request context key of the member's client TLS configuration, which the
+// client's TLS dial uses.
+type peerTLSKey struct{}
+
 // client is the HTTP client of peer history fetches. Every fetch opens a new connection, so a
-// dead peer costs at most ClusterTimeout (the dial timeout): a kept-alive connection to a peer
-// whose cable was cut would still accept the request and leave it waiting for the whole fetch
-// deadline, while a peer that accepts a fresh connection is alive and gets that deadline to
-// compute its answer. One TCP handshake per peer and request is cheap next to a history answer.
+// dead peer costs at most ClusterTimeout (the dial timeout, TLS handshake included): a
+// kept-alive connection to a peer whose cable was cut would still accept the request and leave
+// it waiting for the whole fetch deadline, while a peer that accepts a fresh connection is
+// alive and gets that deadline to compute its answer. One TCP (and TLS) handshake per peer and
+// request is cheap next to a history answer. HTTPS fetches take the member's TLS configuration
+// from the request's context; there is none for plain ones, and no proxy from the environment.
 func (s *Server) client() *http.Client {
 	s.clientOnce.Do(func() {
 		d := &net.Dialer{Timeout: s.ClusterTimeout}
-		s.httpClient = &http.Client{Transport: &http.Transport{DialContext: d.DialContext, DisableKeepAlives: true}}
+		s.httpClient = &http.Client{Transport: &http.Transport{
+			DialContext: d.DialContext,
+			DialTLSContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				cfg, _ := ctx.Value(peerTLSKey{}).(*tls.Config)
+				hctx, cancel := context.WithTimeout(ctx, s.ClusterTimeout)
+				defer cancel()
+				return remote.DialTLS(hctx, d, network, addr, cfg)
+			},
+			DisableKeepAlives: true,
+		}}
 	})
 	return s.httpClient
 }
