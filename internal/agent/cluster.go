@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"net"
 	"time"
@@ -21,6 +22,13 @@ type gossip struct {
 // --gossip-listen (default: the HTTP address and port); memberlist's TCP streams ride the HTTP
 // listener as upgrades at cluster.GossipPath when both addresses are the same, so one port
 // serves everything.
+//
+// With --web-config (which openWeb only accepts for a cluster with mutual TLS and a gossip
+// key) the cluster is a TLS cluster: the web config's certificate is the node's client
+// identity towards its peers and its client CA the cluster's, every gossip stream, remote
+// subscription and history fetch is TLS with them, and a stream listener of its own (gossip
+// address apart from the HTTP one) serves TLS and wants a client certificate of the cluster.
+// Packets stay encrypted by the gossip key.
 func (a *Agent) startGossip() error {
 	if a.cfg.ClusterName == "" {
 		return nil
@@ -47,6 +55,11 @@ func (a *Agent) startGossip() error {
 	ccfg.StateDir = a.cfg.StateDir
 	ccfg.Peers = a.cfg.Peers
 	ccfg.Logger = a.log.With("subsystem", "cluster")
+	var clientTLS func() *tls.Config
+	if a.web != nil && a.web.MutualTLS() {
+		clientTLS = a.web.ClientTLS
+		ccfg.ClientTLS, ccfg.ServerTLS = clientTLS, a.web.ServerTLS()
+	}
 	c, err := cluster.New(ccfg)
 	if err != nil {
 		return fmt.Errorf("gossip: %w", err)
@@ -57,6 +70,7 @@ func (a *Agent) startGossip() error {
 	a.gossip = &gossip{c: c}
 	a.gossip.hub = remote.New(remote.Config{
 		Members:  a.gossip.members,
+		TLS:      clientTLS,
 		Interval: a.cfg.Interval,
 		Log:      a.log.With("subsystem", "remote"),
 	})
@@ -107,7 +121,8 @@ func (g *gossip) PeersJSON() any {
 	return map[string]any{"peers": peers}
 }
 
-// Join implements api.Peers.
+// Join implements api.Peers. Its errors are cluster.JoinError, one text whatever went wrong
+// at addr, with the status code the API answers with.
 func (g *gossip) Join(addr string) error {
 	_, err := g.c.Join(addr)
 	return err
