@@ -1,7 +1,19 @@
 // Package apps is the agent's collector for instrumented applications: every process whose
 // environment names CANTAL_PATH has its .meta/.values pair read each scan, through the process's
-// own root directory (so paths inside containers resolve) and only as far as the process's uid
+// own root directory (so paths inside containers resolve) and only as far as the process's owner
 // could read the files itself (package safefile).
+//
+// The directory of the files is resolved as the process's owner (its fsuid, fsgid and groups,
+// read from /proc/PID/status when the directory or a file is opened) and then held open: the
+// files are opened in it one name at a time, as that owner, and the reader's cheap checks (an
+// lstat of .meta each full read) look the name up in that directory, never along a path walked
+// as root. So the agent looks nowhere the owner could not, and what it reports cannot tell the
+// owner anything about places it cannot look into: a CANTAL_PATH through a directory the owner
+// cannot search is refused with one reason, safefile.ReasonUnreachable, whether or not anything
+// exists there, where a missing file the owner could see for itself is just not read yet (no
+// problem). Problems never quote the files (package shm's errors do not) and name them by
+// CANTAL_PATH. The directory is resolved again when its watch says it was removed or moved,
+// and at the periodic full check while the files are missing.
 //
 // Several processes naming the same files in the same mount namespace (forked workers sharing a
 // mapping, or a wrapper such as `go run` and the program it starts) are read once per scan; their
@@ -19,12 +31,11 @@ import (
 	"errors"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/cantal-go/cantal/internal/safefile"
 	"github.com/cantal-go/cantal/internal/series"
@@ -49,16 +60,14 @@ type ProcessTable interface {
 // Collector implements series.Collector. Collect runs on the scan goroutine; Count and Exports
 // may be called from any goroutine.
 type Collector struct {
-	procs    ProcessTable
-	opt      Options
-	selfNS   string    // the agent's own mount namespace
-	selfRoot [2]uint64 // dev and inode of the agent's root directory
-	groups   map[groupKey]*group
-	mntns    map[pidStart]mntEntry
-	keys     []keyed // scratch of Collect
-	table    []sysscan.Process
-	watch    *watcher
-	scans    uint64
+	procs  ProcessTable
+	opt    Options
+	groups map[groupKey]*group
+	mntns  map[pidStart]mntEntry
+	keys   []keyed // scratch of Collect
+	table  []sysscan.Process
+	watch  *watcher
+	scans  uint64
 
 	pids []int // scratch of Collect: the pids read, sorted
 
@@ -91,8 +100,11 @@ type pidStart struct {
 
 type group struct {
 	key     groupKey
-	rootPID int // the pid whose /proc/PID/root the files are opened through
-	reader  *shm.Reader
+	rootPID int           // the pid whose /proc/PID/root the files are opened through; 0 before setRoot
+	dir     *safefile.Dir // the files' directory, resolved as the process's owner; nil until it is
+	fdBase  string        // the files' base path through dir (dir.FDPath()/name), as the reader names them
+	reader  *shm.Reader   // reads the files in dir; nil when dir is
+	missing bool          // the latest read found no files: dir may be stale
 	labels  series.Labels // agent labels: pid, process, cgroup, appname
 	layout  *shm.Layout
 	refs    []*series.Ref
@@ -108,6 +120,7 @@ type group struct {
 	watch     *watchDir // the watched directory of the files, nil when not watched
 	watchName string    // the files' base name in it
 	dirty     bool      // the files may have changed: read them with a full Read
+	reopen    bool      // the directory was removed or moved: resolve it again
 }
 
 // New returns a Collector reading the applications found in procs' table. procs must be
@@ -127,8 +140,6 @@ func New(procs ProcessTable, opt Options) *Collector {
 	}
 	c := &Collector{procs: procs, opt: opt, groups: map[groupKey]*group{}, mntns: map[pidStart]mntEntry{},
 		watch: newWatcher()}
-	c.selfNS, _ = os.Readlink(opt.Proc + "/self/ns/mnt")
-	c.selfRoot, _ = rootID(opt.Proc + "/self/root")
 	c.exports.Store(&[]int{})
 	return c
 }
@@ -192,7 +203,7 @@ func (c *Collector) Collect(ctx context.Context, sink series.Sink) error {
 		if !g.seen {
 			continue
 		}
-		if sig := g.sig ^ uint64(g.n)<<56; g.reader == nil || sig != g.members {
+		if sig := g.sig ^ uint64(g.n)<<56; g.rootPID == 0 || sig != g.members {
 			g.members = sig
 			if changed == nil {
 				changed = map[groupKey][]*sysscan.Process{}
@@ -210,9 +221,8 @@ func (c *Collector) Collect(ctx context.Context, sink series.Sink) error {
 		}
 		for k, ms := range changed {
 			g := c.groups[k]
-			if p := c.owner(k.path, ms); g.reader == nil || g.rootPID != p.PID {
+			if p := c.owner(k.path, ms); g.rootPID != p.PID {
 				g.setRoot(c, p)
-				g.watchAdd(c)
 			}
 		}
 	}
@@ -233,8 +243,14 @@ func (c *Collector) Collect(ctx context.Context, sink series.Sink) error {
 			return ctx.Err()
 		}
 		periodic := (c.scans+uint64(g.rootPID))%fullCheckEvery == 0
+		if g.reader != nil && (g.reopen || g.missing && periodic) {
+			g.close(c) // the directory may have been replaced
+		}
+		if g.reader == nil && !g.open(c, sink) {
+			continue
+		}
 		if g.watch == nil && periodic {
-			g.watchAdd(c) // its directory may exist now
+			g.watchAdd(c)
 		}
 		full := all || g.dirty || g.watch == nil || periodic
 		g.dirty = false
@@ -290,36 +306,10 @@ func (c *Collector) owner(path string, ms []*sysscan.Process) *sysscan.Process {
 }
 
 // setRoot makes p the process the group's files are opened through and its labels come from.
+// The files are opened at the group's next read (open).
 func (g *group) setRoot(c *Collector, p *sysscan.Process) {
 	g.close(c)
 	g.rootPID = p.PID
-	root := c.opt.Proc + "/" + strconv.Itoa(p.PID) + "/root"
-	pid, proc, maxSize := p.PID, c.opt.Proc, max(c.opt.MaxMetaSize, c.opt.MaxValuesSize)
-	// The reader names files by a path it only lstats, to notice a replaced file cheaply; every
-	// open goes through the policy, resolved inside the process's root. For a process that
-	// shares the agent's mount namespace and root directory the plain path names the same
-	// file, and its lookup costs a fraction of one through /proc/PID/root.
-	prefix := root
-	if id, err := rootID(root); err == nil && g.key.ns == c.selfNS && c.selfNS != "" && id == c.selfRoot {
-		prefix = ""
-	}
-	g.reader = shm.NewReader(prefix+g.key.path, shm.ReaderOptions{
-		// Each open checks the file against the process's uid as it is now, read from its
-		// status (opens are rare: a new process, a replaced .meta), not against the process
-		// table's, which may be a few scans old: a process that changed uid since is never
-		// read for under its old one. A file already open stays readable, as it does for the
-		// process itself.
-		Open: func(name string) (*os.File, error) {
-			uid, err := sysscan.ProcessUID(proc, pid)
-			if err != nil {
-				return nil, err
-			}
-			pol := safefile.Policy{Root: root, UID: uid, MaxSize: maxSize}
-			return pol.Open(strings.TrimPrefix(name, prefix))
-		},
-		MaxMetaSize:   c.opt.MaxMetaSize,
-		MaxValuesSize: c.opt.MaxValuesSize,
-	})
 	g.labels = series.Labels{"pid": strconv.Itoa(p.PID), "process": p.Name}
 	if p.Cgroup != "" {
 		g.labels["cgroup"] = p.Cgroup
@@ -330,6 +320,73 @@ func (g *group) setRoot(c *Collector, p *sysscan.Process) {
 	g.layout, g.refs = nil, nil
 }
 
+// policy returns the file policy of the group's process as it is now: its identity read from
+// its status (opens are rare: a new process, a replaced .meta), not the process table's, which
+// may be a few scans old, so a process that changed uid since is never read for under its old
+// one. A file already open stays readable, as it does for the process itself.
+func (g *group) policy(c *Collector) (safefile.Policy, error) {
+	cred, err := safefile.ProcessCred(c.opt.Proc, g.rootPID)
+	if err != nil {
+		return safefile.Policy{}, err
+	}
+	return safefile.Policy{
+		Root:    c.opt.Proc + "/" + strconv.Itoa(g.rootPID) + "/root",
+		UID:     cred.UID,
+		MaxSize: max(c.opt.MaxMetaSize, c.opt.MaxValuesSize),
+		Cred:    &cred,
+	}, nil
+}
+
+// open resolves the directory of the group's files as the process's owner and makes the
+// reader of the files in it. It reports whether it did; a refusal is reported to sink, a
+// directory that does not exist (yet) or a process that is gone is not.
+func (g *group) open(c *Collector, sink series.Sink) bool {
+	g.missing, g.reopen = false, false
+	pol, err := g.policy(c)
+	if err != nil {
+		return false // gone meanwhile
+	}
+	dir, name := filepath.Dir(g.key.path), filepath.Base(g.key.path)
+	d, err := pol.OpenDir(dir)
+	if err != nil {
+		if !errors.Is(err, os.ErrNotExist) {
+			sink.Problem(g.source(), g.message(err))
+		}
+		return false
+	}
+	g.dir = d
+	g.fdBase = d.FDPath() + "/" + name
+	g.reader = shm.NewReader(g.fdBase, shm.ReaderOptions{
+		Open: func(path string) (*os.File, error) {
+			pol, err := g.policy(c)
+			if err != nil {
+				return nil, err
+			}
+			f, _, err := pol.OpenAt(d, filepath.Base(path))
+			return f, err
+		},
+		MaxMetaSize:   c.opt.MaxMetaSize,
+		MaxValuesSize: c.opt.MaxValuesSize,
+	})
+	g.layout = nil // a new reader hands out its layout anew
+	g.watchAdd(c)
+	return true
+}
+
+// source names the group in problems.
+func (g *group) source() string { return g.key.path + " (pid " + strconv.Itoa(g.rootPID) + ")" }
+
+// message is the text of a problem of the group: err's, with the files named by CANTAL_PATH
+// rather than by the reader's path through the held directory.
+func (g *group) message(err error) string { return g.rename(err.Error()) }
+
+func (g *group) rename(s string) string {
+	if g.fdBase == "" {
+		return s
+	}
+	return strings.ReplaceAll(s, g.fdBase, g.key.path)
+}
+
 // watchAdd watches the directory of g's files (see watcher).
 func (g *group) watchAdd(c *Collector) {
 	c.watch.remove(g)
@@ -337,12 +394,15 @@ func (g *group) watchAdd(c *Collector) {
 	c.watch.add(g, g.reader.Base())
 }
 
+// close releases the group's reader, directory and watch; the next read opens them again.
 func (g *group) close(c *Collector) {
 	c.watch.remove(g)
 	if g.reader != nil {
 		g.reader.Close()
 		g.reader = nil
 	}
+	g.dir.Close()
+	g.dir, g.fdBase = nil, ""
 }
 
 // Close releases the files and the inotify instance the collector holds. Collect may be called
@@ -367,15 +427,16 @@ func (g *group) read(sink series.Sink, full bool) bool {
 	} else {
 		snap, err = g.reader.ReadUnchanged()
 	}
-	source := func() string { return g.key.path + " (pid " + strconv.Itoa(g.rootPID) + ")" }
+	g.missing = false
 	if err != nil {
 		if errors.Is(err, shm.ErrNotReady) {
 			return false // between the client's two renames; next scan
 		}
 		if errors.Is(err, os.ErrNotExist) {
+			g.missing = true
 			return false // not written yet, or removed on exit: not a problem
 		}
-		sink.Problem(source(), err.Error())
+		sink.Problem(g.source(), g.message(err))
 		return false
 	}
 	if snap.Changed || g.layout != snap.Layout {
@@ -406,7 +467,7 @@ func (g *group) read(sink series.Sink, full bool) bool {
 		// only to decode values, and the reader never hands it out as a new one again.
 		g.layout.ForgetLabels()
 		for _, s := range g.layout.Skipped {
-			sink.Problem(source(), s)
+			sink.Problem(g.source(), g.rename(s))
 		}
 	}
 	if len(g.num) != len(g.layout.Entries) { // some states
@@ -445,13 +506,4 @@ func kindOf(k shm.Kind) series.Kind {
 		return series.Float
 	}
 	return series.State
-}
-
-// rootID returns the device and inode of the directory path leads to.
-func rootID(path string) ([2]uint64, error) {
-	var st unix.Stat_t
-	if err := unix.Stat(path, &st); err != nil {
-		return [2]uint64{}, err
-	}
-	return [2]uint64{uint64(st.Dev), st.Ino}, nil
 }

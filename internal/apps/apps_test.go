@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/cantal-go/cantal/internal/safefile"
 	"github.com/cantal-go/cantal/internal/series"
 	"github.com/cantal-go/cantal/internal/sysscan"
 	"github.com/cantal-go/cantal/shm"
@@ -162,5 +163,181 @@ func TestCollectScattered(t *testing.T) {
 	want := map[string]uint64{"a": 7, "b": math.MaxUint64, "c": math.Float64bits(2.5)}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("values %v, want %v", got, want)
+	}
+}
+
+// startNobody starts a process of uid 65534 for the test's duration and returns its pid.
+func startNobody(t *testing.T) int {
+	t.Helper()
+	cmd := exec.Command("sleep", "60")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd.Process.Pid
+}
+
+// mkdirOwned makes a directory with the given owner and mode.
+func mkdirOwned(t *testing.T, path string, uid int, mode os.FileMode) string {
+	t.Helper()
+	if err := os.Mkdir(path, mode); err != nil {
+		t.Fatal(err)
+	}
+	os.Chown(path, uid, uid)
+	os.Chmod(path, mode)
+	return path
+}
+
+// writePairOwned writes base's .values and then .meta (as clients do: a .values younger than its
+// .meta is taken for the next one's), owned by uid.
+func writePairOwned(t *testing.T, base, meta string, uid int) {
+	t.Helper()
+	for _, f := range [][2]string{{base + ".values", "\x01\x00\x00\x00\x00\x00\x00\x00"}, {base + ".meta", meta}} {
+		if err := os.WriteFile(f[0], []byte(f[1]), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		os.Chown(f[0], uid, uid)
+	}
+}
+
+// TestFinding13_UnreachableCantalPath: a process of uid 65534 pointing CANTAL_PATH into a
+// directory it cannot search gets the same refusal whether the files exist there or not (and
+// whether a subdirectory on the way exists or not), so /api/v1/status cannot be used to probe
+// root-only directories; where it can look, the answers stay precise.
+func TestFinding13_UnreachableCantalPath(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("must run as root, like the agent")
+	}
+	top := t.TempDir()
+	os.Chmod(filepath.Dir(top), 0o755)
+	os.Chmod(top, 0o755)
+	private := mkdirOwned(t, filepath.Join(top, "private"), 0, 0o700)
+	writePairOwned(t, filepath.Join(private, "exists"), "counter 8: {\"metric\": \"secret\"}\n", 65534)
+	mkdirOwned(t, filepath.Join(private, "sub"), 65534, 0o755)
+	writePairOwned(t, filepath.Join(private, "sub", "app"), "counter 8: {\"metric\": \"secret\"}\n", 65534)
+	open := mkdirOwned(t, filepath.Join(top, "open"), 0, 0o755)
+	writePairOwned(t, filepath.Join(open, "roots"), "counter 8: {\"metric\": \"secret\"}\n", 0)
+
+	pid := startNobody(t)
+	paths := []string{
+		filepath.Join(private, "exists"), filepath.Join(private, "missing"),
+		filepath.Join(private, "sub", "app"), filepath.Join(private, "nosub", "app"),
+		filepath.Join(open, "missing"), filepath.Join(open, "roots"),
+	}
+	var procs table
+	for _, p := range paths {
+		procs = append(procs, sysscan.Process{PID: pid, UID: 65534, Name: "sleep", CantalPath: p})
+	}
+	coll := New(procs, Options{})
+	defer coll.Close()
+	for scan := range 2 {
+		rec := series.NewRecorder()
+		if err := coll.Collect(context.Background(), rec); err != nil {
+			t.Fatal(err)
+		}
+		if len(rec.Refs()) != 0 {
+			t.Errorf("scan %d: series %v", scan, rec.Refs())
+		}
+		reason := func(path string) string {
+			ps := rec.Problems[path+" (pid "+strconv.Itoa(pid)+")"]
+			if len(ps) != 1 {
+				return fmt.Sprintf("%d problems %q", len(ps), ps)
+			}
+			// The refusal names the directory the process named; what follows is the reason.
+			_, r, _ := strings.Cut(ps[0], ": refused: ")
+			return r
+		}
+		for _, p := range paths[:4] {
+			if got := reason(p); got != safefile.ReasonUnreachable {
+				t.Errorf("scan %d: %s: reason %q; want %q", scan, p, got, safefile.ReasonUnreachable)
+			}
+		}
+		// In a directory it can search, nobody could see for itself what is there.
+		if ps := rec.Problems[paths[4]+" (pid "+strconv.Itoa(pid)+")"]; len(ps) != 0 {
+			t.Errorf("scan %d: missing files where nobody can look: problems %q; want none", scan, ps)
+		}
+		if got := reason(paths[5]); !strings.Contains(got, "owned by uid 0") {
+			t.Errorf("scan %d: root's files where nobody can look: %q; want owned by uid 0", scan, got)
+		}
+		if len(rec.Problems) != 5 {
+			t.Errorf("scan %d: problems %v; want 5", scan, rec.Problems)
+		}
+		if strings.Contains(fmt.Sprint(rec.Problems), "secret") {
+			t.Errorf("scan %d: problems quote a file: %v", scan, rec.Problems)
+		}
+	}
+}
+
+// TestFinding13_SwappedDirectory: once the files' directory is open, the process's owner
+// replacing it, or a directory above it, with a symlink into a root-only directory does not make
+// the agent look there as root: the reader keeps to the directory it resolved as the owner (or
+// resolves the path again as the owner when inotify says the directory moved), and what it
+// reports is the same whether the root-only directory holds such files or not.
+func TestFinding13_SwappedDirectory(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("must run as root, like the agent")
+	}
+	for _, swap := range []string{"run", "home"} { // the files' directory, or its parent
+		t.Run(swap, func(t *testing.T) {
+			var reports [2]string
+			for i, plant := range []bool{true, false} {
+				top := t.TempDir()
+				os.Chmod(filepath.Dir(top), 0o755)
+				os.Chmod(top, 0o755)
+				private := mkdirOwned(t, filepath.Join(top, "private"), 0, 0o700)
+				mkdirOwned(t, filepath.Join(private, "run"), 65534, 0o755)
+				if plant {
+					writePairOwned(t, filepath.Join(private, "run", "app"), "counter 8: {\"metric\": \"root\"}\n", 65534)
+				}
+				home := mkdirOwned(t, filepath.Join(top, "home"), 65534, 0o755)
+				run := mkdirOwned(t, filepath.Join(home, "run"), 65534, 0o755)
+				base := filepath.Join(run, "app")
+				writePairOwned(t, base, "counter 8: {\"metric\": \"mine\"}\n", 65534)
+				pid := startNobody(t)
+				coll := New(table{{PID: pid, UID: 65534, Name: "sleep", CantalPath: base}}, Options{})
+				defer coll.Close()
+				rec := series.NewRecorder()
+				coll.Collect(context.Background(), rec)
+				if len(rec.Refs()) != 1 || len(rec.Problems) != 0 {
+					t.Fatalf("before the swap: series %v, problems %v", rec.Refs(), rec.Problems)
+				}
+				// The owner moves a directory away and puts a symlink to root's in its place.
+				moved := filepath.Join(top, swap)
+				if swap == "run" {
+					moved = run
+				}
+				if err := os.Rename(moved, moved+".old"); err != nil {
+					t.Fatal(err)
+				}
+				if swap == "home" {
+					mkdirOwned(t, home, 65534, 0o755)
+				}
+				if err := os.Symlink(filepath.Join(private, "run"), run); err != nil {
+					t.Fatal(err)
+				}
+				os.Lchown(run, 65534, 65534)
+				var report strings.Builder
+				for range 2 * fullCheckEvery {
+					clear(rec.Values)
+					clear(rec.Problems)
+					coll.Collect(context.Background(), rec)
+					for key := range rec.Values {
+						fmt.Fprintf(&report, "%s ", rec.Refs()[key].Labels["metric"])
+					}
+					for src, ps := range rec.Problems {
+						fmt.Fprintf(&report, "%s: %q\n", src, ps)
+					}
+				}
+				if strings.Contains(report.String(), "root") {
+					t.Errorf("plant=%v: read root's directory: %s", plant, report.String())
+				}
+				reports[i] = strings.NewReplacer(top, "TOP", strconv.Itoa(pid), "PID").Replace(report.String())
+				t.Logf("plant=%v: %s", plant, reports[i])
+			}
+			if reports[0] != reports[1] {
+				t.Errorf("reports differ with and without files in the root-only directory:\n%s\n---\n%s", reports[0], reports[1])
+			}
+		})
 	}
 }

@@ -106,12 +106,13 @@ func (w *watcher) remove(g *group) {
 }
 
 // drop forgets directory d after its watch went away (the directory was deleted, moved or
-// unmounted): its groups are marked and read with Read until they are watched again.
+// unmounted): its groups resolve their directory again (the one they hold is no longer at
+// their path) and are read with Read until they are watched again.
 func (w *watcher) drop(d *watchDir) {
 	delete(w.dirs, d.wd)
 	for _, gs := range d.names {
 		for _, g := range gs {
-			g.dirty, g.watch = true, nil
+			g.dirty, g.watch, g.reopen = true, nil, true
 		}
 	}
 }
