@@ -33,10 +33,17 @@ const (
 // Stderr. A CLI is used by one Run at a time.
 type CLI struct {
 	Stdout, Stderr io.Writer
-	// Getenv reads the environment (CANTAL_AGENT, CANTAL_PATH). nil means os.Getenv.
+	// Getenv reads the environment (CANTAL_AGENT, CANTAL_PATH, CANTAL_PASSWORD, ...). nil means
+	// os.Getenv.
 	Getenv func(string) string
-	// HTTP is the client used to reach the agent. nil means a client with a 30 s timeout.
+	// HTTP is the client used to reach the agent, as it is: it then ignores a unix:PATH agent's
+	// socket and the TLS flags (credentials are still sent). nil means a client with a 30 s
+	// timeout made from the flags.
 	HTTP *http.Client
+	// Password asks the user for the password of --user, showing prompt and not echoing what
+	// is typed; it returns an error wrapping errNoTerminal when it cannot ask. nil means the
+	// terminal on standard input (the prompt on Stderr).
+	Password func(ctx context.Context, prompt string) (string, error)
 	// Proc is the proc file system used by `values PID` (default "/proc").
 	Proc string
 	// Now and Location fix the clock and time zone of the output (tests). nil: time.Now and
@@ -71,7 +78,15 @@ Read an application's metrics directly, no agent needed:
                                  (or its .meta/.values file); none: $CANTAL_PATH
 
 Flags (after the command, in any order):
-  --agent URL    agent to query (default $CANTAL_AGENT or ` + DefaultAgent + `)
+  --agent URL    agent to query: http://HOST:PORT, https://HOST:PORT or unix:PATH (its Unix
+                 socket) (default $CANTAL_AGENT or ` + DefaultAgent + `)
+  --ca-file FILE https: the CA that signed the agent's certificate (default $CANTAL_CA_FILE,
+                 else the system's CAs)
+  --cert FILE, --key FILE
+                 https: a client certificate and its key (default $CANTAL_CERT, $CANTAL_KEY)
+  --user NAME    basic-auth user (default $CANTAL_USER); the password is read from the file
+                 --password-file FILE names, else $CANTAL_PASSWORD, else $CANTAL_PASSWORD_FILE,
+                 else asked for on the terminal. Never on the command line: every user sees it.
   --match SEL    series selector, same as the SEL argument: a name (requests.number) or
                  Prometheus matchers ({metric=~"cpu\\..*", pid="42"})
   --window DUR   history/stats window, e.g. 30s, 5m, 1h (default: the agent's, 5m)
@@ -101,7 +116,7 @@ func (c *CLI) Run(ctx context.Context, args []string) int {
 
 // options are the parsed flags shared by the commands.
 type options struct {
-	agent  string
+	conn   connOptions
 	match  string
 	window string
 	rate   bool
@@ -162,11 +177,23 @@ func (c *CLI) parse(cmd string, args []string) (options, error) {
 	fs := flag.NewFlagSet("cantal "+cmd, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	if spec.agent {
-		o.agent = c.getenv("CANTAL_AGENT")
-		if o.agent == "" {
-			o.agent = DefaultAgent
+		o.conn.agent = c.getenv("CANTAL_AGENT")
+		if o.conn.agent == "" {
+			o.conn.agent = DefaultAgent
 		}
-		fs.StringVar(&o.agent, "agent", o.agent, "")
+		fs.StringVar(&o.conn.agent, "agent", o.conn.agent, "")
+		for _, f := range []struct {
+			name, env string
+			v         *string
+		}{
+			{"ca-file", "CANTAL_CA_FILE", &o.conn.caFile},
+			{"cert", "CANTAL_CERT", &o.conn.cert},
+			{"key", "CANTAL_KEY", &o.conn.key},
+			{"user", "CANTAL_USER", &o.conn.user},
+			{"password-file", "CANTAL_PASSWORD_FILE", &o.conn.passwordFile},
+		} {
+			fs.StringVar(f.v, f.name, c.getenv(f.env), "")
+		}
 	}
 	if spec.match {
 		fs.StringVar(&o.match, "match", "", "")
@@ -196,6 +223,8 @@ func (c *CLI) parse(cmd string, args []string) (options, error) {
 		o.args = append(o.args, fs.Arg(0))
 		args = fs.Args()[1:]
 	}
+	o.conn.flagged = map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { o.conn.flagged[f.Name] = true })
 	if len(o.args) > spec.maxArgs {
 		return o, usagef("%s: unexpected argument %q", cmd, o.args[spec.maxArgs])
 	}
@@ -241,9 +270,9 @@ func (c *CLI) run(ctx context.Context, args []string) error {
 	if cmd == "values" {
 		return c.values(ctx, o)
 	}
-	a, err := newAgent(o.agent, c.HTTP)
+	a, err := c.newAgent(ctx, o.conn, c.HTTP)
 	if err != nil {
-		return usagef("%v", err)
+		return err
 	}
 	switch cmd {
 	case "status":

@@ -9,35 +9,11 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
-	"time"
 )
 
 // maxAnswer bounds how much of an agent's answer is read (a full hour of 100k series is far
 // less than this in table-worthy queries; a misbehaving server must not exhaust memory).
 const maxAnswer = 1 << 30
-
-// agent is a client of one agent's HTTP API.
-type agent struct {
-	base *url.URL
-	http *http.Client
-}
-
-func newAgent(addr string, hc *http.Client) (*agent, error) {
-	if !strings.Contains(addr, "://") {
-		addr = "http://" + addr // --agent host:port
-	}
-	u, err := url.Parse(addr)
-	if err != nil {
-		return nil, fmt.Errorf("--agent %q: %w", addr, err)
-	}
-	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
-		return nil, fmt.Errorf("--agent %q: want an http:// or https:// URL with a host", addr)
-	}
-	if hc == nil {
-		hc = &http.Client{Timeout: 30 * time.Second}
-	}
-	return &agent{base: u, http: hc}, nil
-}
 
 // get fetches path with the query parameters whose values are not empty and returns the body of
 // a 2xx answer. Any other answer becomes an error carrying the agent's {"error": "..."} message.
@@ -56,9 +32,12 @@ func (a *agent) get(ctx context.Context, path string, params ...string) ([]byte,
 		return nil, fmt.Errorf("query agent: %w", err)
 	}
 	req.Header.Set("Accept", "application/json")
+	if a.user != "" {
+		req.SetBasicAuth(a.user, a.pass)
+	}
 	resp, err := a.http.Do(req)
 	if err != nil {
-		return nil, fmt.Errorf("cannot reach the agent at %s (is cantal-agent running? see --agent or CANTAL_AGENT): %w", a.base, err)
+		return nil, a.explainTransport(err)
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
@@ -74,6 +53,9 @@ func (a *agent) get(ctx context.Context, path string, params ...string) ([]byte,
 			msg = e.Error
 		} else if len(msg) > 200 {
 			msg = msg[:200] + "..."
+		}
+		if hint := a.explainRefusal(resp.StatusCode, msg); hint != "" {
+			msg = hint
 		}
 		return nil, &agentError{Path: u.Path, Status: resp.Status, Msg: clean(msg)}
 	}
