@@ -1,7 +1,10 @@
 package export
 
 import (
+	"context"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"strconv"
 	"testing"
 
@@ -67,3 +70,35 @@ func BenchmarkInflux100k(b *testing.B) {
 	}
 	b.SetBytes(int64(len(buf)))
 }
+
+// BenchmarkPromHandler100k serves 100k series through the handler: with no Visible, with a
+// Visible that returns nil (a caller who sees every process: the agent's hot path), and with a
+// filter hiding half the processes.
+func BenchmarkPromHandler100k(b *testing.B) {
+	samples := benchSamples(100000)
+	source := func() []series.Sample { return samples }
+	half := func(l series.Labels) bool { return l["pid"] == "" || l["pid"][len(l["pid"])-1]%2 == 0 }
+	for _, bc := range []struct {
+		name string
+		vis  func(context.Context) func(series.Labels) bool
+	}{
+		{"none", nil},
+		{"all", func(context.Context) func(series.Labels) bool { return nil }},
+		{"half", func(context.Context) func(series.Labels) bool { return half }},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			h := PrometheusHandler(source, Options{Visible: bc.vis})
+			r := httptest.NewRequest("GET", "/metrics", nil)
+			b.ReportAllocs()
+			for b.Loop() {
+				h.ServeHTTP(discard{}, r)
+			}
+		})
+	}
+}
+
+type discard struct{}
+
+func (discard) Header() http.Header         { return http.Header{} }
+func (discard) Write(b []byte) (int, error) { return len(b), nil }
+func (discard) WriteHeader(int)             {}

@@ -2,6 +2,7 @@ package export
 
 import (
 	"compress/gzip"
+	"context"
 	"net/http"
 	"strconv"
 	"strings"
@@ -40,10 +41,49 @@ func (h *promHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	enc.Options = h.opts
 	buf := getBuf()
-	*buf = enc.Append(*buf, h.source(), f)
+	samples, kept := visibleSamples(r, h.source(), h.opts.Visible)
+	*buf = enc.Append(*buf, samples, f)
 	h.pool.Put(enc)
+	putSamples(kept)
 	writeBody(w, r, f.ContentType(), *buf)
 	putBuf(buf)
+}
+
+// samplesPool holds the slices of the samples a caller may see.
+var samplesPool = sync.Pool{New: func() any { return new([]series.Sample) }}
+
+// visibleSamples returns the samples r's caller may see by visible: samples itself when visible
+// is nil or returns nil (no allocation), else those it accepts, in a pooled slice also returned
+// as kept for putSamples after use.
+func visibleSamples(r *http.Request, samples []series.Sample, visible func(context.Context) func(series.Labels) bool) (_ []series.Sample, kept *[]series.Sample) {
+	if visible == nil {
+		return samples, nil
+	}
+	vis := visible(r.Context())
+	if vis == nil {
+		return samples, nil
+	}
+	kept = samplesPool.Get().(*[]series.Sample)
+	out := (*kept)[:0]
+	for i := range samples {
+		if vis(samples[i].Labels) {
+			out = append(out, samples[i])
+		}
+	}
+	*kept = out
+	return out, kept
+}
+
+// putSamples returns a slice of visibleSamples to the pool, without its references to labels.
+func putSamples(kept *[]series.Sample) {
+	if kept == nil {
+		return
+	}
+	clear(*kept)
+	*kept = (*kept)[:0]
+	if cap(*kept) <= 1<<20 {
+		samplesPool.Put(kept)
+	}
 }
 
 // writeBody writes body, gzip-compressed if the client accepts it.

@@ -1,6 +1,7 @@
 package export
 
 import (
+	"context"
 	"encoding/binary"
 	"fmt"
 	"math"
@@ -35,6 +36,9 @@ type Influx struct {
 	Unsigned bool
 	// SkipStates leaves state series out.
 	SkipStates bool
+	// Visible, read by InfluxHandler only, is as Options.Visible: the samples a request's
+	// caller may see.
+	Visible func(ctx context.Context) func(series.Labels) bool
 
 	enc    lineprotocol.Encoder
 	groups map[string]int
@@ -218,11 +222,11 @@ func (e *Influx) sortedTags(l series.Labels) {
 // InfluxHandler serves the line protocol of the samples source returns at each request (the
 // agent's GET /influx, or any configured path such as /ecsmetrics); readable by Telegraf's
 // inputs.http with data_format = "influx". Serving is non-destructive: any number of scrapers
-// see the same latest values. opts' Precision, Unsigned and SkipStates are the options; the
-// handler keeps its own encoders, so it is safe for concurrent use. source is called once per
-// request, from the request's goroutine.
+// see the same latest values. opts' Precision, Unsigned, SkipStates and Visible are the
+// options; the handler keeps its own encoders, so it is safe for concurrent use. source is called
+// once per request, from the request's goroutine; the handler does not modify what it returns.
 func InfluxHandler(source func() []series.Sample, opts Influx) http.Handler {
-	h := &influxHandler{source: source}
+	h := &influxHandler{source: source, visible: opts.Visible}
 	h.pool.New = func() any {
 		return &Influx{Precision: opts.Precision, Unsigned: opts.Unsigned, SkipStates: opts.SkipStates}
 	}
@@ -230,8 +234,9 @@ func InfluxHandler(source func() []series.Sample, opts Influx) http.Handler {
 }
 
 type influxHandler struct {
-	source func() []series.Sample
-	pool   sync.Pool
+	source  func() []series.Sample
+	visible func(context.Context) func(series.Labels) bool
+	pool    sync.Pool
 }
 
 func (h *influxHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -242,8 +247,10 @@ func (h *influxHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	enc := h.pool.Get().(*Influx)
 	buf := getBuf()
-	out, err := enc.Append(*buf, h.source())
+	samples, kept := visibleSamples(r, h.source(), h.visible)
+	out, err := enc.Append(*buf, samples)
 	h.pool.Put(enc)
+	putSamples(kept)
 	if err != nil {
 		putBuf(buf)
 		w.Header().Set("Content-Type", "application/json")

@@ -23,6 +23,7 @@
 package export
 
 import (
+	"context"
 	"math"
 	"net/http"
 	"slices"
@@ -93,6 +94,10 @@ type Options struct {
 	Timestamps bool
 	// SkipStates leaves state series out.
 	SkipStates bool
+	// Visible, read by PrometheusHandler only, returns for a request's context the predicate of
+	// the samples its caller may see, or nil for every sample (the agent's
+	// api.Server.SeriesVisible). nil: every sample.
+	Visible func(ctx context.Context) func(series.Labels) bool
 }
 
 // Prom encodes samples in the Prometheus text or OpenMetrics format. The zero value is ready to
@@ -451,7 +456,8 @@ func appendEscaped(dst []byte, s string, quote bool) []byte {
 
 // PrometheusHandler serves the exposition of the samples source returns at each request, in
 // the format the Accept header negotiates (see Negotiate), gzip-compressed when the client
-// accepts it. source is called once per request, from the request's goroutine.
+// accepts it, leaving out those opts.Visible refuses for the request. source is called once per
+// request, from the request's goroutine; the handler does not modify what it returns.
 func PrometheusHandler(source func() []series.Sample, opts Options) http.Handler {
 	return &promHandler{source: source, opts: opts}
 }
