@@ -3,7 +3,31 @@
 // into a series.
 //
 // Series are labelled {metric=<datasource>, plugin=<file name>, owner=<host|vm UUID|sr UUID>,
-// units=<units>} (units omitted when empty). A derive datasource is a series.Counter (the agent
+// units=<units>} (units omitted when empty).
+//
+// # Whose files
+//
+// The agent reads the directory as root, and the default one lies in world-writable /dev/shm,
+// where any user can create it first. So, every scan:
+//
+//   - The directory is opened with safefile.OpenTrustedDir: walked from "/" without letting the
+//     kernel follow symlinks, and refused unless root put every component of its path where it
+//     is. A directory or symlink of another user in a world-writable (sticky) directory is
+//     squatted: Collect fails with a refusal that does not depend on what it points to, and
+//     nothing in it is read. A missing directory is no error.
+//   - Each file is opened in that directory by name (safefile.Policy.OpenAt): never through a
+//     symlink, never a FIFO or device (opened O_PATH first, so there is no side effect), only a
+//     regular file of at most Options.MaxSize bytes.
+//   - XAPI plugins run as root, so only a file that root owns and that only root can have put in
+//     the directory (safefile.Dir.RootPlaced: the directory is root's and closed to others, or
+//     sticky with the file root's and singly linked) publishes its datasources' owners as they
+//     are written (host, vm UUID, sr UUID). Any other file — another user's, in a directory
+//     others may write to — is read, but every one of its series is labelled owner="uid N",
+//     N being the file's owner, whatever its metadata claims: it can never pass for the host's
+//     (or a VM's), and its data is still there for whoever wants it.
+//
+// Problems never quote a file: rrdd.Reader's errors say what is wrong and where, not which bytes
+// were found. A derive datasource is a series.Counter (the agent
 // computes its rate); gauge and absolute ones are a Level (int64 values) or a Float (float
 // values, or any value under the "inverse" transform, which is applied here as 1/x).
 //
@@ -31,11 +55,13 @@ import (
 	"io"
 	"io/fs"
 	"math"
-	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/cantal-go/cantal/internal/safefile"
 	"github.com/cantal-go/cantal/internal/series"
@@ -69,7 +95,7 @@ type Stats struct {
 type Collector struct {
 	dir     string
 	opt     Options
-	policy  safefile.Policy
+	policy  safefile.Policy // no owner check: any owner may be read (see owner)
 	plugins map[string]*plugin
 	scan    uint64
 	buf     bytes.Buffer
@@ -79,6 +105,7 @@ type Collector struct {
 
 // plugin is what the Collector keeps per file between scans.
 type plugin struct {
+	owner   string // "" for the host's file, else the owner label of all its series ("uid N")
 	r       rrdd.Reader
 	gen     uint64 // the reader's metadata generation outs were built for
 	outs    []output
@@ -108,7 +135,7 @@ func New(dir string, opt Options) *Collector {
 	return &Collector{
 		dir:     dir,
 		opt:     opt,
-		policy:  safefile.Policy{MaxSize: opt.MaxSize}, // plugins run as root: no owner check
+		policy:  safefile.Policy{MaxSize: opt.MaxSize},
 		plugins: map[string]*plugin{},
 	}
 }
@@ -120,24 +147,30 @@ func (c *Collector) Stats() Stats {
 }
 
 // Collect reads every plugin file in the directory into sink. A missing directory yields no
-// series and no error; an unreadable one is an error. Files whose names start with "." are
-// skipped (temporary files); files that disappeared are forgotten.
+// series and no error; a squatted (see the package documentation) or unreadable one is an
+// error. Files whose names start with "." are skipped (temporary files); files that disappeared
+// are forgotten.
 func (c *Collector) Collect(ctx context.Context, sink series.Sink) error {
 	c.scan++
-	entries, err := os.ReadDir(c.dir)
+	d, err := safefile.OpenTrustedDir(c.dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		clear(c.plugins)
 		return nil
 	}
 	if err != nil {
+		clear(c.plugins)
+		return fmt.Errorf("rrdd plugin directory: %w", err)
+	}
+	defer d.Close()
+	names, err := d.Names()
+	if err != nil {
 		return fmt.Errorf("list rrdd plugin directory: %w", err)
 	}
 	now := c.opt.Now()
-	for _, e := range entries {
+	for _, name := range names {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		name := e.Name()
 		if strings.HasPrefix(name, ".") {
 			continue
 		}
@@ -147,7 +180,7 @@ func (c *Collector) Collect(ctx context.Context, sink series.Sink) error {
 			c.plugins[name] = p
 		}
 		p.seen = c.scan
-		c.collectFile(p, name, now, sink)
+		c.collectFile(d, p, name, now, sink)
 	}
 	for name, p := range c.plugins {
 		if p.seen != c.scan {
@@ -157,15 +190,19 @@ func (c *Collector) Collect(ctx context.Context, sink series.Sink) error {
 	return nil
 }
 
-func (c *Collector) collectFile(p *plugin, name string, now time.Time, sink series.Sink) {
+func (c *Collector) collectFile(d *safefile.Dir, p *plugin, name string, now time.Time, sink series.Sink) {
 	path := filepath.Join(c.dir, name)
 	c.files.Add(1)
-	data, err := c.read(path)
+	data, owner, err := c.read(d, name)
 	if err != nil {
 		c.failures.Add(1)
 		p.good = false
 		sink.Problem(path, err.Error())
 		return
+	}
+	if owner != p.owner {
+		// Another owner (a file replaced, or chowned): nothing read before is this file's.
+		*p = plugin{owner: owner, seen: p.seen}
 	}
 	err = p.r.Read(data)
 	switch {
@@ -174,7 +211,7 @@ func (c *Collector) collectFile(p *plugin, name string, now time.Time, sink seri
 		p.good, p.tornRun = true, 0
 		if g := p.r.MetadataGeneration(); g != p.gen || p.outs == nil {
 			p.gen = g
-			p.outs = c.outputs(p.r.Datasources(), name, sink, p.outs)
+			p.outs = c.outputs(p.r.Datasources(), name, p.owner, sink, p.outs)
 		}
 	case errors.Is(err, rrdd.ErrNoUpdate):
 		// The file holds exactly the data of the reader's last good read.
@@ -200,26 +237,37 @@ func (c *Collector) collectFile(p *plugin, name string, now time.Time, sink seri
 	}
 }
 
-// read reads the whole file at path under the file-safety policy, into c.buf.
-func (c *Collector) read(path string) ([]byte, error) {
-	f, err := c.policy.Open(path)
+// read reads the whole file name of d under the file-safety policy, into c.buf, and returns
+// the owner label of its series (see owner).
+func (c *Collector) read(d *safefile.Dir, name string) ([]byte, string, error) {
+	f, st, err := c.policy.OpenAt(d, name)
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	defer f.Close()
 	c.buf.Reset()
 	if _, err := c.buf.ReadFrom(io.LimitReader(f, c.opt.MaxSize+1)); err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
+		return nil, "", fmt.Errorf("read %s: %w", f.Name(), err)
 	}
 	if int64(c.buf.Len()) > c.opt.MaxSize {
-		return nil, fmt.Errorf("%s grew past the limit of %d bytes", path, c.opt.MaxSize)
+		return nil, "", fmt.Errorf("%s grew past the limit of %d bytes", f.Name(), c.opt.MaxSize)
 	}
-	return c.buf.Bytes(), nil
+	return c.buf.Bytes(), owner(d, st), nil
+}
+
+// owner returns "" when the file with stat st is the host's: root's, and put in d by root (XAPI
+// plugins run as root); otherwise "uid N", the owner label of all of its series, so that a file
+// anyone else could have written never publishes series labelled as the host's or a VM's.
+func owner(d *safefile.Dir, st *unix.Stat_t) string {
+	if st.Uid == 0 && d.RootPlaced(st) {
+		return ""
+	}
+	return "uid " + strconv.FormatUint(uint64(st.Uid), 10)
 }
 
 // outputs registers the series of dss, keeping the derive state of datasources that are still
-// there with the same definition.
-func (c *Collector) outputs(dss []rrdd.Datasource, file string, sink series.Sink, old []output) []output {
+// there with the same definition. owner, when not empty, replaces every datasource's owner.
+func (c *Collector) outputs(dss []rrdd.Datasource, file, owner string, sink series.Sink, old []output) []output {
 	prev := make(map[string]*output, len(old))
 	for i := range old {
 		prev[old[i].ds.Name] = &old[i]
@@ -227,6 +275,9 @@ func (c *Collector) outputs(dss []rrdd.Datasource, file string, sink series.Sink
 	outs := make([]output, len(dss))
 	for i, ds := range dss {
 		labels := series.Labels{"metric": ds.Name, "plugin": file, "owner": ds.Owner}
+		if owner != "" {
+			labels["owner"] = owner
+		}
 		if ds.Units != "" {
 			labels["units"] = ds.Units
 		}

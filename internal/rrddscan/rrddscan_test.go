@@ -250,7 +250,7 @@ func TestCollectTornAndBroken(t *testing.T) {
 	}
 	for range 2 {
 		collect(t, c, s)
-		if p := s.Problems[path]; len(p) != 1 || !strings.Contains(p[0], "int65") || len(s.put) != 0 {
+		if p := s.Problems[path]; len(p) != 1 || !strings.Contains(p[0], "unknown value_type") || strings.Contains(p[0], "int65") || len(s.put) != 0 {
 			t.Errorf("broken file: problems %q, put %v", s.Problems[path], s.put)
 		}
 	}
