@@ -221,7 +221,7 @@ func (a *agent) explainTransport(err error) error {
 		return fmt.Errorf("cannot verify the agent's certificate at %s: it is not signed by a CA this host trusts (give the agent's CA with --ca-file or CANTAL_CA_FILE): %w", a.display, err)
 	case errors.As(err, &invErr), errors.As(err, &verifyErr):
 		return fmt.Errorf("cannot verify the agent's certificate at %s (check it, and the CA given with --ca-file or CANTAL_CA_FILE): %w", a.display, err)
-	case errors.As(err, &recErr):
+	case errors.As(err, &recErr), strings.Contains(err.Error(), "server gave HTTP response to HTTPS client"):
 		return fmt.Errorf("the agent at %s does not speak TLS (use --agent http://%s): %w", a.display, a.base.Host, err)
 	case errors.As(err, &opErr) && opErr.Op == "remote error":
 		// A TLS alert: the agent refused the handshake, in TLS 1.3 typically over the client
