@@ -78,8 +78,8 @@ Read an application's metrics directly, no agent needed:
                                  (or its .meta/.values file); none: $CANTAL_PATH
 
 Flags (after the command, in any order):
-  --agent URL    agent to query: http://HOST:PORT, https://HOST:PORT or unix:PATH (its Unix
-                 socket) (default $CANTAL_AGENT or ` + DefaultAgent + `)
+  --agent URL    agent to query: http://HOST:PORT, https://HOST:PORT, or unix:PATH for its
+                 Unix socket (default $CANTAL_AGENT or ` + DefaultAgent + `)
   --ca-file FILE https: the CA that signed the agent's certificate (default $CANTAL_CA_FILE,
                  else the system's CAs)
   --cert FILE, --key FILE

@@ -36,6 +36,8 @@ type agent struct {
 	// Credentials sent with every request: a basic-auth user, a client certificate.
 	user, pass string
 	certFile   string
+	caFile     string // "" for the system's roots
+	socket     string // the Unix socket of a unix:PATH agent
 }
 
 // parseAgent splits --agent into the base URL of requests and, for unix:PATH, the socket path.
@@ -106,7 +108,7 @@ func (c *CLI) newAgent(ctx context.Context, o connOptions, hc *http.Client) (*ag
 		}
 		a.http = &http.Client{Transport: tr, Timeout: 30 * time.Second}
 	}
-	a.certFile = o.cert
+	a.certFile, a.caFile, a.socket = o.cert, o.caFile, socket
 	if o.user != "" {
 		if !useTLS && socket == "" && !loopbackHost(base.Hostname()) {
 			return nil, fmt.Errorf("refusing to send %s's password in clear to %s: use --agent https://", o.user, a.display)
@@ -212,11 +214,17 @@ func (a *agent) explainTransport(err error) error {
 		recErr    tls.RecordHeaderError
 		opErr     *net.OpError
 	)
+	var urlErr *url.Error
+	if a.socket != "" && errors.As(err, &urlErr) {
+		err = urlErr.Err // its URL is not the one the user gave
+	}
 	switch {
 	case errors.Is(err, context.Canceled):
 		return err
 	case errors.As(err, &hostErr):
 		return fmt.Errorf("the agent's certificate is not valid for %q (--agent must name the agent as its certificate does): %w", hostErr.Host, err)
+	case errors.As(err, &authErr) && a.caFile != "":
+		return fmt.Errorf("cannot verify the agent's certificate at %s: it is not signed by the CA in --ca-file %s: %w", a.display, a.caFile, err)
 	case errors.As(err, &authErr):
 		return fmt.Errorf("cannot verify the agent's certificate at %s: it is not signed by a CA this host trusts (give the agent's CA with --ca-file or CANTAL_CA_FILE): %w", a.display, err)
 	case errors.As(err, &invErr), errors.As(err, &verifyErr):

@@ -153,7 +153,7 @@ func TestTLSAgent(t *testing.T) {
 			[]string{"status", "--agent", url, "--user", "reader"}, ExitError,
 			"cantal: cannot verify the agent's certificate at " + url + ": it is not signed by a CA this host trusts (give the agent's CA with --ca-file or CANTAL_CA_FILE)"},
 		{"wrong CA", nil, []string{"status", "--agent", url, "--ca-file", a.client.Cert}, ExitError,
-			"cantal: cannot verify the agent's certificate at " + url + ": it is not signed by a CA this host trusts"},
+			"cantal: cannot verify the agent's certificate at " + url + ": it is not signed by the CA in --ca-file " + a.client.Cert + ": "},
 		{"not a CA file", nil, []string{"status", "--agent", url, "--ca-file", otherCA}, ExitError,
 			"cantal: --ca-file " + otherCA + " holds no PEM certificate"},
 		{"missing CA file", nil, []string{"status", "--agent", url, "--ca-file", filepath.Join(a.dir, "nope")}, ExitError,
@@ -310,7 +310,7 @@ func TestUnixSocket(t *testing.T) {
 	}
 	missing := filepath.Join(dir, "missing.sock")
 	code, _, errs := run(t, envCLI(nil), "status", "--agent", "unix:"+missing)
-	if want := "cantal: cannot reach the agent at unix:" + missing + " (is cantal-agent running?"; code != ExitError || !strings.HasPrefix(errs, want) {
+	if want := "cantal: cannot reach the agent at unix:" + missing + " (is cantal-agent running? see --agent or CANTAL_AGENT): dial unix " + missing + ": "; code != ExitError || !strings.HasPrefix(errs, want) {
 		t.Errorf("missing socket: %d, %q; want %q", code, errs, want)
 	}
 	code, _, errs = run(t, envCLI(nil), "status", "--agent", "unix:")
