@@ -1,11 +1,15 @@
 package agent
 
 import (
+	"context"
 	"os"
 	"runtime"
 	"time"
 
+	"github.com/cantal-go/cantal/internal/access"
+	"github.com/cantal-go/cantal/internal/redact"
 	"github.com/cantal-go/cantal/internal/registry"
+	"github.com/cantal-go/cantal/internal/sysscan"
 )
 
 // Status is the /api/v1/status answer.
@@ -107,21 +111,38 @@ type ProcessJSON struct {
 	Metrics    bool     `json:"metrics"`
 }
 
-func (a *Agent) processes() any {
-	table := a.procs.Table()
-	out := make([]ProcessJSON, len(table))
+// processes is the /api/v1/processes answer for the caller in ctx: the rows of the processes
+// it may see (access.Caller.SeesProcess), with command lines redacted by package redact unless
+// --show-cmdlines. A caller who may see no process gets an empty list, not an error, as /proc
+// mounted hidepid=2 shows an unprivileged user an empty process list rather than refusing.
+func (a *Agent) processes(ctx context.Context) any {
+	c, _ := access.FromContext(ctx)
+	return map[string]any{"processes": processRows(a.procs.Table(), c, a.cfg.ShowCmdlines, a.apps.Exports)}
+}
+
+// processRows turns the process table into the rows caller may see; whole keeps command lines
+// unredacted; exports tells whether a process exports metrics.
+func processRows(table []sysscan.Process, caller access.Caller, whole bool, exports func(pid int) bool) []ProcessJSON {
+	out := make([]ProcessJSON, 0, len(table))
 	for i := range table {
 		p := &table[i]
-		out[i] = ProcessJSON{
+		if caller.Processes != access.ProcessesAll && (p.UID < 0 || !caller.SeesProcess(uint32(p.UID))) {
+			continue
+		}
+		row := ProcessJSON{
 			PID: p.PID, PPID: p.PPID, UID: p.UID, Name: p.Name, Cmdline: p.Cmdline,
 			State: p.State, StartTime: p.StartTime, Threads: p.Threads,
 			CPUUser: p.CPUUser, CPUSystem: p.CPUSystem, CPUPercent: p.CPUPercent,
 			RSS: p.RSS, VSZ: p.VSZ, Swap: p.Swap, ReadBytes: p.ReadBytes, WriteBytes: p.WriteBytes,
-			Cgroup: p.Cgroup, AppName: p.CantalAppName, Metrics: a.apps.Exports(p.PID),
+			Cgroup: p.Cgroup, AppName: p.CantalAppName, Metrics: exports(p.PID),
 		}
-		if out[i].Cmdline == nil {
-			out[i].Cmdline = []string{}
+		if !whole {
+			row.Cmdline = redact.Args(row.Cmdline) // a copy when it changes: the table's is shared
 		}
+		if row.Cmdline == nil {
+			row.Cmdline = []string{}
+		}
+		out = append(out, row)
 	}
-	return map[string]any{"processes": out}
+	return out
 }

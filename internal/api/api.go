@@ -3,9 +3,14 @@
 //
 // A Server reads the registry's latest View and the history store; it never blocks a scan.
 // Handlers are safe for concurrent use.
+//
+// Every answer holds only what the request's caller may see (privacy.go): the series of the
+// processes it may see (Server.SeriesVisible, from the access.Caller the Guard put in the
+// request's context) and the rows of /api/v1/processes its Processes func returns for it.
 package api
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -34,9 +39,11 @@ type Peers interface {
 // Server holds what the handlers read. Fields are set before Handler is called and not changed
 // after.
 type Server struct {
-	Registry  *registry.Registry
-	Status    func() any // the /api/v1/status object
-	Processes func() any // the /api/v1/processes object
+	Registry *registry.Registry
+	Status   func() any // the /api/v1/status object
+	// Processes returns the /api/v1/processes object for the caller in ctx (access.FromContext):
+	// only the processes it may see.
+	Processes func(ctx context.Context) any
 	Peers     Peers
 	Log       *slog.Logger
 	// MaxWindow bounds the window of history and stats queries (the retention).
@@ -48,8 +55,18 @@ type Server struct {
 	// ClusterTimeout bounds how long a cluster answer waits to connect to a peer.
 	ClusterTimeout time.Duration
 	// ProcessUID returns the uid of a live process, for deciding whether a caller may see its
-	// details (see SeriesVisible); nil means every process is visible.
+	// details (see SeriesVisible); ok is false for a pid that is not a live process. nil means
+	// no uid is known: only callers who see every process see per-process series.
 	ProcessUID func(pid int) (uid uint32, ok bool)
+	// WSOriginPatterns are the origins besides the request's own host whose pages may open the
+	// WebSocket (websocket.AcceptOptions.OriginPatterns: host patterns such as
+	// "grafana.example.com" or "https://*.example.com"). A request without an Origin header
+	// (peers, the cantal CLI, any non-browser client) is always accepted.
+	WSOriginPatterns []string
+
+	// wsBudget bounds the bytes of answers waiting on one WebSocket connection; 0:
+	// defaultWSBudget. Tests make it small.
+	wsBudget int
 
 	clientOnce sync.Once
 	httpClient *http.Client
@@ -115,14 +132,26 @@ func writeRaw(w http.ResponseWriter, b []byte) {
 	w.Write(b)
 }
 
-func (s *Server) status(w http.ResponseWriter, r *http.Request)    { WriteJSON(w, s.Status()) }
-func (s *Server) processes(w http.ResponseWriter, r *http.Request) { WriteJSON(w, s.Processes()) }
+func (s *Server) status(w http.ResponseWriter, r *http.Request) { WriteJSON(w, s.Status()) }
+func (s *Server) processes(w http.ResponseWriter, r *http.Request) {
+	WriteJSON(w, s.Processes(r.Context()))
+}
 
 // Query is a parsed series query: ?match=SEL&window=DUR&fn=rate.
 type Query struct {
 	Sel    *selector.Selector
 	Window time.Duration
 	Rate   bool
+	// Visible, when not nil, leaves out the series it refuses: the caller's view
+	// (Server.SeriesVisible). ParseQuery leaves it nil.
+	Visible func(series.Labels) bool
+}
+
+// parseQuery is ParseQuery with Visible set for the request's caller.
+func (s *Server) parseQuery(r *http.Request, defWindow time.Duration) (Query, error) {
+	q, err := ParseQuery(r, defWindow, s.MaxWindow)
+	q.Visible = s.SeriesVisible(r.Context())
+	return q, err
 }
 
 // ParseQuery reads match, window and fn from r. An empty match selects every series.
@@ -157,15 +186,16 @@ func ParseQuery(r *http.Request, defWindow, maxWindow time.Duration) (Query, err
 	return q, nil
 }
 
-// LatestJSON appends the {"series": [...]} answer of the latest values matching sel to b.
-func LatestJSON(b []byte, reg *registry.Registry, sel *selector.Selector) []byte {
+// LatestJSON appends the {"series": [...]} answer of the latest values of the series q selects
+// (q.Sel, q.Visible) to b.
+func LatestJSON(b []byte, reg *registry.Registry, q Query) []byte {
 	view := reg.View()
 	hist := reg.History()
 	var scratch [2]history.Point
 	b = append(b, `{"series":[`...)
 	n := 0
 	view.Each(func(h registry.Handle) bool {
-		if !h.Live() || !sel.Match(h.Labels()) {
+		if !h.Live() || !q.Sel.Match(h.Labels()) || q.Visible != nil && !q.Visible(h.Labels()) {
 			return true
 		}
 		smp, ok := h.Latest(hist, scratch[:0])
@@ -183,12 +213,12 @@ func LatestJSON(b []byte, reg *registry.Registry, sel *selector.Selector) []byte
 }
 
 func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
-	q, err := ParseQuery(r, 0, s.MaxWindow)
+	q, err := s.parseQuery(r, 0)
 	if err != nil {
 		Error(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	writeRaw(w, LatestJSON(make([]byte, 0, 4096), s.Registry, q.Sel))
+	writeRaw(w, LatestJSON(make([]byte, 0, 4096), s.Registry, q))
 }
 
 // Points appends to dst the points of one series in [from, to], turned into per-second rates
@@ -227,24 +257,34 @@ func appendPoints(b []byte, pts []stats.Point) []byte {
 // HistoryJSON appends the {"series": [{"labels", "kind", "points"}]} answer for q to b. States,
 // which keep no history, are left out; so are series with no point in the window.
 func HistoryJSON(b []byte, reg *registry.Registry, q Query, now int64) []byte {
-	return windowJSON(b, reg, q, now, func(b []byte, pts []stats.Point) []byte {
+	b, _ = historyJSON(b, reg, q, now, 0)
+	return b
+}
+
+// historyJSON is HistoryJSON that gives up, with complete false, once the answer has grown past
+// limit bytes (0: no limit); b then holds a partial answer.
+func historyJSON(b []byte, reg *registry.Registry, q Query, now int64, limit int) (_ []byte, complete bool) {
+	return windowJSON(b, reg, q, now, limit, func(b []byte, pts []stats.Point) []byte {
 		b = append(b, `,"points":`...)
 		return appendPoints(b, pts)
 	})
 }
 
-// windowJSON appends {"series": [...]} with one object per matching numeric series that has
+// windowJSON appends {"series": [...]} with one object per numeric series q selects that has
 // points in q's window: its labels, kind and "fn" when rates were taken, then what member
-// appends from the points.
-func windowJSON(b []byte, reg *registry.Registry, q Query, now int64, member func(b []byte, pts []stats.Point) []byte) []byte {
+// appends from the points. With a limit (bytes, 0: none) it stops once the answer is longer,
+// reporting complete false.
+func windowJSON(b []byte, reg *registry.Registry, q Query, now int64, limit int, member func(b []byte, pts []stats.Point) []byte) (_ []byte, complete bool) {
 	view := reg.View()
 	hist := reg.History()
 	from := now - q.Window.Milliseconds()
+	start := len(b)
+	complete = true
 	b = append(b, `{"series":[`...)
 	n := 0
 	var pts []stats.Point
 	view.Each(func(h registry.Handle) bool {
-		if h.Kind() == series.State || !q.Sel.Match(h.Labels()) {
+		if h.Kind() == series.State || !q.Sel.Match(h.Labels()) || q.Visible != nil && !q.Visible(h.Labels()) {
 			return true
 		}
 		pts = Points(pts[:0], hist, h, from, now, q.Rate)
@@ -265,13 +305,17 @@ func windowJSON(b []byte, reg *registry.Registry, q Query, now int64, member fun
 		}
 		b = member(b, pts)
 		b = append(b, '}')
+		if limit > 0 && len(b)-start > limit {
+			complete = false
+			return false
+		}
 		return true
 	})
-	return append(b, "]}\n"...)
+	return append(b, "]}\n"...), complete
 }
 
 func (s *Server) history(w http.ResponseWriter, r *http.Request) {
-	q, err := ParseQuery(r, 5*time.Minute, s.MaxWindow)
+	q, err := s.parseQuery(r, 5*time.Minute)
 	if err != nil {
 		Error(w, http.StatusBadRequest, err.Error())
 		return
@@ -280,7 +324,7 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
-	q, err := ParseQuery(r, 5*time.Minute, s.MaxWindow)
+	q, err := s.parseQuery(r, 5*time.Minute)
 	if err != nil {
 		Error(w, http.StatusBadRequest, err.Error())
 		return
@@ -330,8 +374,9 @@ func (s *Server) addPeer(w http.ResponseWriter, r *http.Request) {
 // the statistics of each matching series over the window (of its rates with fn=rate).
 func StatsJSON(b []byte, reg *registry.Registry, q Query, now int64) []byte {
 	var z stats.Summarizer
-	return windowJSON(b, reg, q, now, func(b []byte, pts []stats.Point) []byte {
+	b, _ = windowJSON(b, reg, q, now, 0, func(b []byte, pts []stats.Point) []byte {
 		b = append(b, ',')
 		return z.Summarize(pts).AppendFields(b)
 	})
+	return b
 }

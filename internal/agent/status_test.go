@@ -1,0 +1,69 @@
+package agent
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/cantal-go/cantal/internal/access"
+	"github.com/cantal-go/cantal/internal/sysscan"
+)
+
+// TestFinding12_ProcessRows: /api/v1/processes shows a caller the processes it may see, with
+// command lines redacted unless --show-cmdlines, and never changes the shared process table.
+func TestFinding12_ProcessRows(t *testing.T) {
+	secret := []string{"/usr/bin/app", "--db-password=hunter2", "--port", "5432"}
+	table := []sysscan.Process{
+		{PID: 1, UID: 0, Name: "init", Cmdline: []string{"/sbin/init"}},
+		{PID: 100, UID: 1000, Name: "app", Cmdline: secret, CantalAppName: "mine"},
+		{PID: 200, UID: 2000, Name: "db", Cmdline: []string{"postgres", "-D", "/var/lib/pg"}, CantalAppName: "theirs"},
+		{PID: 2, UID: 0, Name: "kthreadd"}, // no command line
+	}
+	exports := func(pid int) bool { return pid == 100 }
+	pids := func(rows []ProcessJSON) []int {
+		var out []int
+		for _, r := range rows {
+			out = append(out, r.PID)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name   string
+		caller access.Caller
+		want   []int
+	}{
+		{"all", access.Caller{Processes: access.ProcessesAll}, []int{1, 100, 200, 2}},
+		{"own", access.Caller{Processes: access.ProcessesOwn, UID: 1000}, []int{100}},
+		{"own root", access.Caller{Processes: access.ProcessesOwn, UID: 0}, []int{1, 2}},
+		{"none", access.Caller{Processes: access.ProcessesNone}, nil},
+	} {
+		rows := processRows(table, tc.caller, false, exports)
+		if got := pids(rows); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: pids %v; want %v", tc.name, got, tc.want)
+		}
+		if rows == nil {
+			t.Errorf("%s: nil rows; want an empty list (JSON [])", tc.name)
+		}
+		for _, r := range rows {
+			if r.Cmdline == nil {
+				t.Errorf("%s: pid %d has a nil command line; want []", tc.name, r.PID)
+			}
+			if r.PID == 100 && (!r.Metrics || r.AppName != "mine") {
+				t.Errorf("%s: pid 100 = %+v; want its appname and metrics", tc.name, r)
+			}
+		}
+	}
+	rows := processRows(table, access.Caller{Processes: access.ProcessesAll}, false, exports)
+	if want := []string{"/usr/bin/app", "--db-password=***", "--port", "5432"}; !slices.Equal(rows[1].Cmdline, want) {
+		t.Errorf("redacted command line %q; want %q", rows[1].Cmdline, want)
+	}
+	if !slices.Equal(rows[2].Cmdline, table[2].Cmdline) {
+		t.Errorf("command line with nothing to hide became %q", rows[2].Cmdline)
+	}
+	if secret[1] != "--db-password=hunter2" {
+		t.Errorf("the process table's command line was changed to %q", secret)
+	}
+	rows = processRows(table, access.Caller{Processes: access.ProcessesAll}, true, exports)
+	if !slices.Equal(rows[1].Cmdline, secret) {
+		t.Errorf("with --show-cmdlines: %q; want %q", rows[1].Cmdline, secret)
+	}
+}
