@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"net/http/httptest"
 	"testing"
-
-	"github.com/cantal-go/cantal/internal/registry"
 )
 
 // FuzzWSRequest: any message a WebSocket client sends is answered (an error at worst), never a
@@ -23,7 +21,7 @@ func FuzzWSRequest(f *testing.F) {
 	ts.Close()
 	srv := &Server{Registry: reg, MaxWindow: 3600e9, NodeName: "n"}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		w := &wsConn{srv: srv, ctx: context.Background(), subs: map[string]*wsSub{}, views: make(chan *registry.View, 1), wake: make(chan struct{}, 1)}
+		w := newWSConn(srv, context.Background())
 		var req wsRequest
 		if err := json.Unmarshal(data, &req); err != nil {
 			return
@@ -32,8 +30,8 @@ func FuzzWSRequest(f *testing.F) {
 		if len(w.pending) == 0 && req.Type != "unsubscribe" {
 			t.Fatalf("no answer to %s", data)
 		}
-		if len(w.pending) > maxPending {
-			t.Fatalf("%d pending messages", len(w.pending))
+		if len(w.pending) > maxPending || w.pendingBytes > w.budget || w.failed != "" {
+			t.Fatalf("%d pending messages, %d bytes, failed %q", len(w.pending), w.pendingBytes, w.failed)
 		}
 	})
 }

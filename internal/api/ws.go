@@ -40,7 +40,22 @@ import (
 // is the push a resource manager subscribes to. Its "history" comes as one message per node
 // ({"type": "history", "id", "node", "series"}), the peers' from the chunk the agent's remote
 // subscriptions keep (5 minutes). A subscription lasts until it is unsubscribed or the connection
-// closes. A client too slow to read skips updates rather than delaying the agent.
+// closes. Series are those the caller may see (Server.SeriesVisible, PeerSeriesVisible).
+//
+// What one connection may hold is bounded:
+//
+//   - A subscribe with an id already subscribed replaces that subscription: its answers not yet
+//     written are dropped with it (one being written still arrives). Unsubscribe drops them too.
+//   - At most maxSubs subscriptions, whose ids and selectors take at most maxSubBytes; an id is
+//     at most maxIDBytes long.
+//   - Answers waiting for the client (history, errors, the peers' updates) take at most
+//     wsBudget bytes (8 MiB). A history that would not fit in what is left is not sent: the
+//     subscribe is answered with an error and changes nothing (ask for a shorter history or a
+//     narrower selector). An update waiting to be written is replaced by the next one of the
+//     same subscription and node, and skipped when it does not fit: a client too slow to read
+//     skips updates rather than delaying the agent or growing its memory. A client that lets
+//     maxPending answers or the whole budget pile up in errors is disconnected (close status
+//     1008, policy violation).
 type wsRequest struct {
 	Type    string `json:"type"`
 	ID      string `json:"id"`
@@ -51,22 +66,35 @@ type wsRequest struct {
 }
 
 type wsSub struct {
-	id     string
-	sel    *selector.Selector
-	rate   bool
-	node   string             // cluster scope: the local node's name, labelled on its series
-	cancel context.CancelFunc // cluster scope: stops listening to the peers
+	id    string
+	match string
+	sel   *selector.Selector
+	rate  bool
+	node  string // cluster scope: the local node's name, labelled on its series
+	size  int    // bytes of id and match, counted against maxSubBytes
+	// ctx ends when the subscription is replaced or unsubscribed, or the connection closes:
+	// it stops listening to the peers.
+	ctx    context.Context
+	cancel context.CancelFunc
 }
 
-// maxSubs bounds the subscriptions of one connection.
-const maxSubs = 256
+// Bounds of one WebSocket connection (see the protocol above).
+const (
+	maxSubs         = 256
+	maxSubBytes     = 256 << 10
+	maxIDBytes      = 256
+	maxPending      = 1024    // answers waiting to be written
+	defaultWSBudget = 8 << 20 // bytes of answers waiting to be written
+)
 
 func (s *Server) ws(w http.ResponseWriter, r *http.Request) {
 	c, err := websocket.Accept(w, r, &websocket.AcceptOptions{
-		// The API is unauthenticated and served on loopback by default; browsers' same-origin
-		// checks protect nothing here, and peers and tools connect from anywhere.
-		InsecureSkipVerify: true,
-		CompressionMode:    websocket.CompressionContextTakeover,
+		// The library's origin check: a browser's handshake must come from a page of the host it
+		// asks (or of WSOriginPatterns), so that another site cannot open the agent's WebSocket
+		// with a logged-in user's browser (cross-site WebSocket hijacking). Clients that send
+		// no Origin (peers, the cantal CLI) are accepted.
+		OriginPatterns:  s.WSOriginPatterns,
+		CompressionMode: websocket.CompressionContextTakeover,
 	})
 	if err != nil {
 		return // Accept has answered
@@ -74,7 +102,12 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request) {
 	c.SetReadLimit(1 << 16)
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
-	conn := &wsConn{srv: s, c: c, ctx: ctx, subs: map[string]*wsSub{}, views: make(chan *registry.View, 1), wake: make(chan struct{}, 1)}
+	// The writer stops on its own context, so that a connection given up on (fail) is closed
+	// with a status rather than torn down by the reader's context.
+	wctx, wcancel := context.WithCancel(ctx)
+	defer wcancel()
+	conn := newWSConn(s, ctx)
+	conn.c, conn.stop = c, wcancel
 	stop := s.Registry.Subscribe(conn.views)
 	defer stop()
 
@@ -82,7 +115,12 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request) {
 		defer cancel()
 		conn.readLoop(ctx)
 	}()
-	err = conn.writeLoop(ctx)
+	err = conn.writeLoop(wctx)
+	if reason := conn.failure(); reason != "" {
+		s.Log.Debug("websocket closed", "remote", r.RemoteAddr, "reason", reason)
+		c.Close(websocket.StatusPolicyViolation, reason)
+		return
+	}
 	status := websocket.CloseStatus(err)
 	if status == -1 && err != nil && !errors.Is(err, context.Canceled) {
 		s.Log.Debug("websocket closed", "remote", r.RemoteAddr, "err", err)
@@ -90,18 +128,45 @@ func (s *Server) ws(w http.ResponseWriter, r *http.Request) {
 	c.Close(websocket.StatusNormalClosure, "")
 }
 
-type wsConn struct {
-	srv   *Server
-	ctx   context.Context
-	c     *websocket.Conn
-	views chan *registry.View
+// wsMsg is an answer waiting to be written.
+type wsMsg struct {
+	sub  *wsSub // the subscription it answers; nil for an error about a message
+	kind byte   // msgUpdate, msgHistory or msgError
+	node string // an update's node
+	b    []byte
+}
 
-	mu   sync.Mutex // guards subs and pending
-	subs map[string]*wsSub
-	// pending holds answers the reader produced (history, errors) for the writer to send;
-	// wake tells the writer there are some.
-	pending [][]byte
-	wake    chan struct{}
+const (
+	msgError = iota
+	msgHistory
+	msgUpdate
+)
+
+type wsConn struct {
+	srv    *Server
+	ctx    context.Context // the connection's
+	c      *websocket.Conn
+	stop   func() // stops the writer; nil in tests without a connection
+	views  chan *registry.View
+	wake   chan struct{} // tells the writer there are answers
+	budget int           // bytes of answers waiting, at most
+
+	mu       sync.Mutex // guards what follows
+	subs     map[string]*wsSub
+	subBytes int
+	pending  []wsMsg
+	// pendingBytes counts the answers in pending and the one being written.
+	pendingBytes int
+	inflight     int
+	failed       string // why the connection is given up on
+}
+
+func newWSConn(s *Server, ctx context.Context) *wsConn {
+	budget := s.wsBudget
+	if budget <= 0 {
+		budget = defaultWSBudget
+	}
+	return &wsConn{srv: s, ctx: ctx, subs: map[string]*wsSub{}, views: make(chan *registry.View, 1), wake: make(chan struct{}, 1), budget: budget}
 }
 
 func (w *wsConn) readLoop(ctx context.Context) {
@@ -112,105 +177,207 @@ func (w *wsConn) readLoop(ctx context.Context) {
 		}
 		var req wsRequest
 		if err := json.Unmarshal(data, &req); err != nil {
-			w.queue(wsError("", "bad message: "+err.Error()))
+			w.queue(wsMsg{b: wsError("", "bad message: "+err.Error())})
 			continue
 		}
 		w.handle(&req)
 	}
 }
 
+// handle answers one request. It is called by the reader goroutine only, the one that changes
+// subs (others read them).
 func (w *wsConn) handle(req *wsRequest) {
+	if len(req.ID) > maxIDBytes {
+		w.queue(wsMsg{b: wsError("", fmt.Sprintf("id longer than %d bytes", maxIDBytes))})
+		return
+	}
 	switch req.Type {
 	case "subscribe":
-		sel, err := selector.Parse(req.Match)
-		if err != nil {
-			w.queue(wsError(req.ID, "bad match: "+err.Error()))
-			return
-		}
-		sub := &wsSub{id: req.ID, sel: sel}
-		switch req.Fn {
-		case "":
-		case "rate":
-			sub.rate = true
-		default:
-			w.queue(wsError(req.ID, fmt.Sprintf("bad fn %q: the only function is rate", req.Fn)))
-			return
-		}
-		var window time.Duration
-		if req.History != "" {
-			d, err := time.ParseDuration(req.History)
-			if err != nil || d <= 0 || (w.srv.MaxWindow > 0 && d > w.srv.MaxWindow) {
-				w.queue(wsError(req.ID, fmt.Sprintf("bad history %q: want a positive duration within the history kept", req.History)))
-				return
-			}
-			window = d
-		}
-		switch req.Scope {
-		case "", "node":
-		case "cluster":
-			sub.node = w.srv.NodeName
-		default:
-			w.queue(wsError(req.ID, fmt.Sprintf("bad scope %q: want node or cluster", req.Scope)))
-			return
-		}
-		w.mu.Lock()
-		if _, ok := w.subs[req.ID]; !ok && len(w.subs) >= maxSubs {
-			w.mu.Unlock()
-			w.queue(wsError(req.ID, "too many subscriptions on this connection"))
-			return
-		}
-		if old := w.subs[req.ID]; old != nil && old.cancel != nil {
-			old.cancel()
-		}
-		w.subs[req.ID] = sub
-		w.mu.Unlock()
-		if sub.node != "" && w.srv.Cluster != nil {
-			ctx, cancel := context.WithCancel(w.ctx)
-			sub.cancel = cancel
-			go w.srv.Cluster.Listen(ctx, req.Match, sub.rate, func(u remote.Update) {
-				w.queue(remoteUpdate(req.ID, u))
-			})
-		}
-		if window > 0 {
-			b := []byte(`{"type":"history","id":`)
-			b = strconv.AppendQuote(b, req.ID)
-			if sub.node != "" {
-				b = append(b, `,"node":`...)
-				b = series.AppendJSONString(b, sub.node)
-			}
-			b = append(b, ',')
-			h := HistoryJSON(nil, w.srv.Registry, Query{Sel: sel, Window: window, Rate: sub.rate}, time.Now().UnixMilli())
-			if sub.node != "" {
-				h = append(append([]byte(`{"series":`), withNodeLabels(h, sub.node)...), "}\n"...)
-			}
-			b = append(b, h[1:len(h)-1]...) // drop the braces and newline of {"series":[...]}
-			w.queue(b)
-			if sub.node != "" && w.srv.Cluster != nil {
-				// Every peer's chunk, from the remote subscriptions' kept points.
-				go w.peerHistory(req.ID, req.Match, sub.rate, window)
-			}
-		}
-		// The current values at once, not only after the next scan.
-		w.queue(w.update(sub, w.srv.Registry.View(), nil))
+		w.subscribe(req)
 	case "unsubscribe":
 		w.mu.Lock()
-		if old := w.subs[req.ID]; old != nil && old.cancel != nil {
-			old.cancel()
-		}
-		delete(w.subs, req.ID)
+		w.removeLocked(req.ID)
 		w.mu.Unlock()
 	default:
-		w.queue(wsError(req.ID, fmt.Sprintf("unknown message type %q", req.Type)))
+		w.queue(wsMsg{b: wsError(req.ID, fmt.Sprintf("unknown message type %q", req.Type))})
 	}
 }
 
+func (w *wsConn) subscribe(req *wsRequest) {
+	refuse := func(msg string) { w.queue(wsMsg{b: wsError(req.ID, msg)}) }
+	sel, err := selector.Parse(req.Match)
+	if err != nil {
+		refuse("bad match: " + err.Error())
+		return
+	}
+	sub := &wsSub{id: req.ID, match: req.Match, sel: sel, size: len(req.ID) + len(req.Match)}
+	switch req.Fn {
+	case "":
+	case "rate":
+		sub.rate = true
+	default:
+		refuse(fmt.Sprintf("bad fn %q: the only function is rate", req.Fn))
+		return
+	}
+	var window time.Duration
+	if req.History != "" {
+		d, err := time.ParseDuration(req.History)
+		if err != nil || d <= 0 || (w.srv.MaxWindow > 0 && d > w.srv.MaxWindow) {
+			refuse(fmt.Sprintf("bad history %q: want a positive duration within the history kept", req.History))
+			return
+		}
+		window = d
+	}
+	switch req.Scope {
+	case "", "node":
+	case "cluster":
+		sub.node = w.srv.NodeName
+	default:
+		refuse(fmt.Sprintf("bad scope %q: want node or cluster", req.Scope))
+		return
+	}
+
+	w.mu.Lock()
+	old := w.subs[req.ID]
+	oldSize := 0
+	if old != nil {
+		oldSize = old.size
+	}
+	full := old == nil && len(w.subs) >= maxSubs
+	tooBig := w.subBytes-oldSize+sub.size > maxSubBytes
+	// What the answers may take: the budget less what waits, except what the replaced
+	// subscription's answers take (they go with it).
+	left := w.budget - w.pendingBytes + w.queuedLocked(old)
+	w.mu.Unlock()
+	switch {
+	case full:
+		refuse(fmt.Sprintf("too many subscriptions on this connection (at most %d)", maxSubs))
+		return
+	case tooBig:
+		refuse(fmt.Sprintf("the subscriptions' ids and selectors would take more than %d bytes on this connection", maxSubBytes))
+		return
+	}
+
+	vis := w.srv.SeriesVisible(w.ctx)
+	var hist []byte
+	if window > 0 {
+		var complete bool
+		hist, complete = w.localHistory(sub, window, vis, left)
+		if !complete {
+			refuse(fmt.Sprintf("history %s of %q is more than the %d bytes this connection may still queue: ask for a shorter history or a narrower match", req.History, req.Match, max(left, 0)))
+			return
+		}
+	}
+	// The current values at once, not only after the next scan.
+	first := w.update(sub, w.srv.Registry.View(), vis, nil)
+
+	sub.ctx, sub.cancel = context.WithCancel(w.ctx)
+	w.mu.Lock()
+	w.removeLocked(req.ID)
+	w.subs[req.ID] = sub
+	w.subBytes += sub.size
+	if hist != nil {
+		w.queueLocked(wsMsg{sub: sub, kind: msgHistory, b: hist})
+	}
+	w.queueLocked(wsMsg{sub: sub, kind: msgUpdate, b: first})
+	w.mu.Unlock()
+	w.signal()
+
+	if sub.node != "" && w.srv.Cluster != nil {
+		peerVis := w.srv.PeerSeriesVisible(w.ctx)
+		go w.srv.Cluster.Listen(sub.ctx, req.Match, sub.rate, func(u remote.Update) {
+			w.queue(wsMsg{sub: sub, kind: msgUpdate, node: u.Node, b: remoteUpdate(req.ID, u, peerVis)})
+		})
+		if window > 0 {
+			// Every peer's chunk, from the remote subscriptions' kept points.
+			go w.peerHistory(sub, window, peerVis)
+		}
+	}
+}
+
+// localHistory builds the history message of sub for this node, giving up (complete false)
+// past limit bytes.
+func (w *wsConn) localHistory(sub *wsSub, window time.Duration, vis func(series.Labels) bool, limit int) (_ []byte, complete bool) {
+	if limit <= 0 {
+		return nil, false
+	}
+	b := []byte(`{"type":"history","id":`)
+	b = strconv.AppendQuote(b, sub.id)
+	if sub.node != "" {
+		b = append(b, `,"node":`...)
+		b = series.AppendJSONString(b, sub.node)
+	}
+	b = append(b, ',')
+	k := len(b)
+	q := Query{Sel: sub.sel, Window: window, Rate: sub.rate, Visible: vis}
+	b, complete = historyJSON(b, w.srv.Registry, q, time.Now().UnixMilli(), limit-k)
+	if !complete {
+		return nil, false
+	}
+	// b ends with {"series":[...]}\n: drop its opening brace and the newline, so that its
+	// closing brace closes the message.
+	if sub.node == "" {
+		b = append(b[:k], b[k+1:len(b)-1]...)
+	} else {
+		h := withNodeLabels(b[k:], sub.node)
+		b = append(append(b[:k], `"series":`...), h...)
+		b = append(b, '}')
+	}
+	if len(b) > limit {
+		return nil, false
+	}
+	return b, true
+}
+
+// removeLocked ends the subscription id, if any, and drops its answers not yet written.
+func (w *wsConn) removeLocked(id string) {
+	old := w.subs[id]
+	if old == nil {
+		return
+	}
+	if old.cancel != nil {
+		old.cancel()
+	}
+	delete(w.subs, id)
+	w.subBytes -= old.size
+	kept := w.pending[:0]
+	for _, m := range w.pending {
+		if m.sub == old {
+			w.pendingBytes -= len(m.b)
+			continue
+		}
+		kept = append(kept, m)
+	}
+	clear(w.pending[len(kept):])
+	w.pending = kept
+}
+
+// queuedLocked returns the bytes of the answers of sub waiting to be written.
+func (w *wsConn) queuedLocked(sub *wsSub) int {
+	n := 0
+	for _, m := range w.pending {
+		if sub != nil && m.sub == sub {
+			n += len(m.b)
+		}
+	}
+	return n
+}
+
 // peerHistory queues one history message per peer for a cluster subscription, from the points
-// the remote subscriptions keep (at most their history chunk, 5 minutes by default).
-func (w *wsConn) peerHistory(id, match string, rate bool, window time.Duration) {
+// the remote subscriptions keep (at most their history chunk, 5 minutes by default). A peer's
+// history that does not fit in what the connection may still queue is answered with an error
+// naming the node.
+func (w *wsConn) peerHistory(sub *wsSub, window time.Duration, vis func(series.Labels) bool) {
 	from := time.Now().Add(-window).UnixMilli()
-	for _, node := range w.srv.Cluster.Query(w.ctx, match, rate) {
+	for _, node := range w.srv.Cluster.Query(sub.ctx, sub.match, sub.rate) {
+		if sub.ctx.Err() != nil {
+			return
+		}
+		w.mu.Lock()
+		limit := w.budget - w.pendingBytes
+		w.mu.Unlock()
 		b := []byte(`{"type":"history","id":`)
-		b = strconv.AppendQuote(b, id)
+		b = strconv.AppendQuote(b, sub.id)
 		b = append(b, `,"node":`...)
 		b = series.AppendJSONString(b, node.Node)
 		b = append(b, `,"status":"`...)
@@ -218,7 +385,7 @@ func (w *wsConn) peerHistory(id, match string, rate bool, window time.Duration) 
 		b = append(b, `","series":[`...)
 		n := 0
 		for _, sr := range node.Series {
-			if sr.Latest.Kind == series.State {
+			if sr.Latest.Kind == series.State || vis != nil && !vis(sr.Latest.Labels) {
 				continue
 			}
 			if n > 0 {
@@ -246,13 +413,24 @@ func (w *wsConn) peerHistory(id, match string, rate bool, window time.Duration) 
 				b = append(b, ']')
 			}
 			b = append(b, "]}"...)
+			if len(b) > limit {
+				break
+			}
 		}
-		w.queue(append(b, "]}"...))
+		b = append(b, "]}"...)
+		if len(b) > limit {
+			b, _ = json.Marshal(map[string]string{"type": "error", "id": sub.id, "node": node.Node,
+				"error": fmt.Sprintf("history of node %s is more than the %d bytes this connection may still queue: ask for a shorter history or a narrower match", node.Node, max(limit, 0))})
+			w.queue(wsMsg{sub: sub, kind: msgError, b: b})
+			continue
+		}
+		w.queue(wsMsg{sub: sub, kind: msgHistory, b: b})
 	}
 }
 
-// remoteUpdate is the update message of a peer's new values for a cluster subscription.
-func remoteUpdate(id string, u remote.Update) []byte {
+// remoteUpdate is the update message of a peer's new values for a cluster subscription, with
+// the series vis refuses left out.
+func remoteUpdate(id string, u remote.Update, vis func(series.Labels) bool) []byte {
 	b := []byte(`{"type":"update","id":`)
 	b = strconv.AppendQuote(b, id)
 	b = append(b, `,"node":`...)
@@ -260,11 +438,16 @@ func remoteUpdate(id string, u remote.Update) []byte {
 	b = append(b, `,"ts":`...)
 	b = strconv.AppendInt(b, u.TS, 10)
 	b = append(b, `,"series":[`...)
+	n := 0
 	for i := range u.Series {
-		if i > 0 {
+		smp := u.Series[i]
+		if vis != nil && !vis(smp.Labels) {
+			continue
+		}
+		if n > 0 {
 			b = append(b, ',')
 		}
-		smp := u.Series[i]
+		n++
 		smp.Labels = remote.WithNode(smp.Labels, u.Node)
 		b = smp.AppendJSON(b)
 	}
@@ -276,27 +459,110 @@ func wsError(id, msg string) []byte {
 	return b
 }
 
-// maxPending bounds the messages waiting for a slow client; past it the oldest are dropped, so
-// a client that does not read costs bounded memory and misses updates instead.
-const maxPending = 1024
-
-func (w *wsConn) queue(b []byte) {
+// queue adds an answer for the writer (see queueLocked).
+func (w *wsConn) queue(m wsMsg) {
 	w.mu.Lock()
-	if len(w.pending) >= maxPending {
-		n := copy(w.pending, w.pending[len(w.pending)-maxPending/2:])
-		clear(w.pending[n:])
-		w.pending = w.pending[:n]
-	}
-	w.pending = append(w.pending, b)
+	w.queueLocked(m)
 	w.mu.Unlock()
+	w.signal()
+}
+
+// signal tells the writer there are answers.
+func (w *wsConn) signal() {
 	select {
 	case w.wake <- struct{}{}:
 	default:
 	}
 }
 
-// update builds the update message of sub for view.
-func (w *wsConn) update(sub *wsSub, view *registry.View, b []byte) []byte {
+// queueLocked adds m to the answers waiting, within the connection's bounds: an answer of a
+// subscription that was since replaced or ended is dropped; an update replaces the waiting
+// update of the same subscription and node, and is skipped when it does not fit; a history or
+// an error that does not fit first drops the waiting updates; a history that still does not fit
+// becomes an error, and an error that still does not fit gives the connection up.
+func (w *wsConn) queueLocked(m wsMsg) {
+	if w.failed != "" || m.sub != nil && w.subs[m.sub.id] != m.sub {
+		return
+	}
+	fits := func(n int) bool { return w.pendingBytes+n <= w.budget && len(w.pending) < maxPending }
+	if m.kind == msgUpdate {
+		for i := range w.pending {
+			if p := &w.pending[i]; p.kind == msgUpdate && p.sub == m.sub && p.node == m.node {
+				if w.pendingBytes-len(p.b)+len(m.b) <= w.budget {
+					w.pendingBytes += len(m.b) - len(p.b)
+					p.b = m.b
+				}
+				return
+			}
+		}
+		if fits(len(m.b)) {
+			w.pending = append(w.pending, m)
+			w.pendingBytes += len(m.b)
+		}
+		return
+	}
+	if !fits(len(m.b)) {
+		w.dropUpdatesLocked()
+	}
+	if !fits(len(m.b)) && m.kind == msgHistory {
+		id := ""
+		if m.sub != nil {
+			id = m.sub.id
+		}
+		m = wsMsg{sub: m.sub, kind: msgError, b: wsError(id, fmt.Sprintf("history not sent: more than the %d bytes this connection may still queue", max(w.budget-w.pendingBytes, 0)))}
+	}
+	if !fits(len(m.b)) {
+		w.failed = "too many answers left unread"
+		if w.stop != nil {
+			w.stop()
+		}
+		return
+	}
+	w.pending = append(w.pending, m)
+	w.pendingBytes += len(m.b)
+}
+
+// dropUpdatesLocked drops the updates waiting: the next scan brings newer ones.
+func (w *wsConn) dropUpdatesLocked() {
+	kept := w.pending[:0]
+	for _, m := range w.pending {
+		if m.kind == msgUpdate {
+			w.pendingBytes -= len(m.b)
+			continue
+		}
+		kept = append(kept, m)
+	}
+	clear(w.pending[len(kept):])
+	w.pending = kept
+}
+
+// failure returns why the connection was given up on, or "".
+func (w *wsConn) failure() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.failed
+}
+
+// next takes the first answer waiting, counting it until the following call (it is being
+// written meanwhile).
+func (w *wsConn) next() (wsMsg, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.pendingBytes -= w.inflight
+	w.inflight = 0
+	if len(w.pending) == 0 {
+		w.pending = nil // let the emptied array go
+		return wsMsg{}, false
+	}
+	m := w.pending[0]
+	w.pending[0] = wsMsg{}
+	w.pending = w.pending[1:]
+	w.inflight = len(m.b)
+	return m, true
+}
+
+// update builds the update message of sub for view, with the series vis refuses left out.
+func (w *wsConn) update(sub *wsSub, view *registry.View, vis func(series.Labels) bool, b []byte) []byte {
 	hist := w.srv.Registry.History()
 	var scratch [2]history.Point
 	b = append(b[:0], `{"type":"update","id":`...)
@@ -310,7 +576,7 @@ func (w *wsConn) update(sub *wsSub, view *registry.View, b []byte) []byte {
 	b = append(b, `,"series":[`...)
 	n := 0
 	view.Each(func(h registry.Handle) bool {
-		if !h.Live() || !sub.sel.Match(h.Labels()) {
+		if !h.Live() || !sub.sel.Match(h.Labels()) || vis != nil && !vis(h.Labels()) {
 			return true
 		}
 		smp, ok := h.Latest(hist, scratch[:0])
@@ -336,6 +602,7 @@ func (w *wsConn) writeLoop(ctx context.Context) error {
 		defer cancel()
 		return w.c.Write(wctx, websocket.MessageText, b)
 	}
+	var subs []*wsSub
 	for {
 		var view *registry.View
 		select {
@@ -344,25 +611,33 @@ func (w *wsConn) writeLoop(ctx context.Context) error {
 		case view = <-w.views:
 		case <-w.wake:
 		}
-		w.mu.Lock()
-		pending := w.pending
-		w.pending = nil
-		var subs []*wsSub
-		if view != nil {
-			for _, s := range w.subs {
-				subs = append(subs, s)
+		for {
+			m, ok := w.next()
+			if !ok {
+				break
 			}
+			if err := send(m.b); err != nil {
+				return err
+			}
+		}
+		if view == nil {
+			continue
+		}
+		subs = subs[:0]
+		w.mu.Lock()
+		for _, s := range w.subs {
+			subs = append(subs, s)
 		}
 		w.mu.Unlock()
-		for _, b := range pending {
-			if err := send(b); err != nil {
-				return err
-			}
-		}
+		vis := w.srv.SeriesVisible(w.ctx) // one per scan: it remembers pids
 		for _, sub := range subs {
-			if err := send(w.update(sub, view, nil)); err != nil {
+			if sub.ctx != nil && sub.ctx.Err() != nil {
+				continue // replaced or unsubscribed meanwhile
+			}
+			if err := send(w.update(sub, view, vis, nil)); err != nil {
 				return err
 			}
 		}
+		clear(subs)
 	}
 }

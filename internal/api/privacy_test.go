@@ -1,0 +1,286 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/cantal-go/cantal/internal/access"
+	"github.com/cantal-go/cantal/internal/history"
+	"github.com/cantal-go/cantal/internal/registry"
+	"github.com/cantal-go/cantal/internal/remote"
+	"github.com/cantal-go/cantal/internal/series"
+)
+
+// The callers of the privacy tests, chosen per request by the X-Test-Caller header (the
+// Guard's part, which these tests stand in for).
+var testCallers = map[string]access.Caller{
+	"all":  {Name: "root", Via: "unix", Unix: true, Roles: access.Read, Processes: access.ProcessesAll},
+	"own":  {Name: "uid:1000", Via: "unix", Unix: true, UID: 1000, Roles: access.Read, Processes: access.ProcessesOwn},
+	"none": {Via: "anonymous", Roles: access.Read, Processes: access.ProcessesNone},
+}
+
+// privacyServer serves a registry with series of pid 100 (uid 1000), pid 200 (uid 2000),
+// pid 300 (no longer a process), and series of no process (machine, cgroup).
+func privacyServer(t *testing.T, uids func(int) (uint32, bool), cluster Cluster) *httptest.Server {
+	t.Helper()
+	h := history.New(history.Options{Retention: time.Hour, Interval: time.Second})
+	reg := registry.New(h, time.Hour, slog.New(slog.DiscardHandler))
+	var refs []*series.Ref
+	for _, l := range []series.Labels{
+		{"metric": "process.cpu", "pid": "100", "process": "mine"},
+		{"metric": "process.cpu", "pid": "200", "process": "theirs"},
+		{"metric": "process.cpu", "pid": "300", "process": "gone"},
+		{"metric": "app.requests", "pid": "200", "appname": "db"},
+		{"metric": "load.one"},
+		{"metric": "cgroup.cpu", "cgroup": "/system.slice/x.service"},
+	} {
+		refs = append(refs, reg.Series(l, series.Float))
+	}
+	now := time.Now().UnixMilli()
+	for i := int64(0); i < 5; i++ {
+		reg.Begin(now - 4000 + i*1000)
+		for _, r := range refs {
+			reg.Put(r, math.Float64bits(float64(i)))
+		}
+		reg.Commit()
+	}
+	srv := &Server{Registry: reg, Log: slog.New(slog.DiscardHandler), MaxWindow: time.Hour, NodeName: "a",
+		ProcessUID: uids, Cluster: cluster,
+		Status:    func() any { return map[string]any{} },
+		Processes: func(context.Context) any { return map[string]any{"processes": []any{}} }}
+	mux := http.NewServeMux()
+	srv.Register(mux)
+	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, ok := testCallers[r.Header.Get("X-Test-Caller")]
+		if !ok {
+			t.Errorf("request without a test caller")
+			return
+		}
+		mux.ServeHTTP(w, r.WithContext(access.NewContext(r.Context(), c)))
+	}))
+	t.Cleanup(ts.Close)
+	return ts
+}
+
+func testUIDs(pid int) (uint32, bool) {
+	switch pid {
+	case 100:
+		return 1000, true
+	case 200:
+		return 2000, true
+	}
+	return 0, false
+}
+
+// pidsOf returns the sorted pid labels of the series of a JSON answer ("-" for no pid).
+func pidsOf(t *testing.T, b []byte) []string {
+	t.Helper()
+	var ans struct {
+		Series []struct{ Labels map[string]string }
+	}
+	if err := json.Unmarshal(b, &ans); err != nil {
+		t.Fatalf("%v in %s", err, b)
+	}
+	var pids []string
+	for _, s := range ans.Series {
+		p, ok := s.Labels["pid"]
+		if !ok {
+			p = "-"
+		}
+		if !slices.Contains(pids, p) {
+			pids = append(pids, p)
+		}
+	}
+	sort.Strings(pids)
+	return pids
+}
+
+func getAs(t *testing.T, ts *httptest.Server, caller, path string) []byte {
+	t.Helper()
+	req, _ := http.NewRequest("GET", ts.URL+path, nil)
+	req.Header.Set("X-Test-Caller", caller)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 200 {
+		t.Fatalf("GET %s as %s = %d %s", path, caller, resp.StatusCode, b)
+	}
+	return b
+}
+
+// TestFinding12_SeriesVisibleRoutes: /api/v1/metrics, history and stats answer a caller who may
+// see only its own processes with the series of its processes and of no process; one who may
+// see none with the series of no process; one who may see all with all. A pid that is no
+// longer a process is hidden from all but the last.
+func TestFinding12_SeriesVisibleRoutes(t *testing.T) {
+	ts := privacyServer(t, testUIDs, nil)
+	want := map[string][]string{
+		"all":  {"-", "100", "200", "300"},
+		"own":  {"-", "100"},
+		"none": {"-"},
+	}
+	for caller, pids := range want {
+		for _, path := range []string{"/api/v1/metrics", "/api/v1/history?window=1m", "/api/v1/stats?window=1m", "/api/v1/metrics?match=process.cpu"} {
+			got := pidsOf(t, getAs(t, ts, caller, path))
+			w := pids
+			if strings.Contains(path, "process.cpu") {
+				w = slices.DeleteFunc(slices.Clone(pids), func(p string) bool { return p == "-" })
+			}
+			if !slices.Equal(got, w) {
+				t.Errorf("GET %s as %s: pids %v; want %v", path, caller, got, w)
+			}
+		}
+	}
+}
+
+// TestFinding12_NoProcessUID: without a way to know a process's uid, per-process series are
+// hidden from every caller who may not see all processes (privacy fails closed).
+func TestFinding12_NoProcessUID(t *testing.T) {
+	ts := privacyServer(t, nil, nil)
+	for caller, want := range map[string][]string{"all": {"-", "100", "200", "300"}, "own": {"-"}, "none": {"-"}} {
+		if got := pidsOf(t, getAs(t, ts, caller, "/api/v1/metrics")); !slices.Equal(got, want) {
+			t.Errorf("metrics as %s without ProcessUID: pids %v; want %v", caller, got, want)
+		}
+	}
+}
+
+// TestFinding12_SeriesVisibleNoFilter: a caller who sees every process, or a context with no
+// caller (internal use), gets no predicate at all: the handlers' hot path stays as it was.
+func TestFinding12_SeriesVisibleNoFilter(t *testing.T) {
+	s := &Server{ProcessUID: testUIDs, NodeName: "a"}
+	if s.SeriesVisible(context.Background()) != nil || s.PeerSeriesVisible(context.Background()) != nil {
+		t.Error("no caller in the context: want no filter")
+	}
+	all := access.NewContext(context.Background(), testCallers["all"])
+	if s.SeriesVisible(all) != nil || s.PeerSeriesVisible(all) != nil {
+		t.Error("a caller who sees every process: want no filter")
+	}
+	own := s.SeriesVisible(access.NewContext(context.Background(), testCallers["own"]))
+	for _, tc := range []struct {
+		l    series.Labels
+		want bool
+	}{
+		{series.Labels{"metric": "x"}, true},
+		{series.Labels{"metric": "x", "pid": "100"}, true},
+		{series.Labels{"metric": "x", "pid": "100", "node": "a"}, true},
+		{series.Labels{"metric": "x", "pid": "100", "node": "b"}, false}, // another node's pid 100
+		{series.Labels{"metric": "x", "pid": "200"}, false},
+		{series.Labels{"metric": "x", "pid": "300"}, false},
+		{series.Labels{"metric": "x", "pid": "0x64"}, false},
+		{series.Labels{"metric": "x", "pid": ""}, false},
+	} {
+		if got := own(tc.l); got != tc.want {
+			t.Errorf("own caller's SeriesVisible(%v) = %v; want %v", tc.l, got, tc.want)
+		}
+	}
+	peer := s.PeerSeriesVisible(access.NewContext(context.Background(), testCallers["own"]))
+	if peer(series.Labels{"pid": "100"}) || !peer(series.Labels{"metric": "x"}) {
+		t.Error("PeerSeriesVisible: want a peer's process series hidden, others shown")
+	}
+}
+
+// privacyCluster is a peer "b" with a series of its pid 100 (a number that is also a local
+// process of the caller's uid) and one of no process.
+type privacyCluster struct{ now int64 }
+
+func (f privacyCluster) peerSeries() []series.Sample {
+	return []series.Sample{
+		{Labels: series.Labels{"metric": "process.cpu", "pid": "100"}, Kind: series.Float, Bits: math.Float64bits(1), TS: f.now},
+		{Labels: series.Labels{"metric": "load.one"}, Kind: series.Float, Bits: math.Float64bits(2), TS: f.now},
+	}
+}
+
+func (f privacyCluster) Query(ctx context.Context, match string, rate bool) []remote.NodeAnswer {
+	var out []remote.Series
+	for _, s := range f.peerSeries() {
+		out = append(out, remote.Series{Latest: s, Points: []remote.Point{{TS: f.now - 1000, Value: 1}}})
+	}
+	return []remote.NodeAnswer{{Node: "b", Status: remote.OK, Series: out}}
+}
+
+func (f privacyCluster) Listen(ctx context.Context, match string, rate bool, fn func(remote.Update)) {
+	fn(remote.Update{Node: "b", TS: f.now, Series: f.peerSeries()})
+	<-ctx.Done()
+}
+
+func (f privacyCluster) Members() []remote.Member {
+	return []remote.Member{{ID: "b", Name: "b", Up: true}}
+}
+
+// TestFinding12_WebSocketVisible: the WebSocket's history and updates, node and cluster scope,
+// carry only the series the connection's caller may see; a peer's process series are hidden
+// from a caller who may not see every process.
+func TestFinding12_WebSocketVisible(t *testing.T) {
+	ts := privacyServer(t, testUIDs, privacyCluster{time.Now().UnixMilli()})
+	type msg struct {
+		Type, ID, Node string
+		Series         []struct{ Labels map[string]string }
+	}
+	for caller, want := range map[string]struct{ local, peer []string }{
+		"all":  {[]string{"-", "100", "200", "300"}, []string{"-", "100"}},
+		"own":  {[]string{"-", "100"}, []string{"-"}},
+		"none": {[]string{"-"}, []string{"-"}},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		c, _, err := websocket.Dial(ctx, "ws"+strings.TrimPrefix(ts.URL, "http")+"/api/v1/ws",
+			&websocket.DialOptions{HTTPHeader: http.Header{"X-Test-Caller": {caller}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Write(ctx, websocket.MessageText, []byte(`{"type":"subscribe","id":"n","history":"1m"}`))
+		c.Write(ctx, websocket.MessageText, []byte(`{"type":"subscribe","id":"c","history":"1m","scope":"cluster"}`))
+		got := map[string][]string{}
+		for len(got) < 6 { // n: history, update; c: history and update of a and b
+			_, b, err := c.Read(ctx)
+			if err != nil {
+				t.Fatalf("as %s, after %v: %v", caller, got, err)
+			}
+			var m msg
+			if err := json.Unmarshal(b, &m); err != nil || m.Type == "error" {
+				t.Fatalf("as %s: %s (%v)", caller, b, err)
+			}
+			var pids []string
+			for _, s := range m.Series {
+				p, ok := s.Labels["pid"]
+				if !ok {
+					p = "-"
+				}
+				if !slices.Contains(pids, p) {
+					pids = append(pids, p)
+				}
+			}
+			sort.Strings(pids)
+			got[m.ID+"/"+m.Type+"/"+m.Node] = pids
+		}
+		c.CloseNow()
+		cancel()
+		for _, k := range []string{"n/history/", "n/update/", "c/history/a", "c/update/a"} {
+			if !slices.Equal(got[k], want.local) {
+				t.Errorf("as %s, %s: pids %v; want %v", caller, k, got[k], want.local)
+			}
+		}
+		for _, k := range []string{"c/history/b", "c/update/b"} {
+			if !slices.Equal(got[k], want.peer) {
+				t.Errorf("as %s, %s: pids %v; want %v", caller, k, got[k], want.peer)
+			}
+		}
+	}
+}
