@@ -49,7 +49,7 @@ import (
 //   - At most maxSubs subscriptions, whose ids and selectors take at most maxSubBytes; an id is
 //     at most maxIDBytes long.
 //   - Answers waiting for the client (history, errors, the peers' updates) take at most
-//     wsBudget bytes (8 MiB). A history that would not fit in what is left is not sent: the
+//     defaultWSBudget bytes (8 MiB). A history that would not fit in what is left is not sent: the
 //     subscribe is answered with an error and changes nothing (ask for a shorter history or a
 //     narrower selector). An update waiting to be written is replaced by the next one of the
 //     same subscription and node, and skipped when it does not fit: a client too slow to read
