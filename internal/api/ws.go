@@ -309,6 +309,9 @@ func (w *wsConn) localHistory(sub *wsSub, window time.Duration, vis func(series.
 	}
 	b = append(b, ',')
 	k := len(b)
+	if limit <= k {
+		return nil, false // (historyJSON takes a limit of 0 for none)
+	}
 	q := Query{Sel: sub.sel, Window: window, Rate: sub.rate, Visible: vis}
 	b, complete = historyJSON(b, w.srv.Registry, q, time.Now().UnixMilli(), limit-k)
 	if !complete {
