@@ -8,6 +8,12 @@
 // pointer, and the scanner's per-point work (Put, PutBatch) takes no lock and no atomic
 // operation: what readers learn of a scan's writes (Handle.Live, View.Live) is published with
 // the View at Commit.
+//
+// Pushed series (those labelled source="push", which internal/ingest gives every series pushed
+// to the agent and no collector gives its own) are kept in a budget of their own: the series
+// limit (SetMaxSeries) counts and evicts only collected series, and SetMaxPushed bounds the
+// pushed ones apart, so that no flood of pushed series can make the registry drop a machine,
+// process or application series.
 package registry
 
 import (
@@ -23,6 +29,19 @@ import (
 	"github.com/cantal-go/cantal/internal/history"
 	"github.com/cantal-go/cantal/internal/series"
 )
+
+// PushLabel and PushValue make the label that marks a pushed series: source="push" (the same as
+// ingest.SourceLabel and ingest.SourceValue).
+const (
+	PushLabel = "source"
+	PushValue = "push"
+)
+
+// pushedOverhead is what a pushed series costs in SetMaxPushed's byte budget beyond its key.
+const pushedOverhead = 256
+
+// pushedCost is what a pushed series with key key costs in the byte budget.
+func pushedCost(key string) int64 { return int64(len(key)) + pushedOverhead }
 
 // Registry maps series to history and keeps what history does not: states, problems and the
 // scan clock.
@@ -43,9 +62,14 @@ type Registry struct {
 	scans      int64                   // scans begun
 	nslots     int                     // slots in use (free ones included)
 	coldCursor int                     // next slot sweepCold looks at
-	maxSeries  int                     // 0: no limit
-	evicted    int64                   // series dropped by the limit, in all
-	evictedNow int                     // series dropped by the limit in this scan
+	maxSeries  int                     // collected series; 0: no limit
+	maxPushed  int                     // pushed series; 0: no limit
+	maxPushedB int64                   // bytes of pushed series (pushedCost); 0: no limit
+	pushed     int                     // pushed series held
+	pushedB    int64                   // their cost
+	evicted    int64                   // series dropped by the limits, in all
+	evictedP   int64                   // pushed series dropped by their limits, in all
+	evictedNow int                     // series dropped by the limits in this scan
 	free       []int32
 	states     map[*entry]struct{} // the State entries, checked for expiry at each Commit
 	added      int                 // series added in this scan
@@ -65,6 +89,7 @@ type Registry struct {
 type entry struct {
 	ref     *series.Ref
 	hid     history.ID
+	pushed  bool                          // labelled source="push"
 	labels  atomic.Pointer[series.Labels] // nil once the series went cold (see sweepCold)
 	stateTS atomic.Int64                  // states only: ts of the scan that last wrote it
 	state   atomic.Pointer[series.Sample] // states only: latest text and since
@@ -117,9 +142,15 @@ type View struct {
 	Removed  int // series forgotten by the scan
 	Live     int // series written by the scan
 	// Evicted counts the series dropped since the start because the registry held more than
-	// its limit (see SetMaxSeries); EvictedNow those dropped by this scan.
-	Evicted    int64
-	EvictedNow int
+	// its limits (see SetMaxSeries and SetMaxPushed); EvictedNow those dropped by this scan;
+	// EvictedPushed the pushed series among Evicted.
+	Evicted       int64
+	EvictedNow    int
+	EvictedPushed int64
+	// Pushed is the number of pushed series (labelled source="push") among the view's series,
+	// and PushedBytes what they cost in SetMaxPushed's byte budget.
+	Pushed      int
+	PushedBytes int64
 }
 
 // New returns a Registry writing into hist. Series already in hist (loaded from a snapshot) are
@@ -155,8 +186,16 @@ func (r *Registry) History() *history.Store { return r.hist }
 
 func (r *Registry) add(ref *series.Ref, hid history.ID) *entry {
 	e := &entry{ref: ref, hid: hid}
-	if l := ref.Labels; l != nil {
+	l := ref.Labels
+	if l != nil {
 		e.labels.Store(&l)
+	} else {
+		l, _ = series.ParseKey(ref.Key) // a Ref that went cold, attached again
+	}
+	if l[PushLabel] == PushValue {
+		e.pushed = true
+		r.pushed++
+		r.pushedB += pushedCost(ref.Key)
 	}
 	if n := len(r.free); n > 0 {
 		ref.ID = r.free[n-1]
@@ -425,6 +464,10 @@ func (r *Registry) remove(ref *series.Ref) {
 	}
 	if ref.ID >= 0 && int(ref.ID) < r.nslots {
 		if e := r.slots[ref.ID].Load(); e != nil && e.ref == ref {
+			if e.pushed {
+				r.pushed--
+				r.pushedB -= pushedCost(ref.Key)
+			}
 			delete(r.states, e)
 			r.slots[ref.ID].Store(nil)
 			r.hot[ref.ID] = hotSlot{}
@@ -464,50 +507,97 @@ func (r *Registry) Commit() {
 	r.publish()
 }
 
-// SetMaxSeries bounds the number of series to n (0: no bound). Call it before the first scan.
+// SetMaxSeries bounds the number of collected series (those not labelled source="push") to n
+// (0: no bound). Call it before the first scan.
 //
 // A series stays for the whole history retention after it was last written, so a machine where
 // thousands of processes come and go every minute (each with its own per-process series) would
-// otherwise hold millions of them. When a scan leaves more than n series, the registry drops
-// the ones written longest ago, with their history, down to 95 % of n; series written by that
-// scan are never dropped, so more than n live series are all kept. Each drop is counted
+// otherwise hold millions of them. When a scan leaves more than n collected series, the registry
+// drops the collected ones written longest ago, with their history, down to 95 % of n; series
+// written by that scan are never dropped, so more than n live series are all kept. Pushed series
+// neither count towards n nor are dropped for it (see SetMaxPushed). Each drop is counted
 // (View.Evicted) and the first one is logged.
 func (r *Registry) SetMaxSeries(n int) { r.maxSeries = max(n, 0) }
 
+// SetMaxPushed bounds the pushed series (labelled source="push") to n series (0: no bound) and
+// bytes bytes (0: no bound), each series costing its key plus 256 bytes. Call it before the
+// first scan.
+//
+// The pusher (internal/ingest) bounds the pushed series it holds at once; these bounds cover
+// the pushed series the registry keeps after the pusher let them go (kept, like every series,
+// for the history retention after their last point), so a pusher that keeps making new names
+// cannot pile them up. When a scan leaves more, the pushed series written longest ago are
+// dropped with their history down to 95 % of each bound, never one written by that scan, and
+// never a collected series.
+func (r *Registry) SetMaxPushed(n int, bytes int64) {
+	r.maxPushed, r.maxPushedB = max(n, 0), max(bytes, 0)
+}
+
 func (r *Registry) enforceMax() {
-	if r.maxSeries == 0 || len(r.byKey) <= r.maxSeries {
-		return
+	if collected := len(r.byKey) - r.pushed; r.maxSeries > 0 && collected > r.maxSeries {
+		r.evict(false, collected-r.maxSeries*95/100, 0)
 	}
+	overN := r.maxPushed > 0 && r.pushed > r.maxPushed
+	overB := r.maxPushedB > 0 && r.pushedB > r.maxPushedB
+	if overN || overB {
+		var n int
+		var b int64
+		if overN {
+			n = r.pushed - r.maxPushed*95/100
+		}
+		if overB {
+			b = r.pushedB - r.maxPushedB*95/100
+		}
+		r.evict(true, n, b)
+	}
+}
+
+// evict drops series of one class (pushed or collected) not written by this scan, those written
+// longest ago first, with their history, until wantN series and wantBytes bytes (pushedCost)
+// are gone or no candidate is left. Collected states are never dropped (they have no history,
+// and are forgotten after the retention); pushed ones are.
+func (r *Registry) evict(pushed bool, wantN int, wantBytes int64) {
 	type cand struct {
 		ts   int64
 		slot int32
 	}
 	var cands []cand
 	for i := range r.nslots {
-		if e := r.slots[i].Load(); e != nil && e.ref.Kind != series.State {
-			if ts := r.lastTS[i]; ts < r.scanTS {
-				cands = append(cands, cand{ts, int32(i)})
-			}
+		e := r.slots[i].Load()
+		if e == nil || e.pushed != pushed || (!pushed && e.ref.Kind == series.State) {
+			continue
+		}
+		if ts := r.lastTS[i]; ts < r.scanTS {
+			cands = append(cands, cand{ts, int32(i)})
 		}
 	}
-	want := len(r.byKey) - r.maxSeries*95/100
-	if want <= 0 || len(cands) == 0 {
+	if len(cands) == 0 {
 		return
 	}
-	if want < len(cands) {
-		slices.SortFunc(cands, func(a, b cand) int { return cmp.Compare(a.ts, b.ts) })
-		cands = cands[:want]
-	}
-	if r.evicted == 0 {
+	slices.SortFunc(cands, func(a, b cand) int { return cmp.Or(cmp.Compare(a.ts, b.ts), cmp.Compare(a.slot, b.slot)) })
+	if pushed && r.evictedP == 0 {
+		r.log.Warn("pushed series limit reached: dropping the pushed series written longest ago, with their history",
+			"limit", r.maxPushed, "limit_bytes", r.maxPushedB, "pushed", r.pushed, "pushed_bytes", r.pushedB)
+	} else if !pushed && r.evicted == r.evictedP {
 		r.log.Warn("series limit reached: dropping the series written longest ago, with their history",
-			"limit", r.maxSeries, "series", len(r.byKey), "dropping", len(cands))
+			"limit", r.maxSeries, "series", len(r.byKey)-r.pushed, "dropping", min(wantN, len(cands)))
 	}
 	for _, c := range cands {
+		if wantN <= 0 && wantBytes <= 0 {
+			break
+		}
 		e := r.slots[c.slot].Load()
-		r.hist.Drop(e.hid)
+		if e.ref.Kind != series.State {
+			r.hist.Drop(e.hid)
+		}
+		wantN--
+		wantBytes -= pushedCost(e.ref.Key)
 		r.remove(e.ref)
 		r.evicted++
 		r.evictedNow++
+		if pushed {
+			r.evictedP++
+		}
 	}
 }
 
@@ -541,7 +631,7 @@ func (r *Registry) sweepCold() {
 
 func (r *Registry) publish() {
 	v := &View{TS: r.scanTS, Problems: r.probs, Added: r.added, Removed: r.removed, Live: r.live,
-		Evicted: r.evicted, EvictedNow: r.evictedNow}
+		Evicted: r.evicted, EvictedNow: r.evictedNow, EvictedPushed: r.evictedP, Pushed: r.pushed, PushedBytes: r.pushedB}
 	r.added, r.removed, r.live, r.evictedNow = 0, 0, 0, 0
 	// The View shares the slots: publishing costs nothing per series, however many there are.
 	v.slots, v.n = r.slots[:r.nslots], len(r.byKey)
