@@ -181,7 +181,9 @@ var outsiderRoutes = []string{
 // probeAll makes every outsider request at target from inside ns, as scheme ("http" or
 // "https" with clientTLS).
 func probeAll(ns, target, scheme string, clientTLS *tls.Config) []probe {
-	dial := func(ctx context.Context, network, addr string) (net.Conn, error) { return dialIn(ctx, ns, network, addr) }
+	dial := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		return dialIn(ctx, ns, network, addr)
+	}
 	tr := &http.Transport{DialContext: dial, TLSClientConfig: clientTLS, DisableKeepAlives: true}
 	defer tr.CloseIdleConnections()
 	hc := &http.Client{Transport: tr, Timeout: 5 * time.Second}

@@ -456,6 +456,29 @@ func (c *Cluster) Peers() []Peer {
 	return out
 }
 
+// IsLiveMemberIP reports whether ip is the gossip or HTTP host of a peer that is alive or
+// suspect. With a verified client certificate it tells a member's own connection (its remote
+// subscriptions and history fetches) from another holder of a certificate of the same CA that
+// is not in the cluster (it lacks the gossip key, say).
+func (c *Cluster) IsLiveMemberIP(ip net.IP) bool {
+	if ip == nil {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, r := range c.peers {
+		if r.status != StatusAlive && r.status != StatusSuspect {
+			continue
+		}
+		for _, a := range []string{r.addr, r.meta.HTTP} {
+			if h, _, err := net.SplitHostPort(a); err == nil && net.ParseIP(h).Equal(ip) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // NumAlive returns how many nodes, this one included, are alive or suspect.
 func (c *Cluster) NumAlive() int { return c.ml.NumMembers() }
 

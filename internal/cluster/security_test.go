@@ -73,6 +73,9 @@ func TestFinding10_NoKeyNoData(t *testing.T) {
 	}
 	members := map[string]Status{"a": StatusAlive, "b": StatusAlive, "c": StatusAlive}
 	waitFor(t, 5*time.Second, statusIs([]*Cluster{a, b, c}, members))
+	if !a.IsLiveMemberIP(net.IPv4(127, 0, 0, 1)) || a.IsLiveMemberIP(net.IPv4(10, 9, 9, 9)) || a.IsLiveMemberIP(nil) {
+		t.Errorf("IsLiveMemberIP: want true for the members' 127.0.0.1 only")
+	}
 
 	// Outsiders, each lacking one thing.
 	foreignCert := tlsConfig(t, "x-foreign-cert", key, newNodeCert(t, foreign, "x"))
