@@ -71,7 +71,7 @@ func (p *Point) Labels() series.Labels {
 // LineError is the reason one line of a body was rejected.
 type LineError struct {
 	Line int    // one-based line number in the body
-	Text string // the line, cut to 120 bytes
+	Text string // the line, cut to 64 bytes
 	Err  error
 }
 
@@ -83,8 +83,16 @@ func (e *LineError) Error() string {
 // Unwrap returns the reason.
 func (e *LineError) Unwrap() error { return e.Err }
 
-// maxLineText is how much of a bad line an error message quotes.
-const maxLineText = 120
+// maxLineText is how much of a bad line an error message quotes, and maxQuote how much of a
+// name or token.
+const (
+	maxLineText = 64
+	maxQuote    = 64
+)
+
+// maxReason bounds the text of a reason given by the line-protocol decoder, which quotes the
+// keys and tokens it trips on whatever their length.
+const maxReason = 160
 
 // ParseLines decodes an InfluxDB line-protocol body into points, one per field, in order.
 // Lines without a timestamp get nowNs. Each bad line is reported once, with its one-based line
@@ -95,31 +103,39 @@ const maxLineText = 120
 // Field types map to kinds: float → Float, integer (i) → Level, unsigned (u) → Counter,
 // boolean → Level 0/1, string → State. A tag named "metric" is rejected (the label is the
 // series' name), as are duplicate tag or field keys and non-UTF-8 text.
+//
+// ParseLines holds the whole body and every point; it applies none of a Push's limits. The
+// /write handler decodes a body as it arrives instead, with the same rules plus the limits of
+// Config and the "source" tag rule (see the package doc).
 func ParseLines(body []byte, prec Precision, nowNs int64) ([]Point, []*LineError) {
 	var (
 		points []Point
 		errs   []*LineError
-		sc     = lineScanner{buf: body, line: 1}
+		line   = 1
 	)
-	for {
-		entry, line, ok := sc.next()
-		if !ok {
-			break
+	for len(body) > 0 {
+		adv, entry, before, after, _ := splitEntry(body, true)
+		body = body[adv:]
+		line += before
+		if entry != nil {
+			start := len(points)
+			var err error
+			points, err = parseEntry(points, entry, line, prec, nowNs, nil)
+			if err != nil {
+				points = points[:start]
+				errs = append(errs, &LineError{Line: lineOf(err, line), Text: cut(entry), Err: reason(err)})
+			}
 		}
-		start := len(points)
-		var err error
-		points, err = parseEntry(points, entry, line, prec, nowNs)
-		if err != nil {
-			points = points[:start]
-			errs = append(errs, &LineError{Line: lineOf(err, line), Text: cut(entry), Err: stripPos(err)})
-		}
+		line += after
 	}
 	return points, errs
 }
 
 type kv struct{ k, v string }
 
-func parseEntry(points []Point, entry []byte, line int, prec Precision, nowNs int64) ([]Point, error) {
+// parseEntry appends the points of one entry (a line) to points. rules, when not nil, are the
+// limits of a Push, applied as the line is read.
+func parseEntry(points []Point, entry []byte, line int, prec Precision, nowNs int64, rules *labelRules) ([]Point, error) {
 	var tags []kv
 	dec := lineprotocol.NewDecoderWithBytes(entry)
 	if !dec.Next() {
@@ -141,18 +157,32 @@ func parseEntry(points []Point, entry []byte, line int, prec Precision, nowNs in
 		if k == nil {
 			break
 		}
+		if rules != nil {
+			keep, err := tagRule(rules, k, v)
+			if err != nil {
+				return points, err
+			}
+			if !keep {
+				continue
+			}
+		}
 		if !utf8.Valid(k) || !utf8.Valid(v) {
-			return points, fmt.Errorf("tag %q is not valid UTF-8", k)
+			return points, fmt.Errorf("tag %s is not valid UTF-8", quote(k))
 		}
 		if string(k) == "metric" {
 			return points, errors.New(`tag key "metric" is reserved for the series name`)
 		}
 		for _, t := range tags {
 			if t.k == string(k) {
-				return points, fmt.Errorf("duplicate tag key %q", k)
+				return points, fmt.Errorf("duplicate tag key %s", quote(k))
 			}
 		}
 		tags = append(tags, kv{string(k), string(v)})
+		if rules != nil {
+			if err := rules.count(len(tags)); err != nil {
+				return points, err
+			}
+		}
 	}
 	sortTags(tags)
 	first := len(points)
@@ -165,12 +195,17 @@ func parseEntry(points []Point, entry []byte, line int, prec Precision, nowNs in
 			break
 		}
 		if !utf8.Valid(k) {
-			return points, fmt.Errorf("field key %q is not valid UTF-8", k)
+			return points, fmt.Errorf("field key %s is not valid UTF-8", quote(k))
+		}
+		if rules != nil {
+			if err := rules.metric(len(measurement) + 1 + len(k)); err != nil {
+				return points, err
+			}
 		}
 		name := measurement + "." + string(k)
 		for _, p := range points[first:] {
 			if p.Metric == name {
-				return points, fmt.Errorf("duplicate field key %q", k)
+				return points, fmt.Errorf("duplicate field key %s", quote(k))
 			}
 		}
 		p := Point{Line: line, Metric: name, Tags: tags}
@@ -188,12 +223,15 @@ func parseEntry(points []Point, entry []byte, line int, prec Precision, nowNs in
 			}
 		case lineprotocol.String:
 			s := v.StringV()
+			if rules != nil && len(s) > rules.maxValue {
+				return points, fmt.Errorf("string field %s: %d bytes exceeds the limit of %d", quote(k), len(s), rules.maxValue)
+			}
 			if !utf8.ValidString(s) {
-				return points, fmt.Errorf("field %q is not valid UTF-8", k)
+				return points, fmt.Errorf("field %s is not valid UTF-8", quote(k))
 			}
 			p.Kind, p.Text = series.State, s
 		default:
-			return points, fmt.Errorf("field %q has unknown type", k)
+			return points, fmt.Errorf("field %s has unknown type", quote(k))
 		}
 		points = append(points, p)
 	}
@@ -208,7 +246,7 @@ func parseEntry(points []Point, entry []byte, line int, prec Precision, nowNs in
 	if tb != nil {
 		ts, err := strconv.ParseInt(string(tb), 10, 64)
 		if err != nil {
-			return points, fmt.Errorf("invalid timestamp %q: %w", tb, err)
+			return points, fmt.Errorf("invalid timestamp %s", quote(tb))
 		}
 		if ts > math.MaxInt64/int64(prec) || ts < math.MinInt64/int64(prec) {
 			return points, fmt.Errorf("timestamp %d%s out of range", ts, precName(prec))
@@ -254,67 +292,89 @@ func lineOf(err error, entryLine int) int {
 	return entryLine
 }
 
-// stripPos returns the reason of a decoder error without its entry-relative position.
-func stripPos(err error) error {
+// reason returns the reason of a parse error without the decoder's entry-relative position,
+// its text cut to maxReason bytes: the decoder quotes the keys and tokens it trips on.
+func reason(err error) error {
 	var de *lineprotocol.DecodeError
 	if errors.As(err, &de) {
-		return fmt.Errorf("column %d: %w", de.Column, de.Err)
+		err = fmt.Errorf("column %d: %w", de.Column, de.Err)
+	}
+	if s := err.Error(); len(s) > maxReason {
+		return errors.New(cutString(s, maxReason) + "...")
 	}
 	return err
+}
+
+// quote returns b quoted as by %q, cut to maxQuote bytes (then followed by "...").
+func quote[T ~string | ~[]byte](b T) string {
+	if len(b) > maxQuote {
+		return strconv.Quote(cutString(string(b[:maxQuote]), maxQuote)) + "..."
+	}
+	return strconv.Quote(string(b))
+}
+
+// cutString returns s cut to at most n bytes, at a UTF-8 boundary when s is valid UTF-8.
+func cutString(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	s = s[:n]
+	for i := 0; i < utf8.UTFMax && len(s) > 0 && !utf8.ValidString(s); i++ {
+		s = s[:len(s)-1]
+	}
+	return s
 }
 
 func cut(b []byte) string {
 	b = bytes.TrimRight(b, "\r\n")
 	if len(b) > maxLineText {
-		b = b[:maxLineText]
-		for len(b) > 0 && !utf8.Valid(b) {
-			b = b[:len(b)-1]
-		}
-		return string(b) + "..."
+		return cutString(string(b[:maxLineText]), maxLineText) + "..."
 	}
 	return string(b)
 }
 
-// lineScanner splits a line-protocol body into entries the way InfluxDB 1.x does: at newlines,
-// except inside a double-quoted string field value. Blank lines and comments are skipped.
-type lineScanner struct {
-	buf  []byte
-	pos  int
-	line int // line number at pos
-}
-
-func (s *lineScanner) next() (entry []byte, line int, ok bool) {
-	for s.pos < len(s.buf) {
-		// Skip leading blanks, then blank lines and comments.
-		i := s.pos
-		for i < len(s.buf) && (s.buf[i] == ' ' || s.buf[i] == '\t' || s.buf[i] == '\r') {
+// splitEntry finds the first entry (a line of line protocol) in buf the way InfluxDB 1.x splits a
+// body: at newlines, except inside a double-quoted string field value. Leading blanks, blank
+// lines and comments (#) before it are skipped. It returns the bytes to advance past the entry
+// and its terminating newline, the entry (nil when buf holds none), the newlines skipped before
+// it and those inside and after it. When atEOF is false, buf may end in the middle of an entry
+// or comment: then entry is nil, advance covers what was skipped before it, and more is true
+// (call again with more input).
+func splitEntry(buf []byte, atEOF bool) (advance int, entry []byte, before, after int, more bool) {
+	i := 0
+	for {
+		for i < len(buf) && (buf[i] == ' ' || buf[i] == '\t' || buf[i] == '\r') {
 			i++
 		}
-		if i == len(s.buf) {
-			s.pos = i
-			return nil, 0, false
+		if i == len(buf) {
+			return i, nil, before, 0, !atEOF
 		}
-		if s.buf[i] == '\n' || s.buf[i] == '#' {
-			j := bytes.IndexByte(s.buf[i:], '\n')
+		switch buf[i] {
+		case '\n':
+			i++
+			before++
+			continue
+		case '#':
+			j := bytes.IndexByte(buf[i:], '\n')
 			if j < 0 {
-				s.pos = len(s.buf)
-				return nil, 0, false
+				if atEOF {
+					return len(buf), nil, before, 0, false
+				}
+				return i, nil, before, 0, true
 			}
-			s.pos = i + j + 1
-			s.line++
+			i += j + 1
+			before++
 			continue
 		}
-		start, line := i, s.line
-		end, newlines := scanEntry(s.buf, i)
-		s.line += newlines
-		s.pos = end
-		if end < len(s.buf) { // at '\n'
-			s.pos++
-			s.line++
+		end, newlines := scanEntry(buf, i)
+		switch {
+		case end < len(buf): // at '\n'
+			return end + 1, buf[i:end], before, newlines + 1, false
+		case atEOF:
+			return end, buf[i:end], before, newlines, false
 		}
-		return s.buf[start:end], line, true
+		return i, nil, before, 0, true
 	}
-	return nil, 0, false
 }
 
 // scanEntry returns the end of the entry starting at i (the index of its terminating newline,

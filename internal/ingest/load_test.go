@@ -152,8 +152,8 @@ func runLoad(t *testing.T, d time.Duration) {
 		}
 		tcpGot, udpGot = 0, 0
 		for s := range statsdSenders {
-			tcpGot += rec.Values[series.Labels{"metric": "load.tcp", "sender": strconv.Itoa(s)}.Key()]
-			udpGot += rec.Values[series.Labels{"metric": "load.udp", "sender": strconv.Itoa(s)}.Key()]
+			tcpGot += rec.Values[pl(series.Labels{"metric": "load.tcp", "sender": strconv.Itoa(s)}).Key()]
+			udpGot += rec.Values[pl(series.Labels{"metric": "load.udp", "sender": strconv.Itoa(s)}).Key()]
 		}
 		if tcpGot >= uint64(tcpSent) || time.Now().After(deadline) {
 			break
@@ -170,7 +170,7 @@ func runLoad(t *testing.T, d time.Duration) {
 	}
 	for w, r := range wres {
 		for _, s := range []int{0, linesPerBody / 2, linesPerBody - 1} {
-			k := series.Labels{"metric": "load.v", "w": strconv.Itoa(w), "s": strconv.Itoa(s)}.Key()
+			k := pl(series.Labels{"metric": "load.v", "w": strconv.Itoa(w), "s": strconv.Itoa(s)}).Key()
 			if got := int64(rec.Values[k]); got != int64(r.lastBody) {
 				t.Errorf("%s = %d; want %d, the last acknowledged body", k, got, r.lastBody)
 			}

@@ -4,16 +4,54 @@
 // into the Sink of each scan, so pushed series join history, queries and exports like scanned
 // ones. Series not updated for Config.Expire are dropped.
 //
+// # Pushed series never pose as collected ones
+//
+// Every pushed series carries the label source="push" (SourceLabel, SourceValue), which no
+// series the agent collects itself carries (machine, processes, cgroups, rrdd plugins; an
+// application's series always carry the pid and process the agent found it in): a pushed series
+// can never have the key of a collected one, so `system load_avg_1min=0.01` makes
+// {metric="system.load_avg_1min", source="push"} beside the machine's
+// {metric="system.load_avg_1min"}, never over it. A pushed tag named "source" is accepted only
+// with the value "push" (so that what one agent exports can be pushed into another); any other
+// value is rejected, as is a tag named "metric". The registry uses the label to keep pushed
+// series in a budget of their own (registry.SetMaxPushed), apart from --max-series.
+//
+// # Limits
+//
+// What a pusher can make the agent hold is bounded in counts and in bytes (see Config):
+//   - each label of a pushed series: its name up to MaxLabelNameBytes (256), its value up to
+//     MaxLabelValueBytes (4096), the metric name and a string field's text included; at most
+//     MaxLabels labels (32, metric and source included). A line or statsd line over a limit is
+//     rejected with an error that gives the sizes, never the oversized text;
+//   - all pushed series together: MaxSeries series (100000) and MaxBytes bytes (64 MiB). Every
+//     series a pushed metric produces counts: a line-protocol field is one, a statsd timer is
+//     4 + len(Percentiles) (count, min, max, mean and each percentile). A series costs its key
+//     (metric name, tag names and values) plus 256 bytes; a string field's text, the samples a
+//     statsd timer keeps (8 bytes each beyond the first 16) and the distinct values a statsd set
+//     counts (16 bytes each beyond the first 16) are charged as they grow. A new series beyond
+//     either budget is refused (Stats.Refused), a timer keeps a smaller sample and a set stops
+//     counting new values; series already held are never displaced by new ones;
+//   - one /write request: MaxBodyBytes (32 MiB) on the wire and again decompressed, checked
+//     while reading, so a gzip bomb is stopped as soon as it crosses the limit (413); lines of
+//     up to 1 MiB; MaxRequestLines lines (100000; more is answered 413, the lines before it
+//     having been stored); MaxRequestNewSeries new series (20000; the lines that would create
+//     more are rejected as a partial write). The body is decoded as it arrives, a batch of lines
+//     at a time, so a request holds its current line and batch in memory, not its body;
+//   - statsd: a line or datagram of up to 64 KiB; a timer keeps MaxTimerSamples samples per
+//     scan interval, a set counts MaxSetSize distinct values (kept as 64-bit hashes).
+//
+// Error messages quote at most 64 bytes of a line.
+//
 // # Line protocol
 //
-// Each field of a line becomes one series labelled {"metric": "<measurement>.<field>", tags...}.
-// Field types map to kinds: float → float, integer (i) → level, unsigned (u) → counter,
-// boolean → level 0/1, string → state (entered at the line's timestamp when the text changes).
-// Unsigned means counter because that is how line-protocol producers that know about counters
-// write them (ALICE ECS writes send_bytes=1638400u); Telegraf's integers stay levels. A series
-// keeps the kind it was created with until it expires: a line changing it is rejected with
-// InfluxDB's "field type conflict". The latest timestamp wins: a line older than the value held
-// is accepted but does not replace it.
+// Each field of a line becomes one series labelled {"metric": "<measurement>.<field>",
+// "source": "push", tags...}. Field types map to kinds: float → float, integer (i) → level,
+// unsigned (u) → counter, boolean → level 0/1, string → state (entered at the line's timestamp
+// when the text changes). Unsigned means counter because that is how line-protocol producers
+// that know about counters write them (ALICE ECS writes send_bytes=1638400u); Telegraf's
+// integers stay levels. A series keeps the kind it was created with until it expires: a line
+// changing it is rejected with InfluxDB's "field type conflict". The latest timestamp wins: a
+// line older than the value held is accepted but does not replace it.
 //
 // # statsd
 //
@@ -24,6 +62,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	"math"
 	"sync"
@@ -32,15 +71,51 @@ import (
 	"github.com/cantal-go/cantal/internal/series"
 )
 
+// SourceLabel and SourceValue make the label that every pushed series carries and no collected
+// series does: source="push".
+const (
+	SourceLabel = "source"
+	SourceValue = "push"
+)
+
+// seriesOverhead is what a pushed series costs in the byte budget beyond its key: the entry,
+// its labels and the registry's and history's bookkeeping, roughly.
+const seriesOverhead = 256
+
+// Sizes charged to the byte budget for the storage of statsd timers and sets: a timer's samples
+// are float64s; a set keeps a 64-bit hash per distinct value in a map. The first prepaid of
+// each are part of the series' cost.
+const (
+	sampleBytes   = 8
+	setValueBytes = 16
+	prepaid       = 16
+)
+
 // Config configures a Push. The zero value of every field means its default.
 type Config struct {
 	// Expire drops a pushed series that has not been updated for this long. Default 10 min.
 	Expire time.Duration
 	// MaxSeries limits the number of pushed series held at once (line-protocol fields and
-	// statsd metrics together; a statsd timer counts once). Default 100000.
+	// statsd metrics together), counting every series a metric produces: a statsd timer counts
+	// 4 + len(Percentiles). Default 100000.
 	MaxSeries int
+	// MaxBytes limits the bytes the pushed series held at once cost: each its key plus 256
+	// bytes, plus string fields' texts and statsd timers' and sets' storage (see the package
+	// doc). Default 64 MiB.
+	MaxBytes int64
+	// MaxLabelNameBytes limits the length of a pushed label's name (a tag key). Default 256.
+	MaxLabelNameBytes int
+	// MaxLabelValueBytes limits the length of a pushed label's value: a tag value, the metric
+	// name (with a statsd timer's longest suffix) and a string field's text. Default 4096.
+	MaxLabelValueBytes int
+	// MaxLabels limits the labels of a pushed series, metric and source included. Default 32.
+	MaxLabels int
 	// MaxBodyBytes limits a /write body, before and after gzip decompression. Default 32 MiB.
 	MaxBodyBytes int64
+	// MaxRequestLines limits the lines of one /write request. Default 100000.
+	MaxRequestLines int
+	// MaxRequestNewSeries limits the series one /write request may create. Default 20000.
+	MaxRequestNewSeries int
 	// Percentiles computed for statsd timers and histograms at each scan, in (0, 1).
 	// Default 0.5 (as "median"), 0.9, 0.95, 0.99.
 	Percentiles []float64
@@ -62,8 +137,27 @@ func (c *Config) setDefaults() {
 	if c.MaxSeries <= 0 {
 		c.MaxSeries = 100000
 	}
+	if c.MaxBytes <= 0 {
+		c.MaxBytes = 64 << 20
+	}
+	if c.MaxLabelNameBytes <= 0 {
+		c.MaxLabelNameBytes = 256
+	}
+	if c.MaxLabelValueBytes <= 0 {
+		c.MaxLabelValueBytes = 4096
+	}
+	if c.MaxLabels <= 0 {
+		c.MaxLabels = 32
+	}
+	c.MaxLabels = max(c.MaxLabels, 2) // metric and source
 	if c.MaxBodyBytes <= 0 {
 		c.MaxBodyBytes = 32 << 20
+	}
+	if c.MaxRequestLines <= 0 {
+		c.MaxRequestLines = 100000
+	}
+	if c.MaxRequestNewSeries <= 0 {
+		c.MaxRequestNewSeries = 20000
 	}
 	if len(c.Percentiles) == 0 {
 		c.Percentiles = []float64{0.5, 0.9, 0.95, 0.99}
@@ -86,21 +180,34 @@ func (c *Config) setDefaults() {
 type Stats struct {
 	WriteRequests  uint64 // /write requests answered
 	WriteLines     uint64 // line-protocol lines accepted
-	WriteRejected  uint64 // line-protocol lines rejected
+	WriteRejected  uint64 // line-protocol lines rejected (malformed, over a limit, refused)
+	WriteTooLarge  uint64 // /write requests answered 413 (body, decompressed body or lines)
 	StatsdPackets  uint64 // UDP datagrams and TCP reads
 	StatsdLines    uint64 // statsd lines accepted
 	StatsdRejected uint64 // statsd lines malformed or refused
-	Series         int    // pushed series held now
-	Expired        uint64 // series dropped for not being updated
+	// Refused counts the lines (of either protocol, counted in WriteRejected or StatsdRejected
+	// too) refused because they would create series beyond MaxSeries, MaxBytes or
+	// MaxRequestNewSeries, and the statsd set values not counted for lack of bytes.
+	Refused uint64
+	Series  int    // pushed series held now, every series a metric produces counted
+	Bytes   int64  // bytes of the budget (MaxBytes) the series held now cost
+	Expired uint64 // series dropped for not being updated (a statsd timer's counted once each)
 }
 
 // Push holds the series pushed to the agent. Its methods are safe for concurrent use: the HTTP
 // handlers and statsd listeners write into it while the scan goroutine calls Collect.
 type Push struct {
-	cfg Config
+	cfg        Config
+	timerNames []string // the suffixes of a statsd timer's series (timerStatNames)
+	timerExtra int      // the bytes the suffixes add to a timer's keys, in all
+	timerLong  int      // the longest suffix, with its dot
+	seed       maphash.Seed
+	lr         labelRules
 
 	mu      sync.Mutex
 	entries map[string]*entry // by internal key (see appendKey)
+	nseries int               // series the entries produce
+	bytes   int64             // what they cost in the byte budget
 	stats   Stats
 	// lastBad is the latest malformed statsd line and reason, reported at the next Collect.
 	lastBad        string
@@ -113,7 +220,14 @@ type Push struct {
 // New returns an empty Push.
 func New(cfg Config) *Push {
 	cfg.setDefaults()
-	return &Push{cfg: cfg, entries: make(map[string]*entry), rnd: uint64(cfg.Now().UnixNano()) | 1}
+	p := &Push{cfg: cfg, entries: make(map[string]*entry), rnd: uint64(cfg.Now().UnixNano()) | 1, seed: maphash.MakeSeed()}
+	p.lr = labelRules{cfg.MaxLabelNameBytes, cfg.MaxLabelValueBytes, cfg.MaxLabels}
+	p.timerNames = timerStatNames(cfg.Percentiles)
+	for _, n := range p.timerNames {
+		p.timerExtra += 1 + len(n)
+		p.timerLong = max(p.timerLong, 1+len(n))
+	}
+	return p
 }
 
 // Stats returns the running totals.
@@ -121,7 +235,7 @@ func (p *Push) Stats() Stats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	s := p.stats
-	s.Series = len(p.entries)
+	s.Series, s.Bytes = p.nseries, p.bytes
 	return s
 }
 
@@ -132,6 +246,8 @@ type entry struct {
 	stype   statsdType  // 0 for line protocol
 	updated int64       // unix ns of the last update
 	ref     *series.Ref
+	nseries int   // series it produces
+	cost    int64 // bytes it costs in the budget
 
 	// line protocol and statsd gauges/counters
 	bits  uint64
@@ -142,7 +258,61 @@ type entry struct {
 	counter float64 // statsd counter total
 	gauge   float64 // statsd gauge value
 	timer   *timerAgg
-	set     map[string]struct{}
+	set     map[uint64]struct{} // hashes of the values
+	setPaid int                 // set values paid for in cost
+}
+
+// pushLabels returns the labels of a pushed series: {"metric": metric, "source": "push", tags...}.
+func pushLabels(metric string, tags []kv) series.Labels {
+	l := make(series.Labels, len(tags)+2)
+	for _, t := range tags {
+		l[t.k] = t.v
+	}
+	l["metric"] = metric
+	l[SourceLabel] = SourceValue
+	return l
+}
+
+// labelRules are the limits on the labels of a pushed series.
+type labelRules struct {
+	maxName, maxValue, maxLabels int
+}
+
+func (p *Push) rules() *labelRules { return &p.lr }
+
+// tagRule checks one tag of a pushed series. It reports whether the tag is to be kept: a "source"
+// tag with the value "push" is dropped (every pushed series gets it); with another value it is
+// an error. The errors quote the name only when it is within the limit, and never the value.
+func tagRule[T ~string | ~[]byte](r *labelRules, k, v T) (keep bool, err error) {
+	if len(k) > r.maxName {
+		return false, fmt.Errorf("tag key of %d bytes exceeds the limit of %d", len(k), r.maxName)
+	}
+	if len(v) > r.maxValue {
+		return false, fmt.Errorf("value of tag %s: %d bytes exceeds the limit of %d", quote(k), len(v), r.maxValue)
+	}
+	if string(k) == SourceLabel {
+		if string(v) != SourceValue {
+			return false, fmt.Errorf(`tag key %q is reserved: every pushed series is labelled %s=%q`, SourceLabel, SourceLabel, SourceValue)
+		}
+		return false, nil
+	}
+	return true, nil
+}
+
+// count checks the number of labels of a series with tags tags (plus metric and source).
+func (r *labelRules) count(tags int) error {
+	if tags+2 > r.maxLabels {
+		return fmt.Errorf("%d labels exceed the limit of %d per series (metric and source included)", tags+2, r.maxLabels)
+	}
+	return nil
+}
+
+// metric checks the length of a metric name.
+func (r *labelRules) metric(n int) error {
+	if n > r.maxValue {
+		return fmt.Errorf("metric name of %d bytes exceeds the limit of %d", n, r.maxValue)
+	}
+	return nil
 }
 
 // appendKey appends the internal key of a series: length-prefixed metric then sorted tags, so
@@ -169,111 +339,98 @@ func sortTags(t []kv) {
 	}
 }
 
-// applyPoints stores parsed line-protocol points. Lines are atomic: a line with one refused
-// field (kind conflict, series limit) stores none of its fields. It returns the errors of the
-// refused lines and the number of lines accepted. A large body is not stored atomically:
-// other writers and Collect may run between its lines.
-func (p *Push) applyPoints(points []Point, body []byte) (accepted int, errs []*LineError) {
-	now := p.cfg.Now().UnixNano()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	keys := make([]string, 0, 8)
-	for i, n := 0, 0; i < len(points); n++ {
-		if n > 0 && n%512 == 0 {
-			// Let statsd and Collect in between the lines of a large body.
-			p.mu.Unlock()
-			p.mu.Lock()
-		}
-		j := i + 1
-		for j < len(points) && points[j].Line == points[i].Line {
-			j++
-		}
-		line := points[i:j:j]
-		i = j
-		// Pass 1: check every field of the line.
-		keys = keys[:0]
-		var fail error
-		newSeries := 0
-		for k := range line {
-			pt := &line[k]
-			p.keyBuf = appendKey(p.keyBuf[:0], 'l', pt.Metric, pt.Tags)
-			key := string(p.keyBuf)
-			keys = append(keys, key)
-			e, ok := p.entries[key]
-			switch {
-			case !ok:
-				newSeries++
-				if len(p.entries)+newSeries > p.cfg.MaxSeries {
-					fail = fmt.Errorf("max-series limit exceeded (%d pushed series)", p.cfg.MaxSeries)
-				}
-			case e.kind != pt.Kind:
-				fail = fmt.Errorf("field type conflict: %q is %s, already exists as %s", pt.Metric, pt.Kind, e.kind)
+// admit checks that n new series costing cost bytes fit the budgets, besides the series and
+// bytes pending (being admitted by the same line). Called with p.mu held.
+func (p *Push) admit(n int, cost int64) error {
+	if p.nseries+n > p.cfg.MaxSeries {
+		return fmt.Errorf("max-series limit exceeded (%d pushed series)", p.cfg.MaxSeries)
+	}
+	if p.bytes+cost > p.cfg.MaxBytes {
+		return fmt.Errorf("max-bytes limit exceeded (%d bytes of pushed series)", p.cfg.MaxBytes)
+	}
+	return nil
+}
+
+// errRefused marks a line refused for a budget (counted in Stats.Refused).
+type errRefused struct{ error }
+
+func (e errRefused) Unwrap() error { return e.error }
+
+// pending is what applyLine knows of one point of a line between its two passes.
+type pending struct {
+	e   *entry // nil: a new series
+	key string // new series only
+}
+
+// applyLine stores the points of one line of a /write request, all or none: a line with one
+// refused field (kind conflict, a limit) stores none of its fields. Called with p.mu held.
+func (p *Push) applyLine(line []Point, req *writeReq, now int64) error {
+	pend := req.pend[:0]
+	newSeries := 0
+	var cost int64
+	for k := range line {
+		pt := &line[k]
+		p.keyBuf = appendKey(p.keyBuf[:0], 'l', pt.Metric, pt.Tags)
+		e, ok := p.entries[string(p.keyBuf)]
+		switch {
+		case !ok:
+			newSeries++
+			cost += int64(len(p.keyBuf)) + seriesOverhead + int64(len(pt.Text))
+			pend = append(pend, pending{key: string(p.keyBuf)})
+		case e.kind != pt.Kind:
+			req.pend = pend
+			return fmt.Errorf("field type conflict: %s is %s, already exists as %s", quote(pt.Metric), pt.Kind, e.kind)
+		default:
+			if pt.Kind == series.State && pt.TS >= e.ts {
+				cost += max(int64(len(pt.Text))-int64(len(e.text)), 0)
 			}
-			if fail != nil {
-				break
-			}
+			pend = append(pend, pending{e: e})
 		}
-		if fail != nil {
-			errs = append(errs, &LineError{Line: line[0].Line, Text: lineText(body, line[0].Line), Err: fail})
+	}
+	req.pend = pend
+	if newSeries > 0 && req.newSeries+newSeries > p.cfg.MaxRequestNewSeries {
+		return errRefused{fmt.Errorf("more than %d new series in one request", p.cfg.MaxRequestNewSeries)}
+	}
+	if err := p.admit(newSeries, cost); err != nil {
+		return errRefused{err}
+	}
+	req.newSeries += newSeries
+	for k := range line {
+		pt := &line[k]
+		e := pend[k].e
+		if e == nil {
+			e = &entry{labels: pushLabels(pt.Metric, pt.Tags), kind: pt.Kind, ts: math.MinInt64, nseries: 1,
+				cost: int64(len(pend[k].key)) + seriesOverhead}
+			p.entries[pend[k].key] = e
+			p.nseries++
+			p.bytes += e.cost
+		}
+		e.updated = now
+		if pt.TS < e.ts {
+			continue // older than the value held
+		}
+		e.ts = pt.TS
+		if pt.Kind == series.State {
+			if e.text != pt.Text || e.since == 0 {
+				e.since = pt.TS
+			}
+			d := int64(len(pt.Text)) - int64(len(e.text))
+			e.cost += d
+			p.bytes += d
+			e.text = pt.Text
 			continue
 		}
-		accepted++
-		for k := range line {
-			pt := &line[k]
-			e, ok := p.entries[keys[k]]
-			if !ok {
-				e = &entry{labels: pt.Labels(), kind: pt.Kind, ts: math.MinInt64}
-				p.entries[keys[k]] = e
-			}
-			e.updated = now
-			if pt.TS < e.ts {
-				continue // older than the value held
-			}
-			e.ts = pt.TS
-			if pt.Kind == series.State {
-				if e.text != pt.Text || e.since == 0 {
-					e.since = pt.TS
-				}
-				e.text = pt.Text
-				continue
-			}
-			e.bits = pt.Bits
-		}
+		e.bits = pt.Bits
 	}
-	p.stats.WriteLines += uint64(accepted)
-	p.stats.WriteRejected += uint64(len(errs))
-	return accepted, errs
-}
-
-// lineText returns line n (one-based) of body, cut for an error message.
-func lineText(body []byte, n int) string {
-	for i := 1; i < n; i++ {
-		j := indexByte(body, '\n')
-		if j < 0 {
-			return ""
-		}
-		body = body[j+1:]
-	}
-	if j := indexByte(body, '\n'); j >= 0 {
-		body = body[:j]
-	}
-	return cut(body)
-}
-
-func indexByte(b []byte, c byte) int {
-	for i, x := range b {
-		if x == c {
-			return i
-		}
-	}
-	return -1
+	return nil
 }
 
 // Collect implements series.Collector: it puts the latest value of every pushed series into
 // sink, computes the statsd timer and set statistics of the interval since the previous
 // Collect, and drops series not updated for Config.Expire. Self metrics are put too:
-// ingest.write.lines, ingest.write.rejected, ingest.statsd.lines, ingest.statsd.rejected
-// (counters) and ingest.series (level).
+// ingest.write.lines, ingest.write.rejected, ingest.statsd.lines, ingest.statsd.rejected,
+// ingest.refused (counters), ingest.series and ingest.bytes (levels); they are the agent's own
+// series, without the source label.
 func (p *Push) Collect(ctx context.Context, sink series.Sink) error {
 	now := p.cfg.Now()
 	cutoff := now.Add(-p.cfg.Expire).UnixNano()
@@ -286,7 +443,9 @@ func (p *Push) Collect(ctx context.Context, sink series.Sink) error {
 		}
 		if e.updated < cutoff {
 			delete(p.entries, key)
-			p.stats.Expired++
+			p.nseries -= e.nseries
+			p.bytes -= e.cost
+			p.stats.Expired += uint64(e.nseries)
 			continue
 		}
 		if e.stype != 0 {
@@ -313,11 +472,12 @@ func (p *Push) Collect(ctx context.Context, sink series.Sink) error {
 
 // putSelf puts the Push's own series.
 func (p *Push) putSelf(sink series.Sink) {
-	vals := [len(selfNames)]uint64{p.stats.WriteLines, p.stats.WriteRejected, p.stats.StatsdLines, p.stats.StatsdRejected, uint64(len(p.entries))}
+	vals := [len(selfNames)]uint64{p.stats.WriteLines, p.stats.WriteRejected, p.stats.StatsdLines, p.stats.StatsdRejected,
+		p.stats.Refused, uint64(p.nseries), uint64(p.bytes)}
 	for i, name := range selfNames {
 		if p.selfRefs[i] == nil {
 			kind := series.Counter
-			if i == len(selfNames)-1 {
+			if name == "ingest.series" || name == "ingest.bytes" {
 				kind = series.Level
 			}
 			p.selfRefs[i] = sink.Series(series.Labels{"metric": name}, kind)
@@ -326,4 +486,5 @@ func (p *Push) putSelf(sink series.Sink) {
 	}
 }
 
-var selfNames = [...]string{"ingest.write.lines", "ingest.write.rejected", "ingest.statsd.lines", "ingest.statsd.rejected", "ingest.series"}
+var selfNames = [...]string{"ingest.write.lines", "ingest.write.rejected", "ingest.statsd.lines", "ingest.statsd.rejected",
+	"ingest.refused", "ingest.series", "ingest.bytes"}

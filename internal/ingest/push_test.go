@@ -49,6 +49,12 @@ func collect(t *testing.T, p *Push) *series.Recorder {
 
 func key(l series.Labels) string { return l.Key() }
 
+// pl returns l with the label every pushed series carries.
+func pl(l series.Labels) series.Labels {
+	l[SourceLabel] = SourceValue
+	return l
+}
+
 func TestWriteHandlerStoresAndCollects(t *testing.T) {
 	p, clk := newTestPush(Config{Expire: time.Minute})
 	h := p.WriteHandler()
@@ -67,13 +73,13 @@ func TestWriteHandlerStoresAndCollects(t *testing.T) {
 		{"cpu.c", series.Counter, 7},
 		{"cpu.up", series.Level, 1},
 	} {
-		k := key(series.Labels{"metric": tc.metric, "host": "a"})
+		k := key(pl(series.Labels{"metric": tc.metric, "host": "a"}))
 		ref := rec.Refs()[k]
 		if ref == nil || ref.Kind != tc.kind || rec.Values[k] != tc.bits {
 			t.Errorf("series %s: ref %+v value %d; want kind %v value %d", k, ref, rec.Values[k], tc.kind, tc.bits)
 		}
 	}
-	st := rec.States[key(series.Labels{"metric": "cpu.st", "host": "a"})]
+	st := rec.States[key(pl(series.Labels{"metric": "cpu.st", "host": "a"}))]
 	if st.Text != "ok" || st.Since != 1700000000000 {
 		t.Errorf("state = %+v; want ok since 1700000000000", st)
 	}
@@ -83,16 +89,16 @@ func TestWriteHandlerStoresAndCollects(t *testing.T) {
 	// An older line does not replace the value; a newer one does; the state keeps its since.
 	post(t, h, "?precision=s", []byte("cpu,host=a usage=9 1600000000\ncpu,host=a st=\"ok\" 1700000100"), nil)
 	rec = collect(t, p)
-	if v := math.Float64frombits(rec.Values[key(series.Labels{"metric": "cpu.usage", "host": "a"})]); v != 1.5 {
+	if v := math.Float64frombits(rec.Values[key(pl(series.Labels{"metric": "cpu.usage", "host": "a"}))]); v != 1.5 {
 		t.Errorf("usage after an older line = %v; want 1.5", v)
 	}
-	if st := rec.States[key(series.Labels{"metric": "cpu.st", "host": "a"})]; st.Since != 1700000000000 {
+	if st := rec.States[key(pl(series.Labels{"metric": "cpu.st", "host": "a"}))]; st.Since != 1700000000000 {
 		t.Errorf("state since after the same text = %d; want unchanged", st.Since)
 	}
 	// Expiry.
 	clk.t = clk.t.Add(2 * time.Minute)
 	rec = collect(t, p)
-	if _, ok := rec.Values[key(series.Labels{"metric": "cpu.usage", "host": "a"})]; ok {
+	if _, ok := rec.Values[key(pl(series.Labels{"metric": "cpu.usage", "host": "a"}))]; ok {
 		t.Error("series not expired after Expire")
 	}
 	if s := p.Stats(); s.Series != 0 || s.Expired != 5 {
@@ -124,7 +130,7 @@ func TestWriteHandlerPartialWrite(t *testing.T) {
 	}
 	rec := collect(t, p)
 	for _, m := range []string{"ok1.v", "ok2.v", "ok3.v"} {
-		if _, ok := rec.Values[key(series.Labels{"metric": m})]; !ok {
+		if _, ok := rec.Values[key(pl(series.Labels{"metric": m}))]; !ok {
 			t.Errorf("valid line %s not stored", m)
 		}
 	}
@@ -140,7 +146,7 @@ func TestWriteHandlerPartialWrite(t *testing.T) {
 }
 
 func TestWriteHandlerGzipAndLimits(t *testing.T) {
-	p, _ := newTestPush(Config{MaxBodyBytes: 1000, MaxSeries: 3})
+	p, _ := newTestPush(Config{MaxBodyBytes: 1000, MaxSeries: 4})
 	h := p.WriteHandler()
 	var zb bytes.Buffer
 	zw := gzip.NewWriter(&zb)
@@ -159,18 +165,26 @@ func TestWriteHandlerGzipAndLimits(t *testing.T) {
 	if w := post(t, h, "", big, nil); w.Code != 413 || !strings.Contains(w.Body.String(), "too large") {
 		t.Errorf("big POST = %d %s; want 413", w.Code, w.Body)
 	}
-	// A gzip bomb: small compressed, large decompressed.
+	// A gzip bomb: small compressed, large decompressed. Reading stops at the limit; the
+	// lines before it are stored (the one series big.v).
 	zb.Reset()
 	zw = gzip.NewWriter(&zb)
 	zw.Write(big)
 	zw.Close()
-	if w := post(t, h, "", zb.Bytes(), map[string]string{"Content-Encoding": "gzip"}); w.Code != 413 {
+	if w := post(t, h, "", zb.Bytes(), map[string]string{"Content-Encoding": "gzip"}); w.Code != 413 || !strings.Contains(w.Body.String(), "decompressed body exceeds the limit of 1000") {
 		t.Errorf("gzip bomb POST = %d %s; want 413", w.Code, w.Body)
 	}
-	if _, ok := collect(t, p).Values[key(series.Labels{"metric": "big.v"})]; ok {
-		t.Error("a line of a too-large body was stored")
+	if s := p.Stats(); s.WriteLines != 2+1000/8 || s.WriteTooLarge != 2 {
+		t.Errorf("after the bomb: %d lines stored, %d requests too large; want the %d lines before the limit, 2", s.WriteLines, s.WriteTooLarge, 2+1000/8)
 	}
-	// Series limit: 2 held, 1 more allowed.
+	// A body that declares its length over the limit is refused before anything is stored.
+	if w := post(t, h, "", append([]byte("early v=1\n"), big...), nil); w.Code != 413 {
+		t.Errorf("big POST = %d %s; want 413", w.Code, w.Body)
+	}
+	if _, ok := collect(t, p).Values[key(pl(series.Labels{"metric": "early.v"}))]; ok {
+		t.Error("a line of a body refused for its Content-Length was stored")
+	}
+	// Series limit: 3 held (z t=1, t=2, big), 1 more allowed.
 	w := post(t, h, "", []byte("z,t=3 v=3\nz,t=4 v=4\nz,t=1 v=5\n"), nil)
 	if w.Code != 400 || !strings.Contains(w.Body.String(), "max-series limit exceeded") || !strings.Contains(w.Body.String(), `"lines":[2]`) {
 		t.Errorf("over-limit POST = %d %s; want 400 naming line 2", w.Code, w.Body)
@@ -216,24 +230,24 @@ func TestStatsdAggregation(t *testing.T) {
 	rec := collect(t, p)
 	get := func(l series.Labels) (uint64, bool) { v, ok := rec.Values[l.Key()]; return v, ok }
 	f := func(l series.Labels) float64 { v, _ := get(l); return math.Float64frombits(v) }
-	if v, _ := get(series.Labels{"metric": "hits"}); v != 11 {
+	if v, _ := get(pl(series.Labels{"metric": "hits"})); v != 11 {
 		t.Errorf("hits = %d; want 11", v)
 	}
-	if v, _ := get(series.Labels{"metric": "hits", "env": "prod"}); v != 2 {
+	if v, _ := get(pl(series.Labels{"metric": "hits", "env": "prod"})); v != 2 {
 		t.Errorf("hits{env=prod} = %d; want 2", v)
 	}
-	if v := f(series.Labels{"metric": "temp"}); v != 22.5 {
+	if v := f(pl(series.Labels{"metric": "temp"})); v != 22.5 {
 		t.Errorf("temp = %v; want 22.5", v)
 	}
-	if v, _ := get(series.Labels{"metric": "lat.count"}); v != 5 {
+	if v, _ := get(pl(series.Labels{"metric": "lat.count"})); v != 5 {
 		t.Errorf("lat.count = %d; want 5", v)
 	}
 	for name, want := range map[string]float64{"min": 10, "max": 40, "mean": 25, "median": 25, "p90": 37, "p99": 39.7} {
-		if v := f(series.Labels{"metric": "lat." + name}); math.Abs(v-want) > 1e-9 {
+		if v := f(pl(series.Labels{"metric": "lat." + name})); math.Abs(v-want) > 1e-9 {
 			t.Errorf("lat.%s = %v; want %v", name, v, want)
 		}
 	}
-	if v, _ := get(series.Labels{"metric": "users"}); v != 2 {
+	if v, _ := get(pl(series.Labels{"metric": "users"})); v != 2 {
 		t.Errorf("users = %d; want 2", v)
 	}
 	if probs := rec.Problems["statsd"]; len(probs) != 1 || !strings.Contains(probs[0], "5 malformed") {
@@ -242,16 +256,16 @@ func TestStatsdAggregation(t *testing.T) {
 	// Next interval: no timer values → gap; set resets to 0; counter and gauge hold.
 	clk.t = clk.t.Add(2 * time.Second)
 	rec = collect(t, p)
-	if _, ok := get(series.Labels{"metric": "lat.p90"}); ok {
+	if _, ok := get(pl(series.Labels{"metric": "lat.p90"})); ok {
 		t.Error("lat.p90 put for an interval without values; want a gap")
 	}
-	if v, ok := get(series.Labels{"metric": "lat.count"}); !ok || v != 5 {
+	if v, ok := get(pl(series.Labels{"metric": "lat.count"})); !ok || v != 5 {
 		t.Errorf("lat.count = %d, %v; want 5 held", v, ok)
 	}
-	if v, _ := get(series.Labels{"metric": "users"}); v != 0 {
+	if v, _ := get(pl(series.Labels{"metric": "users"})); v != 0 {
 		t.Errorf("users in an empty interval = %d; want 0", v)
 	}
-	if v, _ := get(series.Labels{"metric": "hits"}); v != 11 {
+	if v, _ := get(pl(series.Labels{"metric": "hits"})); v != 11 {
 		t.Errorf("hits held = %d; want 11", v)
 	}
 }
@@ -300,11 +314,11 @@ func TestTimerReservoirBounded(t *testing.T) {
 		}
 	}
 	rec := collect(t, p)
-	med := math.Float64frombits(rec.Values[series.Labels{"metric": "t.median"}.Key()])
+	med := math.Float64frombits(rec.Values[pl(series.Labels{"metric": "t.median"}).Key()])
 	if med < 3000 || med > 7000 {
 		t.Errorf("reservoir median = %v; want near 5000", med)
 	}
-	if mx := math.Float64frombits(rec.Values[series.Labels{"metric": "t.max"}.Key()]); mx != 9999 {
+	if mx := math.Float64frombits(rec.Values[pl(series.Labels{"metric": "t.max"}).Key()]); mx != 9999 {
 		t.Errorf("max = %v; want exact 9999", mx)
 	}
 }

@@ -92,22 +92,22 @@ func TestStatsdRealClient(t *testing.T) {
 	}
 	rec := collect(t, p)
 	val := func(l series.Labels) (uint64, bool) { v, ok := rec.Values[l.Key()]; return v, ok }
-	if v, _ := val(series.Labels{"metric": "app.hits", "env": "prod"}); v != 4 {
+	if v, _ := val(pl(series.Labels{"metric": "app.hits", "env": "prod"})); v != 4 {
 		t.Errorf("app.hits{env=prod} = %d; want 3+2-1 = 4", v)
 	}
-	if v, _ := val(series.Labels{"metric": "app.temp"}); fbits(v) != 17 {
+	if v, _ := val(pl(series.Labels{"metric": "app.temp"})); fbits(v) != 17 {
 		t.Errorf("app.temp = %v; want 17", fbits(v))
 	}
-	if v, _ := val(series.Labels{"metric": "app.ratio"}); fbits(v) != 0.75 {
+	if v, _ := val(pl(series.Labels{"metric": "app.ratio"})); fbits(v) != 0.75 {
 		t.Errorf("app.ratio = %v; want 0.75", fbits(v))
 	}
-	if v, _ := val(series.Labels{"metric": "app.lat.median"}); fbits(v) != 20 {
+	if v, _ := val(pl(series.Labels{"metric": "app.lat.median"})); fbits(v) != 20 {
 		t.Errorf("app.lat.median = %v; want 20", fbits(v))
 	}
-	if v, _ := val(series.Labels{"metric": "app.lat.count"}); v != 3 {
+	if v, _ := val(pl(series.Labels{"metric": "app.lat.count"})); v != 3 {
 		t.Errorf("app.lat.count = %d; want 3", v)
 	}
-	if v, _ := val(series.Labels{"metric": "app.users"}); v != 3 {
+	if v, _ := val(pl(series.Labels{"metric": "app.users"})); v != 3 {
 		t.Errorf("app.users = %d; want 3", v)
 	}
 }
@@ -137,16 +137,16 @@ func TestStatsdNetcat(t *testing.T) {
 		t.Fatalf("stats = %+v; want 6 lines accepted, 2 rejected", s)
 	}
 	rec := collect(t, p)
-	if v := rec.Values[series.Labels{"metric": "nc.udp"}.Key()]; v != 5 {
+	if v := rec.Values[pl(series.Labels{"metric": "nc.udp"}).Key()]; v != 5 {
 		t.Errorf("nc.udp = %d; want 5", v)
 	}
-	if v := rec.Values[series.Labels{"metric": "nc.tcp"}.Key()]; v != 6 {
+	if v := rec.Values[pl(series.Labels{"metric": "nc.tcp"}).Key()]; v != 6 {
 		t.Errorf("nc.tcp = %d; want 6 (including the last line without newline)", v)
 	}
-	if v := rec.Values[series.Labels{"metric": "nc.gauge", "dc": "eu"}.Key()]; fbits(v) != 2.5 {
+	if v := rec.Values[pl(series.Labels{"metric": "nc.gauge", "dc": "eu"}).Key()]; fbits(v) != 2.5 {
 		t.Errorf("nc.gauge{dc=eu} = %v; want 2.5", fbits(v))
 	}
-	if v := rec.Values[series.Labels{"metric": "nc.t.count"}.Key()]; v != 2 {
+	if v := rec.Values[pl(series.Labels{"metric": "nc.t.count"}).Key()]; v != 2 {
 		t.Errorf("nc.t.count = %d; want 2 (one value at rate 0.5)", v)
 	}
 	probs := rec.Problems["statsd"]

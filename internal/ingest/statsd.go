@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"math"
 	"sort"
 	"strconv"
@@ -88,7 +89,7 @@ func ParseStatsdLine(line []byte, l *StatsdLine) error {
 	case "s":
 		l.Type = statsdSet
 	default:
-		return fmt.Errorf("unknown type %q", sec)
+		return fmt.Errorf("unknown type %s", quote(sec))
 	}
 	for v := range bytes.SplitSeq(nv[colon+1:], []byte(":")) {
 		if len(v) == 0 {
@@ -107,7 +108,7 @@ func ParseStatsdLine(line []byte, l *StatsdLine) error {
 		case len(sec) > 1 && sec[0] == '@':
 			r, err := strconv.ParseFloat(string(sec[1:]), 64)
 			if err != nil || !(r > 0 && r <= 1) {
-				return fmt.Errorf("invalid sample rate %q (want a number in (0, 1])", sec[1:])
+				return fmt.Errorf("invalid sample rate %s (want a number in (0, 1])", quote(sec[1:]))
 			}
 			l.Rate = r
 		case len(sec) > 0 && sec[0] == '#':
@@ -117,7 +118,7 @@ func ParseStatsdLine(line []byte, l *StatsdLine) error {
 				}
 				k, v, _ := bytes.Cut(t, []byte(":"))
 				if len(k) == 0 {
-					return fmt.Errorf("empty tag key in %q", t)
+					return fmt.Errorf("empty tag key in %s", quote(t))
 				}
 				if string(k) == "metric" {
 					return errors.New(`tag key "metric" is reserved for the series name`)
@@ -127,13 +128,13 @@ func ParseStatsdLine(line []byte, l *StatsdLine) error {
 		case bytes.HasPrefix(sec, []byte("c:")), len(sec) > 1 && sec[0] == 'T':
 			// DogStatsD container id and timestamp: ignored.
 		default:
-			return fmt.Errorf("unknown section %q", sec)
+			return fmt.Errorf("unknown section %s", quote(sec))
 		}
 	}
 	sortTags(l.Tags)
 	for i := 1; i < len(l.Tags); i++ {
 		if l.Tags[i].k == l.Tags[i-1].k {
-			return fmt.Errorf("duplicate tag key %q", l.Tags[i].k)
+			return fmt.Errorf("duplicate tag key %s", quote(l.Tags[i].k))
 		}
 	}
 	l.Name = string(name)
@@ -145,18 +146,46 @@ func checkNumber(v []byte, signed bool) error {
 	if signed && (s[0] == '+' || s[0] == '-') {
 		s = s[1:]
 		if len(s) == 0 || s[0] == '+' || s[0] == '-' {
-			return fmt.Errorf("invalid value %q", v)
+			return fmt.Errorf("invalid value %s", quote(v))
 		}
 	}
 	f, err := strconv.ParseFloat(string(s), 64)
 	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
-		return fmt.Errorf("invalid value %q", v)
+		return fmt.Errorf("invalid value %s", quote(v))
 	}
 	return nil
 }
 
+// checkStatsd applies the label rules to a parsed line: the lengths of its name and tags, their
+// number, and the "source" tag, which it drops when it says "push".
+func (p *Push) checkStatsd(l *StatsdLine) error {
+	rules := p.rules()
+	n := len(l.Name)
+	if l.Type == statsdTimer {
+		n += p.timerLong
+	}
+	if err := rules.metric(n); err != nil {
+		return err
+	}
+	tags := l.Tags[:0]
+	for _, t := range l.Tags {
+		keep, err := tagRule(rules, t.k, t.v)
+		if err != nil {
+			return err
+		}
+		if keep {
+			tags = append(tags, t)
+		}
+	}
+	l.Tags = tags
+	return rules.count(len(tags))
+}
+
 // applyStatsd stores one parsed line. Called with p.mu held.
 func (p *Push) applyStatsd(l *StatsdLine, now int64) error {
+	if err := p.checkStatsd(l); err != nil {
+		return err
+	}
 	p.keyBuf = appendKey(p.keyBuf[:0], byte(l.Type), l.Name, l.Tags)
 	e, ok := p.entries[string(p.keyBuf)]
 	if !ok {
@@ -167,23 +196,33 @@ func (p *Push) applyStatsd(l *StatsdLine, now int64) error {
 			}
 			p.keyBuf[0] = byte(t)
 			if _, clash := p.entries[string(p.keyBuf)]; clash {
-				return fmt.Errorf("%q is already a %s", l.Name, t)
+				return fmt.Errorf("%s is already a %s", quote(l.Name), t)
 			}
 		}
 		p.keyBuf[0] = byte(l.Type)
-		if len(p.entries) >= p.cfg.MaxSeries {
-			return fmt.Errorf("max-series limit exceeded (%d pushed series)", p.cfg.MaxSeries)
+		// Every series the metric produces counts, with its key.
+		n, cost := 1, int64(len(p.keyBuf))+seriesOverhead
+		switch l.Type {
+		case statsdTimer:
+			n = len(p.timerNames)
+			cost = int64(n)*cost + int64(p.timerExtra) + prepaid*sampleBytes
+		case statsdSet:
+			cost += prepaid * setValueBytes
 		}
-		labels := make(series.Labels, len(l.Tags)+1)
-		for _, t := range l.Tags {
-			labels[t.k] = t.v
+		if err := p.admit(n, cost); err != nil {
+			p.stats.Refused++
+			return err
 		}
-		labels["metric"] = l.Name
-		e = &entry{labels: labels, stype: l.Type}
-		if l.Type == statsdTimer {
-			e.timer = &timerAgg{}
+		e = &entry{labels: pushLabels(l.Name, l.Tags), stype: l.Type, nseries: n, cost: cost}
+		switch l.Type {
+		case statsdTimer:
+			e.timer = &timerAgg{values: make([]float64, 0, prepaid)}
+		case statsdSet:
+			e.set, e.setPaid = make(map[uint64]struct{}), prepaid
 		}
 		p.entries[string(p.keyBuf)] = e
+		p.nseries += n
+		p.bytes += cost
 	}
 	e.updated = now
 	for _, v := range l.Values {
@@ -203,17 +242,50 @@ func (p *Push) applyStatsd(l *StatsdLine, now int64) error {
 			}
 		case statsdTimer:
 			f, _ := strconv.ParseFloat(v, 64)
-			e.timer.add(f, l.Rate, p.cfg.MaxTimerSamples, p.rand)
+			p.timerAdd(e, f, l.Rate)
 		case statsdSet:
-			if e.set == nil {
-				e.set = make(map[string]struct{})
-			}
-			if len(e.set) < p.cfg.MaxSetSize {
-				e.set[v] = struct{}{}
-			}
+			p.setAdd(e, v)
 		}
 	}
 	return nil
+}
+
+// timerAdd adds a value to a timer. Its sample grows up to MaxTimerSamples while the byte budget
+// allows; past that it is a reservoir of the size it has. Called with p.mu held.
+func (p *Push) timerAdd(e *entry, v, rate float64) {
+	t := e.timer
+	limit := p.cfg.MaxTimerSamples
+	if n := len(t.values); n == cap(t.values) && n < limit {
+		c := min(max(2*n, prepaid), limit)
+		grow := int64(c-n) * sampleBytes
+		if p.bytes+grow <= p.cfg.MaxBytes {
+			t.values = append(make([]float64, 0, c), t.values...)
+			e.cost += grow
+			p.bytes += grow
+		} else {
+			limit = max(n, 1)
+		}
+	}
+	t.add(v, rate, limit, p.rand)
+}
+
+// setAdd counts a value in a set while MaxSetSize and the byte budget allow. Called with p.mu
+// held.
+func (p *Push) setAdd(e *entry, v string) {
+	h := maphash.String(p.seed, v)
+	if _, ok := e.set[h]; ok || len(e.set) >= p.cfg.MaxSetSize {
+		return
+	}
+	if len(e.set) >= e.setPaid {
+		if p.bytes+setValueBytes > p.cfg.MaxBytes {
+			p.stats.Refused++
+			return
+		}
+		e.setPaid++
+		e.cost += setValueBytes
+		p.bytes += setValueBytes
+	}
+	e.set[h] = struct{}{}
 }
 
 // rand returns a pseudo-random number (xorshift64*); called with p.mu held.
@@ -352,7 +424,7 @@ func (p *Push) handleStatsd(data []byte, l *StatsdLine) {
 		if err != nil {
 			p.stats.StatsdRejected++
 			p.badSinceReport++
-			p.lastBad = fmt.Sprintf("%q: %v", cut(line), err)
+			p.lastBad = quote(line) + ": " + err.Error()
 			continue
 		}
 		p.stats.StatsdLines++
