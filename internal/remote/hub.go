@@ -108,9 +108,13 @@ type Hub struct {
 	cfg  Config
 	dial *dialer
 
+	// ctx is the parent of every peer connection; stop ends it when Run's context ends, also
+	// for the connections made by a Query before Run began.
+	ctx  context.Context
+	stop context.CancelFunc
+
 	mu    sync.Mutex
 	peers map[string]*peer // by member ID
-	ctx   context.Context
 }
 
 // New returns a Hub; call Run to let it work.
@@ -130,7 +134,8 @@ func New(cfg Config) *Hub {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	h := &Hub{cfg: cfg, peers: map[string]*peer{}, ctx: context.Background()}
+	h := &Hub{cfg: cfg, peers: map[string]*peer{}}
+	h.ctx, h.stop = context.WithCancel(context.Background())
 	h.dial = newDialer(cfg.Timeout, cfg.TLS != nil, h.clientTLS)
 	return h
 }
@@ -153,16 +158,14 @@ func (h *Hub) clientTLS() *tls.Config {
 	}
 }
 
-// Run expires idle subscriptions until ctx ends, then closes every connection.
+// Run expires idle subscriptions until ctx ends, then closes every connection. Call it once.
 func (h *Hub) Run(ctx context.Context) error {
-	h.mu.Lock()
-	h.ctx = ctx
-	h.mu.Unlock()
 	t := time.NewTicker(min(h.cfg.Idle/4, 10*time.Second))
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
+			h.stop()
 			h.mu.Lock()
 			for id, p := range h.peers {
 				p.stop()
