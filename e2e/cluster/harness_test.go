@@ -74,6 +74,10 @@ type node struct {
 	url   string // http://IP:22682
 	gaddr string // gossip address IP:22682
 	state string // --state-dir
+	// local is the agent's loopback URL (http://127.0.0.1:22682, reached inside its own
+	// namespace) when it listens there too: without a web config only loopback clients may
+	// write, so addPeer posts there; "" for agents that do not.
+	local string
 	hc    *http.Client
 	tr    *http.Transport
 	// rxBytes and txBytes count what the test's own connections read and wrote.
@@ -111,8 +115,9 @@ func startNodes(t *testing.T, lab *netns.Lab) []*node {
 		n.tr = &http.Transport{DialContext: n.dial, MaxIdleConnsPerHost: 4, IdleConnTimeout: 30 * time.Second}
 		n.hc = &http.Client{Transport: n.tr, Timeout: 15 * time.Second}
 		t.Cleanup(n.tr.CloseIdleConnections)
+		n.local = "http://" + net.JoinHostPort("127.0.0.1", port)
 		p, err := h.Start(agentBin,
-			"--listen", n.gaddr,
+			"--listen", n.gaddr+","+net.JoinHostPort("127.0.0.1", port),
 			"--cluster-name", "test",
 			"--node-name", n.name,
 			"--interval", interval.String(),
@@ -267,10 +272,15 @@ func (n *node) get(path string, v any) error {
 	return nil
 }
 
-// addPeer asks the node to join addr (POST /api/v1/peers).
+// addPeer asks the node to join addr (POST /api/v1/peers), on its loopback listener when it
+// has one (a write, which an agent without a web config takes from loopback only).
 func (n *node) addPeer(addr string) error {
 	body, _ := json.Marshal(map[string]string{"addr": addr})
-	resp, err := n.hc.Post(n.url+"/api/v1/peers", "application/json", bytes.NewReader(body))
+	base := n.url
+	if n.local != "" {
+		base = n.local
+	}
+	resp, err := n.hc.Post(base+"/api/v1/peers", "application/json", bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
