@@ -371,27 +371,29 @@ func (p *Push) applyLine(line []Point, req *writeReq, now int64) error {
 	for k := range line {
 		pt := &line[k]
 		p.keyBuf = appendKey(p.keyBuf[:0], 'l', pt.Metric, pt.Tags)
-		e, ok := p.entries[string(p.keyBuf)]
-		switch {
-		case !ok:
-			newSeries++
-			cost += int64(len(p.keyBuf)) + seriesOverhead + int64(len(pt.Text))
-			pend = append(pend, pending{key: string(p.keyBuf)})
-		case e.kind != pt.Kind:
-			req.pend = pend
-			return fmt.Errorf("field type conflict: %s is %s, already exists as %s", quote(pt.Metric), pt.Kind, e.kind)
-		default:
+		if e, ok := p.entries[string(p.keyBuf)]; ok {
+			if e.kind != pt.Kind {
+				return fmt.Errorf("field type conflict: %s is %s, already exists as %s", quote(pt.Metric), pt.Kind, e.kind)
+			}
 			if pt.Kind == series.State && pt.TS >= e.ts {
 				cost += max(int64(len(pt.Text))-int64(len(e.text)), 0)
 			}
 			pend = append(pend, pending{e: e})
+			continue
 		}
+		// Refused as soon as it is known, without looking at the rest of a line of many fields.
+		newSeries++
+		if req.newSeries+newSeries > p.cfg.MaxRequestNewSeries {
+			return errRefused{fmt.Errorf("more than %d new series in one request", p.cfg.MaxRequestNewSeries)}
+		}
+		cost += int64(len(p.keyBuf)) + seriesOverhead + int64(len(pt.Text))
+		if err := p.admit(newSeries, cost); err != nil {
+			return errRefused{err}
+		}
+		pend = append(pend, pending{key: string(p.keyBuf)})
 	}
 	req.pend = pend
-	if newSeries > 0 && req.newSeries+newSeries > p.cfg.MaxRequestNewSeries {
-		return errRefused{fmt.Errorf("more than %d new series in one request", p.cfg.MaxRequestNewSeries)}
-	}
-	if err := p.admit(newSeries, cost); err != nil {
+	if err := p.admit(newSeries, cost); err != nil { // a string that grew
 		return errRefused{err}
 	}
 	req.newSeries += newSeries
