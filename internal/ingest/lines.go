@@ -58,7 +58,8 @@ type Point struct {
 	TS     int64  // unix ms
 }
 
-// Labels returns the series' labels: {"metric": Metric, tag...}.
+// Labels returns the labels the line gives the series: {"metric": Metric, tag...}. A Push adds
+// source="push" to them.
 func (p *Point) Labels() series.Labels {
 	l := make(series.Labels, len(p.Tags)+1)
 	for _, t := range p.Tags {

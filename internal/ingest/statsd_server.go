@@ -21,14 +21,15 @@ const maxStatsdLine = 64 << 10
 // A UDP datagram and a TCP stream carry newline-separated lines (see ParseStatsdLine).
 // Malformed lines are counted (Stats.StatsdRejected) and the latest one is reported as a
 // problem of source "statsd" at the next Collect. Series produced, labelled {"metric": name,
-// tags...}:
+// "source": "push", tags...} (a "source" tag other than "push" is rejected; the limits of the
+// package doc apply, and each series counts towards Config.MaxSeries and MaxBytes):
 //   - counter (c): a counter holding the total received, each value divided by its sample rate
 //     (fractions accumulate; a negative total is held at 0); the agent computes its rate;
 //   - gauge (g): a float; "+N"/"-N" add to the value held;
 //   - timer (ms), histogram (h), distribution (d): <name>.count (counter of values received,
 //     scaled by the sample rate) and, for each scan interval that received values,
 //     <name>.min, .max, .mean and the percentiles of Config.Percentiles (.median, .p90,
-//     .p95, .p99); an interval without values leaves a gap;
+//     .p95, .p99): 8 series by default; an interval without values leaves a gap;
 //   - set (s): a level holding the number of distinct values received in the scan interval.
 func (p *Push) ServeStatsd(ctx context.Context, addr string) error {
 	var lc net.ListenConfig
