@@ -365,6 +365,7 @@ func (a *Agent) routes() {
 		Registry:       a.reg,
 		Status:         a.status,
 		Processes:      a.processes,
+		ProcessUID:     a.processUID,
 		Log:            a.log,
 		MaxWindow:      a.cfg.History,
 		NodeName:       a.cfg.NodeName,
@@ -375,7 +376,7 @@ func (a *Agent) routes() {
 		s.Cluster = a.gossip.hub
 	}
 	s.Register(a.mux)
-	a.ecosystemRoutes()
+	a.ecosystemRoutes(s)
 	if a.cfg.Pprof {
 		a.mux.HandleFunc("/debug/pprof/", pprof.Index)
 		a.mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
@@ -384,4 +385,14 @@ func (a *Agent) routes() {
 		a.mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
 	a.mux.Handle("/", web.Handler())
+}
+
+// processUID is the current uid of a live process (read from its status file, so a dead pid is
+// unknown): what decides whether a caller limited to its own processes may see its series.
+func (a *Agent) processUID(pid int) (uint32, bool) {
+	uid, err := sysscan.ProcessUID(a.cfg.Proc, pid)
+	if err != nil || uid < 0 {
+		return 0, false
+	}
+	return uint32(uid), true
 }

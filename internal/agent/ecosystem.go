@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"github.com/cantal-go/cantal/internal/api"
 	"github.com/cantal-go/cantal/internal/export"
 	"github.com/cantal-go/cantal/internal/history"
 	"github.com/cantal-go/cantal/internal/ingest"
@@ -28,9 +29,10 @@ func (a *Agent) samples() []series.Sample {
 
 // ecosystemRoutes mounts the exports (GET /metrics, GET --influx-path) and the InfluxDB-compatible
 // ingest (POST /write, POST /api/v2/write, /ping for clients that check the server first).
-func (a *Agent) ecosystemRoutes() {
-	a.mux.Handle("GET /metrics", export.PrometheusHandler(a.samples, export.Options{}))
-	a.mux.Handle("GET "+a.cfg.InfluxPath, export.InfluxHandler(a.samples, export.Influx{}))
+// The exports show each caller only the series it may see (api.Server.SeriesVisible).
+func (a *Agent) ecosystemRoutes(s *api.Server) {
+	a.mux.Handle("GET /metrics", export.PrometheusHandler(a.samples, export.Options{Visible: s.SeriesVisible}))
+	a.mux.Handle("GET "+a.cfg.InfluxPath, export.InfluxHandler(a.samples, export.Influx{Visible: s.SeriesVisible}))
 	a.mux.Handle("POST /write", a.push.WriteHandler())
 	a.mux.Handle("POST /api/v2/write", a.push.WriteHandlerV2())
 	a.mux.Handle("/ping", ingest.PingHandler())

@@ -1,0 +1,132 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// unixGet GETs path from the agent's Unix socket as uid (with curl, so the kernel's peer
+// credentials are really those of another process and user).
+func unixGet(t *testing.T, sock string, uid int, path string) (string, error) {
+	t.Helper()
+	cmd := exec.Command("curl", "-sS", "--unix-socket", sock, "http://localhost"+path)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}}
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+type procRow struct {
+	PID     int      `json:"pid"`
+	UID     int      `json:"uid"`
+	Cmdline []string `json:"cmdline"`
+}
+
+func processesOf(t *testing.T, body string) []procRow {
+	t.Helper()
+	var ans struct{ Processes []procRow }
+	if err := json.Unmarshal([]byte(body), &ans); err != nil {
+		t.Fatalf("processes answer %q: %v", body, err)
+	}
+	return ans.Processes
+}
+
+// TestFinding12_HidePIDPrivacy: with /proc mounted hidepid=2, a local user asking over the Unix
+// socket sees its own processes and not root's, an anonymous network caller sees none, root
+// sees every one; command lines carry no secret either way.
+func TestFinding12_HidePIDPrivacy(t *testing.T) {
+	if _, err := exec.LookPath("curl"); err != nil {
+		t.Fatal("curl is not installed (make setup installs it)")
+	}
+	dir := t.TempDir()
+	os.Chmod(filepath.Dir(dir), 0o755)
+	os.Chmod(dir, 0o755)
+	procDir := filepath.Join(dir, "proc")
+	os.Mkdir(procDir, 0o755)
+	if out, err := exec.Command("mount", "-t", "proc", "-o", "hidepid=2", "proc", procDir).CombinedOutput(); err != nil {
+		t.Fatalf("mount proc hidepid=2: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", "-l", procDir).Run() })
+	sock := filepath.Join(dir, "cantal.sock")
+
+	mine := startProc(t, nil, &syscall.Credential{Uid: nobody, Gid: nobody}, "/usr/bin/python3", "-c", "import time; time.sleep(300)", "--db-password=NOBODY-SECRET")
+	roots := startProc(t, nil, nil, "/usr/bin/python3", "-c", "import time; time.sleep(300)", "--db-password=ROOT-SECRET", "token=abc123")
+
+	port := freePort(t)
+	a := &agent{t: t, StateDir: t.TempDir(), URL: "http://" + port}
+	a.args = []string{"--listen", port + ",unix:" + sock, "--interval", "500ms", "--state-dir", a.StateDir,
+		"--rrdd-dir", t.TempDir(), "--proc", procDir, "--log-level", "debug"}
+	a.start()
+	t.Cleanup(func() { a.stop(syscall.SIGKILL) })
+	waitFor(t, 15e9, func() error {
+		out, err := unixGet(t, sock, 0, "/api/v1/processes")
+		if err != nil {
+			return fmt.Errorf("%v: %s", err, out)
+		}
+		if !strings.Contains(out, fmt.Sprintf(`"pid":%s,`, roots.pid())) || !strings.Contains(out, fmt.Sprintf(`"pid":%s,`, mine.pid())) {
+			return fmt.Errorf("root does not see both test processes yet")
+		}
+		for _, p := range []*proc{mine, roots} {
+			out, _ := unixGet(t, sock, 0, "/api/v1/metrics?match=%7Bpid%3D%22"+p.pid()+"%22%7D")
+			if !strings.Contains(out, `"pid":"`+p.pid()+`"`) {
+				return fmt.Errorf("no series of process %s yet", p.pid())
+			}
+		}
+		return nil
+	})
+
+	// Root on the socket: every process, secrets redacted.
+	out, _ := unixGet(t, sock, 0, "/api/v1/processes")
+	if strings.Contains(out, "NOBODY-SECRET") || strings.Contains(out, "ROOT-SECRET") || strings.Contains(out, "abc123") {
+		t.Errorf("root's process list shows a secret from a command line")
+	}
+	// nobody on the socket: its own process, not root's.
+	out, err := unixGet(t, sock, nobody, "/api/v1/processes")
+	if err != nil {
+		t.Fatalf("nobody on the socket: %v: %s", err, out)
+	}
+	seen := map[int]bool{}
+	for _, p := range processesOf(t, out) {
+		seen[p.PID] = true
+		if p.UID != nobody {
+			t.Errorf("nobody sees process %d of uid %d", p.PID, p.UID)
+		}
+	}
+	if !seen[mine.cmd.Process.Pid] {
+		t.Errorf("nobody does not see its own process %s", mine.pid())
+	}
+	if seen[roots.cmd.Process.Pid] {
+		t.Errorf("nobody sees root's process %s", roots.pid())
+	}
+	// nobody's series: none of another uid's process.
+	out, _ = unixGet(t, sock, nobody, "/api/v1/metrics?match=%7Bpid%3D~%22.%2B%22%7D")
+	if strings.Contains(out, `"pid":"`+roots.pid()+`"`) {
+		t.Errorf("nobody reads the series of root's process %s", roots.pid())
+	}
+	if !strings.Contains(out, `"pid":"`+mine.pid()+`"`) {
+		all, _ := unixGet(t, sock, 0, "/api/v1/metrics?match=%7Bpid%3D%22"+mine.pid()+"%22%7D")
+		t.Errorf("nobody does not read the series of its own process %s: %.300s\nroot reads: %.300s", mine.pid(), out, all)
+	}
+	out, _ = unixGet(t, sock, nobody, "/metrics")
+	if strings.Contains(out, `pid="`+roots.pid()+`"`) {
+		t.Errorf("nobody's /metrics has root's process %s", roots.pid())
+	}
+	// An anonymous network caller: no process at all.
+	code, body := a.raw("GET", "/api/v1/processes", "")
+	if code == 200 && len(processesOf(t, body)) > 0 {
+		t.Errorf("an anonymous network caller got %d processes under hidepid", len(processesOf(t, body)))
+	}
+	_, body = a.raw("GET", "/metrics", "")
+	if strings.Contains(body, `pid="`) {
+		t.Errorf("an anonymous network caller's /metrics has per-process series under hidepid")
+	}
+	_, body = a.raw("GET", "/api/v1/metrics?match=%7Bpid%3D~%22.%2B%22%7D", "")
+	if strings.Contains(body, `"pid":"`) {
+		t.Errorf("an anonymous network caller's /api/v1/metrics has per-process series under hidepid")
+	}
+}
