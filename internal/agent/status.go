@@ -49,9 +49,35 @@ type Status struct {
 		NumGC        uint32 `json:"num_gc"`
 	} `json:"memory"`
 	Problems []registry.Problem `json:"problems"`
+	Security Security           `json:"security"`
 }
 
-func (a *Agent) status() any {
+// Security is how the agent faces its callers, and what the bounds on connections did.
+type Security struct {
+	WebConfig        bool   `json:"web_config"`
+	TLS              bool   `json:"tls"`
+	MutualTLS        bool   `json:"mutual_tls"`
+	WebConfigError   string `json:"web_config_error,omitempty"` // the last reload that failed
+	PrivateProcesses bool   `json:"private_processes"`
+	RedactCmdlines   bool   `json:"redact_cmdlines"`
+	// Caller is who asked, as the agent identified it, and its roles.
+	Caller    string           `json:"caller"`
+	Roles     string           `json:"roles"`
+	Listeners []ListenerStatus `json:"listeners"`
+}
+
+// ListenerStatus is one listener's connection counts (package connlimit).
+type ListenerStatus struct {
+	Addr    string `json:"addr"`
+	Open    int    `json:"open"`
+	Max     int    `json:"max"`
+	Shed    uint64 `json:"shed"`
+	Evicted uint64 `json:"evicted"`
+}
+
+// status is the /api/v1/status answer for the caller in ctx. The problems of the scan name
+// files and processes, so a caller who may not see every process gets their count only.
+func (a *Agent) status(ctx context.Context) any {
 	var s Status
 	s.NodeID = a.nodeID
 	s.NodeName = a.cfg.NodeName
@@ -78,6 +104,11 @@ func (a *Agent) status() any {
 		s.Problems = []registry.Problem{}
 	}
 	s.Counts.Problems = len(s.Problems)
+	caller, _ := access.FromContext(ctx)
+	if caller.Processes != access.ProcessesAll {
+		s.Problems = []registry.Problem{}
+	}
+	s.Security = a.security(caller)
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	s.Memory.HeapInuse, s.Memory.HeapIdle, s.Memory.HeapReleased = ms.HeapInuse, ms.HeapIdle, ms.HeapReleased
@@ -145,4 +176,29 @@ func processRows(table []sysscan.Process, caller access.Caller, whole bool, expo
 		out = append(out, row)
 	}
 	return out
+}
+
+func (a *Agent) security(caller access.Caller) Security {
+	sec := Security{
+		WebConfig:        a.web != nil,
+		PrivateProcesses: a.privateProcesses,
+		RedactCmdlines:   !a.cfg.ShowCmdlines,
+		Caller:           caller.Via,
+		Roles:            caller.Roles.String(),
+		Listeners:        []ListenerStatus{},
+	}
+	if caller.Name != "" {
+		sec.Caller += " " + caller.Name
+	}
+	if a.web != nil {
+		sec.TLS, sec.MutualTLS = a.web.TLS(), a.web.MutualTLS()
+		if err := a.web.Err(); err != nil {
+			sec.WebConfigError = err.Error()
+		}
+	}
+	for _, b := range a.listeners {
+		st := b.cl.Stats()
+		sec.Listeners = append(sec.Listeners, ListenerStatus{Addr: b.addr, Open: st.Open, Max: st.Max, Shed: st.Shed, Evicted: st.Evicted})
+	}
+	return sec
 }

@@ -40,7 +40,7 @@ type Peers interface {
 // after.
 type Server struct {
 	Registry *registry.Registry
-	Status   func() any // the /api/v1/status object
+	Status   func(ctx context.Context) any // the /api/v1/status object for the caller in ctx
 	// Processes returns the /api/v1/processes object for the caller in ctx (access.FromContext):
 	// only the processes it may see.
 	Processes func(ctx context.Context) any
@@ -132,7 +132,7 @@ func writeRaw(w http.ResponseWriter, b []byte) {
 	w.Write(b)
 }
 
-func (s *Server) status(w http.ResponseWriter, r *http.Request) { WriteJSON(w, s.Status()) }
+func (s *Server) status(w http.ResponseWriter, r *http.Request) { WriteJSON(w, s.Status(r.Context())) }
 func (s *Server) processes(w http.ResponseWriter, r *http.Request) {
 	WriteJSON(w, s.Processes(r.Context()))
 }

@@ -45,7 +45,7 @@ func fixture(t testing.TB) (*registry.Registry, *httptest.Server, int64) {
 		reg.PutState(s, start, "ok")
 		reg.Commit()
 	}
-	srv := &Server{Registry: reg, Status: func() any { return map[string]int{"x": 1} },
+	srv := &Server{Registry: reg, Status: func(context.Context) any { return map[string]int{"x": 1} },
 		Processes: func(context.Context) any { return map[string]any{"processes": []any{}} },
 		Log:       slog.New(slog.DiscardHandler), MaxWindow: time.Hour}
 	mux := http.NewServeMux()
