@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/influxdata/line-protocol/v2/lineprotocol"
+
+	"github.com/cantal-go/cantal/influx/internal/stats"
 )
 
 // Defaults for the zero fields of Config.
@@ -59,7 +61,27 @@ type Config struct {
 	Logger *slog.Logger
 	// Seed, if not zero, makes reservoir sampling deterministic (for tests).
 	Seed uint64
+	// Statistics chooses how a histogrammable field's statistics are computed and typed:
+	// StatisticsDefault (the zero value) or StatisticsECS, which writes the same values and
+	// field types as ECS, for an InfluxDB that already holds ECS data. See the package doc.
+	Statistics Statistics
 }
+
+// Statistics chooses how SendHistogrammable's statistics are computed and written.
+type Statistics uint8
+
+const (
+	// StatisticsDefault: f_mean, f_min and f_max are those of every value sent in the
+	// second; the percentiles interpolate the sorted reservoir of n samples linearly at rank
+	// p/100·(n−1) (values 1..10 give p10 1.9, median 5.5, p90 9.1); f_count and f_poolsize
+	// are floats (f_count=10).
+	StatisticsDefault Statistics = iota
+	// StatisticsECS is ECS's reservoirSampling.GetStats: f_mean, f_min and f_max are those
+	// of the reservoir; percentile p is the sample at index ⌊n·p/100⌋ of the sorted
+	// reservoir (values 1..10 give p10 2, median 6, p90 10); f_count and f_poolsize are
+	// unsigned integers (f_count=10u). The fields of a bucket stay on one line.
+	StatisticsECS
+)
 
 const numShards = 16
 
@@ -145,6 +167,9 @@ func New(cfg Config) (*Monitor, error) {
 	}
 	if cfg.MaxBuckets <= 0 {
 		cfg.MaxBuckets = DefaultMaxBuckets
+	}
+	if cfg.Statistics > StatisticsECS {
+		return nil, fmt.Errorf("influx: unknown Statistics %d", cfg.Statistics)
 	}
 	if cfg.PushInterval <= 0 {
 		cfg.PushInterval = DefaultPushInterval
@@ -444,14 +469,12 @@ func (mon *Monitor) collect(reset bool, want func(*bucket) bool) []point {
 	return pts
 }
 
-// histSuffixes are the fields a histogrammable field f is reported as: f_mean … f_poolsize.
-var histSuffixes = [...]string{"_mean", "_median", "_min", "_p10", "_p30", "_p70", "_p90", "_max", "_count", "_poolsize"}
-
 // appendPoints encodes pts as line protocol. Timestamps are the bucket's second.
 func (mon *Monitor) appendPoints(dst []byte, pts []point) []byte {
 	var e lineprotocol.Encoder
 	e.SetBuffer(dst)
 	var key []byte
+	ecs := mon.cfg.Statistics == StatisticsECS
 	for i := range pts {
 		p := &pts[i]
 		if len(p.fields) == 0 {
@@ -467,16 +490,14 @@ func (mon *Monitor) appendPoints(dst []byte, pts []point) []byte {
 				e.AddField(f.key, Field{Kind: f.kind, bits: f.bits}.lpValue())
 				continue
 			}
-			slices.Sort(f.res)
-			vals := [len(histSuffixes)]float64{
-				f.sum / float64(f.n), quantile(f.res, 0.5), f.min, quantile(f.res, 0.1),
-				quantile(f.res, 0.3), quantile(f.res, 0.7), quantile(f.res, 0.9), f.max,
-				float64(f.n), float64(len(f.res)),
+			var sum stats.Summary
+			if ecs {
+				sum = stats.ECS(f.res, f.n)
+			} else {
+				slices.Sort(f.res)
+				sum = stats.Interpolated(f.res, f.n, f.sum, f.min, f.max)
 			}
-			for k, suffix := range histSuffixes {
-				key = append(append(key[:0], f.key...), suffix...)
-				e.AddFieldRaw(key, finite(vals[k]))
-			}
+			key = sum.AddFields(&e, key, f.key, ecs)
 		}
 		e.EndLine(time.Unix(p.sec, 0))
 		if err := e.Err(); err != nil {
@@ -485,30 +506,6 @@ func (mon *Monitor) appendPoints(dst []byte, pts []point) []byte {
 		}
 	}
 	return e.Bytes()
-}
-
-// finite returns v as a line-protocol float, clamping the infinities a float sum can overflow
-// to (NaN cannot occur: NaNs are refused by Send).
-func finite(v float64) lineprotocol.Value {
-	v = max(min(v, math.MaxFloat64), -math.MaxFloat64)
-	lv, _ := lineprotocol.FloatValue(v)
-	return lv
-}
-
-// quantile interpolates the q-quantile of sorted at position q·(n−1).
-func quantile(sorted []float64, q float64) float64 {
-	switch len(sorted) {
-	case 0:
-		return 0
-	case 1:
-		return sorted[0]
-	}
-	pos := q * float64(len(sorted)-1)
-	i := int(pos)
-	if i >= len(sorted)-1 {
-		return sorted[len(sorted)-1]
-	}
-	return sorted[i] + (pos-float64(i))*(sorted[i+1]-sorted[i])
 }
 
 // appendSelf appends the monitor's own line when anything was dropped.
