@@ -13,6 +13,34 @@ func BenchmarkCounterInc(b *testing.B) {
 	}
 }
 
+func BenchmarkCounterIncParallel(b *testing.B) {
+	c := NewCounter("c")
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			c.Inc()
+		}
+	})
+}
+
+func BenchmarkCounterIncWindow(b *testing.B) {
+	c := NewCounter("c", WithWindow(time.Minute, 1000))
+	b.ReportAllocs()
+	for b.Loop() {
+		c.Inc()
+	}
+}
+
+func BenchmarkCounterIncWindowParallel(b *testing.B) {
+	c := NewCounter("c", WithWindow(time.Minute, 1000))
+	b.ReportAllocs()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			c.Inc()
+		}
+	})
+}
+
 func BenchmarkTimerObserve(b *testing.B) {
 	t := NewTimer("t", Milliseconds)
 	b.ReportAllocs()
@@ -53,6 +81,15 @@ func BenchmarkTimerStartStop(b *testing.B) {
 		if _, err := t.Stop("k"); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+func BenchmarkTimerTime(b *testing.B) {
+	t := NewTimer("t", Milliseconds, WithWindow(time.Minute, 1000))
+	f := func() {}
+	b.ReportAllocs()
+	for b.Loop() {
+		t.Time(f)
 	}
 }
 
