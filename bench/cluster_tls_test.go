@@ -34,7 +34,8 @@ import (
 // case (kept alive, as a dashboard's).
 //
 //   - query=warm: GET /api/v1/cluster/metrics at node 0 with its subscriptions to the peers live
-//     (the common case: the answer comes from what the peers pushed).
+//     (the common case: the answer comes from what the peers pushed), the peers scanning and
+//     pushing every second meanwhile.
 //   - query=cold: the first query of a selector: node 0 dials the 4 peers (4 TLS handshakes
 //     with client certificates), subscribes, receives their history chunks and answers.
 //   - history: GET /api/v1/cluster/history at node 0: 4 fetches, each on a new connection (so
@@ -42,14 +43,15 @@ import (
 //   - ws-update: one scan at each of the 4 peers, until node 0's listener has the 4 updates:
 //     the push path of a cluster WebSocket subscription (JSON over WSS).
 //
-// Each TLS sub-benchmark reports x-plain, its ns/op over the plain one's (run just before it).
+// Each TLS sub-benchmark reports x-plain: its time over that of the same operation on a plain
+// lab, run alternately with it (one plain op untimed before each timed TLS op), so that the
+// ratio holds on a machine whose load drifts, where comparing the ns/op of two runs would not.
 //
 // Run:
 //
 //	cd bench && go test -run '^$' -bench ClusterTLS -benchtime 2s -count 3
 func BenchmarkClusterTLS(b *testing.B) {
 	for _, kind := range []string{"query=warm", "query=cold", "history", "ws-update"} {
-		var plainNs float64
 		for _, secure := range []bool{false, true} {
 			name := kind + "/tls=off"
 			if secure {
@@ -58,40 +60,80 @@ func BenchmarkClusterTLS(b *testing.B) {
 			b.Run(name, func(b *testing.B) {
 				lab := newTLSLab(b, secure)
 				defer lab.close()
+				op := lab.benchOp(b, kind)
+				defer op.close()
+				var ref benchOp
+				if secure {
+					plain := newTLSLab(b, false)
+					defer plain.close()
+					ref = plain.benchOp(b, kind)
+					defer ref.close()
+				}
 				b.ReportAllocs()
-				switch kind {
-				case "query=warm":
-					lab.query(b, "/api/v1/cluster/metrics?match="+tlsBenchSel) // subscribe
-					b.ResetTimer()
-					for range b.N {
-						lab.query(b, "/api/v1/cluster/metrics?match="+tlsBenchSel)
+				b.ResetTimer()
+				var plainTime time.Duration
+				for range b.N {
+					b.StopTimer()
+					op.before()
+					if secure {
+						ref.before()
+						t0 := time.Now()
+						ref.run()
+						plainTime += time.Since(t0)
 					}
-				case "query=cold":
-					b.ResetTimer()
-					for range b.N {
-						b.StopTimer()
-						lab.newHub()
-						b.StartTimer()
-						lab.query(b, "/api/v1/cluster/metrics?match="+tlsBenchSel)
-					}
-				case "history":
-					b.ResetTimer()
-					for range b.N {
-						lab.query(b, "/api/v1/cluster/history?window=1m&match="+tlsBenchSel)
-					}
-				case "ws-update":
-					lab.updates(b)
+					b.StartTimer()
+					op.run()
 				}
 				b.StopTimer()
-				ns := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
-				if !secure {
-					plainNs = ns
-				} else if plainNs > 0 {
-					b.ReportMetric(ns/plainNs, "x-plain")
+				if secure {
+					b.ReportMetric(float64(b.Elapsed())/float64(plainTime), "x-plain")
 				}
 			})
 		}
 	}
+}
+
+// benchOp is one operation of BenchmarkClusterTLS on a lab: before (untimed), then run.
+type benchOp struct {
+	before, run, close func()
+}
+
+func (l *tlsLab) benchOp(b *testing.B, kind string) benchOp {
+	nop := func() {}
+	metrics := "/api/v1/cluster/metrics?match=" + tlsBenchSel
+	switch kind {
+	case "query=warm":
+		// The peers scan every second, as agents do, so that their data stays fresh.
+		ctx, stop := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			t := time.NewTicker(time.Second)
+			defer t.Stop()
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case now := <-t.C:
+					for _, p := range l.peers {
+						p.scan(now.UnixMilli())
+					}
+				}
+			}
+		}()
+		l.query(b, metrics) // subscribe
+		return benchOp{nop, func() { l.query(b, metrics) }, func() { stop(); wg.Wait() }}
+	case "query=cold":
+		return benchOp{l.newHub, func() { l.query(b, metrics) }, nop}
+	case "history":
+		return benchOp{nop, func() { l.query(b, "/api/v1/cluster/history?window=1m&match="+tlsBenchSel) }, nop}
+	case "ws-update":
+		round, stop := l.updates(b)
+		return benchOp{nop, round, stop}
+	}
+	b.Fatalf("no operation %q", kind)
+	return benchOp{}
 }
 
 const (
@@ -243,11 +285,10 @@ func (l *tlsLab) query(b *testing.B, path string) {
 	}
 }
 
-// updates measures the push path: per op, a scan at every peer, until node 0's listener has
-// the update of each.
-func (l *tlsLab) updates(b *testing.B) {
+// updates sets up the push path: a listener at node 0 for every peer's updates; each call of
+// round makes a scan at every peer and returns once node 0 has the 4 updates.
+func (l *tlsLab) updates(b *testing.B) (round, stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	var (
 		mu   sync.Mutex
 		want int64
@@ -267,7 +308,9 @@ func (l *tlsLab) updates(b *testing.B) {
 			}
 		}
 	})
-	round := func(ts int64) {
+	ts := time.Now().UnixMilli()
+	scan := func(wait time.Duration) bool {
+		ts++
 		mu.Lock()
 		want, got = ts, 0
 		mu.Unlock()
@@ -276,39 +319,26 @@ func (l *tlsLab) updates(b *testing.B) {
 		}
 		select {
 		case <-done:
-		case <-time.After(10 * time.Second):
+			return true
+		case <-time.After(wait):
+			return false
+		}
+	}
+	// Until every peer's subscription is up: rounds until one completes.
+	for deadline := time.Now().Add(10 * time.Second); !scan(200 * time.Millisecond); {
+		if time.Now().After(deadline) {
+			b.Fatal("node 0 never received all 4 peers' updates")
+		}
+	}
+	round = func() {
+		if !scan(10 * time.Second) {
 			b.Fatalf("the 4 updates of scan %d did not all arrive", ts)
 		}
-	}
-	ts := time.Now().UnixMilli()
-	// Until every peer's subscription is up: rounds until one completes.
-	for deadline := time.Now().Add(10 * time.Second); ; {
-		ts++
-		mu.Lock()
-		want, got = ts, 0
-		mu.Unlock()
-		for _, p := range l.peers {
-			p.scan(ts)
+		if v := bad.Load(); v != nil {
+			b.Fatal(v)
 		}
-		select {
-		case <-done:
-		case <-time.After(200 * time.Millisecond):
-			if time.Now().After(deadline) {
-				b.Fatal("node 0 never received all 4 peers' updates")
-			}
-			continue
-		}
-		break
 	}
-	b.ResetTimer()
-	for range b.N {
-		ts++
-		round(ts)
-	}
-	b.StopTimer()
-	if v := bad.Load(); v != nil {
-		b.Fatal(v)
-	}
+	return round, cancel
 }
 
 func (l *tlsLab) close() {
