@@ -447,6 +447,11 @@ func (g *group) read(sink series.Sink, full bool) bool {
 			e := &g.layout.Entries[i]
 			labels := make(series.Labels, len(e.Labels)+len(g.labels))
 			for k, v := range e.Labels {
+				if k == series.SourceLabel && v == series.SourcePush {
+					// Only the agent's ingest makes pushed series; an application's series
+					// marked so would fall in the pushed budget and be reachable by a push.
+					continue
+				}
 				labels[k] = v
 			}
 			for k, v := range g.labels { // the agent's labels win: a process cannot pose as another

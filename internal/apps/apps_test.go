@@ -27,7 +27,9 @@ func TestCollect(t *testing.T) {
 	base := filepath.Join(t.TempDir(), "app")
 	c := shm.NewCollection(shm.Options{Path: base})
 	hits := shm.Must(c.Counter(map[string]string{"metric": "hits", "pid": "spoofed"}))
-	temp := shm.Must(c.Float(map[string]string{"metric": "temp"}))
+	// An application cannot mark its series as pushed (finding 2's other side: a push with the
+	// same pid and process labels could otherwise land on it).
+	temp := shm.Must(c.Float(map[string]string{"metric": "temp", "source": "push"}))
 	phase := shm.Must(c.State(map[string]string{"metric": "phase"}, 64))
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
@@ -59,6 +61,9 @@ func TestCollect(t *testing.T) {
 		t.Fatalf("registered %d series; want 3 (the shared files read once): %v", len(rec.Refs()), rec.Refs())
 	}
 	for _, ref := range rec.Refs() {
+		if _, ok := ref.Labels[series.SourceLabel]; ok {
+			t.Errorf("%v: an application's series carries the pushed series' source label", ref.Labels)
+		}
 		if ref.Labels["pid"] != writer || ref.Labels["process"] != "worker" {
 			t.Errorf("%v: want the writer's pid %s and name (and never the file's own pid label)", ref.Labels, writer)
 		}

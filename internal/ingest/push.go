@@ -74,8 +74,8 @@ import (
 // SourceLabel and SourceValue make the label that every pushed series carries and no collected
 // series does: source="push".
 const (
-	SourceLabel = "source"
-	SourceValue = "push"
+	SourceLabel = series.SourceLabel
+	SourceValue = series.SourcePush
 )
 
 // seriesOverhead is what a pushed series costs in the byte budget beyond its key: the entry,

@@ -30,11 +30,11 @@ import (
 	"github.com/cantal-go/cantal/internal/series"
 )
 
-// PushLabel and PushValue make the label that marks a pushed series: source="push" (the same as
-// ingest.SourceLabel and ingest.SourceValue).
+// PushLabel and PushValue make the label that marks a pushed series: source="push"
+// (series.SourceLabel, series.SourcePush).
 const (
-	PushLabel = "source"
-	PushValue = "push"
+	PushLabel = series.SourceLabel
+	PushValue = series.SourcePush
 )
 
 // pushedOverhead is what a pushed series costs in SetMaxPushed's byte budget beyond its key.

@@ -215,3 +215,12 @@ func ToFloat(k Kind, bits uint64) float64 {
 		return math.Float64frombits(bits)
 	}
 }
+
+// SourceLabel and SourcePush make the label source="push" that every series pushed to the
+// agent (line protocol, statsd) carries and no collected series does: a push can never take the
+// key of a machine, process or application series, and the registry keeps pushed series in a
+// budget of their own.
+const (
+	SourceLabel = "source"
+	SourcePush  = "push"
+)
