@@ -53,7 +53,7 @@ const (
 func TestParseCallClients(t *testing.T) {
 	for _, tc := range []struct {
 		name, in string
-		want Call
+		want     Call
 	}{
 		{"python get_header", pyGetHeader, Call{"Plugin.get_header", []any{nil}}},
 		{"python register", pyRegister, Call{"Plugin.register", []any{map[string]any{"uid": "xcp-rrdd-test", "frequency": "Five_Seconds"}}}},
