@@ -245,6 +245,9 @@ func (a *Agent) Run(ctx context.Context) error {
 			return nil
 		}, func(error) { stop() })
 	}
+	if ex, in, ok := a.rrddRPCActor(); ok {
+		g.Add(ex, in)
+	}
 	if a.cfg.Carbon != "" {
 		cctx, stop := context.WithCancel(context.Background())
 		c := &carbon.Client{Logger: a.log.With("subsystem", "carbon")}

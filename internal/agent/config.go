@@ -23,6 +23,7 @@ type Config struct {
 	MaxSeries        int           // bound on series kept (0: none)
 	SnapshotInterval time.Duration // how often history is saved besides at shutdown
 	RRDDDir          string        // XAPI rrdd plugin files
+	RRDDRPC          string        // Unix socket serving xcp-rrdd's plugin XML-RPC; "" = off
 	Proc             string        // proc root
 	Sys              string        // sys root
 	NodeName         string
@@ -99,6 +100,7 @@ func ParseFlags(name string, args []string, getenv func(string) string) (Config,
 	fs.IntVar(&c.MaxSeries, "max-series", c.MaxSeries, "most series kept: beyond it those written longest ago (dead processes') are dropped with their history (0: no limit)")
 	fs.DurationVar(&c.SnapshotInterval, "snapshot-interval", c.SnapshotInterval, "how often the history snapshot is written (also at shutdown)")
 	fs.StringVar(&c.RRDDDir, "rrdd-dir", c.RRDDDir, "directory of XAPI rrdd plugin files (empty: off)")
+	fs.StringVar(&c.RRDDRPC, "rrdd-rpc", c.RRDDRPC, "Unix socket on which to serve xcp-rrdd's plugin XML-RPC, so unmodified XAPI plugins register and write into --rrdd-dir (XAPI's libraries look for /var/xapi/xcp-rrdd; empty: off)")
 	fs.StringVar(&c.Proc, "proc", c.Proc, "proc file system root")
 	fs.StringVar(&c.Sys, "sys", c.Sys, "sys file system root")
 	fs.StringVar(&c.NodeName, "node-name", c.NodeName, "node name shown to peers and users (default: host name)")
