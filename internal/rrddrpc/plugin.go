@@ -222,7 +222,8 @@ func (s *Server) register(uid, freq, proto string) (float64, error) {
 }
 
 // nextReading answers next_reading: the seconds until the agent next reads the directory,
-// to the millisecond, or -1 when uid is not registered (as xcp-rrdd).
+// rounded up to the millisecond (a reading due now is not answered as 0), or -1 when uid is
+// not registered (as xcp-rrdd).
 func (s *Server) nextReading(uid string) float64 {
 	s.mu.Lock()
 	_, ok := s.plugins[uid]
@@ -230,7 +231,7 @@ func (s *Server) nextReading(uid string) float64 {
 	if !ok {
 		return -1
 	}
-	return math.Round(s.opt.NextReading().Seconds()*1000) / 1000
+	return math.Ceil(s.opt.NextReading().Seconds()*1000) / 1000
 }
 
 func (s *Server) deregister(uid string) {

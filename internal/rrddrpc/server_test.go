@@ -232,7 +232,7 @@ func TestPythonSession(t *testing.T) {
 	reg := map[string]any{"uid": "xcp-rrdd-test", "frequency": "Five_Seconds"}
 	for range 2 { // rrdd.py registers before every reading
 		if got := ts.mustCall("Plugin.register", reg); got != 1.235 {
-			t.Errorf("register = %#v; want 1.235 (NextReading, to the ms)", got)
+			t.Errorf("register = %#v; want 1.235 (NextReading, rounded up to the ms)", got)
 		}
 	}
 	ps := ts.Plugins()
@@ -482,5 +482,20 @@ func TestCloseBeforeServe(t *testing.T) {
 	}
 	if _, err := os.Lstat(s.Path()); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("socket still there after Close: %v", err)
+	}
+}
+
+// TestNextReadingRoundsUp: a reading due in less than a millisecond is not answered as 0 (the
+// libraries sleep for what they are told, less their margin).
+func TestNextReadingRoundsUp(t *testing.T) {
+	for _, tc := range []struct {
+		d    time.Duration
+		want float64
+	}{{100 * time.Microsecond, 0.001}, {time.Second, 1}, {1999*time.Millisecond + 1, 2}} {
+		ts := startServer(t, Options{NextReading: func() time.Duration { return tc.d }})
+		reg := map[string]any{"uid": "p", "frequency": "Five_Seconds"}
+		if got := ts.mustCall("Plugin.register", reg); got != tc.want {
+			t.Errorf("register with the next reading in %v = %#v; want %v", tc.d, got, tc.want)
+		}
 	}
 }
