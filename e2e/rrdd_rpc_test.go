@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -247,7 +248,10 @@ func TestRRDDRPCPythonPlugin(t *testing.T) {
 func TestRRDDRPCRefusesLiveSocket(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "xcp-rrdd")
 	first := startAgent(t, "--rrdd-rpc", sock)
-	second := exec.Command(filepath.Join(bin, "cantal-agent"), "--listen", freePort(t), "--state-dir", t.TempDir(),
+	// Killed after a minute should it run (it must exit at once), so that a regression fails.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	second := exec.CommandContext(ctx, filepath.Join(bin, "cantal-agent"), "--listen", freePort(t), "--state-dir", t.TempDir(),
 		"--rrdd-dir", t.TempDir(), "--rrdd-rpc", sock)
 	out, err := second.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "answers on it") {
