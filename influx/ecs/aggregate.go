@@ -24,7 +24,7 @@ type bucketKey struct {
 	hash uint64
 }
 
-func hashSeries(seed maphash.Seed, m *Metric, fieldKey string, hist bool) uint64 {
+func hashSeries(seed maphash.Seed, m *Metric) uint64 {
 	var h maphash.Hash
 	h.SetSeed(seed)
 	h.WriteString(m.name)
@@ -34,11 +34,12 @@ func hashSeries(seed maphash.Seed, m *Metric, fieldKey string, hist bool) uint64
 		h.WriteByte(1)
 		h.WriteString(t.value)
 	}
-	if hist {
-		h.WriteByte(2)
-		h.WriteString(fieldKey)
-	}
 	return h.Sum64()
+}
+
+// withField combines a series hash with a field's, for the histogram buckets.
+func withField(seed maphash.Seed, series uint64, fieldKey string) uint64 {
+	return series ^ (maphash.String(seed, fieldKey) * 0x9e3779b97f4a7c15)
 }
 
 func sameSeries(name string, tags TagsType, m *Metric) bool {
@@ -73,7 +74,7 @@ func (this *MetricsAggregate) AddMetric(metric *Metric) {
 
 func (this *MetricsAggregate) add(m *Metric) error {
 	sec := m.timestamp.Unix()
-	k := bucketKey{sec, hashSeries(this.seed, m, "", false)}
+	k := bucketKey{sec, hashSeries(this.seed, m)}
 	b := this.buckets[k]
 	for b != nil && !sameSeries(b.metric.name, b.metric.tags, m) {
 		b = b.next
@@ -157,8 +158,9 @@ func NewMetricsReservoirSampling() *MetricsReservoirSampling {
 // AddMetric adds each field of metric, as a float64, to its bucket's reservoir.
 func (this *MetricsReservoirSampling) AddMetric(metric *Metric) {
 	sec := metric.timestamp.Unix()
+	series := hashSeries(this.seed, metric)
 	for _, f := range metric.fields {
-		k := bucketKey{sec, hashSeries(this.seed, metric, f.key, true)}
+		k := bucketKey{sec, withField(this.seed, series, f.key)}
 		b := this.buckets[k]
 		for b != nil && !(b.field == f.key && sameSeries(b.name, b.tags, metric)) {
 			b = b.next
