@@ -9,16 +9,22 @@ import (
 // snapshot value is the current count.
 //
 // All methods are safe for concurrent use. Without a window every update is one atomic add;
-// with one, the new count is also appended to the history.
+// with one, the new count is also appended to the history, which starts with the initial 0
+// (as in libprocess: ten increments leave eleven values, 0 to 10).
 type Counter struct {
 	v    atomic.Int64
 	w    *window
 	name string
 }
 
-// NewCounter returns a counter at zero. It is not reported until added to a Registry.
+// NewCounter returns a counter at zero; with a window, the zero is its first value. It is not
+// reported until added to a Registry.
 func NewCounter(name string, opts ...Option) *Counter {
-	return &Counter{name: name, w: newWindowFor(buildOptions(opts))}
+	c := &Counter{name: name, w: newWindowFor(buildOptions(opts))}
+	if c.w != nil {
+		c.w.push(0)
+	}
+	return c
 }
 
 // Name implements Metric.

@@ -24,18 +24,17 @@ func ExampleTimer() {
 	// Concurrent events are timed under their own keys.
 	latency.Start("query-1")
 	latency.Start("query-2")
-	if _, err := latency.Stop("query-1"); err != nil {
-		fmt.Println(err)
-	}
-	if _, err := latency.Stop("query-1"); err != nil {
-		fmt.Println(err)
+	latency.Stop("query-1")
+	// As in libprocess, stopping a key that is not running is not an error; it records nothing.
+	if _, ok := latency.Stop("query-1"); !ok {
+		fmt.Println("query-1 was not running")
 	}
 	latency.Observe(20 * time.Millisecond)
 	latency.Observe(40 * time.Millisecond)
 	s, _ := latency.Statistics()
 	fmt.Println(latency.Name(), s.Count, s.Max)
 	// Output:
-	// timer "db/query_ms": stop "query-1": timer not started
+	// query-1 was not running
 	// db/query_ms 3 40
 }
 
@@ -55,7 +54,27 @@ func ExampleRegistry() {
 	reg.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics/snapshot?timeout=1secs", nil))
 	body, _ := io.ReadAll(rec.Body)
 	fmt.Print(string(body))
-	// Output: {"jobs_done":42,"queue_length":3}
+
+	// As in libprocess, ?jsonp=CALLBACK wraps it for JSONP. (Snapshots served over HTTP are
+	// limited to two a second by default; this one waits for its turn.)
+	rec = httptest.NewRecorder()
+	reg.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics/snapshot?jsonp=show", nil))
+	fmt.Print(rec.Body.String())
+	// Output:
+	// {"jobs_done":42,"queue_length":3}
+	// show({"jobs_done":42,"queue_length":3});
+}
+
+func ExampleWithWindow() {
+	// A windowed counter records its initial 0, as in libprocess: ten increments leave the
+	// eleven values 0 … 10, whose percentiles interpolate at position p·(n−1).
+	c := metrics.NewCounter("requests", metrics.WithWindow(time.Hour, 0))
+	for range 10 {
+		c.Inc()
+	}
+	s, _ := c.Statistics()
+	fmt.Println(s.Count, s.Min, s.P50, s.P90, s.P99, s.Max)
+	// Output: 11 0 5 9 9.9 10
 }
 
 func ExampleNewStatistics() {

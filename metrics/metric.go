@@ -20,7 +20,7 @@ type Metric interface {
 }
 
 // DefaultCapacity is the number of values a window keeps when WithWindow is given a capacity
-// of zero or less (the libprocess default).
+// of zero or less (libprocess' TIME_SERIES_CAPACITY).
 const DefaultCapacity = 1000
 
 // Option configures a metric at construction.
@@ -30,11 +30,17 @@ type options struct {
 	window   time.Duration
 	capacity int
 	timeout  time.Duration
+	clock    func() int64 // tests: the window's clock, in ns
 }
 
-// WithWindow makes the metric keep the values it takes during the last d, at most capacity of
-// them (the newest), and compute Statistics over them. A capacity of zero or less means
-// DefaultCapacity; d of zero or less means no window.
+// WithWindow makes the metric keep a history of its values, as libprocess' TimeSeries does, and
+// compute Statistics over it. d of zero or less means no window. A capacity of zero or less
+// means DefaultCapacity; less than 3 means 3.
+//
+// Each new value drops the values older than d before it (and only then: a metric that stops
+// changing keeps its statistics). Beyond capacity values, the older half of the history is
+// thinned: each new value drops one of its values, every other one in turn, so recent values
+// are kept at full granularity and older ones at a coarser one, still covering the window.
 //
 // Values are timestamped with a coarse clock whose resolution is d/100, clamped to [1ms, 1s]:
 // a value may leave the window up to one resolution step early.
@@ -70,5 +76,5 @@ func newWindowFor(o options) *window {
 	if o.window <= 0 {
 		return nil
 	}
-	return newWindow(o.window, o.capacity)
+	return newWindow(o.window, o.capacity, o.clock)
 }

@@ -20,9 +20,10 @@ import (
 //
 // Every value of the registry's snapshot becomes one entry labelled {"metric": KEY}: a Counter
 // is a "level 8 signed" (it can go down, so it is not a Cantal counter), every other value and
-// every statistic ("name/p99", ...) a "level 8 float". A metric with a window always publishes
-// its statistics entries; while fewer than two values are in the window, and while a gauge
-// fails, the float is NaN. When metrics are added to or removed from the registry, the next
+// every statistic ("name/p99", ..., with "name/mean" if the registry was built WithMean) a
+// "level 8 float". A metric with a window always publishes its statistics entries; while fewer
+// than two values are in the window, while a gauge fails and before a timer's first duration,
+// the float is NaN. When metrics are added to or removed from the registry, the next
 // Update publishes a new layout (new files replace the old ones atomically).
 //
 // A Mirror's methods are safe for concurrent use; Updates are serialised.
@@ -60,13 +61,12 @@ func (g *Gauge) hasWindow() bool     { return g.w != nil }
 func (g *GaugeFunc) hasWindow() bool { return g.w != nil }
 func (t *Timer) hasWindow() bool     { return t.w != nil }
 
-var statSuffixes = []string{"/count", "/min", "/max", "/mean", "/p50", "/p90", "/p95", "/p99", "/p999", "/p9999"}
-
 // Update takes a snapshot of the registry (bounded by ctx, as Registry.Snapshot) and writes it
 // to the files, first (re)creating them if the set of metrics changed. It returns an error if
 // the files cannot be created; the previous files, if any, then stay in place.
 func (m *Mirror) Update(ctx context.Context) error {
 	ms := m.reg.Metrics()
+	statSuffixes := m.reg.statSuffixes()
 	var layout []mirrorKey
 	for _, met := range ms {
 		_, isCounter := met.(*Counter)

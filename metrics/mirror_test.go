@@ -78,8 +78,8 @@ func TestMirror(t *testing.T) {
 			t.Errorf("%s = %v; want NaN", k, got[k])
 		}
 	}
-	if len(got) != 13 {
-		t.Errorf("%d entries %v; want 13 (requests, latency_ms + 10 statistics, broken)", len(got), got)
+	if len(got) != 12 {
+		t.Errorf("%d entries %v; want 12 (requests, latency_ms + 9 statistics, broken)", len(got), got)
 	}
 
 	// Values change in place.

@@ -25,22 +25,107 @@ var (
 // when Registry.Timeout is zero.
 const DefaultTimeout = 10 * time.Second
 
+// DefaultRateLimit is the least time between two snapshots a Registry serves over HTTP unless
+// built WithRateLimit or WithoutRateLimit: two per second, libprocess' default.
+const DefaultRateLimit = 500 * time.Millisecond
+
 // Registry is the set of metrics an application reports: libprocess' metrics process. Metrics
 // appear only after an explicit Add and disappear after Remove. The zero value is an empty
-// registry ready to use. All methods are safe for concurrent use.
+// registry ready to use, with the default options. All methods are safe for concurrent use.
 //
-// A Registry is an http.Handler serving the snapshot as one flat JSON object.
+// A Registry is an http.Handler serving the snapshot as one flat JSON object, as libprocess'
+// /metrics/snapshot does: at most two snapshots a second (a request that comes sooner waits its
+// turn), optionally wrapped for JSONP.
 type Registry struct {
 	// Timeout bounds an HTTP snapshot that has no ?timeout= parameter (DefaultTimeout if zero).
 	// Set it before serving.
 	Timeout time.Duration
 
+	opt registryOptions // set at construction
+
 	mu      sync.RWMutex
 	metrics map[string]Metric
+
+	limitMu   sync.Mutex
+	nextGrant time.Time // when the next HTTP snapshot may start
 }
 
-// NewRegistry returns an empty registry.
-func NewRegistry() *Registry { return &Registry{} }
+// RegistryOption configures a Registry at construction.
+type RegistryOption func(*registryOptions)
+
+type registryOptions struct {
+	interval time.Duration // between two HTTP snapshots; 0: DefaultRateLimit; < 0: none
+	mean     bool
+	noJSONP  bool
+	clock    clock // tests; nil: the real one
+}
+
+// WithRateLimit lets the Registry serve at most requests snapshots over HTTP per period, evenly
+// spaced, as libprocess' RateLimiter (and its LIBPROCESS_METRICS_SNAPSHOT_ENDPOINT_RATE_LIMIT,
+// "requests/period") does: a request that comes less than period/requests after the previous
+// one started waits until then. requests or period of zero or less means no limit.
+func WithRateLimit(requests int, period time.Duration) RegistryOption {
+	return func(o *registryOptions) {
+		if requests <= 0 || period <= 0 {
+			o.interval = -1
+			return
+		}
+		o.interval = max(period/time.Duration(requests), 1)
+	}
+}
+
+// WithoutRateLimit lets the Registry serve snapshots over HTTP as fast as they are asked for
+// (libprocess with LIBPROCESS_METRICS_SNAPSHOT_ENDPOINT_RATE_LIMIT set to "").
+func WithoutRateLimit() RegistryOption {
+	return func(o *registryOptions) { o.interval = -1 }
+}
+
+// WithMean adds each windowed metric's mean to the snapshot, as name/mean. libprocess reports
+// no mean, so neither does a Registry by default.
+func WithMean() RegistryOption {
+	return func(o *registryOptions) { o.mean = true }
+}
+
+// WithoutJSONP makes the Registry ignore the jsonp query parameter and always serve plain JSON.
+// JSONP lets any web page its users visit read the snapshot; turn it off where that matters.
+func WithoutJSONP() RegistryOption {
+	return func(o *registryOptions) { o.noJSONP = true }
+}
+
+// clock is the time source of the rate limit; tests replace it.
+type clock interface {
+	Now() time.Time
+	// NewTimer returns a channel that receives after d and a function that stops the timer.
+	NewTimer(d time.Duration) (<-chan time.Time, func() bool)
+}
+
+type realClock struct{}
+
+func (realClock) Now() time.Time { return time.Now() }
+
+func (realClock) NewTimer(d time.Duration) (<-chan time.Time, func() bool) {
+	t := time.NewTimer(d)
+	return t.C, t.Stop
+}
+
+// NewRegistry returns an empty registry with the given options.
+func NewRegistry(opts ...RegistryOption) *Registry {
+	r := &Registry{}
+	for _, f := range opts {
+		if f != nil {
+			f(&r.opt)
+		}
+	}
+	return r
+}
+
+// statSuffixes returns the keys of a metric's statistics in r's snapshots, after its name.
+func (r *Registry) statSuffixes() []string {
+	if r.opt.mean {
+		return statSuffixesMean
+	}
+	return statSuffixes
+}
 
 // Add registers m under its name. A name already registered, or an empty name or one with
 // control characters, is an error (wrapping ErrDuplicate or ErrInvalidName).
@@ -74,8 +159,9 @@ func checkName(name string) error {
 	return nil
 }
 
-// Remove unregisters m. It is an error (wrapping ErrNotRegistered) if m itself is not
-// registered, even when another metric of the same name is.
+// Remove unregisters the metric registered under m's name, as libprocess removes by name: m
+// need not be the object that was added, only have its name. It is an error (wrapping
+// ErrNotRegistered) if no metric of that name is registered.
 func (r *Registry) Remove(m Metric) error {
 	if m == nil {
 		return fmt.Errorf("remove metric: %w: nil metric", ErrNotRegistered)
@@ -83,7 +169,7 @@ func (r *Registry) Remove(m Metric) error {
 	name := m.Name()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if got, ok := r.metrics[name]; !ok || got != m {
+	if _, ok := r.metrics[name]; !ok {
 		return fmt.Errorf("remove metric %q: %w", name, ErrNotRegistered)
 	}
 	delete(r.metrics, name)
@@ -122,8 +208,9 @@ func evaluate(ctx context.Context, m Metric) result {
 
 // Snapshot evaluates every registered metric and returns the flat map libprocess serves: each
 // metric's value under its name and, for a metric with at least two values in its window, its
-// statistics under name/count, name/min, name/max, name/mean, name/p50, name/p90, name/p95,
-// name/p99, name/p999 and name/p9999.
+// statistics under name/count, name/min, name/max, name/p50, name/p90, name/p95, name/p99,
+// name/p999 and name/p9999 (and name/mean if r was built WithMean). Snapshot is not rate
+// limited; only ServeHTTP is.
 //
 // Counters, Gauges and Timers are read directly. Other metrics (GaugeFunc, custom ones) are
 // evaluated concurrently, each in its own goroutine; those not finished when ctx is done are
@@ -142,7 +229,7 @@ func (r *Registry) Snapshot(ctx context.Context) map[string]float64 {
 			out[res.m.Name()] = res.v
 		}
 		if res.hasSt {
-			res.stats.entries(res.m.Name(), put)
+			res.stats.entries(res.m.Name(), r.opt.mean, put)
 		}
 	}
 	ch := make(chan result, len(ms)) // buffered: late goroutines never block
@@ -184,25 +271,49 @@ func (r *Registry) Snapshot(ctx context.Context) map[string]float64 {
 }
 
 // ServeHTTP serves the snapshot as a JSON object with sorted keys (libprocess'
-// /metrics/snapshot). The optional query parameter timeout bounds how long pulled metrics are
-// waited for; it takes a Go duration ("1.5s", "250ms") or a libprocess one ("5secs", "1mins").
+// /metrics/snapshot), to GET and HEAD requests.
+//
+// The optional query parameter timeout bounds how long pulled metrics are waited for; it takes
+// a Go duration ("1.5s", "250ms") or a libprocess one ("5secs", "1mins"). With the query
+// parameter jsonp=CALLBACK the object is served as JavaScript, CALLBACK(OBJECT);, with the type
+// text/javascript, as libprocess does; CALLBACK must be a JavaScript identifier or a dotted
+// path of them (at most 128 bytes), and an empty one is ignored.
+//
+// Snapshots are rate limited (DefaultRateLimit, WithRateLimit): as libprocess' RateLimiter, a
+// request that comes too soon after the previous one is not refused but waits its turn, then
+// is answered as usual; the timeout counts from then. A request whose client goes away while
+// it waits gives its turn back if nobody queued behind it. Requests with a malformed timeout or
+// callback are refused (400) without waiting.
 func (r *Registry) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	if req.Method != http.MethodGet && req.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
 		writeError(w, http.StatusMethodNotAllowed, "method "+req.Method+" not allowed")
 		return
 	}
+	query := req.URL.Query()
 	timeout := r.Timeout
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	if s := req.URL.Query().Get("timeout"); s != "" {
+	if s := query.Get("timeout"); s != "" {
 		d, err := ParseTimeout(s)
 		if err != nil {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
 		}
 		timeout = d
+	}
+	callback := ""
+	if !r.opt.noJSONP {
+		callback = query.Get("jsonp")
+		if callback != "" && !validCallback(callback) {
+			writeError(w, http.StatusBadRequest, fmt.Sprintf("invalid jsonp callback %q: want a JavaScript identifier or a dotted path of them", callback))
+			return
+		}
+	}
+	if err := r.acquire(req.Context()); err != nil {
+		writeError(w, http.StatusServiceUnavailable, "snapshot rate limit: "+err.Error())
+		return
 	}
 	ctx, cancel := context.WithTimeout(req.Context(), timeout)
 	defer cancel()
@@ -211,13 +322,96 @@ func (r *Registry) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		writeError(w, http.StatusInternalServerError, err.Error())
 		return
 	}
-	w.Header().Set("Content-Type", "application/json")
-	w.Write(append(body, '\n'))
+	h := w.Header()
+	h.Set("X-Content-Type-Options", "nosniff")
+	if callback != "" {
+		h.Set("Content-Type", "text/javascript")
+		body = slices.Concat([]byte(callback+"("), body, []byte(");\n"))
+	} else {
+		h.Set("Content-Type", "application/json")
+		body = append(body, '\n')
+	}
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	w.Write(body)
+}
+
+// maxCallbackLen bounds a JSONP callback.
+const maxCallbackLen = 128
+
+// validCallback reports whether s is a JSONP callback a Registry accepts: one or more ASCII
+// JavaScript identifiers ([A-Za-z_$][A-Za-z0-9_$]*) joined by dots, at most 128 bytes, such as
+// "cb", "jQuery123_456" or "app.metrics.update".
+func validCallback(s string) bool {
+	if len(s) > maxCallbackLen {
+		return false
+	}
+	start := true // at the start of an identifier
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c == '.':
+			if start {
+				return false
+			}
+			start = true
+		case c == '_' || c == '$' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z':
+			start = false
+		case '0' <= c && c <= '9':
+			if start {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return !start
+}
+
+// acquire waits for the rate limiter's permit to serve a snapshot, as libprocess'
+// RateLimiter::acquire: permits are spaced by the limit's interval, in the order they were
+// asked for. It returns ctx's error if ctx is done first.
+func (r *Registry) acquire(ctx context.Context) error {
+	interval := r.opt.interval
+	if interval < 0 {
+		return nil
+	}
+	if interval == 0 {
+		interval = DefaultRateLimit
+	}
+	clk := r.opt.clock
+	if clk == nil {
+		clk = realClock{}
+	}
+	r.limitMu.Lock()
+	now := clk.Now()
+	at := now
+	if r.nextGrant.After(now) {
+		at = r.nextGrant
+	}
+	r.nextGrant = at.Add(interval)
+	r.limitMu.Unlock()
+	wait := at.Sub(now)
+	if wait <= 0 {
+		return nil
+	}
+	c, stop := clk.NewTimer(wait)
+	select {
+	case <-c:
+		return nil
+	case <-ctx.Done():
+		stop()
+		r.limitMu.Lock()
+		if r.nextGrant.Equal(at.Add(interval)) { // nobody queued behind: give the turn back
+			r.nextGrant = at
+		}
+		r.limitMu.Unlock()
+		return ctx.Err()
+	}
 }
 
 func writeError(w http.ResponseWriter, code int, msg string) {
 	body, _ := json.Marshal(map[string]string{"error": msg})
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(code)
 	w.Write(append(body, '\n'))
 }

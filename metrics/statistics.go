@@ -5,8 +5,16 @@ import (
 	"slices"
 )
 
-// Statistics summarises the values in a metric's window (libprocess' Statistics). Percentiles
-// are linearly interpolated between the two nearest values of the sorted sample.
+// Statistics summarises the values in a metric's window (libprocess' Statistics).
+//
+// Percentiles follow libprocess' Statistics::percentile: the n values are sorted, and the
+// p-quantile is the value at position p·(n−1), counting from 0, linearly interpolated between
+// the two values around it. Over the eleven values 0, 1, …, 10 that gives p50 = 5, p90 = 9,
+// p95 = 9.5, p99 = 9.9, p999 = 9.99, p9999 = 9.999; over 1, 2, 3, 4 it gives p50 = 2.5 and
+// p90 = 3.7. Min and Max are the 0- and 1-quantiles.
+//
+// Mean is an addition of this package: libprocess' Statistics has none, and a Registry reports
+// it only when built WithMean.
 type Statistics struct {
 	Count int
 	Min   float64
@@ -56,7 +64,7 @@ func statisticsOfSorted(vs []float64) (Statistics, bool) {
 }
 
 // percentile interpolates the p-quantile (0 ≤ p ≤ 1) of sorted, as libprocess does: at
-// position p·(n−1) between the two surrounding values.
+// position p·(n−1) between the two surrounding values (see Statistics).
 func percentile(sorted []float64, p float64) float64 {
 	if len(sorted) == 1 {
 		return sorted[0]
@@ -70,13 +78,22 @@ func percentile(sorted []float64, p float64) float64 {
 	return sorted[i] + d*(sorted[i+1]-sorted[i])
 }
 
-// entries returns the snapshot keys and values of s for a metric named name, in the libprocess
-// order: name/count, /min, /max, /mean, /p50, /p90, /p95, /p99, /p999, /p9999.
-func (s Statistics) entries(name string, put func(key string, v float64)) {
+// statSuffixes are the keys libprocess reports for a metric's statistics, after its name.
+var statSuffixes = []string{"/count", "/min", "/max", "/p50", "/p90", "/p95", "/p99", "/p999", "/p9999"}
+
+// statSuffixesMean are statSuffixes with /mean.
+var statSuffixesMean = []string{"/count", "/min", "/max", "/mean", "/p50", "/p90", "/p95", "/p99", "/p999", "/p9999"}
+
+// entries passes put the snapshot keys and values of s for a metric named name: name/count,
+// /min, /max, /p50, /p90, /p95, /p99, /p999, /p9999 as libprocess reports them, and /mean if
+// mean is true.
+func (s Statistics) entries(name string, mean bool, put func(key string, v float64)) {
 	put(name+"/count", float64(s.Count))
 	put(name+"/min", s.Min)
 	put(name+"/max", s.Max)
-	put(name+"/mean", s.Mean)
+	if mean {
+		put(name+"/mean", s.Mean)
+	}
 	put(name+"/p50", s.P50)
 	put(name+"/p90", s.P90)
 	put(name+"/p95", s.P95)

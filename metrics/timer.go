@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -39,22 +40,26 @@ func (u Unit) valid() Unit {
 	return u
 }
 
-// ErrNotStarted is returned by Timer.Stop for a key that was not started (or already stopped).
-var ErrNotStarted = errors.New("timer not started")
+// errNoValue is the Snapshot error of a Timer that has recorded nothing yet.
+var errNoValue = errors.New("no value")
+
+// noValue is Timer.last before the first duration.
+const noValue = math.MinInt64
 
 // Timer measures durations (libprocess' Timer). Its value is the last measured duration, in its
-// unit, and zero before the first measurement. A duration is measured with Start and Stop under
-// a key, so one Timer can time any number of concurrent events; with Time around a function;
-// or recorded directly with Observe.
+// unit; before the first measurement it has none and is absent from snapshots. A duration is
+// measured with Start and Stop under a key, so one Timer can time any number of concurrent
+// events; with Time around a function; or recorded directly with Observe.
 //
 // All methods are safe for concurrent use. Start and Stop take a mutex protecting the running
-// keys; Observe without a window is one atomic store, with a window an append to a
-// per-processor shard of the history (which also keeps the last duration).
+// keys; Observe without a window is one atomic store, with a window it also appends to the
+// history.
 type Timer struct {
-	last atomic.Int64 // ns; without a window (with one, the window keeps it)
-	w    *window
-	unit Unit
-	name string
+	last  atomic.Int64 // ns; noValue before the first duration
+	w     *window
+	unit  Unit
+	name  string
+	clock func() int64 // tests: replaces time.Now
 
 	mu      sync.Mutex
 	running map[string]time.Time
@@ -64,7 +69,10 @@ type Timer struct {
 // reported until added to a Registry.
 func NewTimer(name string, unit Unit, opts ...Option) *Timer {
 	unit = unit.valid()
-	return &Timer{name: name + unit.Suffix(), unit: unit, w: newWindowFor(buildOptions(opts))}
+	o := buildOptions(opts)
+	t := &Timer{name: name + unit.Suffix(), unit: unit, w: newWindowFor(o), clock: o.clock}
+	t.last.Store(noValue)
+	return t
 }
 
 // Name implements Metric; it ends with the unit's suffix.
@@ -75,7 +83,7 @@ func (t *Timer) Unit() Unit { return t.unit }
 
 // Start starts timing the event key. Starting a key that is already running restarts it.
 func (t *Timer) Start(key string) {
-	now := time.Now()
+	now := t.now()
 	t.mu.Lock()
 	if t.running == nil {
 		t.running = make(map[string]time.Time)
@@ -84,10 +92,12 @@ func (t *Timer) Start(key string) {
 	t.mu.Unlock()
 }
 
-// Stop stops timing the event key, records its duration and returns it. Stopping a key that
-// is not running returns an error wrapping ErrNotStarted and records nothing.
-func (t *Timer) Stop(key string) (time.Duration, error) {
-	now := time.Now()
+// Stop stops timing the event key, records its duration and returns it with true. As in
+// libprocess, stopping a key that is not running (never started, or already stopped) is not an
+// error; it records nothing and returns 0, false. (libprocess would record the time since the
+// epoch, or since the first start again.)
+func (t *Timer) Stop(key string) (time.Duration, bool) {
+	now := t.now()
 	t.mu.Lock()
 	start, ok := t.running[key]
 	if ok {
@@ -95,43 +105,64 @@ func (t *Timer) Stop(key string) (time.Duration, error) {
 	}
 	t.mu.Unlock()
 	if !ok {
-		return 0, fmt.Errorf("timer %q: stop %q: %w", t.name, key, ErrNotStarted)
+		return 0, false
 	}
 	d := now.Sub(start)
 	t.Observe(d)
-	return d, nil
+	return d, true
 }
 
 // Time calls f, records how long it took and returns that duration.
 func (t *Timer) Time(f func()) time.Duration {
-	start := time.Now()
+	start := t.now()
 	f()
-	d := time.Since(start)
+	d := t.now().Sub(start)
 	t.Observe(d)
 	return d
 }
 
+func (t *Timer) now() time.Time {
+	if t.clock != nil {
+		return time.Unix(0, t.clock())
+	}
+	return time.Now()
+}
+
 // Observe records a duration measured elsewhere.
 func (t *Timer) Observe(d time.Duration) {
-	if t.w == nil {
-		t.last.Store(int64(d))
-		return
+	if d == noValue {
+		d++
 	}
-	t.w.pushLast(float64(d)/float64(t.unit.Duration()), int64(d))
+	t.last.Store(int64(d))
+	if t.w != nil {
+		t.w.push(float64(d) / float64(t.unit.Duration()))
+	}
 }
 
 // Value returns the last recorded duration, zero before any. Among durations recorded
 // concurrently, any one may be the last.
 func (t *Timer) Value() time.Duration {
-	if t.w == nil {
-		return time.Duration(t.last.Load())
-	}
-	return time.Duration(t.w.last())
+	d, _ := t.Last()
+	return d
 }
 
-// Snapshot implements Metric: the last duration in the timer's unit. It never fails.
+// Last returns the last recorded duration and true, or 0 and false before any.
+func (t *Timer) Last() (time.Duration, bool) {
+	d := t.last.Load()
+	if d == noValue {
+		return 0, false
+	}
+	return time.Duration(d), true
+}
+
+// Snapshot implements Metric: the last duration in the timer's unit. Before the first one it
+// fails, so that the timer is absent from snapshots, as in libprocess.
 func (t *Timer) Snapshot(context.Context) (float64, error) {
-	return float64(t.Value()) / float64(t.unit.Duration()), nil
+	d, ok := t.Last()
+	if !ok {
+		return 0, fmt.Errorf("timer %q: %w", t.name, errNoValue)
+	}
+	return float64(d) / float64(t.unit.Duration()), nil
 }
 
 // Statistics implements Metric: over the recorded durations, in the timer's unit.

@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"cmp"
+	"math/rand/v2"
 	"runtime"
 	"slices"
 	"sync"
@@ -9,64 +10,61 @@ import (
 	"time"
 )
 
-// window keeps the recent values of one metric: libprocess' TimeSeries.
+// window keeps the recent values of one metric in a series (libprocess' TimeSeries) guarded by
+// a mutex, as libprocess guards it with a spin lock.
 //
-// Writers must not contend, so the history is split into shards, one per processor in
-// practice: a writer takes a shard from a sync.Pool (which is per-P), locks it (uncontended
-// unless two Ps hold the same shard, which happens only after the pool was cleared by a GC) and
-// appends to its ring. Each shard keeps up to capacity values, so a metric updated from a single
-// goroutine keeps its full capacity; a reader merges all shards and keeps the newest capacity
-// values.
+// Writers must not queue behind each other, so a writer that finds the mutex taken does not
+// wait for it: it stages its value in one of a few side buffers, picked at random, and returns.
+// Whoever takes the mutex next (a writer or a reader) first moves the staged values into the
+// series in the order they were staged. A goroutine's values therefore reach the series in the
+// order it pushed them, and the series is exactly libprocess' for values pushed one after the
+// other; values pushed concurrently enter it in some order.
 //
 // Writers do not read the clock either, which costs more than the rest of an update: values are
 // stamped with a coarse clock, now, refreshed by the first writer after a runtime timer marked
 // it stale. The timer is armed only while values are being written, so an idle window costs
 // nothing.
 type window struct {
-	dur      time.Duration
-	res      time.Duration
-	capacity int
-	base     time.Time // monotonic origin of every stamp
+	res  time.Duration
+	base time.Time // monotonic origin of every stamp
 
 	now   atomic.Int64 // coarse time since base, in ns
 	stale atomic.Bool  // now must be refreshed before use
 	timer *time.Timer  // sets stale once res has passed since the last refresh
+	clock func() int64 // tests: replaces the coarse clock (stale is then never cleared)
 
-	pool   sync.Pool // of *shard
-	next   atomic.Uint32
-	shards []shard
-	// lastShard is 1 + the index of the shard written last by pushLast, 0 before any. It is
-	// stored only when it changes, so a goroutine that keeps its shard pays one plain load.
-	lastShard atomic.Int32
+	mu      sync.Mutex
+	s       series   // guarded by mu
+	scratch []staged // guarded by mu
+
+	pending    atomic.Bool // values may be staged
+	seq        atomic.Uint64
+	stagesOnce sync.Once
+	stages     []stage
 }
 
-type entry struct {
-	ts int64 // ns since base
-	v  float64
+type staged struct {
+	seq uint64
+	entry
 }
 
-type shard struct {
-	mu   sync.Mutex
-	ring []entry  // grows to capacity, then wraps
-	pos  int      // next slot to overwrite once full
-	last int64    // raw value of the last pushLast
-	id   int32    // 1 + index in window.shards
-	_    [64]byte // keep shards on separate cache lines
+type stage struct {
+	mu  sync.Mutex
+	buf []staged
+	_   [64]byte // keep stages on separate cache lines
 }
 
-func newWindow(d time.Duration, capacity int) *window {
+// stageLimit is the number of values a stage holds before its writer waits for the mutex and
+// moves them into the series.
+const stageLimit = 64
+
+func newWindow(d time.Duration, capacity int, clock func() int64) *window {
 	res := min(max(d/100, time.Millisecond), time.Second)
-	n := min(max(2*runtime.GOMAXPROCS(0), 2), 64)
-	w := &window{dur: d, res: res, capacity: capacity, base: time.Now(), shards: make([]shard, n)}
-	for i := range w.shards {
-		w.shards[i].id = int32(i + 1)
-	}
+	w := &window{res: res, base: time.Now(), clock: clock, s: newSeries(int64(d), capacity)}
 	w.stale.Store(true)
-	w.timer = time.AfterFunc(time.Hour, func() { w.stale.Store(true) })
-	w.timer.Stop()
-	w.pool.New = func() any {
-		i := w.next.Add(1) - 1
-		return &w.shards[int(i%uint32(len(w.shards)))]
+	if clock == nil {
+		w.timer = time.AfterFunc(time.Hour, func() { w.stale.Store(true) })
+		w.timer.Stop()
 	}
 	return w
 }
@@ -75,6 +73,9 @@ func newWindow(d time.Duration, capacity int) *window {
 func (w *window) stamp() int64 {
 	if !w.stale.Load() {
 		return w.now.Load()
+	}
+	if w.clock != nil {
+		return w.clock()
 	}
 	ts := int64(time.Since(w.base))
 	w.now.Store(ts)
@@ -87,88 +88,73 @@ func (w *window) stamp() int64 {
 // push appends v to the history.
 func (w *window) push(v float64) {
 	ts := w.stamp()
-	s := w.pool.Get().(*shard)
-	s.mu.Lock()
-	s.add(w.capacity, entry{ts, v})
-	s.mu.Unlock()
-	w.pool.Put(s)
-}
-
-// pushLast is push for a Timer: it also remembers raw as the last value. Values pushed by one
-// goroutine are ordered: the last one wins. Concurrent pushes are not ordered among
-// themselves; one of them wins.
-func (w *window) pushLast(v float64, raw int64) {
-	ts := w.stamp()
-	s := w.pool.Get().(*shard)
-	s.mu.Lock()
-	s.add(w.capacity, entry{ts, v})
-	s.last = raw
-	s.mu.Unlock()
-	if w.lastShard.Load() != s.id {
-		w.lastShard.Store(s.id)
-	}
-	w.pool.Put(s)
-}
-
-// last returns the raw value of the last pushLast, 0 if none.
-func (w *window) last() int64 {
-	id := w.lastShard.Load()
-	if id == 0 {
-		return 0
-	}
-	s := &w.shards[id-1]
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.last
-}
-
-func (s *shard) add(capacity int, e entry) {
-	if len(s.ring) < capacity {
-		s.ring = append(s.ring, e)
+	if w.mu.TryLock() {
+		if w.pending.Load() {
+			w.drainLocked()
+		}
+		w.s.set(entry{ts, v}, ts)
+		w.mu.Unlock()
 		return
 	}
-	s.ring[s.pos] = e
-	s.pos++
-	if s.pos == len(s.ring) {
-		s.pos = 0
+	w.stage(entry{ts, v})
+}
+
+// stage sets e aside for the next holder of w.mu.
+func (w *window) stage(e entry) {
+	w.stagesOnce.Do(func() {
+		w.stages = make([]stage, min(max(2*runtime.GOMAXPROCS(0), 4), 32))
+	})
+	seq := w.seq.Add(1)
+	st := &w.stages[rand.N(len(w.stages))]
+	st.mu.Lock()
+	st.buf = append(st.buf, staged{seq, e})
+	full := len(st.buf) >= stageLimit
+	st.mu.Unlock()
+	if !w.pending.Load() {
+		w.pending.Store(true)
+	}
+	if full {
+		w.mu.Lock()
+		w.drainLocked()
+		w.mu.Unlock()
 	}
 }
 
-// values returns a copy of the values within the window, at most capacity of them (the newest),
-// in no particular order.
+// drainLocked moves the staged values into the series, in the order they were staged. w.mu is
+// held.
+//
+// It holds every stage's lock at once while it collects them: a goroutine that staged a value
+// in one stage and its next value in another cannot have the second collected without the
+// first.
+func (w *window) drainLocked() {
+	w.pending.Store(false)
+	for i := range w.stages {
+		w.stages[i].mu.Lock()
+	}
+	all := w.scratch[:0]
+	for i := range w.stages {
+		st := &w.stages[i]
+		all = append(all, st.buf...)
+		st.buf = st.buf[:0]
+	}
+	for i := range w.stages {
+		w.stages[i].mu.Unlock()
+	}
+	slices.SortFunc(all, func(a, b staged) int { return cmp.Compare(a.seq, b.seq) })
+	for _, e := range all {
+		w.s.set(e.entry, e.ts)
+	}
+	w.scratch = all[:0]
+}
+
+// values returns a copy of the values in the window, oldest first.
 func (w *window) values() []float64 {
-	cutoff := int64(time.Since(w.base) - w.dur)
-	type ranked struct {
-		entry
-		rank int // 0 for the newest of its shard
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.pending.Load() {
+		w.drainLocked()
 	}
-	var es []ranked
-	for i := range w.shards {
-		s := &w.shards[i]
-		s.mu.Lock()
-		// Newest first: ring[pos-1] down to ring[0], then ring[len-1] down to ring[pos].
-		n := len(s.ring)
-		for r := range n {
-			e := s.ring[((s.pos-1-r)%n+n)%n]
-			if e.ts >= cutoff {
-				es = append(es, ranked{e, r})
-			}
-		}
-		s.mu.Unlock()
-	}
-	if len(es) > w.capacity {
-		// Newest stamps first; within one clock step, shards' newest values first, so the
-		// latest value of every shard survives truncation.
-		slices.SortFunc(es, func(a, b ranked) int {
-			return cmp.Or(cmp.Compare(b.ts, a.ts), cmp.Compare(a.rank, b.rank))
-		})
-		es = es[:w.capacity]
-	}
-	vs := make([]float64, len(es))
-	for i, e := range es {
-		vs[i] = e.v
-	}
-	return vs
+	return w.s.appendValues(make([]float64, 0, w.s.len()))
 }
 
 // statistics computes Statistics over the window; a nil window has none.
@@ -176,6 +162,5 @@ func (w *window) statistics() (Statistics, bool) {
 	if w == nil {
 		return Statistics{}, false
 	}
-	vs := w.values()
-	return statisticsOfSorted(sortValues(vs))
+	return statisticsOfSorted(sortValues(w.values()))
 }
