@@ -32,17 +32,39 @@ func FuzzSendLines(f *testing.F) {
 		}
 		mon := mustNew(t, Config{ReservoirSize: 4, Seed: 1})
 		hist := mustNew(t, Config{ReservoirSize: 4, Seed: 1})
+		ecs := mustNew(t, Config{ReservoirSize: 4, Seed: 1, Statistics: StatisticsECS})
 		for i := range ms {
 			mon.Send(&ms[i])
 			hist.SendHistogrammable(&ms[i])
+			ecs.SendHistogrammable(&ms[i])
 		}
 		out := mon.AppendLines(nil)
 		back, err := parseLines(out)
 		if err != nil {
 			t.Fatalf("output does not parse: %v\n%s", err, out)
 		}
-		if _, err := parseLines(hist.AppendLines(nil)); err != nil {
+		hs, err := parseLines(hist.AppendLines(nil))
+		if err != nil {
 			t.Fatalf("histogram output does not parse: %v", err)
+		}
+		es, err := parseLines(ecs.AppendLines(nil))
+		if err != nil {
+			t.Fatalf("StatisticsECS output does not parse: %v", err)
+		}
+		if len(es) != len(hs) {
+			t.Fatalf("StatisticsECS: %d lines; default: %d", len(es), len(hs))
+		}
+		for i := range es { // same buckets, same fields; counts unsigned
+			ef, hf := es[i].Fields(), hs[i].Fields()
+			if len(ef) != len(hf) {
+				t.Fatalf("line %d: %d fields vs %d", i, len(ef), len(hf))
+			}
+			for j := range ef {
+				isCount := strings.HasSuffix(ef[j].Key, "_count") || strings.HasSuffix(ef[j].Key, "_poolsize")
+				if ef[j].Key != hf[j].Key || (ef[j].Kind == Uint) != isCount || ef[j].Float() != hf[j].Float() && isCount {
+					t.Fatalf("line %d field %d: %s=%v (%s) vs %s=%v (%s)", i, j, ef[j].Key, ef[j].Float(), ef[j].Kind, hf[j].Key, hf[j].Float(), hf[j].Kind)
+				}
+			}
 		}
 		again := mustNew(t, Config{})
 		for i := range back {

@@ -59,7 +59,8 @@ type Config struct {
 	PushClient *http.Client
 	// Logger receives push failures and server errors. Default slog.Default().
 	Logger *slog.Logger
-	// Seed, if not zero, makes reservoir sampling deterministic (for tests).
+	// Seed, if not zero, makes reservoir sampling deterministic (for tests): the same sends,
+	// in the same order, keep the same samples.
 	Seed uint64
 	// Statistics chooses how a histogrammable field's statistics are computed and typed:
 	// StatisticsDefault (the zero value) or StatisticsECS, which writes the same values and
@@ -243,6 +244,9 @@ func (mon *Monitor) send(m *Metric, hist bool) error {
 }
 
 func (mon *Monitor) hashSeries(m *Metric) uint64 {
+	if mon.cfg.Seed != 0 {
+		return seededHash(mon.cfg.Seed, m)
+	}
 	var h maphash.Hash
 	h.SetSeed(mon.seed)
 	h.WriteString(m.measurement)
@@ -253,6 +257,25 @@ func (mon *Monitor) hashSeries(m *Metric) uint64 {
 		h.WriteString(t.Value)
 	}
 	return h.Sum64()
+}
+
+// seededHash is hashSeries when Config.Seed is set: FNV-1a from the seed, so that a series
+// lands in the same shard, and so draws from the same generator, in every Monitor with that
+// seed (maphash's seeds are random).
+func seededHash(seed uint64, m *Metric) uint64 {
+	h := seed ^ 14695981039346656037
+	add := func(s string) {
+		for i := 0; i < len(s); i++ {
+			h = (h ^ uint64(s[i])) * 1099511628211
+		}
+		h = (h ^ 0xff) * 1099511628211 // separator: no byte of valid UTF-8
+	}
+	add(m.measurement)
+	for _, t := range m.tags {
+		add(t.Key)
+		add(t.Value)
+	}
+	return h
 }
 
 func (b *bucket) matches(m *Metric) bool {

@@ -42,8 +42,9 @@
 //   - A scrape returns everything sent since the previous scrape and empties the store:
 //     one scraper only. Nothing expires otherwise: unscraped, the store grows by a bucket
 //     per series and second.
-//   - Sends while stopped are discarded; Stop drops what was not scraped; a second Run while
-//     one serves returns nil at once; Run after Stop serves afresh; Run returns
+//   - Sends while stopped are discarded and Stop drops what was not scraped, as in ECS until
+//     the version that added WaitUntilRunning (which keeps both for the next Run); a second
+//     Run while one serves returns nil at once; Run after Stop serves afresh; Run returns
 //     http.ErrServerClosed after Stop.
 //
 // Where it departs from ECS, only where ECS loses data or crashes:
