@@ -9,8 +9,8 @@ import (
 	"net/url"
 	"strings"
 	"sync"
-	"time"
 
+	"github.com/cantal-go/cantal/internal/logbudget"
 	"golang.org/x/crypto/bcrypt"
 )
 
@@ -23,22 +23,31 @@ type Guard struct {
 	// Write besides Read. Without a web config, writes are taken from loopback and the Unix
 	// socket only.
 	Writers []string
+	// Readers are client certificates' common names that read wherever they connect from (an
+	// operator's or a Prometheus's certificate); in a cluster, other certificates of the CA
+	// read only from a live member's address (see IsMember). Basic-auth users always read.
+	Readers []string
 	// PrivateProcesses hides other users' processes: set when /proc is mounted hidepid (see
 	// HidePID) or by the operator. A Unix socket caller then sees its own processes (root
 	// all), an anonymous network caller none; an authenticated caller of the web config sees
 	// every process, being an identity the operator granted.
 	PrivateProcesses bool
+	// IsMember, when set (a cluster), tells whether a request comes from a live member of the
+	// cluster. A verified client certificate then reads only from a member: the certificate
+	// alone (a node holding one but not the gossip key) opens the gossip stream, where
+	// memberlist's encryption refuses it, and nothing else. Names in Writers read and write
+	// wherever they connect from.
+	IsMember func(r *http.Request) bool
 	// Need says which role a request needs.
 	Need func(r *http.Request) Role
-	// Log receives refusals, at most one line a second (so a scan of the port cannot flood
-	// the log).
+	// Log receives refusals, within a log budget (package logbudget), so a scan of the port
+	// cannot flood the log.
 	Log *slog.Logger
 
-	once     sync.Once
-	writers  map[string]bool
-	logMu    sync.Mutex
-	logNext  time.Time
-	logMuted int
+	once    sync.Once
+	writers map[string]bool
+	readers map[string]bool
+	logLim  *logbudget.Limiter
 
 	authMu sync.Mutex // serialises bcrypt: one CPU at most for password checks
 	cache  authCache
@@ -51,9 +60,14 @@ func (g *Guard) Handler(next http.Handler) http.Handler {
 		for _, w := range g.Writers {
 			g.writers[w] = true
 		}
+		g.readers = make(map[string]bool, len(g.Readers))
+		for _, r := range g.Readers {
+			g.readers[r] = true
+		}
 		if g.Log == nil {
 			g.Log = slog.Default()
 		}
+		g.logLim = logbudget.New(g.Log, "refusals")
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if g.Web != nil {
@@ -116,9 +130,12 @@ func (g *Guard) identify(r *http.Request) (Caller, bool) {
 	if r.TLS != nil && len(r.TLS.VerifiedChains) > 0 && len(r.TLS.VerifiedChains[0]) > 0 {
 		leaf := r.TLS.VerifiedChains[0][0]
 		name := certName(leaf)
-		c := Caller{Name: name, Via: "cert", Roles: Read | Member, Processes: ProcessesAll}
+		c := Caller{Name: name, Via: "cert", Roles: Member, Processes: ProcessesAll}
+		if g.IsMember == nil || g.readers[name] || g.IsMember(r) {
+			c.Roles |= Read
+		}
 		if g.writers[name] {
-			c.Roles |= Write
+			c.Roles |= Read | Write
 		}
 		return c, true
 	}
@@ -196,19 +213,11 @@ func (c *authCache) add(k [32]byte) {
 	c.m[k] = struct{}{}
 }
 
-// refused logs a refusal, at most one line a second, counting those it kept quiet.
+// refused logs a refusal within the log budget.
 func (g *Guard) refused(r *http.Request, why string) {
-	g.logMu.Lock()
-	now := time.Now()
-	if now.Before(g.logNext) {
-		g.logMuted++
-		g.logMu.Unlock()
-		return
+	if g.logLim.Allow() {
+		g.Log.Info("request refused", "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path, "why", why)
 	}
-	muted := g.logMuted
-	g.logMuted, g.logNext = 0, now.Add(time.Second)
-	g.logMu.Unlock()
-	g.Log.Info("request refused", "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path, "why", why, "refusals_not_logged", muted)
 }
 
 // crossOrigin reports whether r carries an Origin header naming another host than r's own.

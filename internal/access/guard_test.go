@@ -248,3 +248,38 @@ func TestAnonymousWithoutWebConfig(t *testing.T) {
 		}
 	}
 }
+
+// TestCertificateWithoutMembership: in a cluster, a certificate of the cluster CA alone opens
+// the gossip stream (whose own encryption then decides) and reads nothing; a live member reads.
+func TestCertificateWithoutMembership(t *testing.T) {
+	f := newFixture(t, "VerifyClientCertIfGiven")
+	member := false
+	g := &Guard{Web: f.web, Readers: []string{"prometheus"}, IsMember: func(*http.Request) bool { return member }, Need: func(r *http.Request) Role {
+		if r.URL.Path == "/gossip" {
+			return Member
+		}
+		return Read
+	}}
+	srv := httptest.NewUnstartedServer(g.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {})))
+	srv.TLS = f.web.ServerTLS()
+	srv.StartTLS()
+	defer srv.Close()
+	f.srv = srv
+	c := f.client(&f.node)
+	for _, x := range []struct {
+		member bool
+		path   string
+		want   int
+	}{{false, "/gossip", 200}, {false, "/api/v1/metrics", 403}, {true, "/api/v1/metrics", 200}} {
+		member = x.member
+		if got, err := f.do(c, "GET", x.path, "", ""); got != x.want {
+			t.Errorf("certificate, member %v: GET %s = %d, %v; want %d", x.member, x.path, got, err, x.want)
+		}
+	}
+	// A certificate named in Readers reads from anywhere.
+	member = false
+	prom, _ := f.ca.Issue("prometheus")
+	if got, err := f.do(f.client(&prom), "GET", "/api/v1/metrics", "", ""); got != 200 {
+		t.Errorf("a reader's certificate from a non-member address: %d, %v; want 200", got, err)
+	}
+}

@@ -38,6 +38,7 @@ type Config struct {
 
 	WebConfig        string   // exporter-toolkit web config: TLS, client certificates, basic auth
 	WriteUsers       []string // names (basic-auth users, client certificates' CNs) with the write role
+	ReadUsers        []string // client certificates' CNs that read from anywhere in a cluster
 	PrivateProcesses string   // auto (when /proc is mounted hidepid), on or off
 	ShowCmdlines     bool     // serve command lines whole instead of redacted
 	MaxConnections   int      // open HTTP connections at most; 0: half the descriptor limit
@@ -97,7 +98,7 @@ func ParseFlags(name string, args []string, getenv func(string) string) (Config,
 	fs.StringVar(&c.StateDir, "state-dir", c.StateDir, "directory for the history snapshot, node id and peers (empty: keep nothing)")
 	fs.DurationVar(&c.Interval, "interval", c.Interval, "scan interval")
 	fs.DurationVar(&c.History, "history", c.History, "how much history to keep at full precision")
-	fs.IntVar(&c.MaxSeries, "max-series", c.MaxSeries, "most series kept: beyond it those written longest ago (dead processes') are dropped with their history (0: no limit)")
+	fs.IntVar(&c.MaxSeries, "max-series", c.MaxSeries, "most collected series kept: beyond it those written longest ago (dead processes') are dropped with their history (0: no limit); pushed series have a budget of their own")
 	fs.DurationVar(&c.SnapshotInterval, "snapshot-interval", c.SnapshotInterval, "how often the history snapshot is written (also at shutdown)")
 	fs.StringVar(&c.RRDDDir, "rrdd-dir", c.RRDDDir, "directory of XAPI rrdd plugin files (empty: off)")
 	fs.StringVar(&c.RRDDRPC, "rrdd-rpc", c.RRDDRPC, "Unix socket on which to serve xcp-rrdd's plugin XML-RPC, so unmodified XAPI plugins register and write into --rrdd-dir (XAPI's libraries look for /var/xapi/xcp-rrdd; empty: off)")
@@ -112,6 +113,7 @@ func ParseFlags(name string, args []string, getenv func(string) string) (Config,
 	fs.DurationVar(&c.TimerSlack, "timer-slack", c.TimerSlack, "how late the kernel may wake the agent's threads, to batch wake-ups; at most a tenth of --interval is used (0: the kernel's default)")
 	fs.StringVar(&c.WebConfig, "web-config", c.WebConfig, "exporter-toolkit web config file: TLS, client certificates (also the node's identity towards its peers), bcrypt basic auth")
 	fs.Var(listFlag{&c.WriteUsers}, "write-users", "names allowed to write (/write, OTLP, POST /api/v1/peers, pprof): basic-auth users or client certificates' common names (repeatable, or comma-separated)")
+	fs.Var(listFlag{&c.ReadUsers}, "read-users", "client certificates' common names that read from any address; in a cluster other certificates of the CA read only from a live member's address (repeatable, or comma-separated)")
 	fs.StringVar(&c.PrivateProcesses, "private-processes", c.PrivateProcesses, "serve each local caller only its own processes and anonymous network callers none: auto (when /proc is mounted hidepid), on, off")
 	fs.BoolVar(&c.ShowCmdlines, "show-cmdlines", c.ShowCmdlines, "serve process command lines whole (default: values that look like secrets are redacted)")
 	fs.IntVar(&c.MaxConnections, "max-connections", c.MaxConnections, "open HTTP connections at most (0: half the descriptor limit)")

@@ -15,6 +15,7 @@ import (
 	"github.com/cantal-go/cantal/internal/access"
 	"github.com/cantal-go/cantal/internal/cluster"
 	"github.com/cantal-go/cantal/internal/connlimit"
+	"github.com/cantal-go/cantal/internal/logbudget"
 )
 
 // The agent's network face: its listeners (TCP, TLS from --web-config, Unix sockets), the
@@ -187,9 +188,17 @@ func (a *Agent) handler() http.Handler {
 	g := &access.Guard{
 		Web:              a.web,
 		Writers:          a.cfg.WriteUsers,
+		Readers:          a.cfg.ReadUsers,
 		PrivateProcesses: private,
 		Need:             needRole,
 		Log:              a.log.With("subsystem", "access"),
+	}
+	if a.gossip != nil {
+		c := a.gossip.c
+		g.IsMember = func(r *http.Request) bool {
+			host, _, err := net.SplitHostPort(r.RemoteAddr)
+			return err == nil && c.IsLiveMemberIP(net.ParseIP(host))
+		}
 	}
 	bodies := newBodyBudget(maxBody, maxBodies)
 	return deadlines(g.Handler(bodies.readBodies(limitQueries(a.mux, queryConcurrency()))))
@@ -215,7 +224,9 @@ func (a *Agent) server() *http.Server {
 				b.cl.ConnState(c, st)
 			}
 		},
-		ErrorLog: slog.NewLogLogger(a.log.Handler(), slog.LevelDebug),
+		// Failed TLS handshakes and malformed requests: anyone can cause them, so within a
+		// log budget.
+		ErrorLog: logbudget.ErrorLog(a.log, logbudget.New(a.log, "HTTP server errors"), slog.LevelDebug),
 	}
 }
 

@@ -33,6 +33,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cantal-go/cantal/internal/logbudget"
 	"github.com/hashicorp/memberlist"
 )
 
@@ -116,7 +117,7 @@ func (r *peerRec) peer() Peer {
 type Cluster struct {
 	cfg   Config
 	log   *slog.Logger
-	lim   *logLimiter // budget of memberlist's and the transport's log lines
+	lim   *logbudget.Limiter // budget of memberlist's and the transport's log lines
 	ml    *memberlist.Memberlist
 	tr    *transport // nil with Config.Transport
 	id    string
@@ -171,7 +172,7 @@ func New(cfg Config) (*Cluster, error) {
 	c := &Cluster{
 		cfg:   cfg,
 		log:   cfg.Logger.With("component", "cluster"),
-		lim:   newLogLimiter(cfg.Logger),
+		lim:   logbudget.New(cfg.Logger, "gossip log lines"),
 		peers: make(map[string]*peerRec),
 		local: meta{Cluster: cfg.ClusterName, Name: cfg.NodeName, HTTP: cfg.HTTPAddr, Version: cfg.Version, TLS: tlsOn},
 		joins: make(chan struct{}, maxJoins),
@@ -657,7 +658,7 @@ func (c *Cluster) Shutdown() error {
 	c.mu.Unlock()
 	c.persist()
 	err := c.ml.Shutdown()
-	c.lim.stop()
+	c.lim.Stop()
 	if err != nil {
 		return fmt.Errorf("cluster: shutdown: %w", err)
 	}

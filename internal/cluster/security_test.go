@@ -22,6 +22,7 @@ import (
 	"github.com/hashicorp/memberlist"
 
 	"github.com/cantal-go/cantal/internal/cluster/testpki"
+	"github.com/cantal-go/cantal/internal/logbudget"
 )
 
 func newCA(t *testing.T, name string) *testpki.CA {
@@ -407,7 +408,7 @@ func TestFinding14_JunkPacketsLogThrottled(t *testing.T) {
 	time.Sleep(500 * time.Millisecond)
 	elapsed := time.Since(begin)
 	got := h.n.Load() - base
-	limit := int64(logBurst + logRate*elapsed.Seconds() + 1)
+	limit := int64(logbudget.Burst + logbudget.Rate*elapsed.Seconds() + 1)
 	t.Logf("%d junk datagrams in %s: %d log lines (budget %d)", junk, elapsed.Round(time.Millisecond), got, limit)
 	if got > limit {
 		t.Errorf("%d junk datagrams made %d log lines in %s; want at most %d", junk, got, elapsed, limit)
@@ -420,32 +421,5 @@ func TestFinding14_JunkPacketsLogThrottled(t *testing.T) {
 	defer h.mu.Unlock()
 	if len(h.summary) != 1 || !strings.Contains(h.summary[0], "gossip log lines suppressed in the last 10s") {
 		t.Errorf("summaries = %q; want one saying how many lines were suppressed", h.summary)
-	}
-}
-
-// TestLogLimiterRefills: the budget refills at logRate a second.
-func TestLogLimiterRefills(t *testing.T) {
-	now := time.Unix(1000, 0)
-	l := newLogLimiter(slog.New(slog.DiscardHandler))
-	l.now = func() time.Time { return now }
-	defer l.stop()
-	n := 0
-	for range 100 {
-		if l.allow() {
-			n++
-		}
-	}
-	if n != logBurst {
-		t.Errorf("a burst of 100 lines let %d through; want %d", n, logBurst)
-	}
-	now = now.Add(time.Second)
-	n = 0
-	for range 100 {
-		if l.allow() {
-			n++
-		}
-	}
-	if n != logRate {
-		t.Errorf("a second later %d lines went through; want %d", n, logRate)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cantal-go/cantal/internal/logbudget"
 	sockaddr "github.com/hashicorp/go-sockaddr"
 	"github.com/hashicorp/memberlist"
 )
@@ -62,7 +63,7 @@ var _ memberlist.Transport = (*transport)(nil)
 // transportConfig is what newTransport needs besides the addresses.
 type transportConfig struct {
 	log       *slog.Logger
-	lim       *logLimiter // budget of the stream listener's error log
+	lim       *logbudget.Limiter // budget of the stream listener's error log
 	clientTLS func() *tls.Config
 	serverTLS *tls.Config // own listener's TLS; required with clientTLS unless viaHTTP
 }
