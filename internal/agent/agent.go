@@ -85,6 +85,12 @@ type namedCollector struct {
 	c    series.Collector
 }
 
+// The pushed series' budget (line protocol and statsd together; see package ingest).
+const (
+	pushMaxSeries = 100_000
+	pushMaxBytes  = 64 << 20
+)
+
 // historyDir is the history snapshot's directory in --state-dir (see history.Saver: closed
 // segments are written once each, so a periodic save writes only what changed).
 // legacySnapshotName is the single-file snapshot of earlier versions: loaded when historyDir
@@ -129,6 +135,10 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 	}
 	a.reg = registry.New(a.hist, cfg.History, log)
 	a.reg.SetMaxSeries(cfg.MaxSeries)
+	// Pushed series (source="push") have a budget of their own, apart from --max-series: ingest
+	// holds at most pushMaxSeries and pushMaxBytes at once, and the registry keeps twice that
+	// (a pushed series stays for the hour after its last point), evicting only pushed series.
+	a.reg.SetMaxPushed(2*pushMaxSeries, 2*pushMaxBytes)
 
 	sopt := sysscan.Options{Proc: cfg.Proc, Sys: cfg.Sys}
 	a.procs = sysscan.NewProcesses(sopt)
@@ -138,7 +148,7 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 		{"processes", a.procs},
 		{"apps", a.apps},
 	}
-	a.push = ingest.New(ingest.Config{Logger: log.With("subsystem", "ingest")})
+	a.push = ingest.New(ingest.Config{Logger: log.With("subsystem", "ingest"), MaxSeries: pushMaxSeries, MaxBytes: pushMaxBytes})
 	a.colls = append(a.colls, namedCollector{"push", a.push})
 	if cfg.RRDDDir != "" {
 		a.colls = append(a.colls, namedCollector{"rrdd", rrddscan.New(cfg.RRDDDir, rrddscan.Options{})})

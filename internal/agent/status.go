@@ -32,14 +32,20 @@ type Status struct {
 		Removed    int     `json:"series_removed"`
 	} `json:"last_scan"`
 	Counts struct {
-		Series        int   `json:"series"`
-		Evicted       int64 `json:"series_evicted"` // dropped by --max-series since the start
-		LiveSeries    int   `json:"live_series"`
-		Processes     int   `json:"processes"`
-		Apps          int   `json:"apps"`
-		Problems      int   `json:"problems"`
-		HistoryPoints int64 `json:"history_points"`
-		HistoryBytes  int64 `json:"history_bytes"`
+		Series  int   `json:"series"`
+		Evicted int64 `json:"series_evicted"` // dropped by --max-series since the start
+		// Pushed series (source="push"), in their own budget: held by the registry, what they
+		// cost in bytes, evicted from it, and pushes refused by ingest for lack of room.
+		Pushed        int    `json:"pushed_series"`
+		PushedBytes   int64  `json:"pushed_bytes"`
+		PushedEvicted int64  `json:"pushed_evicted"`
+		PushRefused   uint64 `json:"push_refused"`
+		LiveSeries    int    `json:"live_series"`
+		Processes     int    `json:"processes"`
+		Apps          int    `json:"apps"`
+		Problems      int    `json:"problems"`
+		HistoryPoints int64  `json:"history_points"`
+		HistoryBytes  int64  `json:"history_bytes"`
 	} `json:"counts"`
 	Memory struct {
 		HeapInuse    uint64 `json:"heap_inuse"`
@@ -96,7 +102,9 @@ func (a *Agent) status(ctx context.Context) any {
 	s.LastScan.Added, s.LastScan.Removed = v.Added, v.Removed
 	s.Counts.Series = v.Len()
 	s.Counts.LiveSeries = v.Live
-	s.Counts.Evicted = v.Evicted
+	s.Counts.Evicted = v.Evicted - v.EvictedPushed
+	s.Counts.Pushed, s.Counts.PushedBytes, s.Counts.PushedEvicted = v.Pushed, v.PushedBytes, v.EvictedPushed
+	s.Counts.PushRefused = a.push.Stats().Refused
 	s.Counts.Processes = len(a.procs.Table())
 	s.Counts.Apps = a.apps.Count()
 	s.Problems = v.Problems
