@@ -12,7 +12,6 @@
 //	m.SetFieldUInt64("sent_messages", 42)
 //	monitoring.Send(&m)                  // summed per second
 //	monitoring.SendHistogrammable(&m)    // statistics per second
-//	defer monitoring.TimerSendHist(&m, monitoring.Millisecond)()
 //	monitoring.Stop()
 //
 // The API: Run, Stop, IsRunning, WaitUntilRunning, Send, SendHistogrammable; Metric with
