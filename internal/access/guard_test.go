@@ -31,7 +31,7 @@ type fixture struct {
 	lastSeen Caller
 }
 
-func hash(t *testing.T, pass string) string {
+func hash(t testing.TB, pass string) string {
 	h, err := bcrypt.GenerateFromPassword([]byte(pass), bcrypt.MinCost)
 	if err != nil {
 		t.Fatal(err)
@@ -39,7 +39,7 @@ func hash(t *testing.T, pass string) string {
 	return string(h)
 }
 
-func newFixture(t *testing.T, clientAuth string) *fixture {
+func newFixture(t testing.TB, clientAuth string) *fixture {
 	t.Helper()
 	f := &fixture{dir: t.TempDir()}
 	var err error
@@ -80,7 +80,7 @@ func newFixture(t *testing.T, clientAuth string) *fixture {
 	return f
 }
 
-func (f *fixture) writeConfig(t *testing.T, clientAuth string, users map[string]string) {
+func (f *fixture) writeConfig(t testing.TB, clientAuth string, users map[string]string) {
 	t.Helper()
 	var b strings.Builder
 	fmt.Fprintf(&b, "tls_server_config:\n  cert_file: server.crt\n  key_file: server.key\n  client_ca_file: ca.crt\n  client_auth_type: %s\n", clientAuth)
