@@ -13,7 +13,8 @@ import (
 // PushGauge). Its snapshot value is the last level set, zero before any.
 //
 // All methods are safe for concurrent use. Set is one atomic store, Add a compare-and-swap loop;
-// with a window, the new level is also appended to the history.
+// with a window, the new level is also appended to the history. (libprocess' PushGauge keeps
+// no history; unlike a Counter's, a Gauge's history does not start with its initial zero.)
 type Gauge struct {
 	bits atomic.Uint64
 	w    *window

@@ -116,7 +116,12 @@ func (t *Timer) Stop(key string) (time.Duration, bool) {
 func (t *Timer) Time(f func()) time.Duration {
 	start := t.now()
 	f()
-	d := t.now().Sub(start)
+	var d time.Duration
+	if t.clock == nil {
+		d = time.Since(start) // reads only the monotonic clock
+	} else {
+		d = t.now().Sub(start)
+	}
 	t.Observe(d)
 	return d
 }

@@ -125,11 +125,18 @@ func (s *series) truncate(now int64) {
 
 // sparsify thins the series down to its capacity (TimeSeries::sparsify).
 func (s *series) sparsify() {
-	for s.len() > s.capacity {
-		if s.next < 0 || s.next > s.len()/2 {
+	for n := s.len(); n > s.capacity; n-- {
+		if s.next < 0 || s.next > n/2 {
 			s.next = 1
 		}
-		s.moveGap(s.next)
+		if s.gapLo != s.gapHi && s.next == s.gapLo-s.head+1 {
+			// The usual step: the gap is just before the value kept last time; keep it.
+			s.buf[s.gapLo] = s.buf[s.gapHi]
+			s.gapLo++
+			s.gapHi++
+		} else {
+			s.moveGap(s.next)
+		}
 		s.gapHi++ // drop the value at logical index next
 		s.next++  // and keep the one after it
 	}
