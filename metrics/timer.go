@@ -55,7 +55,7 @@ const noValue = math.MinInt64
 // keys; Observe without a window is one atomic store, with a window it also appends to the
 // history.
 type Timer struct {
-	last  atomic.Int64 // ns; noValue before the first duration
+	last  atomic.Int64 // ns, without a window (with one, the window keeps it); noValue before any
 	w     *window
 	unit  Unit
 	name  string
@@ -72,6 +72,9 @@ func NewTimer(name string, unit Unit, opts ...Option) *Timer {
 	o := buildOptions(opts)
 	t := &Timer{name: name + unit.Suffix(), unit: unit, w: newWindowFor(o), clock: o.clock}
 	t.last.Store(noValue)
+	if t.w != nil {
+		t.w.last.Store(noValue)
+	}
 	return t
 }
 
@@ -138,10 +141,11 @@ func (t *Timer) Observe(d time.Duration) {
 	if d == noValue {
 		d++
 	}
-	t.last.Store(int64(d))
-	if t.w != nil {
-		t.w.push(float64(d) / float64(t.unit.Duration()))
+	if t.w == nil {
+		t.last.Store(int64(d))
+		return
 	}
+	t.w.pushLast(float64(d)/float64(t.unit.Duration()), int64(d))
 }
 
 // Value returns the last recorded duration, zero before any. Among durations recorded
@@ -153,7 +157,12 @@ func (t *Timer) Value() time.Duration {
 
 // Last returns the last recorded duration and true, or 0 and false before any.
 func (t *Timer) Last() (time.Duration, bool) {
-	d := t.last.Load()
+	var d int64
+	if t.w == nil {
+		d = t.last.Load()
+	} else {
+		d = t.w.last.Load()
+	}
 	if d == noValue {
 		return 0, false
 	}

@@ -16,9 +16,10 @@ import (
 // Writers must not queue behind each other, so a writer that finds the mutex taken does not
 // wait for it: it stages its value in one of a few side buffers, picked at random, and returns.
 // Whoever takes the mutex next (a writer or a reader) first moves the staged values into the
-// series in the order they were staged. A goroutine's values therefore reach the series in the
-// order it pushed them, and the series is exactly libprocess' for values pushed one after the
-// other; values pushed concurrently enter it in some order.
+// series in the order they were staged (a sequence number taken when staging orders them). A
+// goroutine's values therefore reach the series in the order it pushed them, and the series is
+// exactly libprocess' for values pushed one after the other; values pushed concurrently enter
+// it in some order. Staging costs a shared atomic add, and is taken only under contention.
 //
 // Writers do not read the clock either, which costs more than the rest of an update: values are
 // stamped with a coarse clock, now, refreshed by the first writer after a runtime timer marked
@@ -34,8 +35,10 @@ type window struct {
 	clock func() int64 // tests: replaces the coarse clock (stale is then never cleared)
 
 	mu      sync.Mutex
-	s       series   // guarded by mu
-	scratch []staged // guarded by mu
+	last    atomic.Int64 // raw value of the last pushLast; next to mu, whose cache line a writer holds
+	s       series       // guarded by mu
+	scratch []staged     // guarded by mu
+	spare   [][]staged   // guarded by mu: a buffer for each stage, swapped with its own
 
 	pending    atomic.Bool // values may be staged
 	seq        atomic.Uint64
@@ -99,6 +102,22 @@ func (w *window) push(v float64) {
 	w.stage(entry{ts, v})
 }
 
+// pushLast is push for a Timer: it also stores raw as the last value.
+func (w *window) pushLast(v float64, raw int64) {
+	ts := w.stamp()
+	if w.mu.TryLock() {
+		if w.pending.Load() {
+			w.drainLocked()
+		}
+		w.s.set(entry{ts, v}, ts)
+		w.last.Store(raw)
+		w.mu.Unlock()
+		return
+	}
+	w.last.Store(raw)
+	w.stage(entry{ts, v})
+}
+
 // stage sets e aside for the next holder of w.mu.
 func (w *window) stage(e entry) {
 	w.stagesOnce.Do(func() {
@@ -128,19 +147,27 @@ func (w *window) stage(e entry) {
 // first.
 func (w *window) drainLocked() {
 	w.pending.Store(false)
+	if w.spare == nil {
+		w.spare = make([][]staged, len(w.stages))
+	}
 	for i := range w.stages {
 		w.stages[i].mu.Lock()
 	}
-	all := w.scratch[:0]
 	for i := range w.stages {
 		st := &w.stages[i]
-		all = append(all, st.buf...)
-		st.buf = st.buf[:0]
+		st.buf, w.spare[i] = w.spare[i][:0], st.buf
 	}
 	for i := range w.stages {
 		w.stages[i].mu.Unlock()
 	}
-	slices.SortFunc(all, func(a, b staged) int { return cmp.Compare(a.seq, b.seq) })
+	all := w.scratch[:0]
+	for _, b := range w.spare {
+		all = append(all, b...)
+	}
+	bySeq := func(a, b staged) int { return cmp.Compare(a.seq, b.seq) }
+	if !slices.IsSortedFunc(all, bySeq) {
+		slices.SortFunc(all, bySeq)
+	}
 	for _, e := range all {
 		w.s.set(e.entry, e.ts)
 	}
