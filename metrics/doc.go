@@ -17,8 +17,8 @@
 //   - Each new value drops the values older than the window before it, and only a new value
 //     does: a metric that stops changing keeps its statistics.
 //   - Beyond the window's capacity, the older half of the history is thinned (every other value,
-//     in rounds), so recent values keep full granularity; the newest values are not simply
-//     kept at the expense of the older ones.
+//     in rounds) rather than the oldest values dropped: recent values keep full granularity,
+//     older ones a coarser one, and the history still spans the window.
 //   - Stopping a Timer key that is not running is not an error. A Timer has no value, and is
 //     absent from snapshots, until its first duration.
 //   - Registry.Remove removes by name. Registry.ServeHTTP is libprocess' /metrics/snapshot:
