@@ -450,6 +450,8 @@ func TestFinding10_TLSCluster(t *testing.T) {
 	step("JoinThroughAPIProvesMembership", func(t *testing.T) {
 		// d's host: a closed port, a TCP server that is no cantal, a silent one.
 		var lns []net.Listener
+		var held, acceptors sync.WaitGroup
+		stop := make(chan struct{})
 		listen := func(serve func(net.Conn)) string {
 			var ln net.Listener
 			if err := inNS(d.NS, func() error {
@@ -460,13 +462,16 @@ func TestFinding10_TLSCluster(t *testing.T) {
 				t.Fatal(err)
 			}
 			lns = append(lns, ln)
+			acceptors.Add(1)
 			go func() {
+				defer acceptors.Done()
 				for {
 					c, err := ln.Accept()
 					if err != nil {
 						return
 					}
-					go serve(c)
+					held.Add(1) // before the deferred Wait can run: Accept happened first
+					go func() { defer held.Done(); serve(c) }()
 				}
 			}()
 			return ln.Addr().String()
@@ -475,10 +480,10 @@ func TestFinding10_TLSCluster(t *testing.T) {
 			for _, ln := range lns {
 				ln.Close()
 			}
+			acceptors.Wait() // no Add after this: every Accept has returned
+			close(stop)
+			held.Wait()
 		}()
-		var held sync.WaitGroup
-		stop := make(chan struct{})
-		defer func() { close(stop); held.Wait() }()
 		targets := map[string]string{
 			"closed port": net.JoinHostPort(d.IP, port),
 			"http server": listen(func(c net.Conn) {
@@ -487,8 +492,6 @@ func TestFinding10_TLSCluster(t *testing.T) {
 				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nhi")
 			}),
 			"silent port": listen(func(c net.Conn) {
-				held.Add(1)
-				defer held.Done()
 				<-stop
 				c.Close()
 			}),
