@@ -18,11 +18,11 @@ import (
 	"time"
 
 	"github.com/cantal-go/cantal/internal/api"
-	"github.com/cantal-go/cantal/internal/cluster/testpki"
 	"github.com/cantal-go/cantal/internal/history"
 	"github.com/cantal-go/cantal/internal/registry"
 	"github.com/cantal-go/cantal/internal/remote"
 	"github.com/cantal-go/cantal/internal/series"
+	"github.com/cantal-go/cantal/internal/testsupport/testpki"
 )
 
 // What mutual TLS between cluster members costs (finding 10), plain and TLS side by side on the

@@ -22,8 +22,8 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/cantal-go/cantal/internal/cluster/testpki"
 	"github.com/cantal-go/cantal/internal/netns"
+	"github.com/cantal-go/cantal/internal/testsupport/testpki"
 )
 
 // gossipPath is cluster.GossipPath (the e2e tests talk to the agent only over the network).

@@ -13,10 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cantal-go/cantal/internal/cluster/testpki"
 	"github.com/cantal-go/cantal/internal/history"
 	"github.com/cantal-go/cantal/internal/registry"
 	"github.com/cantal-go/cantal/internal/remote"
+	"github.com/cantal-go/cantal/internal/testsupport/testpki"
 )
 
 // fakeCluster has fixed members and no remote subscriptions.

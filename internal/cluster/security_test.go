@@ -21,8 +21,8 @@ import (
 
 	"github.com/hashicorp/memberlist"
 
-	"github.com/cantal-go/cantal/internal/cluster/testpki"
 	"github.com/cantal-go/cantal/internal/logbudget"
+	"github.com/cantal-go/cantal/internal/testsupport/testpki"
 )
 
 func newCA(t *testing.T, name string) *testpki.CA {

@@ -14,7 +14,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/cantal-go/cantal/internal/cluster/testpki"
+	"github.com/cantal-go/cantal/internal/testsupport/testpki"
 )
 
 // tlsPeer is a fakePeer behind HTTPS that requires a client certificate of ca, counting the

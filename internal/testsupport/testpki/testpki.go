@@ -5,91 +5,45 @@
 package testpki
 
 import (
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
 	"crypto/tls"
 	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"errors"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
-	"time"
+
+	"github.com/cantal-go/cantal/internal/testsupport/certs"
 )
 
-// CA is a certificate authority: the cluster's, or a foreign one.
+// CA is a certificate authority: the cluster's, or a foreign one. It is made by package
+// certs; this package adds the tls.Configs a cluster node uses.
 type CA struct {
 	Cert *x509.Certificate
 	PEM  []byte // the CA certificate, PEM
 	Pool *x509.CertPool
-	key  *ecdsa.PrivateKey
+	ca   *certs.CA
 }
 
 // NewCA makes a self-signed CA named name, valid from an hour ago for a day.
 func NewCA(name string) (*CA, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	c, err := certs.NewCA(name)
 	if err != nil {
 		return nil, err
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber:          serial(),
-		Subject:               pkix.Name{CommonName: name},
-		NotBefore:             time.Now().Add(-time.Hour),
-		NotAfter:              time.Now().Add(24 * time.Hour),
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageCRLSign,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		return nil, err
-	}
-	cert, err := x509.ParseCertificate(der)
-	if err != nil {
-		return nil, err
-	}
-	pool := x509.NewCertPool()
-	pool.AddCert(cert)
-	return &CA{Cert: cert, PEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), Pool: pool, key: key}, nil
-}
-
-func serial() *big.Int {
-	n, _ := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
-	return n
+	return &CA{Cert: c.Cert, PEM: c.CertPEM, Pool: c.Pool(), ca: c}, nil
 }
 
 // Issue makes a node certificate with common name cn and the given IPs in its SANs (and
 // "localhost" as DNS name), for server and client authentication. It returns the certificate
 // and key in PEM.
 func (ca *CA) Issue(cn string, ips ...net.IP) (certPEM, keyPEM []byte, err error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, err
+	hosts := []string{"localhost"}
+	for _, ip := range ips {
+		hosts = append(hosts, ip.String())
 	}
-	tmpl := &x509.Certificate{
-		SerialNumber: serial(),
-		Subject:      pkix.Name{CommonName: cn},
-		NotBefore:    time.Now().Add(-time.Hour),
-		NotAfter:     time.Now().Add(24 * time.Hour),
-		KeyUsage:     x509.KeyUsageDigitalSignature,
-		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
-		DNSNames:     []string{"localhost"},
-		IPAddresses:  ips,
-	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.key)
-	if err != nil {
-		return nil, nil, err
-	}
-	kder, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return nil, nil, err
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
-		pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kder}), nil
+	p, err := ca.ca.Issue(cn, hosts...)
+	return p.CertPEM, p.KeyPEM, err
 }
 
 // Node is one node's identity: its certificate and the CA it trusts.
