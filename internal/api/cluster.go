@@ -44,7 +44,7 @@ func (s *Server) localSamples(q Query) []series.Sample {
 	var scratch [2]history.Point
 	var out []series.Sample
 	view.Each(func(h registry.Handle) bool {
-		if !h.Live() || !q.Sel.Match(h.Labels()) {
+		if !h.Live() || !q.Sel.Match(h.Labels()) || q.Visible != nil && !q.Visible(h.Labels()) {
 			return true
 		}
 		if smp, ok := h.Latest(hist, scratch[:0]); ok {
@@ -80,11 +80,12 @@ func combine(fn string, cur, v float64, first bool) float64 {
 }
 
 func (s *Server) clusterMetrics(w http.ResponseWriter, r *http.Request) {
-	q, err := ParseQuery(r, 0, s.MaxWindow)
+	q, err := s.parseQuery(r, 0)
 	if err != nil {
 		Error(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	peerVisible := s.PeerSeriesVisible(r.Context())
 	agg := r.URL.Query().Get("agg")
 	switch agg {
 	case "", "sum", "min", "max", "avg":
@@ -104,6 +105,9 @@ func (s *Server) clusterMetrics(w http.ResponseWriter, r *http.Request) {
 		for _, a := range s.Cluster.Query(r.Context(), r.URL.Query().Get("match"), q.Rate) {
 			ns := nodeSeries{node: a.Node, status: a.Status, since: a.Since, errMsg: a.Error}
 			for _, sr := range a.Series {
+				if peerVisible != nil && !peerVisible(sr.Latest.Labels) {
+					continue
+				}
 				if sr.Latest.TS != 0 || sr.Latest.Kind == series.State {
 					ns.series = append(ns.series, sr.Latest)
 				}
@@ -197,17 +201,18 @@ func (s *Server) clusterMetrics(w http.ResponseWriter, r *http.Request) {
 // each peer's by its own /api/v1/history, fetched in parallel, waiting for a dead peer no
 // longer than the cluster timeout allows to connect.
 func (s *Server) clusterHistory(w http.ResponseWriter, r *http.Request) {
-	q, err := ParseQuery(r, 5*time.Minute, s.MaxWindow)
+	q, err := s.parseQuery(r, 5*time.Minute)
 	if err != nil {
 		Error(w, http.StatusBadRequest, err.Error())
 		return
 	}
+	peerVisible := s.PeerSeriesVisible(r.Context())
 	type result struct {
 		node, status, errMsg string
 		body                 json.RawMessage
 	}
 	local := HistoryJSON(nil, s.Registry, q, time.Now().UnixMilli())
-	results := []result{{node: s.NodeName, status: "ok", body: withNodeLabels(local, s.NodeName)}}
+	results := []result{{node: s.NodeName, status: "ok", body: withNodeLabels(local, s.NodeName, nil)}}
 	if s.Cluster != nil {
 		members := s.Cluster.Members()
 		rs := make([]result, len(members))
@@ -222,7 +227,7 @@ func (s *Server) clusterHistory(w http.ResponseWriter, r *http.Request) {
 					rs[i].status, rs[i].errMsg = "unreachable", err.Error()
 					return
 				}
-				rs[i].body = withNodeLabels(body, m.Name)
+				rs[i].body = withNodeLabels(body, m.Name, peerVisible)
 			}()
 		}
 		wg.Wait()
@@ -315,24 +320,29 @@ func (s *Server) client() *http.Client {
 
 // withNodeLabels takes a {"series": [...]} answer and returns its series array with the node
 // label added to every series.
-func withNodeLabels(body []byte, node string) []byte {
+func withNodeLabels(body []byte, node string, visible func(series.Labels) bool) []byte {
 	var ans struct {
 		Series []map[string]json.RawMessage `json:"series"`
 	}
 	if err := json.Unmarshal(body, &ans); err != nil {
 		return []byte("[]")
 	}
+	kept := ans.Series[:0]
 	for _, sr := range ans.Series {
 		var l series.Labels
 		if json.Unmarshal(sr["labels"], &l) != nil || l == nil {
 			l = series.Labels{}
 		}
+		if visible != nil && !visible(l) {
+			continue // the caller may not see it (a peer's process)
+		}
 		l["node"] = node
 		sr["labels"] = json.RawMessage(l.Key())
+		kept = append(kept, sr)
 	}
-	out, _ := json.Marshal(ans.Series)
-	if ans.Series == nil {
+	if len(kept) == 0 {
 		return []byte("[]")
 	}
+	out, _ := json.Marshal(kept)
 	return out
 }

@@ -284,3 +284,52 @@ func TestFinding12_WebSocketVisible(t *testing.T) {
 		}
 	}
 }
+
+// TestFinding12_ClusterRoutesVisible: cluster answers carry only the series the caller may see:
+// the local node's as on /api/v1/metrics, and no peer's process series for a caller who may not
+// see every process.
+func TestFinding12_ClusterRoutesVisible(t *testing.T) {
+	ts := privacyServer(t, testUIDs, privacyCluster{time.Now().UnixMilli()})
+	want := map[string]map[string][]string{
+		"all":  {"a": {"-", "100", "200", "300"}, "b": {"-", "100"}},
+		"own":  {"a": {"-", "100"}, "b": {"-"}},
+		"none": {"a": {"-"}, "b": {"-"}},
+	}
+	for caller, byNode := range want {
+		var ans struct {
+			Nodes []struct {
+				Node   string
+				Series json.RawMessage
+			}
+		}
+		b := getAs(t, ts, caller, "/api/v1/cluster/metrics")
+		if err := json.Unmarshal(b, &ans); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range ans.Nodes {
+			got := pidsOf(t, []byte(`{"series":`+string(n.Series)+`}`))
+			if !slices.Equal(got, byNode[n.Node]) {
+				t.Errorf("cluster/metrics as %s, node %s: pids %v; want %v", caller, n.Node, got, byNode[n.Node])
+			}
+		}
+		b = getAs(t, ts, caller, "/api/v1/cluster/history?window=1m")
+		if err := json.Unmarshal(b, &ans); err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range ans.Nodes {
+			if n.Node != "a" {
+				continue // the fake peer has no HTTP address: unreachable
+			}
+			got := pidsOf(t, []byte(`{"series":`+string(n.Series)+`}`))
+			if !slices.Equal(got, byNode["a"]) {
+				t.Errorf("cluster/history as %s, node a: pids %v; want %v", caller, got, byNode["a"])
+			}
+		}
+	}
+	// A peer's history answer is filtered the same way.
+	peer := []byte(`{"series":[{"labels":{"metric":"process.cpu","pid":"7"},"points":[]},{"labels":{"metric":"load.one"},"points":[]}]}`)
+	got := pidsOf(t, []byte(`{"series":`+string(withNodeLabels(peer, "b", noProcessSeries))+`}`))
+	if !slices.Equal(got, []string{"-"}) {
+		t.Errorf("a peer's history filtered for a caller who sees no process: pids %v; want [-]", got)
+	}
+}

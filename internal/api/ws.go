@@ -322,7 +322,7 @@ func (w *wsConn) localHistory(sub *wsSub, window time.Duration, vis func(series.
 	if sub.node == "" {
 		b = append(b[:k], b[k+1:len(b)-1]...)
 	} else {
-		h := withNodeLabels(b[k:], sub.node)
+		h := withNodeLabels(b[k:], sub.node, nil)
 		b = append(append(b[:k], `"series":`...), h...)
 		b = append(b, '}')
 	}
