@@ -185,6 +185,20 @@ func TestRRDDRPCPythonPlugin(t *testing.T) {
 	if fi, err := os.Lstat(filepath.Join(dir, uid)); err != nil || !fi.Mode().IsRegular() {
 		t.Errorf("the plugin's file is not %s: %v", filepath.Join(dir, uid), err)
 	}
+	// The status lists the registered plugin.
+	var st2 struct {
+		RRDDRPC struct {
+			Socket  string
+			Plugins []struct{ UID, Protocol string }
+			Calls   uint64
+		} `json:"rrdd_rpc"`
+	}
+	if err := a.get("/api/v1/status", &st2); err != nil {
+		t.Fatal(err)
+	}
+	if st2.RRDDRPC.Socket != sock || len(st2.RRDDRPC.Plugins) != 1 || st2.RRDDRPC.Plugins[0].UID != uid || st2.RRDDRPC.Calls == 0 {
+		t.Errorf("status rrdd_rpc = %+v; want the socket %s and the plugin %s registered", st2.RRDDRPC, sock, uid)
+	}
 
 	// Stopped, the plugin deregisters; then what the agent answered it is all in its output.
 	p.kill()

@@ -34,6 +34,7 @@ import (
 	"github.com/cantal-go/cantal/internal/history"
 	"github.com/cantal-go/cantal/internal/ingest"
 	"github.com/cantal-go/cantal/internal/registry"
+	"github.com/cantal-go/cantal/internal/rrddrpc"
 	"github.com/cantal-go/cantal/internal/rrddscan"
 	"github.com/cantal-go/cantal/internal/series"
 	"github.com/cantal-go/cantal/internal/sysscan"
@@ -71,6 +72,7 @@ type Agent struct {
 	// handler from --private-processes).
 	privateProcesses bool
 
+	rrddRPC    atomic.Pointer[rrddrpc.Server] // the plugin RPC server while --rrdd-rpc is served
 	lastScanNs atomic.Int64
 	scans      atomic.Int64
 

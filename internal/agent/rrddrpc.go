@@ -33,6 +33,7 @@ func (a *Agent) rrddRPCActor() (execute func() error, interrupt func(error), ok 
 		return fail(err)
 	}
 	a.log.Info("serving xcp-rrdd's plugin RPC", "socket", srv.Path(), "plugin_dir", srv.Dir())
+	a.rrddRPC.Store(srv)
 	return srv.Serve, func(error) { srv.Close() }, true
 }
 
@@ -50,4 +51,37 @@ func (a *Agent) nextRRDDRead() time.Duration {
 		return iv
 	}
 	return iv - since%iv
+}
+
+// RRDDRPCStatus is the status of --rrdd-rpc: the plugins registered and what the server did.
+type RRDDRPCStatus struct {
+	Socket       string          `json:"socket"`
+	Plugins      []RRDDRPCPlugin `json:"plugins"`
+	Calls        uint64          `json:"calls"`
+	Failures     uint64          `json:"failures"`
+	BadRequests  uint64          `json:"bad_requests"`
+	RefusedPeers uint64          `json:"refused_peers"`
+}
+
+// RRDDRPCPlugin is one registered plugin.
+type RRDDRPCPlugin struct {
+	UID       string `json:"uid"`
+	Protocol  string `json:"protocol"`
+	Frequency string `json:"frequency"`
+	Since     int64  `json:"since"` // unix ms of its first registration
+}
+
+// rrddRPCStatus is nil unless the plugin RPC is being served.
+func (a *Agent) rrddRPCStatus() *RRDDRPCStatus {
+	srv := a.rrddRPC.Load()
+	if srv == nil {
+		return nil
+	}
+	st := srv.Stats()
+	out := &RRDDRPCStatus{Socket: srv.Path(), Plugins: []RRDDRPCPlugin{}, Calls: st.Calls, Failures: st.Failures,
+		BadRequests: st.BadRequests, RefusedPeers: st.RefusedPeers}
+	for _, p := range srv.Plugins() {
+		out.Plugins = append(out.Plugins, RRDDRPCPlugin{UID: p.UID, Protocol: p.Protocol, Frequency: p.Frequency, Since: p.Since.UnixMilli()})
+	}
+	return out
 }

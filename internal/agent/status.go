@@ -56,6 +56,7 @@ type Status struct {
 	} `json:"memory"`
 	Problems []registry.Problem `json:"problems"`
 	Security Security           `json:"security"`
+	RRDDRPC  *RRDDRPCStatus     `json:"rrdd_rpc,omitempty"` // with --rrdd-rpc
 }
 
 // Security is how the agent faces its callers, and what the bounds on connections did.
@@ -117,6 +118,7 @@ func (a *Agent) status(ctx context.Context) any {
 		s.Problems = []registry.Problem{}
 	}
 	s.Security = a.security(caller)
+	s.RRDDRPC = a.rrddRPCStatus()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	s.Memory.HeapInuse, s.Memory.HeapIdle, s.Memory.HeapReleased = ms.HeapInuse, ms.HeapIdle, ms.HeapReleased
