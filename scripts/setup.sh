@@ -23,7 +23,7 @@ fi
 # program:package pairs the core tests need.
 need=""
 for pair in python3:python3 unshare:util-linux ip:iproute2 ping:iputils-ping ps:procps \
-	mount:mount nc:netcat-openbsd; do
+	mount:mount nc:netcat-openbsd curl:curl; do
 	cmd=${pair%%:*}
 	pkg=${pair#*:}
 	command -v "$cmd" >/dev/null 2>&1 || need="$need $pkg"
