@@ -206,7 +206,11 @@ func TestParseCallErrorsQuoteNothing(t *testing.T) {
 func appendCall(b []byte, c *Call) []byte {
 	b = append(b, `<?xml version="1.0"?><methodCall><methodName>`...)
 	b = appendEscaped(b, c.Method)
-	b = append(b, `</methodName><params>`...)
+	b = append(b, `</methodName>`...)
+	if c.Params == nil { // no <params> at all, which ParseCall tells from an empty one
+		return append(b, `</methodCall>`...)
+	}
+	b = append(b, `<params>`...)
 	for _, p := range c.Params {
 		b = append(b, "<param>"...)
 		b = appendValue(b, p)
