@@ -32,6 +32,9 @@ type Guard struct {
 	// all), an anonymous network caller none; an authenticated caller of the web config sees
 	// every process, being an identity the operator granted.
 	PrivateProcesses bool
+	// LocalNames are host names of this machine (its host name, the node name) that a request
+	// to a loopback address may use besides localhost and IP addresses (see reboundHost).
+	LocalNames []string
 	// IsMember, when set (a cluster), tells whether a request comes from a live member of the
 	// cluster. A verified client certificate then reads only from a member: the certificate
 	// alone (a node holding one but not the gossip key) opens the gossip stream, where
@@ -74,6 +77,14 @@ func (g *Guard) Handler(next http.Handler) http.Handler {
 			for k, v := range g.Web.headers() {
 				w.Header().Set(k, v)
 			}
+		}
+		if g.Web == nil && reboundHost(r, g.LocalNames) {
+			// Without credentials, the host name is what keeps a web page from reading a
+			// loopback agent: a page whose name was re-pointed at 127.0.0.1 (DNS rebinding) is
+			// same-origin with it for the browser.
+			g.refused(r, "host name not of a loopback address")
+			writeError(w, http.StatusForbidden, "forbidden: on a loopback address without --web-config, ask for localhost or an IP address")
+			return
 		}
 		c, ok := g.identify(r)
 		if !ok {
@@ -218,6 +229,34 @@ func (g *Guard) refused(r *http.Request, why string) {
 	if g.logLim.Allow() {
 		g.Log.Info("request refused", "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path, "why", why)
 	}
+}
+
+// reboundHost reports whether r came to a loopback address of the server with a Host that is
+// neither an IP address, localhost nor one of the machine's own names: what a DNS-rebinding
+// page sends.
+func reboundHost(r *http.Request, local []string) bool {
+	la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr)
+	if !ok {
+		return false
+	}
+	tcp, ok := la.(*net.TCPAddr)
+	if !ok || !tcp.IP.IsLoopback() {
+		return false
+	}
+	host := r.Host
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.ToLower(host), ".")
+	if host == "localhost" || strings.HasSuffix(host, ".localhost") {
+		return false
+	}
+	for _, n := range local {
+		if strings.EqualFold(host, n) {
+			return false
+		}
+	}
+	return net.ParseIP(strings.Trim(host, "[]")) == nil
 }
 
 // crossOrigin reports whether r carries an Origin header naming another host than r's own.

@@ -1,9 +1,11 @@
 package access
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -281,5 +283,35 @@ func TestCertificateWithoutMembership(t *testing.T) {
 	prom, _ := f.ca.Issue("prometheus")
 	if got, err := f.do(f.client(&prom), "GET", "/api/v1/metrics", "", ""); got != 200 {
 		t.Errorf("a reader's certificate from a non-member address: %d, %v; want 200", got, err)
+	}
+}
+
+// TestDNSRebindingRefused: without a web config, a request to a loopback listener naming a host
+// other than localhost or an IP address is refused; the same names pass on other addresses.
+func TestDNSRebindingRefused(t *testing.T) {
+	g := &Guard{LocalNames: []string{"myhost"}}
+	h := g.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
+	for _, c := range []struct {
+		local, host string
+		want        int
+	}{
+		{"127.0.0.1:22682", "127.0.0.1:22682", 200},
+		{"127.0.0.1:22682", "localhost:22682", 200},
+		{"[::1]:22682", "[::1]:22682", 200},
+		{"127.0.0.1:22682", "evil.example:22682", 403},
+		{"127.0.0.1:22682", "evil.example", 403},
+		{"10.0.0.1:22682", "node1.example:22682", 200},
+		{"127.0.1.1:22682", "MyHost:22682", 200}, // Debian maps the host name to 127.0.1.1
+	} {
+		la, _ := net.ResolveTCPAddr("tcp", c.local)
+		r := httptest.NewRequest("GET", "/api/v1/metrics", nil)
+		r.Host = c.host
+		r.RemoteAddr = "127.0.0.1:5000"
+		r = r.WithContext(context.WithValue(r.Context(), http.LocalAddrContextKey, la))
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != c.want {
+			t.Errorf("Host %s on %s = %d; want %d", c.host, c.local, w.Code, c.want)
+		}
 	}
 }

@@ -189,6 +189,7 @@ func (a *Agent) handler() http.Handler {
 		Web:              a.web,
 		Writers:          a.cfg.WriteUsers,
 		Readers:          a.cfg.ReadUsers,
+		LocalNames:       localNames(a.cfg.NodeName),
 		PrivateProcesses: private,
 		Need:             needRole,
 		Log:              a.log.With("subsystem", "access"),
@@ -250,4 +251,17 @@ func (a *Agent) serve(srv *http.Server) error {
 		}
 	}
 	return first
+}
+
+// localNames are the names of this machine a loopback request may carry: its host name (and
+// its first label) and the node name.
+func localNames(node string) []string {
+	names := []string{node}
+	if h, err := os.Hostname(); err == nil {
+		names = append(names, h)
+		if short, _, ok := strings.Cut(h, "."); ok {
+			names = append(names, short)
+		}
+	}
+	return names
 }
