@@ -508,8 +508,13 @@ func TestBrowser(t *testing.T) {
 			t.Fatal(err)
 		}
 		path := fmt.Sprintf("/process/%d", pid)
-		if err := waitJS(ctx, fmt.Sprintf(`location.pathname === %q && document.body.dataset.ready === %q && document.querySelector("h1").textContent.includes("pid %d")`, path, path, pid)); err != nil {
-			t.Fatal(err)
+		if err := waitJS(ctx, fmt.Sprintf(`location.pathname === %q && document.body.dataset.ready === %q && document.querySelector("h1")?.textContent.includes("pid %d")`, path, path, pid)); err != nil {
+			// What the page showed, for the failure message (a screenshot has its own deadline).
+			sctx, cancel := context.WithTimeout(bctx, 10*time.Second)
+			text, _ := chromedp.Run(sctx, chromedp.Evaluate[string](`location.pathname + " ready=" + document.body.dataset.ready + ": " + document.body.innerText.slice(0, 600)`))
+			cancel()
+			shot(t, ctx, "process-click-failed")
+			t.Fatalf("%v\npage: %s", err, text)
 		}
 		if err := waitJS(ctx, `[...document.querySelectorAll("td a")].some(a => a.textContent.startsWith("ui.load.")) && document.querySelector('figure[data-title^="Memory"]')?.dataset.points > 0`); err != nil {
 			t.Errorf("the process page shows no application metrics or memory chart: %v", err)
