@@ -49,9 +49,9 @@ import (
 //   - At most maxSubs subscriptions, whose ids and selectors take at most maxSubBytes; an id is
 //     at most maxIDBytes long.
 //   - Answers waiting for the client (history, errors, the peers' updates) take at most
-//     defaultWSBudget bytes (8 MiB). A history that would not fit in what is left is not sent: the
-//     subscribe is answered with an error and changes nothing (ask for a shorter history or a
-//     narrower selector). An update waiting to be written is replaced by the next one of the
+//     defaultWSBudget bytes (8 MiB). A history that would not fit in what is left is not sent: an
+//     error with the subscription's id says so (ask for a shorter history or a narrower
+//     selector), and the subscription stands, its updates following as usual. An update waiting to be written is replaced by the next one of the
 //     same subscription and node, and skipped when it does not fit: a client too slow to read
 //     skips updates rather than delaying the agent or growing its memory. A client that lets
 //     maxPending answers or the whole budget pile up in errors is disconnected (close status
@@ -260,12 +260,15 @@ func (w *wsConn) subscribe(req *wsRequest) {
 
 	vis := w.srv.SeriesVisible(w.ctx)
 	var hist []byte
+	var histErr []byte
 	if window > 0 {
 		var complete bool
 		hist, complete = w.localHistory(sub, window, vis, left)
 		if !complete {
-			refuse(fmt.Sprintf("history %s of %q is more than the %d bytes this connection may still queue: ask for a shorter history or a narrower match", req.History, req.Match, max(left, 0)))
-			return
+			// The subscription stands (its live updates are small and replace each other);
+			// only its history is not sent, and the client is told why.
+			hist = nil
+			histErr = wsError(req.ID, fmt.Sprintf("history %s of %q not sent: more than the %d bytes this connection may still queue; live updates follow. Ask for a shorter history or a narrower match", req.History, req.Match, max(left, 0)))
 		}
 	}
 	// The current values at once, not only after the next scan.
@@ -278,6 +281,9 @@ func (w *wsConn) subscribe(req *wsRequest) {
 	w.subBytes += sub.size
 	if hist != nil {
 		w.queueLocked(wsMsg{sub: sub, kind: msgHistory, b: hist})
+	}
+	if histErr != nil {
+		w.queueLocked(wsMsg{sub: sub, kind: msgError, b: histErr})
 	}
 	w.queueLocked(wsMsg{sub: sub, kind: msgUpdate, b: first})
 	w.mu.Unlock()
