@@ -186,3 +186,40 @@ func TestNewRejectsBadSize(t *testing.T) {
 		}
 	}
 }
+
+// TestPermanentNeighboursAndPartition checks that every host has a permanent neighbour entry for
+// every other, and that Partition splits the lab in two halves that still reach inside and
+// not across, until HealPartition.
+func TestPermanentNeighboursAndPartition(t *testing.T) {
+	ctx := context.Background()
+	lab := newLab(t, 4)
+	hs := lab.Hosts()
+	out, err := hs[0].Exec(ctx, "ip", "neigh", "show", "dev", "eth0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range hs[1:] {
+		want := regexp.MustCompile(regexp.QuoteMeta(o.IP) + ` lladdr ` + regexp.QuoteMeta(o.MAC) + ` PERMANENT`)
+		if !want.Match(out) {
+			t.Errorf("h1 has no permanent neighbour entry %s → %s:\n%s", o.IP, o.MAC, out)
+		}
+	}
+	if err := lab.Partition(ctx, hs[2:]); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		from, to int
+		reach    bool
+	}{{0, 1, true}, {2, 3, true}, {0, 2, false}, {3, 1, false}} {
+		err := ping(ctx, hs[c.from], hs[c.to].IP)
+		if (err == nil) != c.reach {
+			t.Errorf("partitioned: h%d → h%d reachable %v, want %v (%v)", c.from+1, c.to+1, err == nil, c.reach, err)
+		}
+	}
+	if err := lab.HealPartition(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := ping(ctx, hs[0], hs[3].IP); err != nil {
+		t.Errorf("healed: h1 cannot ping h4: %v", err)
+	}
+}
