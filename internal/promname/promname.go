@@ -1,0 +1,289 @@
+// Package promname names the agent's series as Prometheus sees them: the machine's series as
+// node_exporter 1.5 names them (node_cpu_seconds_total{cpu,mode}, node_memory_MemAvailable_bytes,
+// node_network_receive_bytes_total{device}, ...), the agent's own machine series that have no
+// node_exporter equivalent under promtool-clean "cantal_" names in base units, per-process series
+// as cantal_process_* families (grouped by the caller, see Series.Process), and every other series
+// (applications' shm files, rrdd plugins, pushed series) by the generic rule of AppName.
+//
+// The /metrics export and the remote-write client both use a Mapper, so a series has the same
+// name, labels, type and scale wherever it leaves the agent. docs/metrics.md ("Prometheus
+// names") lists every mapping.
+package promname
+
+import (
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/cantal-go/cantal/internal/series"
+)
+
+// Type is a Prometheus metric type.
+type Type uint8
+
+// The types. Untyped is used only where node_exporter itself says untyped (its netstat and
+// vmstat families), so that a family's TYPE line is the same as node_exporter's.
+const (
+	Untyped Type = iota
+	Counter
+	Gauge
+	// Info is a gauge of value 1 whose information is in its labels: a Cantal state series is
+	// exported with its text in the label "state" (see StateLabel).
+	Info
+	// Summary: quantiles plus _sum and _count (statsd timers, see the export package).
+	Summary
+)
+
+// String returns the word of the exposition's TYPE line: counter, gauge, untyped or summary.
+// Info is "gauge" there (the text format 0.0.4 has no info type).
+func (t Type) String() string {
+	switch t {
+	case Counter:
+		return "counter"
+	case Gauge, Info:
+		return "gauge"
+	case Summary:
+		return "summary"
+	}
+	return "untyped"
+}
+
+// StateLabel is the label that carries a state series' text (Type Info).
+const StateLabel = "state"
+
+// Label is one label pair.
+type Label struct{ Name, Value string }
+
+// Series is the Prometheus identity of one Cantal series and how to convert its values.
+type Series struct {
+	Name   string  // e.g. node_cpu_seconds_total
+	Labels []Label // sorted by name, without __name__; for Info the state text is added by the caller
+	Type   Type
+	// Scale multiplies the stored value into the exported one (milliseconds → seconds: 0.001).
+	// Use Value, which divides by 1/Scale when that is an integer so decimal values stay exact.
+	Scale float64
+	// FromTime: the exported value is the sample's scan time in seconds minus the scaled value
+	// (node_boot_time_seconds from the uptime).
+	FromTime bool
+	// Process is set for per-process series: Labels then holds pid, process and, when known,
+	// cgroup; an exporter that groups processes (the default of /metrics) replaces them by
+	// groupname and sums the values of a group.
+	Process bool
+	// Machine is set for the agent's own machine, cgroup and process series (node_* and
+	// cantal_* names), false for applications' series named by AppName.
+	Machine bool
+	// Help is the HELP text of a machine series; empty for an application's series (the
+	// export writes "Cantal metric <name>").
+	Help string
+
+	div float64 // 1/Scale when that is an integer, else 0
+}
+
+// Value converts a stored value (series.ToFloat of the sample) taken at unix-ms time ts into
+// the exported value.
+func (s *Series) Value(v float64, ts int64) float64 {
+	switch {
+	case s.div != 0:
+		v /= s.div
+	case s.Scale != 1 && s.Scale != 0:
+		v *= s.Scale
+	}
+	if s.FromTime {
+		v = float64(ts)/1000 - v
+	}
+	return v
+}
+
+// Options tune a Mapper.
+type Options struct {
+	// DiskDevicesExclude reports disk devices left out of node_disk_*, as node_exporter's
+	// --collector.diskstats.device-exclude. nil: node_exporter's default
+	// (DefaultDiskDeviceExclude: RAM disks, loop devices, floppies and partitions).
+	DiskDevicesExclude func(device string) bool
+}
+
+// Mapper names Cantal series as Prometheus does. It caches the rule of each metric name it
+// has seen (bounded); it is safe for concurrent use. Make one with New; the zero value is not
+// usable.
+type Mapper struct {
+	opt Options
+
+	mu    sync.RWMutex
+	rules map[string]*rule // by metric name; nil entries: no machine rule
+	app   map[appKey]string
+}
+
+type appKey struct {
+	s    string
+	kind uint8 // 0 metric name, 1 label name, 2 counter name
+}
+
+// maxCached bounds each cache; it is cleared when full.
+const maxCached = 1 << 16
+
+// New returns a Mapper with opt.
+func New(opt Options) *Mapper {
+	if opt.DiskDevicesExclude == nil {
+		opt.DiskDevicesExclude = DefaultDiskDeviceExclude
+	}
+	return &Mapper{opt: opt, rules: make(map[string]*rule, 256), app: make(map[appKey]string, 256)}
+}
+
+// Map returns the Prometheus series of the Cantal series with labels l (which include "metric")
+// and kind. It reports false for a series that is not exported: the all-CPU cpu.* series
+// (node_cpu_seconds_total has only per-CPU series; sum them), a disk device excluded by
+// Options.DiskDevicesExclude, netstat fields node_exporter leaves out by default. Labels of the
+// result are sorted by name.
+func (m *Mapper) Map(l series.Labels, kind series.Kind) (Series, bool) {
+	var s Series
+	ok := m.MapInto(&s, l, kind)
+	return s, ok
+}
+
+// MapInto is Map writing into *s, reusing the capacity of s.Labels: a caller mapping many
+// series keeps one Series to map them without allocating.
+func (m *Mapper) MapInto(s *Series, l series.Labels, kind series.Kind) bool {
+	lbuf := s.Labels[:0]
+	metric := l["metric"]
+	if r := m.lookup(metric); r != nil && r.matches(l, kind) {
+		if r.skip(m, l) {
+			return false
+		}
+		*s = r.series()
+		s.Labels = r.appendLabels(lbuf, l)
+		sortLabels(s.Labels)
+		return true
+	}
+	if kind < series.Counter || kind > series.State {
+		return false
+	}
+	*s = Series{Scale: 1, Labels: lbuf}
+	switch kind {
+	case series.Counter:
+		s.Name, s.Type = m.AppCounterName(metric), Counter
+	case series.State:
+		s.Name, s.Type = m.AppName(metric), Info
+	default:
+		s.Name, s.Type = m.AppName(metric), Gauge
+	}
+	for k, v := range l {
+		if k == "metric" || v == "" {
+			continue
+		}
+		s.Labels = append(s.Labels, Label{m.AppLabel(k), v})
+	}
+	sortLabels(s.Labels)
+	// Two Cantal label names that become one Prometheus name: "_" appended, in sorted order.
+	for i := 1; i < len(s.Labels); i++ {
+		for j := 0; j < i; j++ {
+			if s.Labels[j].Name == s.Labels[i].Name || (kind == series.State && s.Labels[i].Name == StateLabel) {
+				s.Labels[i].Name += "_"
+				j = -1
+			}
+		}
+	}
+	if kind == series.State && len(s.Labels) == 1 && s.Labels[0].Name == StateLabel {
+		s.Labels[0].Name += "_"
+	}
+	sortLabels(s.Labels)
+	return true
+}
+
+func sortLabels(ls []Label) {
+	for i := 1; i < len(ls); i++ {
+		for j := i; j > 0 && ls[j].Name < ls[j-1].Name; j-- {
+			ls[j], ls[j-1] = ls[j-1], ls[j]
+		}
+	}
+}
+
+// AppName returns the Prometheus metric name of an application's metric name (see Name).
+func (m *Mapper) AppName(metric string) string { return m.cached(appKey{metric, 0}) }
+
+// AppLabel returns the Prometheus label name of an application's label name (see Name).
+func (m *Mapper) AppLabel(label string) string { return m.cached(appKey{label, 1}) }
+
+// AppCounterName returns the Prometheus name of an application's counter: AppName with the
+// suffix "_total" unless it has it.
+func (m *Mapper) AppCounterName(metric string) string { return m.cached(appKey{metric, 2}) }
+
+func (m *Mapper) cached(k appKey) string {
+	m.mu.RLock()
+	n, ok := m.app[k]
+	m.mu.RUnlock()
+	if ok {
+		return n
+	}
+	switch k.kind {
+	case 0:
+		n = Name(k.s, true)
+	case 1:
+		n = Name(k.s, false)
+	case 2:
+		n = Name(k.s, true)
+		if !strings.HasSuffix(n, "_total") {
+			n += "_total"
+			if strings.HasPrefix(n, "__") { // "_" + "_total"
+				n = "metric" + n
+			}
+		}
+	}
+	m.mu.Lock()
+	if len(m.app) >= maxCached {
+		clear(m.app)
+	}
+	m.app[k] = n
+	m.mu.Unlock()
+	return n
+}
+
+// Name converts an application's metric name (metric true) or label name to a Prometheus
+// name: ASCII letters are lower-cased with camelCase turned into snake_case (fooBar → foo_bar,
+// HTTPServer → http_server), every character other than a letter, digit or underscore becomes
+// "_" (requests.number → requests_number, colons included: they are reserved for recording
+// rules), and a leading digit gets a "_" prefix. A name starting with "__", reserved by
+// Prometheus, gets the prefix "metric" (metric names) or "label" (label names).
+func Name(s string, metric bool) string {
+	var b strings.Builder
+	b.Grow(len(s) + 4)
+	prev := byte(0) // previous input byte
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'A' && c <= 'Z':
+			lower := c + ('a' - 'A')
+			nextLower := i+1 < len(s) && s[i+1] >= 'a' && s[i+1] <= 'z'
+			if b.Len() > 0 && ((prev >= 'a' && prev <= 'z') || (prev >= '0' && prev <= '9') ||
+				(prev >= 'A' && prev <= 'Z' && nextLower)) {
+				b.WriteByte('_')
+			}
+			b.WriteByte(lower)
+		case c >= 'a' && c <= 'z', c == '_':
+			b.WriteByte(c)
+		case c >= '0' && c <= '9':
+			if b.Len() == 0 {
+				b.WriteByte('_')
+			}
+			b.WriteByte(c)
+		case c >= utf8.RuneSelf:
+			_, size := utf8.DecodeRuneInString(s[i:])
+			i += size - 1
+			b.WriteByte('_')
+		default:
+			b.WriteByte('_')
+		}
+		prev = c
+	}
+	n := b.String()
+	if n == "" {
+		n = "_"
+	}
+	if strings.HasPrefix(n, "__") { // reserved for Prometheus' own use
+		if metric {
+			n = "metric" + n
+		} else {
+			n = "label" + n
+		}
+	}
+	return n
+}

@@ -1,0 +1,100 @@
+package promname
+
+import (
+	"math"
+	"reflect"
+	"testing"
+
+	"github.com/cantal-go/cantal/internal/series"
+)
+
+func TestMapMachine(t *testing.T) {
+	m := New(Options{})
+	for _, tc := range []struct {
+		labels series.Labels
+		kind   series.Kind
+		name   string
+		typ    Type
+		out    []Label
+		in, v  float64
+	}{
+		{series.Labels{"metric": "cpu.user_ms", "cpu": "0"}, series.Counter, "node_cpu_seconds_total", Counter,
+			[]Label{{"cpu", "0"}, {"mode", "user"}}, 123456, 123.456},
+		{series.Labels{"metric": "cpu.guest_nice_ms", "cpu": "1"}, series.Counter, "node_cpu_guest_seconds_total", Counter,
+			[]Label{{"cpu", "1"}, {"mode", "nice"}}, 10, 0.01},
+		{series.Labels{"metric": "memory.Active(anon)"}, series.Level, "node_memory_Active_anon_bytes", Gauge, nil, 4096, 4096},
+		{series.Labels{"metric": "memory.HugePages_Total"}, series.Level, "node_memory_HugePages_Total", Gauge, nil, 2, 2},
+		{series.Labels{"metric": "net.interface.rx.bytes", "interface": "eth0"}, series.Counter, "node_network_receive_bytes_total", Counter,
+			[]Label{{"device", "eth0"}}, 7, 7},
+		{series.Labels{"metric": "net.Tcp.RetransSegs"}, series.Counter, "node_netstat_Tcp_RetransSegs", Untyped, nil, 3, 3},
+		{series.Labels{"metric": "disk.discard.bytes", "device": "vda"}, series.Counter, "node_disk_discarded_sectors_total", Counter,
+			[]Label{{"device", "vda"}}, 1024, 2},
+		{series.Labels{"metric": "process.memory.rss", "pid": "1", "process": "init"}, series.Level, "cantal_process_memory_bytes", Gauge,
+			[]Label{{"memtype", "resident"}, {"pid", "1"}, {"process", "init"}}, 1, 1},
+		{series.Labels{"metric": "requests.number", "pid": "7"}, series.Counter, "requests_number_total", Counter,
+			[]Label{{"pid", "7"}}, 5, 5},
+		// An application's series named like a machine one keeps the application naming.
+		{series.Labels{"metric": "cpu.user_ms", "cpu": "0", "pid": "7"}, series.Counter, "cpu_user_ms_total", Counter,
+			[]Label{{"cpu", "0"}, {"pid", "7"}}, 5, 5},
+		{series.Labels{"metric": "system.load_avg_1min"}, series.Level, "system_load_avg_1min", Gauge, nil, 5, 5},
+	} {
+		s, ok := m.Map(tc.labels, tc.kind)
+		if !ok {
+			t.Errorf("%v: not exported", tc.labels)
+			continue
+		}
+		if s.Name != tc.name || s.Type != tc.typ || !reflect.DeepEqual(s.Labels, tc.out) {
+			t.Errorf("%v: got %s %v %v, want %s %v %v", tc.labels, s.Name, s.Type, s.Labels, tc.name, tc.typ, tc.out)
+		}
+		if v := s.Value(tc.in, 0); v != tc.v {
+			t.Errorf("%v: value %v → %v, want %v", tc.labels, tc.in, v, tc.v)
+		}
+	}
+}
+
+func TestMapLeftOut(t *testing.T) {
+	m := New(Options{})
+	for _, l := range []series.Labels{
+		{"metric": "cpu.user_ms"},                     // all-CPU: not with the per-CPU series
+		{"metric": "disk.read.ops", "device": "vda1"}, // partition
+		{"metric": "disk.read.ops", "device": "loop0"},
+		{"metric": "net.Tcp.RtoMin"}, // not in node_exporter's default netstat fields
+	} {
+		if s, ok := m.Map(l, series.Counter); ok && s.Machine {
+			t.Errorf("%v exported as %s", l, s.Name)
+		}
+	}
+	if _, ok := m.Map(series.Labels{"metric": "disk.read.ops", "device": "nvme0n1"}, series.Counter); !ok {
+		t.Error("nvme0n1 left out")
+	}
+}
+
+func TestBootTime(t *testing.T) {
+	m := New(Options{})
+	s, ok := m.Map(series.Labels{"metric": "system.uptime_s"}, series.Float)
+	if !ok || s.Name != "node_boot_time_seconds" {
+		t.Fatalf("got %v %v", s, ok)
+	}
+	if v := s.Value(100.5, 1_000_000); math.Abs(v-899.5) > 1e-9 {
+		t.Errorf("boot time %v", v)
+	}
+}
+
+func TestMapState(t *testing.T) {
+	m := New(Options{})
+	s, _ := m.Map(series.Labels{"metric": "worker.state", "state": "x", "pid": "1"}, series.State)
+	want := []Label{{"pid", "1"}, {"state_", "x"}}
+	if s.Type != Info || !reflect.DeepEqual(s.Labels, want) {
+		t.Errorf("got %v %v", s.Type, s.Labels)
+	}
+}
+
+func TestMapIntoNoAlloc(t *testing.T) {
+	m := New(Options{})
+	l := series.Labels{"metric": "cpu.user_ms", "cpu": "0"}
+	var s Series
+	m.MapInto(&s, l, series.Counter)
+	if n := testing.AllocsPerRun(100, func() { m.MapInto(&s, l, series.Counter) }); n != 0 {
+		t.Errorf("%v allocations", n)
+	}
+}

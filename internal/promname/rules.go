@@ -1,0 +1,284 @@
+package promname
+
+import (
+	"regexp"
+	"strings"
+
+	"github.com/cantal-go/cantal/internal/series"
+)
+
+// rule maps one Cantal machine metric name to its Prometheus series. A series matches a rule
+// only when its labels are exactly "metric" plus the rule's labels (optional ones may be
+// missing) and its kind is the rule's: an application that names a metric cpu.user_ms keeps
+// its own name.
+type rule struct {
+	name     string
+	typ      Type
+	kind     series.Kind // 0: any
+	scale    float64
+	fromTime bool
+	process  bool
+	help     string
+	from     []string // Cantal label names, besides metric
+	to       []string // their Prometheus names, same order
+	optional []bool   // from[i] may be missing
+	consts   []Label
+	disk     bool // label "device" is checked against DiskDevicesExclude
+}
+
+func (r *rule) matches(l series.Labels, kind series.Kind) bool {
+	if r.kind != 0 && r.kind != kind {
+		return false
+	}
+	n := 1
+	for i, f := range r.from {
+		if _, ok := l[f]; ok {
+			n++
+		} else if !r.optional[i] {
+			return false
+		}
+	}
+	return n == len(l)
+}
+
+func (r *rule) skip(m *Mapper, l series.Labels) bool {
+	return r.disk && m.opt.DiskDevicesExclude(l["device"])
+}
+
+func (r *rule) series() Series {
+	s := Series{Name: r.name, Type: r.typ, Scale: r.scale, FromTime: r.fromTime, Process: r.process, Machine: true, Help: r.help}
+	if r.scale > 0 && r.scale < 1 {
+		d := 1 / r.scale
+		if d == float64(int64(d)) && 1/d == r.scale {
+			s.div = d
+		}
+	}
+	return s
+}
+
+func (r *rule) appendLabels(dst []Label, l series.Labels) []Label {
+	for i, f := range r.from {
+		if v, ok := l[f]; ok && v != "" {
+			dst = append(dst, Label{r.to[i], v})
+		}
+	}
+	return append(dst, r.consts...)
+}
+
+// DefaultDiskDeviceExclude is node_exporter 1.5's default --collector.diskstats.device-exclude:
+// RAM disks, loop devices, floppies and partitions of sd/hd/vd/xvd and NVMe disks.
+func DefaultDiskDeviceExclude(device string) bool { return diskExclude.MatchString(device) }
+
+var diskExclude = regexp.MustCompile(`^(ram|loop|fd|(h|s|v|xv)d[a-z]|nvme\d+n\d+p)\d+$`)
+
+// netstatFields is node_exporter 1.5's default --collector.netstat.fields, applied to
+// "<Group>_<Name>".
+var netstatFields = regexp.MustCompile(`^(.*_(InErrors|InErrs)|Ip_Forwarding|Ip(6|Ext)_(InOctets|OutOctets)|Icmp6?_(InMsgs|OutMsgs)|TcpExt_(Listen.*|Syncookies.*|TCPSynRetrans|TCPTimeouts)|Tcp_(ActiveOpens|InSegs|OutSegs|OutRsts|PassiveOpens|RetransSegs|CurrEstab)|Udp6?_(InDatagrams|OutDatagrams|NoPorts|RcvbufErrors|SndbufErrors))$`)
+
+// lookup returns the machine rule of a metric name, or nil when the name has none (an
+// application's metric, or a machine series /metrics leaves out). The result is shared.
+func (m *Mapper) lookup(metric string) *rule {
+	if r, ok := fixedRules[metric]; ok {
+		return r
+	}
+	m.mu.RLock()
+	r, ok := m.rules[metric]
+	m.mu.RUnlock()
+	if ok {
+		return r
+	}
+	r = dynamicRule(metric)
+	m.mu.Lock()
+	if len(m.rules) >= maxCached {
+		clear(m.rules)
+	}
+	m.rules[metric] = r
+	m.mu.Unlock()
+	return r
+}
+
+// dynamicRule makes the rule of a metric whose name carries a kernel field name: memory.<Field>
+// and net.<Group>.<Name>.
+func dynamicRule(metric string) *rule {
+	switch {
+	case strings.HasPrefix(metric, "memory."):
+		// node_exporter's meminfo: "Active(anon)" → "Active_anon"; fields in kB get "_bytes".
+		f := metric[len("memory."):]
+		if f == "" {
+			return nil
+		}
+		if i := strings.IndexByte(f, '('); i >= 0 && strings.HasSuffix(f, ")") {
+			f = f[:i] + "_" + f[i+1:len(f)-1]
+		}
+		if !validName(f) {
+			return nil
+		}
+		name := "node_memory_" + f
+		if !strings.HasPrefix(f, "HugePages_") {
+			name += "_bytes"
+		}
+		return &rule{name: name, typ: Gauge, kind: series.Level, scale: 1,
+			help: "Memory information field " + f + "."}
+	case strings.HasPrefix(metric, "net.") && strings.Count(metric, ".") == 2 && !strings.HasPrefix(metric, "net.interface."):
+		f := strings.Replace(metric[len("net."):], ".", "_", 1)
+		if !validName(f) || !netstatFields.MatchString(f) {
+			return nil
+		}
+		// node_exporter types netstat values untyped.
+		return &rule{name: "node_netstat_" + f, typ: Untyped, scale: 1,
+			help: "Statistic " + strings.Replace(f, "_", "", 1) + "."}
+	}
+	return nil
+}
+
+func validName(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_') {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// r builds a rule; labels are pairs "from=to" or "from" (same name); a trailing "?" on from
+// marks it optional; consts are "name=value".
+func r(name string, typ Type, kind series.Kind, scale float64, help string, labels []string, consts ...string) *rule {
+	ru := &rule{name: name, typ: typ, kind: kind, scale: scale, help: help}
+	for _, l := range labels {
+		from, to, ok := strings.Cut(l, "=")
+		opt := strings.HasSuffix(from, "?")
+		from = strings.TrimSuffix(from, "?")
+		if !ok {
+			to = from
+		}
+		ru.from, ru.to, ru.optional = append(ru.from, from), append(ru.to, to), append(ru.optional, opt)
+	}
+	for _, c := range consts {
+		n, v, _ := strings.Cut(c, "=")
+		ru.consts = append(ru.consts, Label{n, v})
+	}
+	return ru
+}
+
+const ms = 0.001
+
+var (
+	cpuLabels  = []string{"cpu"}
+	netLabels  = []string{"interface=device"}
+	diskLabels = []string{"device"}
+	procLabels = []string{"pid", "process", "cgroup?"}
+)
+
+// fixedRules are the rules of the machine's fixed metric names. Built once; never modified.
+var fixedRules = func() map[string]*rule {
+	m := map[string]*rule{}
+	add := func(metric string, ru *rule) { m[metric] = ru }
+	// /proc/stat: per-CPU only (the all-CPU series have no cpu label and match no rule).
+	for _, mode := range []string{"user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal"} {
+		add("cpu."+mode+"_ms", r("node_cpu_seconds_total", Counter, series.Counter, ms,
+			"Seconds the CPUs spent in each mode.", cpuLabels, "mode="+mode))
+	}
+	add("cpu.guest_ms", r("node_cpu_guest_seconds_total", Counter, series.Counter, ms,
+		"Seconds the CPUs spent in guests (VMs) for each mode.", cpuLabels, "mode=user"))
+	add("cpu.guest_nice_ms", r("node_cpu_guest_seconds_total", Counter, series.Counter, ms,
+		"Seconds the CPUs spent in guests (VMs) for each mode.", cpuLabels, "mode=nice"))
+	add("system.context_switches", r("node_context_switches_total", Counter, series.Counter, 1, "Total number of context switches.", nil))
+	add("system.interrupts", r("node_intr_total", Counter, series.Counter, 1, "Total number of interrupts serviced.", nil))
+	add("system.softirqs", r("node_softirqs_total", Counter, series.Counter, 1, "Total number of softirqs serviced.", nil))
+	add("system.forks", r("node_forks_total", Counter, series.Counter, 1, "Total number of forks.", nil))
+	add("system.procs_running", r("node_procs_running", Gauge, series.Level, 1, "Number of processes in runnable state.", nil))
+	add("system.procs_blocked", r("node_procs_blocked", Gauge, series.Level, 1, "Number of processes blocked waiting for I/O to complete.", nil))
+	add("system.load_avg_1min", r("node_load1", Gauge, series.Float, 1, "1m load average.", nil))
+	add("system.load_avg_5min", r("node_load5", Gauge, series.Float, 1, "5m load average.", nil))
+	add("system.load_avg_15min", r("node_load15", Gauge, series.Float, 1, "15m load average.", nil))
+	add("system.tasks_runnable", r("cantal_tasks_runnable", Gauge, series.Level, 1, "Scheduling entities runnable now (/proc/loadavg).", nil))
+	add("system.tasks_total", r("cantal_tasks", Gauge, series.Level, 1, "Scheduling entities (threads) that exist (/proc/loadavg).", nil))
+	boot := r("node_boot_time_seconds", Gauge, series.Float, 1, "Node boot time, in unixtime.", nil)
+	boot.fromTime = true
+	add("system.uptime_s", boot)
+	add("system.idle_s", r("cantal_idle_seconds_total", Counter, series.Float, 1, "Idle time since boot, summed over CPUs (/proc/uptime).", nil))
+	add("system.files.allocated", r("node_filefd_allocated", Gauge, series.Level, 1, "File descriptor statistics: allocated.", nil))
+	add("system.files.max", r("node_filefd_maximum", Gauge, series.Level, 1, "File descriptor statistics: maximum.", nil))
+	add("system.files.free", r("cantal_filefd_free", Gauge, series.Level, 1, "Allocated but unused file handles (/proc/sys/fs/file-nr).", nil))
+
+	// /proc/net/dev, as node_exporter's netdev collector.
+	for cantal, ne := range map[string]string{
+		"rx.bytes": "receive_bytes", "rx.packets": "receive_packets", "rx.errors": "receive_errs",
+		"rx.drop": "receive_drop", "rx.fifo": "receive_fifo", "rx.frame": "receive_frame",
+		"rx.compressed": "receive_compressed", "rx.multicast": "receive_multicast",
+		"tx.bytes": "transmit_bytes", "tx.packets": "transmit_packets", "tx.errors": "transmit_errs",
+		"tx.drop": "transmit_drop", "tx.fifo": "transmit_fifo", "tx.collisions": "transmit_colls",
+		"tx.carrier": "transmit_carrier", "tx.compressed": "transmit_compressed",
+	} {
+		dir := "Network device statistic " + ne + "."
+		add("net.interface."+cantal, r("node_network_"+ne+"_total", Counter, series.Counter, 1, dir, netLabels))
+	}
+
+	// /proc/diskstats, as node_exporter's diskstats collector.
+	disk := func(metric, name string, typ Type, kind series.Kind, scale float64, help string) {
+		ru := r(name, typ, kind, scale, help, diskLabels)
+		ru.disk = true
+		add(metric, ru)
+	}
+	disk("disk.read.ops", "node_disk_reads_completed_total", Counter, series.Counter, 1, "The total number of reads completed successfully.")
+	disk("disk.read.merges", "node_disk_reads_merged_total", Counter, series.Counter, 1, "The total number of reads merged.")
+	disk("disk.read.bytes", "node_disk_read_bytes_total", Counter, series.Counter, 1, "The total number of bytes read successfully.")
+	disk("disk.read.time_ms", "node_disk_read_time_seconds_total", Counter, series.Counter, ms, "The total number of seconds spent by all reads.")
+	disk("disk.write.ops", "node_disk_writes_completed_total", Counter, series.Counter, 1, "The total number of writes completed successfully.")
+	disk("disk.write.merges", "node_disk_writes_merged_total", Counter, series.Counter, 1, "The number of writes merged.")
+	disk("disk.write.bytes", "node_disk_written_bytes_total", Counter, series.Counter, 1, "The total number of bytes written successfully.")
+	disk("disk.write.time_ms", "node_disk_write_time_seconds_total", Counter, series.Counter, ms, "This is the total number of seconds spent by all writes.")
+	disk("disk.in_progress", "node_disk_io_now", Gauge, series.Level, 1, "The number of I/Os currently in progress.")
+	disk("disk.io_time_ms", "node_disk_io_time_seconds_total", Counter, series.Counter, ms, "Total seconds spent doing I/Os.")
+	disk("disk.weighted_io_time_ms", "node_disk_io_time_weighted_seconds_total", Counter, series.Counter, ms, "The weighted # of seconds spent doing I/Os.")
+	disk("disk.discard.ops", "node_disk_discards_completed_total", Counter, series.Counter, 1, "The total number of discards completed successfully.")
+	disk("disk.discard.merges", "node_disk_discards_merged_total", Counter, series.Counter, 1, "The total number of discards merged.")
+	disk("disk.discard.bytes", "node_disk_discarded_sectors_total", Counter, series.Counter, 1.0/512, "The total number of sectors discarded successfully.")
+	disk("disk.discard.time_ms", "node_disk_discard_time_seconds_total", Counter, series.Counter, ms, "This is the total number of seconds spent by all discards.")
+	disk("disk.flush.ops", "node_disk_flush_requests_total", Counter, series.Counter, 1, "The total number of flush requests completed successfully")
+	disk("disk.flush.time_ms", "node_disk_flush_requests_time_seconds_total", Counter, series.Counter, ms, "This is the total number of seconds spent by all flush requests.")
+
+	// TCP sockets: no node_exporter equivalent (its tcpstat collector is off by default).
+	add("tcp.sockets", r("cantal_tcp_sockets", Gauge, series.Level, 1, "TCP sockets in each state.", []string{"state"}))
+	add("tcp.tx_queue", r("cantal_tcp_tx_queue_bytes", Gauge, series.Level, 1, "Bytes in the send queues of all TCP sockets.", nil))
+	add("tcp.rx_queue", r("cantal_tcp_rx_queue_bytes", Gauge, series.Level, 1, "Bytes in the receive queues of all TCP sockets, plus accept backlogs.", nil))
+	add("tcp.listen.sockets", r("cantal_tcp_listen_sockets", Gauge, series.Level, 1, "Listening TCP sockets on each local port.", []string{"port"}))
+	add("tcp.listen.queue", r("cantal_tcp_listen_queue_connections", Gauge, series.Level, 1, "Connections waiting to be accepted on each listening port.", []string{"port"}))
+	add("tcp.listen.established", r("cantal_tcp_listen_established_sockets", Gauge, series.Level, 1, "Established inbound TCP sockets on each listening port.", []string{"port"}))
+	add("tcp.uid.sockets", r("cantal_tcp_uid_sockets", Gauge, series.Level, 1, "TCP sockets owned by each uid, except time_wait.", []string{"uid"}))
+
+	// Cgroups.
+	cg := []string{"cgroup"}
+	add("cgroup.processes", r("cantal_cgroup_processes", Gauge, series.Level, 1, "Processes in the cgroup.", cg))
+	add("cgroup.cpu.usage_ms", r("cantal_cgroup_cpu_usage_seconds_total", Counter, series.Counter, ms, "CPU time used by the cgroup.", cg))
+	add("cgroup.cpu.user_ms", r("cantal_cgroup_cpu_seconds_total", Counter, series.Counter, ms, "CPU time used by the cgroup in each mode.", cg, "mode=user"))
+	add("cgroup.cpu.system_ms", r("cantal_cgroup_cpu_seconds_total", Counter, series.Counter, ms, "CPU time used by the cgroup in each mode.", cg, "mode=system"))
+	add("cgroup.memory.usage", r("cantal_cgroup_memory_usage_bytes", Gauge, series.Level, 1, "Memory used by the cgroup.", cg))
+	add("cgroup.memory.anon", r("cantal_cgroup_memory_anon_bytes", Gauge, series.Level, 1, "Anonymous memory of the cgroup.", cg))
+	add("cgroup.memory.file", r("cantal_cgroup_memory_file_bytes", Gauge, series.Level, 1, "Page cache of the cgroup.", cg))
+	add("cgroup.memory.limit", r("cantal_cgroup_memory_limit_bytes", Gauge, series.Level, 1, "Memory limit of the cgroup.", cg))
+
+	// Processes: per pid here; grouped by the exporter (Series.Process).
+	proc := func(metric, name string, typ Type, kind series.Kind, scale float64, help string, consts ...string) {
+		ru := r(name, typ, kind, scale, help, procLabels, consts...)
+		ru.process = true
+		add(metric, ru)
+	}
+	proc("process.cpu.user_ms", "cantal_process_cpu_seconds_total", Counter, series.Counter, ms, "CPU time of the processes in each mode.", "mode=user")
+	proc("process.cpu.system_ms", "cantal_process_cpu_seconds_total", Counter, series.Counter, ms, "CPU time of the processes in each mode.", "mode=system")
+	proc("process.memory.rss", "cantal_process_memory_bytes", Gauge, series.Level, 1, "Memory of the processes by type.", "memtype=resident")
+	proc("process.memory.vsize", "cantal_process_memory_bytes", Gauge, series.Level, 1, "Memory of the processes by type.", "memtype=virtual")
+	proc("process.memory.swap", "cantal_process_memory_bytes", Gauge, series.Level, 1, "Memory of the processes by type.", "memtype=swapped")
+	proc("process.threads", "cantal_process_num_threads", Gauge, series.Level, 1, "Threads of the processes.")
+	proc("process.io.read_bytes", "cantal_process_read_bytes_total", Counter, series.Counter, 1, "Bytes the processes fetched from storage.")
+	proc("process.io.write_bytes", "cantal_process_write_bytes_total", Counter, series.Counter, 1, "Bytes the processes sent to storage.")
+	return m
+}()
+
+// TimeSeries is node_time_seconds, which has no Cantal series: an exporter writes it with the
+// scan time of the machine's series (see Series.FromTime).
+func TimeSeries() Series {
+	return Series{Name: "node_time_seconds", Type: Gauge, Scale: 1, Machine: true,
+		Help: "System time in seconds since epoch (1970)."}
+}
