@@ -33,7 +33,8 @@ type Group struct {
 	st  *staging // the staging, generation and chunk period where c0 holds
 	gen uint64
 	q   int
-	c0  int // ids[i]'s chunk of period q is c0+i; -1: not known
+	c0  int    // ids[i]'s chunk of period q is c0+i; -1: not known
+	mv  uint64 // st.moved when c0 was found
 }
 
 // SetIDs makes ids (copied) the series of g.
@@ -56,11 +57,11 @@ func (s *Store) AddGroup(g *Group, bits []uint64) {
 	}
 	st, q := w.st, w.j/chunkScans
 	var adds, dropped int
-	if g.st == st && g.gen == st.gen.Load() && g.q == q && g.c0 >= 0 {
+	if g.st == st && g.gen == st.gen.Load() && g.q == q && g.mv == st.moved && g.c0 >= 0 {
 		adds, dropped = st.setRun(w.kinds, g.ids, bits[:len(g.ids)], w.j, g.c0)
 	} else {
 		adds, dropped = st.setBatch(w.kinds, g.ids, bits[:len(g.ids)], w.j)
-		g.st, g.gen, g.q, g.c0 = st, st.gen.Load(), q, st.run(g.ids)
+		g.st, g.gen, g.q, g.c0, g.mv = st, st.gen.Load(), q, st.run(g.ids), st.moved
 	}
 	w.adds += adds
 	if dropped > 0 {

@@ -121,6 +121,9 @@ type staging struct {
 	// collector does) walks both arrays sequentially.
 	cur  []int32
 	curQ int
+	// moved counts the chunks replaced by copies with late points (setLate): a Group that
+	// remembered a run of chunks checks it.
+	moved uint64
 }
 
 func newStaging(scans int) *staging {

@@ -276,6 +276,7 @@ type writer struct {
 	enc     encoder
 	sw      segWriter
 	retired []*staging
+	late    []lateAdd // AddAt's points for committed scans of the open segment (late.go)
 }
 
 // New returns an empty Store.
@@ -389,6 +390,8 @@ func (s *Store) Begin(tsMs int64) {
 	w := &s.w
 	if w.inScan {
 		w.st.unset(w.j)
+		clear(w.late)
+		w.late = w.late[:0]
 	}
 	if tsMs <= w.lastTS0 {
 		tsMs = w.lastTS0 + 1
@@ -422,6 +425,7 @@ func (s *Store) Commit() {
 		return
 	}
 	w.inScan = false
+	s.applyLate()
 	w.st.n.Store(int32(w.j + 1))
 	w.lastTS0 = w.ts
 	s.stagingPoints.Add(int64(w.adds))
