@@ -11,6 +11,12 @@
 // and -0 preserved); values travel as raw uint64 bits. A counter that goes down is stored as
 // is; Rate turns two points into a per-second rate and refuses to across a reset.
 //
+// A pushed point, which carries its own time, is stored once by AddAt at the scan its time
+// falls in (the first scan at or after it, within MaxSlot), the open scan or a committed one of
+// the open segment (late.go: copy-on-write of its chunk at Commit); older points are refused
+// (ErrTooOld), since closed segments are immutable, and a point after the open scan is the
+// caller's to keep for a later one (ErrFuture).
+//
 // # Layout
 //
 // Scans are grouped into segments of Options.BlockScans scans (64 by default: ~2 min at 2 s).
