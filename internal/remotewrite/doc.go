@@ -1,0 +1,31 @@
+// Package remotewrite sends the agent's held history to Prometheus remote-write receivers
+// (Prometheus, VictoriaMetrics, Mimir, Thanos): protocol 1.0, protobuf and snappy, every sample
+// with the time of its own scan.
+//
+// # Model
+//
+// It keeps no buffer of its own. An Endpoint reads the history the agent already holds
+// (Source, which *history.Store satisfies) from its position, the time of the last scan the
+// receiver acknowledged, which it keeps in a small file (SavePosition, LoadPosition) replaced
+// atomically and durably after every acknowledged scan. So a receiver that was down, or an agent
+// that restarted, resumes where the receiver left off and gets what it missed, oldest first, as
+// far back as the history reaches.
+//
+// It sends scan by scan: all of one scan's samples (split into requests of at most
+// Queue.MaxBatchBytes of protobuf) before any sample of the next. So every series arrives in
+// ascending time, as Prometheus' default in-order ingestion wants, and sending a scan again
+// (after a crash between an acknowledgement and the position's write) never makes a receiver
+// refuse what it had not stored yet: a repeated sample is either one the receiver already has
+// at that time with that value (accepted) or older than its newest (refused, and already there).
+//
+// Errors: a network error, a 5xx or a 429 is retried with exponential backoff and full jitter
+// (429's Retry-After honoured up to MaxBackoff) until the receiver takes the request; the
+// position does not move meanwhile, so an outage costs no memory beyond the request at hand.
+// Any other 4xx means the receiver will never take this request: it is counted, its samples
+// are counted as dropped, the reason is logged (within a log budget) and sending goes on.
+//
+// # Concurrency
+//
+// An Endpoint's Run is its only sender goroutine; Notify and Status may be called from any
+// goroutine at any time. The Source must be safe for concurrent reading (history.Store is).
+package remotewrite

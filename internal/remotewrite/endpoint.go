@@ -1,0 +1,544 @@
+package remotewrite
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/cantal-go/cantal/internal/history"
+	"github.com/cantal-go/cantal/internal/logbudget"
+	"github.com/cantal-go/cantal/internal/series"
+)
+
+// Source is the held history an Endpoint reads; *history.Store satisfies it. Its methods must
+// be safe for concurrent use.
+type Source interface {
+	Each(fn func(id history.ID, key string, kind series.Kind) bool)
+	Range(id history.ID, fromMs, toMs int64, fn func(tsMs int64, bits uint64) bool)
+	Stats() history.Stats
+}
+
+// Options are what an Endpoint needs from the agent.
+type Options struct {
+	Source Source
+	// Namer names series; nil: DefaultNamer.
+	Namer Namer
+	// PositionPath is the position file; "": the position is kept in memory only (a restart
+	// starts from the oldest point held).
+	PositionPath string
+	// Interval is the scan interval: how often Run looks for new scans when not notified.
+	Interval time.Duration
+	// DefaultLabels (instance, node) are added to series that lack them, after ExternalLabels.
+	DefaultLabels []Label
+	Logger        *slog.Logger
+}
+
+// Status is an endpoint's part of the agent's status.
+type Status struct {
+	Name           string  `json:"name"`
+	URL            string  `json:"url"`         // without credentials or query
+	PositionMs     int64   `json:"position_ms"` // last scan the receiver acknowledged whole
+	LagS           float64 `json:"lag_s"`       // latest scan held minus position
+	SamplesSent    uint64  `json:"samples_sent"`
+	RequestsSent   uint64  `json:"requests_sent"`
+	BytesSent      uint64  `json:"bytes_sent"`      // snappy-compressed request bodies acknowledged
+	FailedBatches  uint64  `json:"failed_batches"`  // requests refused with a 4xx other than 429
+	DroppedSamples uint64  `json:"dropped_samples"` // their samples
+	Retries        uint64  `json:"retries"`         // attempts that failed with 5xx, 429 or a network error
+	Retrying       bool    `json:"retrying"`        // the current request is being retried
+	LastError      string  `json:"last_error,omitempty"`
+	LastErrorMs    int64   `json:"last_error_ms,omitempty"`
+}
+
+// Endpoint sends the history to one receiver. Build it with New; Run is its sender goroutine.
+type Endpoint struct {
+	cfg    EndpointConfig
+	opt    Options
+	hc     *http.Client
+	url    string // redacted
+	log    *slog.Logger
+	lim    *logbudget.Limiter
+	notify chan struct{}
+	ext    []Label
+
+	// Sender goroutine only.
+	cache     map[history.ID]*seriesInfo
+	gen       uint32
+	active    []*seriesInfo
+	pts       []point
+	sorted    []point
+	scanTs    []int64
+	req       []byte
+	comp      []byte
+	lastSave  time.Time
+	savedPos  int64
+	saveError bool
+
+	mu sync.Mutex
+	st Status
+}
+
+type seriesInfo struct {
+	key    string
+	kind   series.Kind
+	send   bool
+	scale  float64
+	labels []byte // encoded TimeSeries.labels
+	gen    uint32
+}
+
+type point struct {
+	si   int32 // index in active
+	ts   int64
+	bits uint64
+}
+
+// New returns the endpoint of cfg (SetDefaults and Validate done, as ParseFile and FromURL do)
+// at the position of opt.PositionPath.
+func New(cfg EndpointConfig, opt Options) (*Endpoint, error) {
+	if opt.Source == nil {
+		return nil, errors.New("remote write: no source")
+	}
+	if opt.Namer == nil {
+		opt.Namer = DefaultNamer
+	}
+	if opt.Interval <= 0 {
+		opt.Interval = 2 * time.Second
+	}
+	if opt.Logger == nil {
+		opt.Logger = slog.New(slog.DiscardHandler)
+	}
+	hc, err := cfg.client()
+	if err != nil {
+		return nil, err
+	}
+	e := &Endpoint{
+		cfg:    cfg,
+		opt:    opt,
+		hc:     hc,
+		url:    RedactURL(cfg.URL),
+		notify: make(chan struct{}, 1),
+		cache:  map[history.ID]*seriesInfo{},
+	}
+	name := cfg.Name
+	if name == "" {
+		if u, err := url.Parse(cfg.URL); err == nil {
+			name = u.Host
+		}
+	}
+	e.log = opt.Logger.With("remote_write", name)
+	e.lim = logbudget.New(e.log, "remote write log lines")
+	for k, v := range cfg.ExternalLabels {
+		e.ext = append(e.ext, Label{k, v})
+	}
+	sort.Slice(e.ext, func(i, j int) bool { return e.ext[i].Name < e.ext[j].Name })
+	e.st.Name, e.st.URL = name, e.url
+	if opt.PositionPath != "" {
+		p, err := LoadPosition(opt.PositionPath)
+		if err != nil {
+			// Start from the oldest point held: a receiver takes repeated points (see the
+			// package comment), a lost position must not lose points.
+			e.log.Warn("remote write position unreadable; sending all history held", "err", err)
+		}
+		e.st.PositionMs, e.savedPos = p.AckedMs, p.AckedMs
+	}
+	return e, nil
+}
+
+// Notify tells Run that a scan was committed. It never blocks.
+func (e *Endpoint) Notify() {
+	select {
+	case e.notify <- struct{}{}:
+	default:
+	}
+}
+
+// Status returns the endpoint's counters and position. Safe for concurrent use.
+func (e *Endpoint) Status() Status {
+	latest := e.opt.Source.Stats().LatestMs
+	e.mu.Lock()
+	s := e.st
+	e.mu.Unlock()
+	if latest > s.PositionMs && s.PositionMs > 0 {
+		s.LagS = float64(latest-s.PositionMs) / 1000
+	} else if s.PositionMs == 0 && latest > 0 {
+		s.LagS = -1 // nothing acknowledged yet
+	}
+	return s
+}
+
+func (e *Endpoint) position() int64 {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.st.PositionMs
+}
+
+// Run sends until ctx is done: whatever the history holds after the position, then each scan
+// as it is committed. It returns nil when ctx is done.
+func (e *Endpoint) Run(ctx context.Context) error {
+	defer e.lim.Stop()
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			e.persist(true)
+			return nil
+		case <-e.notify:
+		case <-t.C:
+		}
+		if err := e.catchUp(ctx); err != nil {
+			e.persist(true)
+			return nil
+		}
+		e.persist(true)
+		t.Reset(e.opt.Interval)
+	}
+}
+
+// catchUp sends every scan held after the position, oldest first, in chunks of at most
+// Queue.ReadBytes of points.
+func (e *Endpoint) catchUp(ctx context.Context) error {
+	for {
+		st := e.opt.Source.Stats()
+		pos := e.position()
+		if st.LatestMs <= pos || st.LatestMs == 0 {
+			return nil
+		}
+		from := max(pos+1, st.OldestMs)
+		scans := e.cfg.Queue.ReadBytes / (int(max(st.Series, 1)) * 24)
+		scans = min(max(scans, 1), 64)
+		to := min(st.LatestMs, from+int64(scans)*e.opt.Interval.Milliseconds()-1)
+		if to < from {
+			to = from
+		}
+		e.read(from, to)
+		if err := e.sendScans(ctx); err != nil {
+			return err
+		}
+		e.setPosition(to)
+		e.persist(false)
+	}
+}
+
+// read collects the points of [from, to] of every series sent, grouped by scan in time order
+// (e.sorted, e.scanTs).
+func (e *Endpoint) read(from, to int64) {
+	e.gen++
+	e.active = e.active[:0]
+	e.pts = e.pts[:0]
+	e.opt.Source.Each(func(id history.ID, key string, kind series.Kind) bool {
+		si := e.info(id, key, kind)
+		if !si.send {
+			return true
+		}
+		idx := int32(len(e.active))
+		n := len(e.pts)
+		e.opt.Source.Range(id, from, to, func(ts int64, bits uint64) bool {
+			e.pts = append(e.pts, point{idx, ts, bits})
+			return true
+		})
+		if len(e.pts) > n {
+			e.active = append(e.active, si)
+		}
+		return true
+	})
+	// Forget series no longer held.
+	if len(e.cache) > 2*len(e.active)+1024 {
+		for id, si := range e.cache {
+			if si.gen != e.gen {
+				delete(e.cache, id)
+			}
+		}
+	}
+	// Group by scan (counting sort over the distinct times), keeping series order in a scan.
+	e.scanTs = e.scanTs[:0]
+	for _, p := range e.pts {
+		e.scanTs = append(e.scanTs, p.ts)
+	}
+	sort.Slice(e.scanTs, func(i, j int) bool { return e.scanTs[i] < e.scanTs[j] })
+	e.scanTs = compact(e.scanTs)
+	counts := make([]int, len(e.scanTs)+1)
+	for _, p := range e.pts {
+		counts[scanIndex(e.scanTs, p.ts)+1]++
+	}
+	for i := 1; i < len(counts); i++ {
+		counts[i] += counts[i-1]
+	}
+	if cap(e.sorted) < len(e.pts) {
+		e.sorted = make([]point, len(e.pts))
+	}
+	e.sorted = e.sorted[:len(e.pts)]
+	for _, p := range e.pts {
+		i := scanIndex(e.scanTs, p.ts)
+		e.sorted[counts[i]] = p
+		counts[i]++
+	}
+	// Drop the big buffers after a catch-up so that steady state keeps only what it needs.
+	if cap(e.pts) > 4*len(e.pts)+4096 {
+		e.pts = nil
+	}
+}
+
+func compact(s []int64) []int64 {
+	if len(s) == 0 {
+		return s
+	}
+	j := 0
+	for i := 1; i < len(s); i++ {
+		if s[i] != s[j] {
+			j++
+			s[j] = s[i]
+		}
+	}
+	return s[:j+1]
+}
+
+func scanIndex(ts []int64, t int64) int {
+	if len(ts) == 1 {
+		return 0
+	}
+	return sort.Search(len(ts), func(i int) bool { return ts[i] >= t })
+}
+
+// info returns the cached naming of series id, computing it for a new or re-used ID.
+func (e *Endpoint) info(id history.ID, key string, kind series.Kind) *seriesInfo {
+	si := e.cache[id]
+	if si != nil && si.key == key && si.kind == kind {
+		si.gen = e.gen
+		return si
+	}
+	si = &seriesInfo{key: key, kind: kind, gen: e.gen}
+	e.cache[id] = si
+	if kind == series.State {
+		return si
+	}
+	l, err := series.ParseKey(key)
+	if err != nil {
+		return si
+	}
+	if m := e.cfg.Selector(); m != nil && !m.Match(l) {
+		return si
+	}
+	name, own, scale, ok := e.opt.Namer(l, kind)
+	if !ok {
+		return si
+	}
+	si.send, si.scale = true, scale
+	si.labels = AppendLabels(nil, labelSet(name, own, e.ext, e.opt.DefaultLabels))
+	return si
+}
+
+func value(si *seriesInfo, bits uint64) float64 {
+	var v float64
+	switch si.kind {
+	case series.Counter:
+		v = float64(bits)
+	case series.Level:
+		v = float64(int64(bits))
+	default:
+		v = math.Float64frombits(bits)
+	}
+	if si.scale != 1 && si.scale != 0 {
+		v *= si.scale
+	}
+	return v
+}
+
+// sendScans sends e.sorted scan by scan, each in requests of at most MaxBatchBytes.
+func (e *Endpoint) sendScans(ctx context.Context) error {
+	pts := e.sorted
+	for len(pts) > 0 {
+		ts := pts[0].ts
+		n := 0
+		for n < len(pts) && pts[n].ts == ts {
+			n++
+		}
+		scan := pts[:n]
+		pts = pts[n:]
+		e.req = e.req[:0]
+		samples := 0
+		for _, p := range scan {
+			si := e.active[p.si]
+			if samples > 0 && len(e.req)+SeriesSize(len(si.labels), p.ts) > e.cfg.Queue.MaxBatchBytes {
+				if err := e.send(ctx, samples); err != nil {
+					return err
+				}
+				e.req, samples = e.req[:0], 0
+			}
+			e.req = AppendSeries1(e.req, si.labels, p.ts, value(si, p.bits))
+			samples++
+		}
+		if samples > 0 {
+			if err := e.send(ctx, samples); err != nil {
+				return err
+			}
+		}
+		e.setPosition(ts)
+		e.persist(false)
+	}
+	return nil
+}
+
+func (e *Endpoint) setPosition(ts int64) {
+	e.mu.Lock()
+	if ts > e.st.PositionMs {
+		e.st.PositionMs = ts
+	}
+	e.mu.Unlock()
+}
+
+// persist writes the position when it moved, at most once a second unless force.
+func (e *Endpoint) persist(force bool) {
+	if e.opt.PositionPath == "" {
+		return
+	}
+	pos := e.position()
+	if pos == e.savedPos || (!force && time.Since(e.lastSave) < time.Second) {
+		return
+	}
+	e.lastSave = time.Now()
+	if err := SavePosition(e.opt.PositionPath, Position{URL: e.url, AckedMs: pos}); err != nil {
+		if !e.saveError && e.lim.Allow() {
+			e.log.Error("remote write position not saved", "err", err)
+		}
+		e.saveError = true
+		return
+	}
+	e.saveError = false
+	e.savedPos = pos
+}
+
+// errPermanent is a response that retrying cannot change.
+type errPermanent struct{ msg string }
+
+func (e errPermanent) Error() string { return e.msg }
+
+// send posts e.req (samples samples) until the receiver takes it or refuses it for good. It
+// returns only ctx's error.
+func (e *Endpoint) send(ctx context.Context, samples int) error {
+	e.comp = Compress(e.comp, e.req)
+	minB, maxB := time.Duration(e.cfg.Queue.MinBackoff), time.Duration(e.cfg.Queue.MaxBackoff)
+	backoff := minB
+	for {
+		retryAfter, err := e.post(ctx, e.comp)
+		if err == nil {
+			e.mu.Lock()
+			e.st.SamplesSent += uint64(samples)
+			e.st.RequestsSent++
+			e.st.BytesSent += uint64(len(e.comp))
+			e.st.Retrying = false
+			e.mu.Unlock()
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		var perm errPermanent
+		now := time.Now().UnixMilli()
+		if errors.As(err, &perm) {
+			e.mu.Lock()
+			e.st.FailedBatches++
+			e.st.DroppedSamples += uint64(samples)
+			e.st.LastError, e.st.LastErrorMs = err.Error(), now
+			e.st.Retrying = false
+			e.mu.Unlock()
+			if e.lim.Allow() {
+				e.log.Warn("remote write request refused; its samples are dropped", "samples", samples, "err", err)
+			}
+			return nil
+		}
+		e.mu.Lock()
+		first := !e.st.Retrying
+		e.st.Retries++
+		e.st.Retrying = true
+		e.st.LastError, e.st.LastErrorMs = err.Error(), now
+		e.mu.Unlock()
+		if first && e.lim.Allow() {
+			e.log.Warn("remote write failed; retrying with backoff", "err", err)
+		}
+		// Full jitter: a random wait in [backoff/2, backoff], so that agents restarted together
+		// do not hit the receiver together.
+		wait := backoff/2 + rand.N(backoff/2+1)
+		if retryAfter > 0 {
+			wait = min(retryAfter, maxB)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(wait):
+		}
+		backoff = min(2*backoff, maxB)
+	}
+}
+
+// post sends one compressed request. It returns nil on 2xx, errPermanent on a 4xx other than
+// 429, and any other error (with the wait a 429's Retry-After asks for) for a retry.
+func (e *Endpoint) post(ctx context.Context, body []byte) (time.Duration, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.cfg.URL, bytes.NewReader(body))
+	if err != nil {
+		return 0, errPermanent{fmt.Sprintf("request: %v", err)}
+	}
+	req.Header.Set("Content-Encoding", "snappy")
+	req.Header.Set("Content-Type", "application/x-protobuf")
+	req.Header.Set("X-Prometheus-Remote-Write-Version", "0.1.0")
+	for k, v := range e.cfg.Headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := e.hc.Do(req)
+	if err != nil {
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err // url.Error quotes the URL, credentials and all
+		}
+		return 0, fmt.Errorf("post %s: %w", e.url, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 == 2 {
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		return 0, nil
+	}
+	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	reason := fmt.Sprintf("%s: %s: %s", e.url, resp.Status, printable(msg))
+	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
+		var ra time.Duration
+		if resp.StatusCode == http.StatusTooManyRequests {
+			if s, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && s > 0 {
+				ra = time.Duration(s) * time.Second
+			}
+		}
+		return ra, errors.New(reason)
+	}
+	return 0, errPermanent{reason}
+}
+
+// printable is a receiver's error text made safe for a log line: one line, printable ASCII,
+// at most 200 bytes.
+func printable(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	var out strings.Builder
+	for _, r := range s {
+		if out.Len() >= 200 {
+			out.WriteString("…")
+			break
+		}
+		if r < 0x20 || r == 0x7f || r >= 0x80 {
+			r = ' '
+		}
+		out.WriteRune(r)
+	}
+	return out.String()
+}

@@ -1,0 +1,222 @@
+package remotewrite
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cantal-go/cantal/internal/history"
+	"github.com/cantal-go/cantal/internal/series"
+)
+
+// receiver is an httptest remote-write receiver that records every sample and answers with
+// status() (204 when it returns 0).
+type receiver struct {
+	mu      sync.Mutex
+	got     map[string][]sample // by __name__ + labels
+	reqs    int
+	status  func() int
+	headers http.Header
+}
+
+func newReceiver(t *testing.T) (*receiver, *httptest.Server) {
+	r := &receiver{got: map[string][]sample{}, status: func() int { return 0 }}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if code := r.status(); code != 0 {
+			http.Error(w, "not now", code)
+			return
+		}
+		body, _ := io.ReadAll(req.Body)
+		ts, err := decodeRequest(body)
+		if err != nil {
+			t.Errorf("receiver: %v", err)
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		r.mu.Lock()
+		r.reqs++
+		r.headers = req.Header.Clone()
+		for _, s := range ts {
+			k := ""
+			for _, l := range s.Labels {
+				k += l.Name + "=" + l.Value + ","
+			}
+			r.got[k] = append(r.got[k], s.Samples...)
+		}
+		r.mu.Unlock()
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(srv.Close)
+	return r, srv
+}
+
+func (r *receiver) samples(key string) []sample {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]sample(nil), r.got[key]...)
+}
+
+// scans commits n scans of a counter (value = scan number) and a level into h from t0.
+func scans(t *testing.T, h *history.Store, t0 int64, from, n int) {
+	t.Helper()
+	c, err := h.Series(`{"metric":"requests"}`, series.Counter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := h.Series(`{"metric":"temp","room":"a"}`, series.Level)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := from; i < from+n; i++ {
+		h.Begin(t0 + int64(i)*2000)
+		h.Add(c, uint64(i))
+		if i%3 != 0 { // a gap every third scan: never invented
+			h.Add(l, uint64(int64(-i)))
+		}
+		h.Commit()
+	}
+}
+
+const counterKey = "__name__=requests_total,instance=n1:22682,node=n1,"
+const levelKey = "__name__=temp,instance=n1:22682,node=n1,room=a,"
+
+func newEndpoint(t *testing.T, url string, h *history.Store, pos string) *Endpoint {
+	t.Helper()
+	cfg, err := FromURL(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Queue.MinBackoff, cfg.Queue.MaxBackoff = 1e6, 1e7 // 1ms, 10ms
+	cfg.Queue.MaxBatchBytes = 1024                        // several requests per chunk
+	e, err := New(cfg, Options{Source: h, PositionPath: pos, Interval: 2 * time.Second,
+		DefaultLabels: []Label{{"instance", "n1:22682"}, {"node", "n1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for i := 0; i < 1000; i++ {
+		if cond() {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+func checkCounter(t *testing.T, got []sample, t0 int64, n int) {
+	t.Helper()
+	if len(got) != n {
+		t.Fatalf("counter: %d samples; want %d", len(got), n)
+	}
+	for i, s := range got {
+		if s.TS != t0+int64(i)*2000 || s.V != float64(i) {
+			t.Fatalf("counter sample %d = %+v; want {%d %d}", i, s, t0+int64(i)*2000, i)
+		}
+	}
+}
+
+func TestEndpointOutageRestart(t *testing.T) {
+	rcv, srv := newReceiver(t)
+	h := history.New(history.Options{Retention: time.Hour, Interval: 2 * time.Second, BlockScans: 16})
+	t0 := time.Now().Add(-30 * time.Minute).UnixMilli()
+	pos := filepath.Join(t.TempDir(), PositionFile(srv.URL))
+
+	// The receiver is down while 100 scans are held (some in closed segments, some open).
+	var down sync.Mutex
+	isDown := true
+	rcv.status = func() int {
+		down.Lock()
+		defer down.Unlock()
+		if isDown {
+			return http.StatusServiceUnavailable
+		}
+		return 0
+	}
+	scans(t, h, t0, 0, 100)
+	e := newEndpoint(t, srv.URL, h, pos)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- e.Run(ctx) }()
+	waitFor(t, "retries", func() bool { return e.Status().Retries >= 3 })
+	if st := e.Status(); st.PositionMs != 0 || !st.Retrying || st.SamplesSent != 0 {
+		t.Errorf("during the outage: %+v", st)
+	}
+	down.Lock()
+	isDown = false
+	down.Unlock()
+	waitFor(t, "catch-up", func() bool { return e.Status().PositionMs == t0+99*2000 })
+	checkCounter(t, rcv.samples(counterKey), t0, 100)
+	lv := rcv.samples(levelKey)
+	if len(lv) != 66 {
+		t.Errorf("level: %d samples; want 66 (no point invented in the gaps)", len(lv))
+	}
+	for i := 1; i < len(lv); i++ {
+		if lv[i].TS <= lv[i-1].TS {
+			t.Fatalf("level samples out of order at %d: %v", i, lv[i-1:i+1])
+		}
+	}
+	cancel()
+	<-done
+	st := e.Status()
+	if st.SamplesSent != 166 || st.FailedBatches != 0 || st.LagS != 0 {
+		t.Errorf("status after catch-up: %+v", st)
+	}
+	if rcv.headers.Get("Content-Encoding") != "snappy" || rcv.headers.Get("X-Prometheus-Remote-Write-Version") != "0.1.0" {
+		t.Errorf("headers %v", rcv.headers)
+	}
+	p, err := LoadPosition(pos)
+	if err != nil || p.AckedMs != t0+99*2000 {
+		t.Fatalf("persisted position %+v, %v; want %d", p, err, t0+99*2000)
+	}
+
+	// A restart: a new endpoint on the same position sends only what came since.
+	scans(t, h, t0, 100, 10)
+	e2 := newEndpoint(t, srv.URL, h, pos)
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	go func() { done <- e2.Run(ctx2) }()
+	waitFor(t, "resume", func() bool { return e2.Status().PositionMs == t0+109*2000 })
+	cancel2()
+	<-done
+	checkCounter(t, rcv.samples(counterKey), t0, 110)
+}
+
+func TestEndpointRefused(t *testing.T) {
+	rcv, srv := newReceiver(t)
+	rcv.status = func() int { return http.StatusBadRequest }
+	h := history.New(history.Options{Retention: time.Hour, Interval: 2 * time.Second})
+	scans(t, h, time.Now().UnixMilli()-60_000, 0, 3)
+	e := newEndpoint(t, "http://user:secret@"+srv.Listener.Addr().String()+"/api/v1/write", h, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- e.Run(ctx) }()
+	waitFor(t, "drops", func() bool { return e.Status().DroppedSamples == 5 })
+	cancel()
+	<-done
+	st := e.Status()
+	if st.FailedBatches != 3 || st.SamplesSent != 0 || st.Retries != 0 {
+		t.Errorf("status %+v; want 3 failed batches, no retry", st)
+	}
+	for _, s := range []string{st.URL, st.LastError} {
+		if contains(s, "secret") || contains(s, "user") {
+			t.Errorf("status shows credentials: %q", s)
+		}
+	}
+}
+
+func contains(s, sub string) bool {
+	for i := 0; i+len(sub) <= len(s); i++ {
+		if s[i:i+len(sub)] == sub {
+			return true
+		}
+	}
+	return false
+}

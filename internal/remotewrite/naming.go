@@ -1,0 +1,113 @@
+package remotewrite
+
+import (
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/cantal-go/cantal/internal/series"
+)
+
+// Namer names a series as the agent's /metrics does: the Prometheus metric name, the other
+// labels (Prometheus label names, without __name__) and a factor applied to every value (1 when
+// the name's unit is the series'). ok false: the series is not sent. A Namer is called from the
+// sender goroutine only, once per series it sees (the result is kept).
+type Namer func(l series.Labels, k series.Kind) (name string, labels []Label, scale float64, ok bool)
+
+// DefaultNamer is the exposition's generic naming (internal/export): the metric label made a
+// Prometheus name, "_total" added to counters, every other label's name made a Prometheus
+// label name. The agent passes the node_exporter-style names of internal/promname instead when
+// it has them.
+func DefaultNamer(l series.Labels, k series.Kind) (string, []Label, float64, bool) {
+	if k == series.State {
+		return "", nil, 0, false
+	}
+	name := promName(l["metric"], true)
+	if k == series.Counter && !strings.HasSuffix(name, "_total") {
+		name += "_total"
+		if strings.HasPrefix(name, "__") {
+			name = "metric" + name
+		}
+	}
+	out := make([]Label, 0, len(l))
+	for n, v := range l {
+		if n == "metric" {
+			continue
+		}
+		out = append(out, Label{promName(n, false), v})
+	}
+	return name, out, 1, true
+}
+
+// promName converts s to a Prometheus metric or label name exactly as internal/export does
+// (upper-case letters become "_" and lower case at word boundaries, anything else "_").
+func promName(s string, metric bool) string {
+	var b strings.Builder
+	b.Grow(len(s) + 4)
+	prev := byte(0)
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c >= 'A' && c <= 'Z':
+			lower := c + ('a' - 'A')
+			nextLower := i+1 < len(s) && s[i+1] >= 'a' && s[i+1] <= 'z'
+			if b.Len() > 0 && ((prev >= 'a' && prev <= 'z') || (prev >= '0' && prev <= '9') ||
+				(prev >= 'A' && prev <= 'Z' && nextLower)) {
+				b.WriteByte('_')
+			}
+			b.WriteByte(lower)
+		case c >= 'a' && c <= 'z', c == '_':
+			b.WriteByte(c)
+		case c >= '0' && c <= '9':
+			if b.Len() == 0 {
+				b.WriteByte('_')
+			}
+			b.WriteByte(c)
+		case c >= utf8.RuneSelf:
+			_, size := utf8.DecodeRuneInString(s[i:])
+			i += size - 1
+			b.WriteByte('_')
+		default:
+			b.WriteByte('_')
+		}
+		prev = c
+	}
+	n := b.String()
+	if n == "" {
+		n = "_"
+	}
+	if strings.HasPrefix(n, "__") {
+		if metric {
+			n = "metric" + n
+		} else {
+			n = "label" + n
+		}
+	}
+	return n
+}
+
+// labelSet builds the label set sent for a series: __name__, the series' labels, then the
+// external labels and the defaults where the series lacks them; empty values left out (for
+// Prometheus an empty label is no label), the first of two equal names kept, sorted by name.
+func labelSet(name string, own []Label, external, defaults []Label) []Label {
+	out := make([]Label, 0, 1+len(own)+len(external)+len(defaults))
+	out = append(out, Label{"__name__", name})
+	seen := func(n string) bool {
+		for _, l := range out {
+			if l.Name == n {
+				return true
+			}
+		}
+		return false
+	}
+	for _, group := range [][]Label{own, external, defaults} {
+		for _, l := range group {
+			if l.Value == "" || l.Name == "" || seen(l.Name) {
+				continue
+			}
+			out = append(out, l)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}

@@ -1,0 +1,117 @@
+package remotewrite
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+)
+
+// Position is what an endpoint's position file holds: the time of the last scan the receiver
+// acknowledged whole.
+type Position struct {
+	URL     string `json:"url"`      // redacted (RedactURL), for whoever reads the directory
+	AckedMs int64  `json:"acked_ms"` // unix ms; 0: nothing acknowledged yet
+}
+
+const maxPositionBytes = 4096
+
+// PositionFile is the name of the position file of the endpoint sending to u in a state
+// directory: a hash of the whole URL (credentials included, so two accounts on one receiver
+// keep two positions), never the URL itself.
+func PositionFile(u string) string {
+	h := sha256.Sum256([]byte(u))
+	return "rw-" + hex.EncodeToString(h[:8]) + ".json"
+}
+
+// ParsePosition parses a position file's content. Anything but one JSON object with a
+// non-negative acked_ms is an error (which does not quote the content).
+func ParsePosition(b []byte) (Position, error) {
+	var p Position
+	if len(b) > maxPositionBytes {
+		return p, fmt.Errorf("position file: %d bytes, at most %d", len(b), maxPositionBytes)
+	}
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	if err := d.Decode(&p); err != nil {
+		return Position{}, errors.New("position file: not a position object")
+	}
+	if d.More() {
+		return Position{}, errors.New("position file: trailing data")
+	}
+	if p.AckedMs < 0 {
+		return Position{}, errors.New("position file: negative acked_ms")
+	}
+	return p, nil
+}
+
+// LoadPosition reads the position file at path. A missing file is the zero Position and no
+// error.
+func LoadPosition(path string) (Position, error) {
+	f, err := os.Open(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return Position{}, nil
+	}
+	if err != nil {
+		return Position{}, fmt.Errorf("read remote write position: %w", err)
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxPositionBytes+1))
+	if err != nil {
+		return Position{}, fmt.Errorf("read remote write position %s: %w", path, err)
+	}
+	p, err := ParsePosition(b)
+	if err != nil {
+		return Position{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return p, nil
+}
+
+// SavePosition replaces the position file at path atomically and durably: a temporary file in
+// the same directory, fsynced, renamed over path, then the directory fsynced. After it returns
+// a crash leaves either the old position or p, never a torn file. (The history's writer in
+// internal/history/snapdir.go does the same, unexported; the cluster's peers file skips the
+// directory fsync, which a position must not.)
+func SavePosition(path string, p Position) (err error) {
+	b, _ := json.Marshal(p)
+	b = append(b, '\n')
+	dir := filepath.Dir(path)
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("save remote write position: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if _, err = f.Write(b); err != nil {
+		return fmt.Errorf("save remote write position: %w", err)
+	}
+	if err = f.Sync(); err != nil {
+		return fmt.Errorf("save remote write position: %w", err)
+	}
+	if err = f.Close(); err != nil {
+		return fmt.Errorf("save remote write position: %w", err)
+	}
+	if err = os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("save remote write position: %w", err)
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("save remote write position: %w", err)
+	}
+	err = d.Sync()
+	d.Close()
+	if err != nil {
+		return fmt.Errorf("save remote write position: sync %s: %w", dir, err)
+	}
+	return nil
+}
