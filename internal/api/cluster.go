@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -57,6 +58,80 @@ func (s *Server) localSamples(q Query) []series.Sample {
 	return out
 }
 
+// HostLabels are the labels a cluster aggregate drops by default: they differ on every host
+// (and a process's pid and name change with an exec), so grouping by them would make one group
+// per node.
+var HostLabels = []string{"node", "pid", "process", "cgroup"}
+
+// maxGroupLabels bounds the label names of by= or without=.
+const maxGroupLabels = 32
+
+// parseGrouping reads the grouping of a cluster aggregate from by= or without= (comma-separated
+// label names, not both): by keeps only the listed labels and the metric name; without drops
+// the listed labels and node; neither drops HostLabels. It returns the function that makes a
+// sample's group labels (a new map).
+func parseGrouping(v url.Values) (func(series.Labels) series.Labels, error) {
+	_, hasBy := v["by"]
+	_, hasWithout := v["without"]
+	if hasBy && hasWithout {
+		return nil, fmt.Errorf("by and without exclude each other")
+	}
+	names := func(param string) (map[string]bool, error) {
+		out := map[string]bool{}
+		for _, n := range strings.Split(v.Get(param), ",") {
+			n = strings.TrimSpace(n)
+			if n == "" {
+				continue
+			}
+			if len(n) > 256 {
+				return nil, fmt.Errorf("bad %s: label name longer than 256 bytes", param)
+			}
+			out[n] = true
+			if len(out) > maxGroupLabels {
+				return nil, fmt.Errorf("bad %s: more than %d label names", param, maxGroupLabels)
+			}
+		}
+		return out, nil
+	}
+	if hasBy {
+		keep, err := names("by")
+		if err != nil {
+			return nil, err
+		}
+		keep["metric"] = true
+		return func(l series.Labels) series.Labels {
+			out := series.Labels{}
+			for k, v := range l {
+				if keep[k] {
+					out[k] = v
+				}
+			}
+			return out
+		}, nil
+	}
+	drop := map[string]bool{}
+	if hasWithout {
+		var err error
+		if drop, err = names("without"); err != nil {
+			return nil, err
+		}
+	} else {
+		for _, n := range HostLabels {
+			drop[n] = true
+		}
+	}
+	drop["node"] = true
+	return func(l series.Labels) series.Labels {
+		out := series.Labels{}
+		for k, v := range l {
+			if !drop[k] {
+				out[k] = v
+			}
+		}
+		return out
+	}, nil
+}
+
 type aggregate struct {
 	labels series.Labels
 	kind   series.Kind
@@ -91,6 +166,11 @@ func (s *Server) clusterMetrics(w http.ResponseWriter, r *http.Request) {
 	case "", "sum", "min", "max", "avg":
 	default:
 		Error(w, http.StatusBadRequest, fmt.Sprintf("bad agg %q: want sum, min, max or avg", agg))
+		return
+	}
+	groupKey, err := parseGrouping(r.URL.Query())
+	if err != nil {
+		Error(w, http.StatusBadRequest, err.Error())
 		return
 	}
 	type nodeSeries struct {
@@ -145,8 +225,7 @@ func (s *Server) clusterMetrics(w http.ResponseWriter, r *http.Request) {
 			if agg == "" || smp.Kind == series.State || n.status == remote.Unreachable {
 				continue
 			}
-			base := smp.Labels.Clone()
-			delete(base, "node")
+			base := groupKey(smp.Labels)
 			key := base.Key()
 			g := groups[key]
 			if g == nil {
@@ -197,9 +276,23 @@ func (s *Server) clusterMetrics(w http.ResponseWriter, r *http.Request) {
 	writeRaw(w, b)
 }
 
+// HistoryKeeper is implemented by a Cluster whose subscriptions keep a chunk of every peer's
+// history (remote.Hub): cluster history windows up to Kept are answered from it.
+type HistoryKeeper interface {
+	Kept() time.Duration
+}
+
+// maxHistoryFetches bounds the peers fetched from at once for a cluster history window longer
+// than the kept chunk.
+const maxHistoryFetches = 16
+
 // clusterHistory answers every node's history for the window: the local one from the store,
-// each peer's by its own /api/v1/history, fetched in parallel, waiting for a dead peer no
-// longer than the cluster timeout allows to connect.
+// the peers' from the points their remote subscriptions keep and backfill (one subscription per
+// peer and selector, reused by every query: no request to the peers, and a peer that is down is
+// answered at once with what was kept, status unreachable or stale), when the window fits in
+// what the Cluster keeps (HistoryKeeper). A longer window is fetched from each peer's own
+// /api/v1/history, at most maxHistoryFetches at once, all under one deadline, skipping peers
+// the membership says are down.
 func (s *Server) clusterHistory(w http.ResponseWriter, r *http.Request) {
 	q, err := s.parseQuery(r, 5*time.Minute)
 	if err != nil {
@@ -209,20 +302,43 @@ func (s *Server) clusterHistory(w http.ResponseWriter, r *http.Request) {
 	peerVisible := s.PeerSeriesVisible(r.Context())
 	type result struct {
 		node, status, errMsg string
+		since                int64
 		body                 json.RawMessage
 	}
-	local := HistoryJSON(nil, s.Registry, q, time.Now().UnixMilli())
+	now := time.Now().UnixMilli()
+	local := HistoryJSON(nil, s.Registry, q, now)
 	results := []result{{node: s.NodeName, status: "ok", body: withNodeLabels(local, s.NodeName, nil)}}
-	if s.Cluster != nil {
+	if hk, ok := s.Cluster.(HistoryKeeper); ok && q.Window <= hk.Kept() {
+		from := now - q.Window.Milliseconds()
+		for _, a := range s.Cluster.Query(r.Context(), r.URL.Query().Get("match"), q.Rate) {
+			res := result{node: a.Node, status: string(a.Status), errMsg: a.Error, since: a.Since}
+			res.body = keptHistoryJSON(nil, a.Series, from, q.Rate, peerVisible)
+			results = append(results, res)
+		}
+	} else if s.Cluster != nil {
 		members := s.Cluster.Members()
 		rs := make([]result, len(members))
+		ctx, cancel := context.WithTimeout(r.Context(), s.ClusterTimeout+10*time.Second)
+		defer cancel()
+		sem := make(chan struct{}, maxHistoryFetches)
 		var wg sync.WaitGroup
 		for i, m := range members {
+			rs[i] = result{node: m.Name, status: "ok"}
+			if m.HTTP == "" || !m.Up {
+				rs[i].status, rs[i].errMsg = "unreachable", "peer is down"
+				continue
+			}
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				rs[i] = result{node: m.Name, status: "ok"}
-				body, err := s.fetchHistory(r.Context(), m, r.URL.Query())
+				select {
+				case sem <- struct{}{}:
+					defer func() { <-sem }()
+				case <-ctx.Done():
+					rs[i].status, rs[i].errMsg = "unreachable", ctx.Err().Error()
+					return
+				}
+				body, err := s.fetchHistory(ctx, m, r.URL.Query())
 				if err != nil {
 					rs[i].status, rs[i].errMsg = "unreachable", err.Error()
 					return
@@ -244,6 +360,10 @@ func (s *Server) clusterHistory(w http.ResponseWriter, r *http.Request) {
 		b = append(b, `,"status":"`...)
 		b = append(b, res.status...)
 		b = append(b, '"')
+		if res.since != 0 {
+			b = append(b, `,"since":`...)
+			b = strconv.AppendInt(b, res.since, 10)
+		}
 		if res.errMsg != "" {
 			b = append(b, `,"error":`...)
 			b = series.AppendJSONString(b, res.errMsg)
@@ -260,12 +380,53 @@ func (s *Server) clusterHistory(w http.ResponseWriter, r *http.Request) {
 	writeRaw(w, b)
 }
 
+// keptHistoryJSON appends the series array of a peer's history from the points its remote
+// subscription keeps: numeric series (with their node label) that have points since from, in
+// the shape of HistoryJSON's series; those visible refuses are left out.
+func keptHistoryJSON(b []byte, srs []remote.Series, from int64, rate bool, visible func(series.Labels) bool) []byte {
+	b = append(b, '[')
+	n := 0
+	for _, sr := range srs {
+		if sr.Latest.Kind == series.State || visible != nil && !visible(sr.Latest.Labels) {
+			continue
+		}
+		i := sort.Search(len(sr.Points), func(i int) bool { return sr.Points[i].TS >= from })
+		pts := sr.Points[i:]
+		if len(pts) == 0 {
+			continue
+		}
+		if n > 0 {
+			b = append(b, ',')
+		}
+		n++
+		b = append(b, `{"labels":`...)
+		b = append(b, sr.Latest.Labels.Key()...)
+		b = append(b, `,"kind":"`...)
+		b = append(b, sr.Latest.Kind.String()...)
+		b = append(b, '"')
+		if rate && sr.Latest.Kind == series.Counter {
+			b = append(b, `,"fn":"rate"`...)
+		}
+		b = append(b, `,"points":[`...)
+		for j, p := range pts {
+			if j > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, '[')
+			b = strconv.AppendInt(b, p.TS, 10)
+			b = append(b, ',')
+			b = series.AppendFloat(b, p.Value)
+			b = append(b, ']')
+		}
+		b = append(b, "]}"...)
+	}
+	return append(b, ']')
+}
+
 func (s *Server) fetchHistory(ctx context.Context, m remote.Member, params url.Values) ([]byte, error) {
 	if m.HTTP == "" || !m.Up {
 		return nil, fmt.Errorf("peer is down")
 	}
-	ctx, cancel := context.WithTimeout(ctx, s.ClusterTimeout+10*time.Second)
-	defer cancel()
 	scheme := "http://"
 	if m.TLS != nil {
 		scheme = "https://"

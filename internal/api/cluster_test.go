@@ -4,7 +4,9 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -16,6 +18,7 @@ import (
 	"github.com/cantal-go/cantal/internal/history"
 	"github.com/cantal-go/cantal/internal/registry"
 	"github.com/cantal-go/cantal/internal/remote"
+	"github.com/cantal-go/cantal/internal/series"
 	"github.com/cantal-go/cantal/internal/testsupport/testpki"
 )
 
@@ -152,5 +155,136 @@ func TestFinding10_ClusterHistoryOverTLS(t *testing.T) {
 	}
 	if got := reached.Load(); got != n {
 		t.Errorf("%d fetches without a certificate of the cluster reached the peer; want none", got-n)
+	}
+}
+
+// keptCluster answers from fixed node answers, as a remote.Hub answers from its subscriptions,
+// and counts its queries.
+type keptCluster struct {
+	answers []remote.NodeAnswer
+	queries *atomic.Int32
+}
+
+func (f keptCluster) Query(context.Context, string, bool) []remote.NodeAnswer {
+	f.queries.Add(1)
+	return f.answers
+}
+func (f keptCluster) Listen(context.Context, string, bool, func(remote.Update)) {}
+func (f keptCluster) Members() []remote.Member                                  { return nil }
+func (f keptCluster) Kept() time.Duration                                       { return 5 * time.Minute }
+
+func keptServer(t *testing.T, c Cluster) *http.ServeMux {
+	t.Helper()
+	reg := registry.New(history.New(history.Options{Retention: time.Hour, Interval: time.Second}), time.Hour, slog.New(slog.DiscardHandler))
+	srv := &Server{Registry: reg, Log: slog.New(slog.DiscardHandler), MaxWindow: time.Hour, NodeName: "local",
+		ClusterTimeout: 200 * time.Millisecond, Cluster: c}
+	mux := http.NewServeMux()
+	srv.Register(mux)
+	return mux
+}
+
+func getJSON(t *testing.T, mux *http.ServeMux, url string, v any) int {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest("GET", url, nil))
+	if rec.Code == http.StatusOK {
+		if err := json.Unmarshal(rec.Body.Bytes(), v); err != nil {
+			t.Fatalf("GET %s: %v in %s", url, err, rec.Body)
+		}
+	}
+	return rec.Code
+}
+
+// TestClusterHistoryFromKeptChunks: a window within what the subscriptions keep is answered
+// from them (no request to any peer), with the window's points only, the node's status and
+// since, states left out; a longer window falls back to fetching (here: no members).
+func TestClusterHistoryFromKeptChunks(t *testing.T) {
+	now := time.Now().UnixMilli()
+	var queries atomic.Int32
+	c := keptCluster{queries: &queries, answers: []remote.NodeAnswer{
+		{Node: "p1", Status: remote.OK, Series: []remote.Series{
+			{Latest: series.Sample{Labels: series.Labels{"metric": "m", "node": "p1"}, Kind: series.Float},
+				Points: []remote.Point{{TS: now - 200_000, Value: 1}, {TS: now - 30_000, Value: 2}, {TS: now - 1000, Value: 3}}},
+			{Latest: series.Sample{Labels: series.Labels{"metric": "s", "node": "p1"}, Kind: series.State}},
+		}},
+		{Node: "p2", Status: remote.Stale, Since: now - 5000, Series: []remote.Series{
+			{Latest: series.Sample{Labels: series.Labels{"metric": "m", "node": "p2"}, Kind: series.Float},
+				Points: []remote.Point{{TS: now - 200_000, Value: 1}}},
+		}},
+	}}
+	mux := keptServer(t, c)
+	var ans struct {
+		Nodes []struct {
+			Node, Status string
+			Since        int64
+			Series       []struct {
+				Labels map[string]string
+				Kind   string
+				Points [][2]float64
+			}
+		}
+	}
+	if code := getJSON(t, mux, "/api/v1/cluster/history?match=m&window=1m", &ans); code != 200 {
+		t.Fatalf("status %d", code)
+	}
+	if queries.Load() != 1 || len(ans.Nodes) != 3 {
+		t.Fatalf("queries %d, nodes %+v; want 1 query and local, p1, p2", queries.Load(), ans.Nodes)
+	}
+	p1, p2 := ans.Nodes[1], ans.Nodes[2]
+	if p1.Node != "p1" || p1.Status != "ok" || len(p1.Series) != 1 || len(p1.Series[0].Points) != 2 ||
+		p1.Series[0].Points[0][1] != 2 || p1.Series[0].Labels["node"] != "p1" {
+		t.Errorf("p1 = %+v; want ok with m's 2 points of the last minute", p1)
+	}
+	if p2.Node != "p2" || p2.Status != "stale" || p2.Since != now-5000 || len(p2.Series) != 0 {
+		t.Errorf("p2 = %+v; want stale since %d with no series in the window", p2, now-5000)
+	}
+	if code := getJSON(t, mux, "/api/v1/cluster/history?match=m&window=10m", &ans); code != 200 {
+		t.Fatalf("status %d", code)
+	}
+	if queries.Load() != 1 || len(ans.Nodes) != 1 {
+		t.Errorf("10m window: queries %d, nodes %+v; want it fetched from the members (none here)", queries.Load(), ans.Nodes)
+	}
+}
+
+// TestClusterAggregateGrouping: by default an aggregate drops the host labels (two processes of
+// one app on two nodes are one group); by= keeps only the listed labels and the metric name,
+// without= drops the listed ones and node; both at once is refused.
+func TestClusterAggregateGrouping(t *testing.T) {
+	mk := func(node, pid, process string, v float64) remote.NodeAnswer {
+		return remote.NodeAnswer{Node: node, Status: remote.OK, Series: []remote.Series{{Latest: series.Sample{
+			Labels: series.Labels{"metric": "app.requests", "app": "web", "pid": pid, "process": process, "node": node},
+			Kind:   series.Float, TS: 1, Bits: math.Float64bits(v)}}}}
+	}
+	var queries atomic.Int32
+	mux := keptServer(t, keptCluster{queries: &queries, answers: []remote.NodeAnswer{
+		mk("p1", "10", "web", 1), mk("p2", "20", "web-exec", 2), mk("p3", "30", "web", 4)}})
+	type group struct {
+		Labels map[string]string
+		Value  float64
+		Nodes  int
+	}
+	var ans struct{ Aggregate []group }
+	cases := []struct {
+		query string
+		want  []group
+	}{
+		{"", []group{{map[string]string{"metric": "app.requests", "app": "web"}, 7, 3}}},
+		{"&by=app", []group{{map[string]string{"metric": "app.requests", "app": "web"}, 7, 3}}},
+		{"&by=", []group{{map[string]string{"metric": "app.requests"}, 7, 3}}},
+		{"&without=pid", []group{
+			{map[string]string{"metric": "app.requests", "app": "web", "process": "web"}, 5, 2},
+			{map[string]string{"metric": "app.requests", "app": "web", "process": "web-exec"}, 2, 1}}},
+	}
+	for _, c := range cases {
+		ans.Aggregate = nil
+		if code := getJSON(t, mux, "/api/v1/cluster/metrics?agg=sum&match=app.requests"+c.query, &ans); code != 200 {
+			t.Fatalf("%s: status %d", c.query, code)
+		}
+		if fmt.Sprint(ans.Aggregate) != fmt.Sprint(c.want) {
+			t.Errorf("agg=sum%s = %+v; want %+v", c.query, ans.Aggregate, c.want)
+		}
+	}
+	if code := getJSON(t, mux, "/api/v1/cluster/metrics?agg=sum&by=app&without=pid", &ans); code != http.StatusBadRequest {
+		t.Errorf("by and without: status %d; want 400", code)
 	}
 }

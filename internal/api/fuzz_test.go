@@ -4,7 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"net/http/httptest"
+	"net/url"
 	"testing"
+
+	"github.com/cantal-go/cantal/internal/series"
 )
 
 // FuzzWSRequest: any message a WebSocket client sends is answered (an error at worst), never a
@@ -46,6 +49,34 @@ func FuzzParseQuery(f *testing.F) {
 		r.URL.RawQuery = q
 		if qq, err := ParseQuery(r, 0, 3600e9); err == nil && (qq.Sel == nil || qq.Window < 0) {
 			t.Fatalf("ParseQuery(%q) = %+v without error", q, qq)
+		}
+	})
+}
+
+// FuzzParseGrouping: by= and without= of cluster aggregates are refused with an error or give a
+// grouping that never keeps node nor a label outside the sample's.
+func FuzzParseGrouping(f *testing.F) {
+	for _, s := range []string{"by=app", "without=pid,process", "by=app&without=pid", "by=", "without=,,", "by=node,metric"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, q string) {
+		v, err := url.ParseQuery(q)
+		if err != nil {
+			return
+		}
+		g, err := parseGrouping(v)
+		if err != nil {
+			return
+		}
+		in := series.Labels{"metric": "m", "node": "n", "pid": "1", "app": "a"}
+		out := g(in)
+		if _, ok := out["node"]; ok && !v.Has("by") {
+			t.Fatalf("%q keeps node: %v", q, out)
+		}
+		for k := range out {
+			if _, ok := in[k]; !ok {
+				t.Fatalf("%q invents label %s", q, k)
+			}
 		}
 	})
 }

@@ -52,7 +52,7 @@ type Config struct {
 	// WSS with the client configuration TLS returns at that moment (the node's certificate,
 	// the cluster CA as roots); a nil result fails the connection, never falls back to plain.
 	TLS func() *tls.Config
-	// Interval is the peers' scan interval: data older than 3 intervals is stale.
+	// Interval is the peers' scan interval: data older than StaleAfter(Interval) is stale.
 	Interval time.Duration
 	// History is the chunk of history a new subscription fetches and keeps (default 5m).
 	History time.Duration
@@ -194,24 +194,33 @@ func (h *Hub) expire(now time.Time) {
 	}
 }
 
-// Query returns every peer's series for match (rate: counters as rates), subscribing where
-// needed and waiting at most Config.Timeout for peers' first data. Peers are sorted by name.
+// Query returns every peer's series for match (rate: counters as rates) with the points their
+// subscriptions keep (Config.History), subscribing where needed. It waits, all peers under one
+// deadline of Config.Timeout, only for the first data of new subscriptions at peers that are up
+// and not known to be failing: a peer whose connection is down (cut, dead, refusing) is answered
+// from what is kept, at once, while its connection is retried in the background. Peers are
+// sorted by name.
 func (h *Hub) Query(ctx context.Context, match string, rate bool) []NodeAnswer {
 	members := h.cfg.Members()
 	subs := make([]*sub, len(members))
+	var wait []*sub
 	for i, m := range members {
-		subs[i] = h.subscribe(m, match, rate)
+		s, p := h.subscribe(m, match, rate)
+		subs[i] = s
+		if s != nil && m.Up && !p.failing() {
+			wait = append(wait, s)
+		}
 	}
 	deadline := time.NewTimer(h.cfg.Timeout)
 	defer deadline.Stop()
-	for _, s := range subs {
-		if s == nil {
-			continue
-		}
+wait:
+	for _, s := range wait {
 		select {
 		case <-s.ready:
 		case <-deadline.C:
+			break wait
 		case <-ctx.Done():
+			break wait
 		}
 	}
 	out := make([]NodeAnswer, 0, len(members))
@@ -237,7 +246,7 @@ func (h *Hub) Listen(ctx context.Context, match string, rate bool, fn func(Updat
 			if _, ok := seen[m.ID]; ok {
 				continue
 			}
-			if s := h.subscribe(m, match, rate); s != nil {
+			if s, _ := h.subscribe(m, match, rate); s != nil {
 				seen[m.ID] = s
 				s.addListener(ctx, fn)
 			}
@@ -259,9 +268,11 @@ func (h *Hub) Listen(ctx context.Context, match string, rate bool, fn func(Updat
 	}
 }
 
-func (h *Hub) subscribe(m Member, match string, rate bool) *sub {
+// subscribe returns m's subscription to match, made if needed, and the peer connection that
+// carries it; nil, nil for a member without an HTTP address.
+func (h *Hub) subscribe(m Member, match string, rate bool) (*sub, *peer) {
 	if m.HTTP == "" {
-		return nil
+		return nil, nil
 	}
 	h.mu.Lock()
 	p := h.peers[m.ID]
@@ -273,8 +284,12 @@ func (h *Hub) subscribe(m Member, match string, rate bool) *sub {
 		h.peers[m.ID] = p
 	}
 	h.mu.Unlock()
-	return p.subscribe(match, rate)
+	return p.subscribe(match, rate), p
 }
+
+// Kept is the span of history each subscription keeps (Config.History): cluster history
+// windows up to it are answered from the subscriptions, without a request to the peers.
+func (h *Hub) Kept() time.Duration { return h.cfg.History }
 
 // Members returns the current peers, as Config.Members does, each with the TLS configuration
 // to reach it (see Member.TLS).

@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"sync"
@@ -112,6 +113,14 @@ func (p *peer) expire(now time.Time, idle time.Duration) int {
 	return len(p.subs)
 }
 
+// failing reports whether the peer's connection is down after a failed or lost session: a
+// query does not wait for such a peer.
+func (p *peer) failing() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return !p.up && p.downAt != 0
+}
+
 // lookup returns the subscription with wire id id, or nil.
 func (p *peer) lookup(id string) *sub {
 	p.mu.Lock()
@@ -139,7 +148,7 @@ func (p *peer) run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		wait := retry.next(healthy)
+		wait := jitter(retry.next(healthy))
 		p.cfg.Log.Debug("peer connection lost", "peer", p.name, "err", err, "retry", wait)
 		select {
 		case <-ctx.Done():
@@ -158,6 +167,13 @@ const (
 	maxBackoff     = 5 * time.Second
 	healthySession = time.Second
 )
+
+// jitter spreads a retry delay over [d/2, d): after a partition heals, the answering node's
+// connections to the peers that were cut do not all come back in the same instant, nor do
+// every node's connections to one peer.
+func jitter(d time.Duration) time.Duration {
+	return d/2 + rand.N(d/2+1)
+}
 
 // backoff is the reconnection delay of one peer; the zero value is ready. It is owned by the
 // peer's run goroutine.

@@ -206,6 +206,14 @@ func insertPoint(pts []Point, p Point) []Point {
 	return pts
 }
 
+// StaleAfter is how long after its last message a peer's data is stale: the peer sends one
+// update per scan, so its stream has missed an interval, with half an interval (at least
+// 500 ms) of slack for a scan that runs late. A peer whose cable was cut is shown not ok at most
+// that long after its last update: 1.5 s with an interval of 1 s, 3 s with 2 s.
+func StaleAfter(interval time.Duration) time.Duration {
+	return interval + max(interval/2, 500*time.Millisecond)
+}
+
 // answer is the subscription's part of a cluster answer for member m.
 func (s *sub) answer(now time.Time, interval time.Duration, m Member) NodeAnswer {
 	s.mu.Lock()
@@ -214,7 +222,7 @@ func (s *sub) answer(now time.Time, interval time.Duration, m Member) NodeAnswer
 	if !s.lastData.IsZero() {
 		a.Since = s.lastData.UnixMilli()
 	}
-	fresh := !s.lastData.IsZero() && now.Sub(s.lastData) <= 3*interval
+	fresh := !s.lastData.IsZero() && now.Sub(s.lastData) <= StaleAfter(interval)
 	switch {
 	case fresh && s.connected && m.Up:
 		a.Status = OK
