@@ -1,0 +1,334 @@
+package sysscan
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"time"
+
+	"github.com/cantal-go/cantal/internal/series"
+	"golang.org/x/sys/unix"
+)
+
+// The exclusions node_exporter 1.5 applies by default (upstream's
+// --collector.filesystem.mount-points-exclude and --collector.filesystem.fs-types-exclude).
+const (
+	DefaultFSMountPointsExclude = `^/(dev|proc|run/credentials/.+|sys|var/lib/docker/.+|var/lib/containers/storage/.+)($|/)`
+	DefaultFSTypesExclude       = `^(autofs|binfmt_misc|bpf|cgroup2?|configfs|debugfs|devpts|devtmpfs|fusectl|hugetlbfs|iso9660|mqueue|nsfs|overlay|proc|procfs|pstore|rpc_pipefs|securityfs|selinuxfs|squashfs|sysfs|tracefs)$`
+)
+
+// DefaultStatfsTimeout is how long a scan waits for statfs(2) on a mount.
+const DefaultStatfsTimeout = time.Second
+
+// FSOptions configures Filesystems. The zero value means node_exporter's default exclusions
+// and DefaultStatfsTimeout.
+type FSOptions struct {
+	// MountPointsExclude and TypesExclude leave out the mounts whose mount point, or file
+	// system type, they match; DefaultFSMountPointsExclude and DefaultFSTypesExclude when nil.
+	MountPointsExclude, TypesExclude *regexp.Regexp
+	// Timeout bounds the wait for each scan's statfs calls; DefaultStatfsTimeout when zero.
+	Timeout time.Duration
+	// Statfs is called for each mount, from the mount's own goroutine; unix.Statfs when nil.
+	// Tests inject a slow one.
+	Statfs func(path string, st *unix.Statfs_t) error
+}
+
+// Filesystems is a series.Collector of the space and inodes of every mounted file system
+// (fs.* in docs/metrics.md), from statfs(2) on each mount point of /proc/1/mountinfo.
+//
+// Each mount has a goroutine of its own that makes its statfs calls, so that a hung mount (a
+// dead NFS server) never stalls a scan: a scan waits at most FSOptions.Timeout for all of
+// them; a mount whose call has not returned by then gets fs.device_error 1 and a problem, and
+// is skipped (no new call, device_error 1) until the stuck call returns. There is never more
+// than one call in flight per mount. The goroutine of an unmounted mount ends when its last
+// call returns.
+//
+// Collect and Close must not be called concurrently; Close ends the mounts' goroutines (a
+// stuck one ends when its call returns).
+type Filesystems struct {
+	opt     Options
+	fo      FSOptions
+	gen     uint64
+	buf     []byte
+	esc     []byte
+	key     []byte
+	path    []byte
+	ents    []mountEntry
+	file    keptFile
+	self    bool // reading /proc/self/mountinfo: pid 1's could not be read
+	prefix  string
+	checked bool // prefix decided
+	mounts  map[string]*mount
+	pending []*mount
+	timer   *time.Timer
+}
+
+// Filesystem series, in the order of mount.refs.
+const (
+	fsSize = iota
+	fsFree
+	fsAvail
+	fsFiles
+	fsFilesFree
+	fsReadonly
+	fsDeviceError
+	fsNum
+)
+
+var fsMetrics = [fsNum]string{
+	fsSize: "fs.size", fsFree: "fs.free", fsAvail: "fs.avail", fsFiles: "fs.files",
+	fsFilesFree: "fs.files_free", fsReadonly: "fs.readonly", fsDeviceError: "fs.device_error",
+}
+
+// mount is one (device, mount point, type) of mountinfo. Its fields belong to the scan
+// goroutine, except path (immutable) and the channels.
+type mount struct {
+	device, mountpoint, fstype string
+	path                       string // what statfs is called on
+	excluded                   bool
+	refs                       [fsNum]*series.Ref
+	seen                       uint64
+	ro                         bool
+	busy                       bool // a request was sent and its result not yet received
+	req                        chan struct{}
+	res                        chan statfsResult
+}
+
+type statfsResult struct {
+	st  unix.Statfs_t
+	err error
+}
+
+// NewFilesystems returns a filesystem collector reading opt.Proc's mountinfo.
+func NewFilesystems(opt Options, fo FSOptions) *Filesystems {
+	opt = opt.withDefaults()
+	if fo.MountPointsExclude == nil {
+		fo.MountPointsExclude = regexp.MustCompile(DefaultFSMountPointsExclude)
+	}
+	if fo.TypesExclude == nil {
+		fo.TypesExclude = regexp.MustCompile(DefaultFSTypesExclude)
+	}
+	if fo.Timeout <= 0 {
+		fo.Timeout = DefaultStatfsTimeout
+	}
+	if fo.Statfs == nil {
+		fo.Statfs = unix.Statfs
+	}
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return &Filesystems{opt: opt, fo: fo, buf: make([]byte, 0, 16<<10), mounts: map[string]*mount{}, timer: t}
+}
+
+// Close ends the goroutines of every mount and closes the mountinfo file.
+func (f *Filesystems) Close() error {
+	for k, m := range f.mounts {
+		m.stop()
+		delete(f.mounts, k)
+	}
+	f.file.close()
+	return nil
+}
+
+func (m *mount) start(statfs func(string, *unix.Statfs_t) error) {
+	m.req = make(chan struct{}, 1)
+	m.res = make(chan statfsResult, 1)
+	go func(req <-chan struct{}, res chan<- statfsResult, path string) {
+		for range req {
+			var r statfsResult
+			r.err = statfs(path, &r.st)
+			res <- r // never blocks: one request in flight at most, and res holds one
+		}
+	}(m.req, m.res, m.path)
+}
+
+func (m *mount) stop() {
+	if m.req != nil {
+		close(m.req)
+		m.req = nil
+	}
+}
+
+// readMountinfo reads pid 1's mountinfo, or the agent's own when pid 1's cannot be read
+// (hidepid, another pid namespace).
+func (f *Filesystems) readMountinfo(procfd int) ([]byte, error) {
+	if !f.self {
+		f.path = append(append(f.path[:0], "1/mountinfo"...), 0)
+		b, err := f.file.read(procfd, f.path, &f.buf, 16<<20, false)
+		if err == nil {
+			return b, nil
+		}
+		if !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.EACCES) && !errors.Is(err, unix.EPERM) {
+			return nil, fmt.Errorf("read %s: %w", filepath.Join(f.opt.Proc, "1/mountinfo"), err)
+		}
+		f.self, f.checked = true, false
+		f.file.close()
+	}
+	f.path = append(append(f.path[:0], "self/mountinfo"...), 0)
+	b, err := f.file.read(procfd, f.path, &f.buf, 16<<20, false)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", filepath.Join(f.opt.Proc, "self/mountinfo"), err)
+	}
+	return b, nil
+}
+
+// statfsPrefix says where mount points of the mountinfo read are reached: through
+// /proc/1/root when pid 1 is in another mount namespace than the agent, else directly.
+func (f *Filesystems) statfsPrefix() string {
+	if f.self {
+		return ""
+	}
+	mine, err1 := os.Readlink(filepath.Join(f.opt.Proc, "self/ns/mnt"))
+	init, err2 := os.Readlink(filepath.Join(f.opt.Proc, "1/ns/mnt"))
+	if err1 != nil || err2 != nil || mine == init {
+		return ""
+	}
+	return filepath.Join(f.opt.Proc, "1/root")
+}
+
+// Collect implements series.Collector.
+func (f *Filesystems) Collect(ctx context.Context, sink series.Sink) error {
+	procfd, err := openDir(f.opt.Proc)
+	if err != nil {
+		return fmt.Errorf("scan filesystems: %w", err)
+	}
+	b, err := f.readMountinfo(procfd)
+	unix.Close(procfd)
+	f.gen++
+	if err != nil {
+		sink.Problem(filepath.Join(f.opt.Proc, "1/mountinfo"), err.Error())
+		f.expire()
+		return nil
+	}
+	if !f.checked {
+		f.prefix, f.checked = f.statfsPrefix(), true
+	}
+	f.ents, err = parseMountinfo(b, f.ents[:0], &f.esc)
+	if err != nil {
+		sink.Problem(filepath.Join(f.opt.Proc, "1/mountinfo"), err.Error())
+	}
+	f.pending = f.pending[:0]
+	for _, e := range f.ents {
+		f.key = append(append(append(append(append(f.key[:0], e.Device...), 0), e.MountPoint...), 0), e.FSType...)
+		m := f.mounts[string(f.key)]
+		if m == nil {
+			m = &mount{device: validString(e.Device), mountpoint: validString(e.MountPoint), fstype: validString(e.FSType)}
+			m.excluded = f.fo.MountPointsExclude.MatchString(m.mountpoint) || f.fo.TypesExclude.MatchString(m.fstype)
+			if !m.excluded {
+				m.path = f.prefix + string(e.MountPoint)
+				m.start(f.fo.Statfs)
+			}
+			f.mounts[string(f.key)] = m
+		}
+		if m.seen == f.gen || m.excluded {
+			m.seen = f.gen
+			continue // excluded, or a second line for the same mount
+		}
+		m.seen = f.gen
+		m.ro = hasOption(e.Options, "ro")
+		if m.busy {
+			select {
+			case <-m.res: // the stuck call returned; its result is stale
+				m.busy = false
+			default:
+				f.put(sink, m, fsReadonly, boolBits(m.ro))
+				f.put(sink, m, fsDeviceError, 1)
+				sink.Problem(m.mountpoint, "statfs still has not returned; the mount is skipped until it does")
+				continue
+			}
+		}
+		m.req <- struct{}{}
+		m.busy = true
+		f.pending = append(f.pending, m)
+	}
+	f.wait(ctx, sink)
+	f.expire()
+	return ctx.Err()
+}
+
+// wait collects the results of the scan's statfs calls until the deadline.
+func (f *Filesystems) wait(ctx context.Context, sink series.Sink) {
+	if len(f.pending) == 0 {
+		return
+	}
+	f.timer.Reset(f.fo.Timeout)
+	late := false
+	for _, m := range f.pending {
+		var r statfsResult
+		got := false
+		if !late {
+			select {
+			case r = <-m.res:
+				got = true
+			case <-f.timer.C:
+				late = true
+			case <-ctx.Done():
+				late = true
+			}
+		}
+		if !got && late {
+			select {
+			case r = <-m.res:
+				got = true
+			default:
+			}
+		}
+		f.put(sink, m, fsReadonly, boolBits(m.ro))
+		if !got {
+			f.put(sink, m, fsDeviceError, 1)
+			sink.Problem(m.mountpoint, fmt.Sprintf("statfs has not returned within %v; the mount is skipped until it does", f.fo.Timeout))
+			continue
+		}
+		m.busy = false
+		if r.err != nil {
+			f.put(sink, m, fsDeviceError, 1)
+			sink.Problem(m.mountpoint, "statfs: "+r.err.Error())
+			continue
+		}
+		f.put(sink, m, fsDeviceError, 0)
+		bs := uint64(max(r.st.Bsize, 0))
+		f.put(sink, m, fsSize, mulLevel(r.st.Blocks, bs))
+		f.put(sink, m, fsFree, mulLevel(r.st.Bfree, bs))
+		f.put(sink, m, fsAvail, mulLevel(r.st.Bavail, bs))
+		f.put(sink, m, fsFiles, mulLevel(r.st.Files, 1))
+		f.put(sink, m, fsFilesFree, mulLevel(r.st.Ffree, 1))
+	}
+	f.timer.Stop()
+}
+
+// expire forgets the mounts not seen in this scan, ending their goroutines.
+func (f *Filesystems) expire() {
+	for k, m := range f.mounts {
+		if m.seen != f.gen {
+			m.stop()
+			delete(f.mounts, k)
+		}
+	}
+}
+
+func (f *Filesystems) put(sink series.Sink, m *mount, i int, bits uint64) {
+	r := m.refs[i]
+	if r == nil {
+		r = sink.Series(series.Labels{"metric": fsMetrics[i], "device": m.device, "mountpoint": m.mountpoint, "fstype": m.fstype}, series.Level)
+		m.refs[i] = r
+	}
+	sink.Put(r, bits)
+}
+
+// mulLevel returns a×b as the bits of a Level, capped at the largest int64.
+func mulLevel(a, b uint64) uint64 {
+	if b != 0 && a > math.MaxInt64/b {
+		return math.MaxInt64
+	}
+	return a * b
+}
+
+func boolBits(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
+}

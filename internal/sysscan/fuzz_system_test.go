@@ -1,0 +1,112 @@
+package sysscan
+
+import (
+	"bytes"
+	"testing"
+	"unicode/utf8"
+)
+
+// Fuzz targets for the parsers of System's and Filesystems' files; run e.g.
+//
+//	go test -run '^$' -fuzz '^FuzzParseMountinfo$' -fuzztime 1m ./internal/sysscan
+
+func FuzzParseVmstat(f *testing.F) {
+	addFixtures(f, "proc/vmstat", "real/vmstat")
+	f.Fuzz(func(t *testing.T, b []byte) {
+		nv, err := parseVmstat(b, nil)
+		if err != nil {
+			return
+		}
+		for _, e := range nv {
+			if len(e.Name) == 0 || bytes.ContainsAny(e.Name, " \t\n") {
+				t.Errorf("bad name %q", e.Name)
+			}
+		}
+	})
+}
+
+func FuzzParsePressure(f *testing.F) {
+	addFixtures(f, "proc/pressure/cpu", "proc/pressure/io", "real/pressure_io")
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p, err := parsePressure(b)
+		if err == nil && !p.Some.Present {
+			t.Errorf("no error without a some line")
+		}
+	})
+}
+
+func FuzzParseSockstat(f *testing.F) {
+	addFixtures(f, "proc/net/sockstat", "proc/net/sockstat6", "real/sockstat", "real/sockstat6")
+	f.Fuzz(func(t *testing.T, b []byte) {
+		es, err := parseSockstat(b, nil)
+		if err != nil {
+			return
+		}
+		for _, e := range es {
+			if len(e.Proto) == 0 || len(e.Name) == 0 {
+				t.Errorf("empty name in %+v", e)
+			}
+		}
+	})
+}
+
+func FuzzParseSNMP6(f *testing.F) {
+	addFixtures(f, "proc/net/snmp6", "real/snmp6")
+	f.Fuzz(func(t *testing.T, b []byte) {
+		es, err := parseSNMP6(b, nil)
+		if err != nil {
+			return
+		}
+		for _, e := range es {
+			if len(e.Name) == 0 || len(e.Prefix) == 0 || e.Prefix[len(e.Prefix)-1] != '6' {
+				t.Errorf("bad split %q %q", e.Prefix, e.Name)
+			}
+		}
+	})
+}
+
+func FuzzParseMountinfo(f *testing.F) {
+	addFixtures(f, "fsproc/1/mountinfo", "real/mountinfo")
+	var esc []byte
+	f.Fuzz(func(t *testing.T, b []byte) {
+		es, err := parseMountinfo(b, nil, &esc)
+		if err != nil {
+			return
+		}
+		total := 0
+		for _, e := range es {
+			if len(e.MountPoint) == 0 || len(e.FSType) == 0 || len(e.Device) == 0 {
+				t.Errorf("empty field in %q", e)
+			}
+			total += len(e.MountPoint) + len(e.Device)
+		}
+		if total > len(b) {
+			t.Errorf("unescaped %d bytes from %d", total, len(b))
+		}
+	})
+}
+
+func FuzzParseOSRelease(f *testing.F) {
+	addFixtures(f, "etc/os-release", "real/os-release")
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, _ := parseOSRelease(b)
+		for _, v := range r.Vals {
+			if !utf8.ValidString(v) {
+				t.Errorf("invalid UTF-8 label value %q", v)
+			}
+		}
+	})
+}
+
+func FuzzParseSysfsValues(f *testing.F) {
+	for _, s := range []string{"1500\n", "-1\n", "0x1003\n", "btime 1700000000\n", "up\n"} {
+		f.Add([]byte(s))
+	}
+	addFixtures(f, "real/stat")
+	f.Fuzz(func(t *testing.T, b []byte) {
+		parseIntValue(b)
+		parseHexValue(b)
+		parseBtime(b)
+		hasOption(b, "ro")
+	})
+}

@@ -1,0 +1,176 @@
+package sysscan
+
+import (
+	"math"
+	"reflect"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+func TestParseVmstat(t *testing.T) {
+	got, err := parseVmstat(readFixture(t, "proc/vmstat"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 10 || string(got[0].Name) != "nr_free_pages" || got[0].Val != 123456 || string(got[9].Name) != "oom_kill" {
+		t.Errorf("got %d entries: %v", len(got), got)
+	}
+	real, err := parseVmstat(readFixture(t, "real/vmstat"), nil)
+	if err != nil || len(real) < 100 {
+		t.Errorf("real vmstat: %d entries, %v", len(real), err)
+	}
+	for _, bad := range []string{"pgfault\n", "pgfault x\n", "pgfault 1 2\n"} {
+		if _, err := parseVmstat([]byte(bad), nil); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+func TestParsePressure(t *testing.T) {
+	p, err := parsePressure(readFixture(t, "proc/pressure/io"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := psi{Some: psiLine{true, [3]float64{12.34, 5, 1}, 98765432}, Full: psiLine{true, [3]float64{10, 4, 0.5}, 87654321}}
+	if p != want {
+		t.Errorf("got %+v, want %+v", p, want)
+	}
+	// before 5.13 the cpu file has no full line
+	p, err = parsePressure([]byte("some avg10=0.00 avg60=0.00 avg300=0.00 total=5\n"))
+	if err != nil || p.Full.Present || p.Some.Total != 5 {
+		t.Errorf("some only: %+v %v", p, err)
+	}
+	if _, err := parsePressure(readFixture(t, "real/pressure_io")); err != nil {
+		t.Errorf("real: %v", err)
+	}
+	for _, bad := range []string{"", "full avg10=0.00 total=1\n", "some avg10=0.00\n", "some total=x\n", "half total=1\n", "some total=1 what=2\n"} {
+		if _, err := parsePressure([]byte(bad)); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+func TestParseSockstat(t *testing.T) {
+	got, err := parseSockstat(readFixture(t, "proc/net/sockstat"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 12 || string(got[0].Proto) != "sockets" || string(got[0].Name) != "used" || got[0].Val != 290 ||
+		string(got[5].Proto) != "TCP" || string(got[5].Name) != "mem" || got[5].Val != 2 {
+		t.Errorf("got %v", got)
+	}
+	for _, f := range []string{"real/sockstat", "real/sockstat6", "proc/net/sockstat6"} {
+		if _, err := parseSockstat(readFixture(t, f), nil); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	for _, bad := range []string{"TCP inuse 1\n", "TCP: inuse\n", "TCP: inuse x\n", ": inuse 1\n"} {
+		if _, err := parseSockstat([]byte(bad), nil); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+func TestParseSNMP6(t *testing.T) {
+	got, err := parseSNMP6(readFixture(t, "proc/net/snmp6"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range got {
+		names = append(names, string(e.Prefix)+"."+string(e.Name))
+	}
+	want := []string{"Ip6.InReceives", "Ip6.OutRequests", "Icmp6.InMsgs", "Icmp6.OutType133", "Udp6.InDatagrams", "UdpLite6.InErrors"}
+	if !reflect.DeepEqual(names, want) || got[0].Val != 1111 {
+		t.Errorf("got %v", names)
+	}
+	if real, err := parseSNMP6(readFixture(t, "real/snmp6"), nil); err != nil || len(real) < 50 {
+		t.Errorf("real: %d entries, %v", len(real), err)
+	}
+	for _, bad := range []string{"IpInReceives 1\n", "Ip6 1\n", "Ip6InReceives\n", "Ip6InReceives x\n"} {
+		if _, err := parseSNMP6([]byte(bad), nil); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+func TestParseMountinfo(t *testing.T) {
+	var esc []byte
+	got, err := parseMountinfo(readFixture(t, "fsproc/1/mountinfo"), nil, &esc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 10 {
+		t.Fatalf("%d entries", len(got))
+	}
+	e := got[5]
+	if string(e.MountPoint) != "/srv/my data" || string(e.Device) != "/dev/vdb" || string(e.FSType) != "xfs" || !hasOption(e.Options, "ro") {
+		t.Errorf("entry 5: %q", e)
+	}
+	if string(got[0].MountPoint) != "/" || hasOption(got[0].Options, "ro") || string(got[6].Device) != "server:/export" {
+		t.Errorf("entries: %q", got)
+	}
+	if real, err := parseMountinfo(readFixture(t, "real/mountinfo"), nil, &esc); err != nil || len(real) == 0 {
+		t.Errorf("real: %d entries, %v", len(real), err)
+	}
+	for _, bad := range []string{"1 2 3:4 / /\n", "1 2 3:4 / / rw shared:1 ext4 /dev/x rw\n", "1 2 3:4 / / rw - ext4\n"} {
+		if _, err := parseMountinfo([]byte(bad), nil, &esc); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+	if got := string(unescapeMount(nil, []byte(`a\134b\040c\011\12\999`))); got != "a\\b c\t\\12\\999" {
+		t.Errorf("unescape: %q", got)
+	}
+}
+
+func TestParseOSRelease(t *testing.T) {
+	r, err := parseOSRelease(readFixture(t, "etc/os-release"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Vals[0] != "Debian GNU/Linux" || r.Vals[1] != "debian" || r.Vals[6] != "bookworm" || r.Vals[8] != `Server \ edition` {
+		t.Errorf("got %q", r.Vals)
+	}
+	if _, err := parseOSRelease(readFixture(t, "real/os-release")); err != nil {
+		t.Errorf("real: %v", err)
+	}
+	for _, bad := range []string{"NAME\n", `NAME="x`, "NAME='x\n", `NAME="a"b"`} {
+		if _, err := parseOSRelease([]byte(bad)); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+	if r, _ := parseOSRelease([]byte(`NAME="a \"q\" \\ b"`)); r.Vals[0] != `a "q" \ b` {
+		t.Errorf("escapes: %q", r.Vals[0])
+	}
+}
+
+func TestTimexValues(t *testing.T) {
+	tx := unix.Timex{Offset: 1500, Freq: 65536 * 10, Maxerror: 250000, Esterror: 1000, Status: 1, Constant: 7,
+		Tick: 10000, Ppsfreq: 65536, Jitter: 20, Shift: 4, Stabil: 65536 * 2, Jitcnt: 1, Calcnt: 2, Errcnt: 3, Stbcnt: 4, Tai: 37}
+	v := timexValues(0, &tx)
+	f := func(i int) float64 { return mathFloat(v[i]) }
+	if v[txSync] != 1 || f(txOffset) != 0.0015 || f(txFreq) != 1.00001 || f(txMaxerror) != 0.25 || f(txEsterror) != 0.001 ||
+		v[txStatus] != 1 || v[txConstant] != 7 || f(txTick) != 0.01 || f(txPPSFreq) != 1e-6 || f(txJitter) != 20e-6 ||
+		v[txShift] != 4 || f(txStabil) != 2e-6 || v[txJitcnt] != 1 || v[txStbcnt] != 4 || v[txTAI] != 37 {
+		t.Errorf("µs: %v", v)
+	}
+	tx.Status |= staNano
+	v = timexValues(timeError, &tx)
+	if v[txSync] != 0 || f(txOffset) != 1.5e-6 || f(txJitter) != 20e-9 || f(txMaxerror) != 0.25 {
+		t.Errorf("ns: %v", v)
+	}
+}
+
+func TestParseBtime(t *testing.T) {
+	if v, err := parseBtime(readFixture(t, "real/stat")); err != nil || v < 1e9 {
+		t.Errorf("real: %d %v", v, err)
+	}
+	for _, bad := range []string{"cpu 1\n", "btime x\n"} {
+		if _, err := parseBtime([]byte(bad)); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+func mathFloat(b uint64) float64 { return math.Float64frombits(b) }

@@ -1,0 +1,468 @@
+package sysscan
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"path/filepath"
+	"time"
+
+	"github.com/cantal-go/cantal/internal/series"
+	"golang.org/x/sys/unix"
+)
+
+// rareEvery is how often (in scans) System re-reads what rarely changes: the boot time, uname,
+// os-release and the netclass attributes an administrator sets (mtu, speed, ...). The scans
+// between write the last values again. 15 scans are 30 s at the default interval.
+const rareEvery = 15
+
+// System is a series.Collector for the machine-wide series beyond Machine's: /proc/vmstat,
+// pressure stall information, socket counts, IPv6 protocol counters, connection tracking, the
+// kernel clock (adjtimex), entropy, the boot time, network interface attributes
+// (/sys/class/net), uname and os-release. The names are listed in docs/metrics.md.
+//
+// Each source is read on its own: one that cannot be read or parsed is reported with
+// Sink.Problem and the others are still collected; sources the kernel may lack (pressure,
+// IPv6, conntrack) give no series and no problem while they are missing, and are looked for
+// again every rareEvery scans.
+//
+// A System keeps its buffers, Refs and open files between scans (Close releases the files);
+// Collect and Close must not be called concurrently.
+type System struct {
+	opt   Options
+	gen   uint64
+	path  []byte
+	key   []byte
+	buf   []byte
+	files [len(systemFiles)]keptFile
+	// missing marks the optional files found absent, with the scan they were last tried in.
+	missing [len(systemFiles)]uint64
+
+	vm    map[string]*series.Ref
+	vms   []nameVal
+	psi   [3][2]psiRefs
+	sock  map[string]*sockRefs
+	socks []sockstatEntry
+	net6  map[string]*series.Ref
+	nets  []netstatEntry
+	one   [len(systemFiles)]*series.Ref // single-value files
+	timex [txNum]*series.Ref
+	tx    unix.Timex
+
+	btime    int64
+	btimeOK  bool
+	btimeRef *series.Ref
+	uname    stateSeries
+	osRel    stateSeries
+
+	nc netClass
+}
+
+// systemFiles are the procfs files System reads, relative to Options.Proc, kept open between
+// scans. optional marks those the kernel may lack; one names the series of single-value files.
+var systemFiles = [...]struct {
+	name     string
+	single   bool
+	optional bool
+	one      string
+}{
+	sfVmstat:       {name: "vmstat"},
+	sfPSICPU:       {name: "pressure/cpu", single: true, optional: true},
+	sfPSIMemory:    {name: "pressure/memory", single: true, optional: true},
+	sfPSIIO:        {name: "pressure/io", single: true, optional: true},
+	sfSockstat:     {name: "net/sockstat", single: true},
+	sfSockstat6:    {name: "net/sockstat6", single: true, optional: true},
+	sfSNMP6:        {name: "net/snmp6", single: true, optional: true},
+	sfCTCount:      {name: "sys/net/netfilter/nf_conntrack_count", single: true, optional: true, one: "conntrack.entries"},
+	sfCTMax:        {name: "sys/net/netfilter/nf_conntrack_max", single: true, optional: true, one: "conntrack.entries_limit"},
+	sfEntropy:      {name: "sys/kernel/random/entropy_avail", single: true, one: "system.entropy_avail"},
+	sfEntropyPool:  {name: "sys/kernel/random/poolsize", single: true, one: "system.entropy_pool_size"},
+	sfStat:         {name: "stat"},
+}
+
+const (
+	sfVmstat = iota
+	sfPSICPU
+	sfPSIMemory
+	sfPSIIO
+	sfSockstat
+	sfSockstat6
+	sfSNMP6
+	sfCTCount
+	sfCTMax
+	sfEntropy
+	sfEntropyPool
+	sfStat // read apart, every rareEvery scans, for btime
+)
+
+var psiResources = [3]string{"cpu", "memory", "io"}
+
+// psiRefs are the series of one line (some or full) of a pressure file.
+type psiRefs struct {
+	total *series.Ref
+	avg   [3]*series.Ref
+}
+
+type sockRefs struct {
+	val, bytes *series.Ref
+}
+
+// stateSeries is a State series whose labels may change: a change registers a new Ref and the
+// old one is no longer written, so its series stops.
+type stateSeries struct {
+	ref    *series.Ref
+	labels series.Labels
+	text   string
+	since  int64
+}
+
+// set records labels and text, replacing the Ref when the labels changed.
+func (s *stateSeries) set(sink series.Sink, labels series.Labels, text string, since int64) {
+	if s.ref == nil || !sameLabels(s.labels, labels) {
+		s.ref = sink.Series(labels, series.State)
+		s.labels = labels
+		s.since = since
+	}
+	s.text = text
+}
+
+func (s *stateSeries) put(sink series.Sink) {
+	if s.ref != nil {
+		sink.PutState(s.ref, s.since, s.text)
+	}
+}
+
+func sameLabels(a, b series.Labels) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// NewSystem returns a collector of the kernel and host series reading opt.Proc and opt.Sys.
+func NewSystem(opt Options) *System {
+	opt = opt.withDefaults()
+	return &System{
+		opt:  opt,
+		buf:  make([]byte, 0, 16<<10),
+		vm:   map[string]*series.Ref{},
+		sock: map[string]*sockRefs{},
+		net6: map[string]*series.Ref{},
+		nc:   newNetClass(),
+	}
+}
+
+// Close closes the files System keeps open between scans. Collect may be called again
+// afterwards; it reopens them.
+func (s *System) Close() error {
+	for i := range s.files {
+		s.files[i].close()
+	}
+	s.nc.close()
+	return nil
+}
+
+// isAbsent reports whether err says a kernel source does not exist here: a missing file, or
+// pressure files with psi disabled (EOPNOTSUPP).
+func isAbsent(err error) bool {
+	return errors.Is(err, unix.ENOENT) || errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOTDIR)
+}
+
+// Collect implements series.Collector.
+func (s *System) Collect(ctx context.Context, sink series.Sink) error {
+	procfd, err := openDir(s.opt.Proc)
+	if err != nil {
+		return fmt.Errorf("scan system: %w", err)
+	}
+	defer unix.Close(procfd)
+	s.gen++
+	rare := (s.gen-1)%rareEvery == 0
+	for i := range len(systemFiles) {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("scan system: %w", err)
+		}
+		f := &systemFiles[i]
+		if i == sfStat {
+			if rare || !s.btimeOK {
+				s.readBtime(procfd, sink)
+			}
+			if s.btimeOK {
+				s.putLevel(sink, &s.btimeRef, "system.boot_time_s", s.btime)
+			}
+			continue
+		}
+		if s.missing[i] != 0 && !rare {
+			continue
+		}
+		s.path = append(append(s.path[:0], f.name...), 0)
+		b, err := s.files[i].read(procfd, s.path, &s.buf, 8<<20, f.single)
+		if err != nil {
+			if f.optional && isAbsent(err) {
+				s.missing[i] = s.gen
+				continue
+			}
+			sink.Problem(filepath.Join(s.opt.Proc, f.name), err.Error())
+			continue
+		}
+		s.missing[i] = 0
+		if err := s.collectFile(i, b, sink); err != nil {
+			sink.Problem(filepath.Join(s.opt.Proc, f.name), err.Error())
+		}
+	}
+	s.collectTimex(sink)
+	if rare {
+		s.readIdentity(sink)
+	}
+	s.uname.put(sink)
+	s.osRel.put(sink)
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("scan system: %w", err)
+	}
+	s.nc.collect(s.opt.Sys, sink, s.gen, rare)
+	return ctx.Err()
+}
+
+func (s *System) collectFile(i int, b []byte, sink series.Sink) error {
+	switch i {
+	case sfVmstat:
+		return s.collectVmstat(b, sink)
+	case sfPSICPU, sfPSIMemory, sfPSIIO:
+		return s.collectPressure(i-sfPSICPU, b, sink)
+	case sfSockstat, sfSockstat6:
+		return s.collectSockstat(b, sink)
+	case sfSNMP6:
+		return s.collectSNMP6(b, sink)
+	}
+	v, err := parseIntValue(b)
+	if err != nil {
+		return err
+	}
+	s.putLevel(sink, &s.one[i], systemFiles[i].one, v)
+	return nil
+}
+
+func (s *System) putLevel(sink series.Sink, r **series.Ref, name string, v int64) {
+	if *r == nil {
+		*r = sink.Series(series.Labels{"metric": name}, series.Level)
+	}
+	sink.Put(*r, uint64(v))
+}
+
+// vmstatCounterNr are the nr_* fields of /proc/vmstat that count since boot.
+var vmstatCounterNr = map[string]bool{
+	"nr_dirtied": true, "nr_written": true, "nr_foll_pin_acquired": true, "nr_foll_pin_released": true,
+}
+
+// vmstatKind says whether a /proc/vmstat field is a level (nr_* now, workingset_nodes) or an
+// event counter (everything else).
+func vmstatKind(name string) series.Kind {
+	if (len(name) > 3 && name[:3] == "nr_" && !vmstatCounterNr[name]) || name == "workingset_nodes" {
+		return series.Level
+	}
+	return series.Counter
+}
+
+func (s *System) collectVmstat(b []byte, sink series.Sink) error {
+	var err error
+	s.vms, err = parseVmstat(b, s.vms[:0])
+	for _, e := range s.vms {
+		r := s.vm[string(e.Name)]
+		if r == nil {
+			k := validString(e.Name)
+			r = sink.Series(series.Labels{"metric": "vmstat." + k}, vmstatKind(k))
+			s.vm[string(e.Name)] = r
+		}
+		if r.Kind == series.Counter && e.Val < 0 {
+			continue // a counter cannot go below zero; leave a gap
+		}
+		sink.Put(r, uint64(e.Val))
+	}
+	return err
+}
+
+var psiLineNames = [2]string{"some", "full"}
+var psiAvgNames = [3]string{"avg10", "avg60", "avg300"}
+
+func (s *System) collectPressure(res int, b []byte, sink series.Sink) error {
+	p, err := parsePressure(b)
+	if err != nil {
+		return err
+	}
+	for li, l := range [2]*psiLine{&p.Some, &p.Full} {
+		if !l.Present {
+			continue
+		}
+		refs := &s.psi[res][li]
+		if refs.total == nil {
+			base := "pressure." + psiResources[res] + "." + psiLineNames[li]
+			refs.total = sink.Series(series.Labels{"metric": base + "_us"}, series.Counter)
+			for j := range refs.avg {
+				refs.avg[j] = sink.Series(series.Labels{"metric": base + "_" + psiAvgNames[j]}, series.Float)
+			}
+		}
+		sink.Put(refs.total, l.Total)
+		for j, v := range l.Avg {
+			sink.Put(refs.avg[j], math.Float64bits(v))
+		}
+	}
+	return nil
+}
+
+func (s *System) collectSockstat(b []byte, sink series.Sink) error {
+	var err error
+	s.socks, err = parseSockstat(b, s.socks[:0])
+	for _, e := range s.socks {
+		s.key = append(append(append(s.key[:0], e.Proto...), '.'), e.Name...)
+		r := s.sock[string(s.key)]
+		if r == nil {
+			k := validString(s.key)
+			r = &sockRefs{val: sink.Series(series.Labels{"metric": "sockstat." + k}, series.Level)}
+			if string(e.Name) == "mem" {
+				r.bytes = sink.Series(series.Labels{"metric": "sockstat." + k + "_bytes"}, series.Level)
+			}
+			s.sock[string(s.key)] = r
+		}
+		sink.Put(r.val, uint64(e.Val))
+		if r.bytes != nil {
+			sink.Put(r.bytes, uint64(e.Val*int64(s.opt.PageSize)))
+		}
+	}
+	return err
+}
+
+func (s *System) collectSNMP6(b []byte, sink series.Sink) error {
+	var err error
+	s.nets, err = parseSNMP6(b, s.nets[:0])
+	for _, e := range s.nets {
+		s.key = append(append(append(s.key[:0], e.Prefix...), '.'), e.Name...)
+		r := s.net6[string(s.key)]
+		if r == nil {
+			r = sink.Series(series.Labels{"metric": "net." + validString(s.key)}, series.Counter)
+			s.net6[string(s.key)] = r
+		}
+		if e.Val < 0 {
+			continue
+		}
+		sink.Put(r, uint64(e.Val))
+	}
+	return err
+}
+
+func (s *System) readBtime(procfd int, sink series.Sink) {
+	s.path = append(append(s.path[:0], "stat"...), 0)
+	b, err := readFileAt(procfd, s.path, &s.buf, 8<<20)
+	if err == nil {
+		var v int64
+		if v, err = parseBtime(b); err == nil {
+			s.btime, s.btimeOK = v, true
+			return
+		}
+	}
+	s.btimeOK = false
+	sink.Problem(filepath.Join(s.opt.Proc, "stat"), err.Error())
+}
+
+func (s *System) collectTimex(sink series.Sink) {
+	state, err := readTimex(&s.tx)
+	if err != nil {
+		sink.Problem("adjtimex", err.Error())
+		return
+	}
+	v := timexValues(state, &s.tx)
+	for i := range v {
+		r := s.timex[i]
+		if r == nil {
+			r = sink.Series(series.Labels{"metric": timexMetrics[i].name}, timexMetrics[i].kind)
+			s.timex[i] = r
+		}
+		sink.Put(r, v[i])
+	}
+}
+
+// readIdentity reads uname(2) and os-release into their state series.
+func (s *System) readIdentity(sink series.Sink) {
+	since := time.Now().UnixMilli()
+	if s.btimeOK {
+		since = s.btime * 1000
+	}
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		sink.Problem("uname", err.Error())
+	} else {
+		l := series.Labels{
+			"metric":     "system.uname",
+			"sysname":    utsString(u.Sysname[:]),
+			"release":    utsString(u.Release[:]),
+			"version":    utsString(u.Version[:]),
+			"machine":    utsString(u.Machine[:]),
+			"nodename":   utsString(u.Nodename[:]),
+			"domainname": utsString(u.Domainname[:]),
+		}
+		s.uname.set(sink, l, l["release"], since)
+	}
+	var lastErr error
+	for _, p := range s.osReleasePaths() {
+		b, err := readSmallFile(p, &s.buf, 64<<10)
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		lastErr = nil
+		r, err := parseOSRelease(b)
+		if err != nil {
+			sink.Problem(p, err.Error())
+		}
+		l := series.Labels{"metric": "system.os"}
+		for i, k := range osReleaseKeys {
+			l[toLower(k)] = r.Vals[i]
+		}
+		s.osRel.set(sink, l, l["pretty_name"], since)
+		break
+	}
+	if lastErr != nil {
+		sink.Problem("os-release", lastErr.Error())
+	}
+}
+
+// osReleasePaths are where os-release(5) is looked for: /etc, then /usr/lib; next to a proc
+// root other than /proc (a host's root mounted in a container) when one is set.
+func (s *System) osReleasePaths() []string {
+	root := "/"
+	if s.opt.Proc != "/proc" {
+		root = filepath.Dir(s.opt.Proc)
+	}
+	return []string{filepath.Join(root, "etc/os-release"), filepath.Join(root, "usr/lib/os-release")}
+}
+
+// readSmallFile reads path whole into *buf, up to limit bytes.
+func readSmallFile(path string, buf *[]byte, limit int) ([]byte, error) {
+	p := append([]byte(path), 0)
+	b, err := readFileAt(unix.AT_FDCWD, p, buf, limit)
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	return b, nil
+}
+
+func utsString(b []byte) string {
+	if i := indexByte(b, 0); i >= 0 {
+		b = b[:i]
+	}
+	return validString(b)
+}
+
+func toLower(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return string(b)
+}

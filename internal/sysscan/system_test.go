@@ -1,0 +1,260 @@
+package sysscan
+
+import (
+	"context"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/cantal-go/cantal/internal/series"
+)
+
+func TestSystemFixture(t *testing.T) {
+	s := NewSystem(fixtureOptions())
+	defer s.Close()
+	r := series.NewRecorder()
+	for range 2 { // the second scan writes the rare values again from memory
+		clear(r.Values)
+		if err := s.Collect(context.Background(), r); err != nil {
+			t.Fatalf("Collect: %v", err)
+		}
+	}
+	if len(r.Problems) != 0 {
+		t.Errorf("problems: %v", r.Problems)
+	}
+	u := func(v uint64) uint64 { return v }
+	f := func(v float64) uint64 { return math.Float64bits(v) }
+	want := map[string]uint64{
+		`{"metric":"vmstat.nr_free_pages"}`:                              u(123456),
+		`{"metric":"vmstat.pgfault"}`:                                    u(987654321),
+		`{"metric":"vmstat.oom_kill"}`:                                   u(2),
+		`{"metric":"pressure.cpu.some_us"}`:                              u(123456),
+		`{"metric":"pressure.cpu.some_avg10"}`:                           f(1.5),
+		`{"metric":"pressure.cpu.full_us"}`:                              u(0),
+		`{"metric":"pressure.memory.full_avg300"}`:                       f(0.3),
+		`{"metric":"pressure.io.some_us"}`:                               u(98765432),
+		`{"metric":"pressure.io.full_us"}`:                               u(87654321),
+		`{"metric":"sockstat.sockets.used"}`:                             u(290),
+		`{"metric":"sockstat.TCP.inuse"}`:                                u(9),
+		`{"metric":"sockstat.TCP.orphan"}`:                               u(1),
+		`{"metric":"sockstat.TCP.tw"}`:                                   u(3),
+		`{"metric":"sockstat.TCP.mem"}`:                                  u(2),
+		`{"metric":"sockstat.TCP.mem_bytes"}`:                            u(2 * 4096),
+		`{"metric":"sockstat.UDP.mem_bytes"}`:                            u(5 * 4096),
+		`{"metric":"sockstat.FRAG.memory"}`:                              u(0),
+		`{"metric":"sockstat.TCP6.inuse"}`:                               u(6),
+		`{"metric":"sockstat.RAW6.inuse"}`:                               u(1),
+		`{"metric":"net.Ip6.InReceives"}`:                                u(1111),
+		`{"metric":"net.Icmp6.OutType133"}`:                              u(4),
+		`{"metric":"net.Udp6.InDatagrams"}`:                              u(55),
+		`{"metric":"net.UdpLite6.InErrors"}`:                             u(0),
+		`{"metric":"conntrack.entries"}`:                                 u(4242),
+		`{"metric":"conntrack.entries_limit"}`:                           u(262144),
+		`{"metric":"system.entropy_avail"}`:                              u(256),
+		`{"metric":"system.entropy_pool_size"}`:                          u(256),
+		`{"metric":"system.boot_time_s"}`:                                u(1700000000),
+		`{"interface":"eth0","metric":"net.interface.up"}`:               u(1),
+		`{"interface":"lo","metric":"net.interface.up"}`:                 u(0),
+		`{"interface":"eth0","metric":"net.interface.speed"}`:            u(10000 * 125000),
+		`{"interface":"eth0","metric":"net.interface.mtu"}`:              u(1500),
+		`{"interface":"eth0","metric":"net.interface.flags"}`:            u(0x1003),
+		`{"interface":"eth0","metric":"net.interface.carrier_changes"}`:  u(4),
+		`{"interface":"lo","metric":"net.interface.protocol"}`:           u(772),
+		`{"interface":"lo","metric":"net.interface.iface_id"}`:           u(1),
+		`{"interface":"eth0","metric":"net.interface.name_assign_type"}`: u(4),
+	}
+	for k, v := range want {
+		got, ok := r.Values[k]
+		if !ok {
+			t.Errorf("%s: missing", k)
+		} else if got != v {
+			t.Errorf("%s = %d, want %d", k, got, v)
+		}
+	}
+	refs := r.Refs()
+	kinds := map[string]series.Kind{
+		`{"metric":"vmstat.nr_free_pages"}`:        series.Level,
+		`{"metric":"vmstat.nr_dirtied"}`:           series.Counter,
+		`{"metric":"vmstat.workingset_nodes"}`:     series.Level,
+		`{"metric":"vmstat.pgfault"}`:              series.Counter,
+		`{"metric":"pressure.io.full_us"}`:         series.Counter,
+		`{"metric":"net.Ip6.InReceives"}`:          series.Counter,
+		`{"metric":"timex.offset_s"}`:              series.Float,
+		`{"metric":"timex.sync_status"}`:           series.Level,
+		`{"metric":"timex.pps_calibration_count"}`: series.Counter,
+	}
+	for k, want := range kinds {
+		if ref := refs[k]; ref == nil || ref.Kind != want {
+			t.Errorf("%s: ref %v, want kind %v", k, ref, want)
+		}
+	}
+	for _, absent := range []string{
+		`{"interface":"lo","metric":"net.interface.speed"}`,            // -1
+		`{"interface":"lo","metric":"net.interface.name_assign_type"}`, // no file
+		`{"interface":"bonding_masters","metric":"net.interface.up"}`,
+	} {
+		if _, ok := r.Values[absent]; ok {
+			t.Errorf("%s: present", absent)
+		}
+	}
+	var info, osInfo, uname bool
+	for k, st := range r.States {
+		l := refs[k].Labels
+		switch l["metric"] {
+		case "net.interface.info":
+			if l["interface"] == "eth0" {
+				info = true
+				if l["address"] != "52:54:00:12:34:56" || l["duplex"] != "full" || l["operstate"] != "up" || st.Text != "up" {
+					t.Errorf("eth0 info %v %q", l, st.Text)
+				}
+			}
+		case "system.os":
+			osInfo = true
+			if l["id"] != "debian" || l["version_id"] != "12" || l["pretty_name"] != "Debian GNU/Linux 12 (bookworm)" ||
+				l["version_codename"] != "bookworm" || l["variant"] != `Server \ edition` || st.Text != l["pretty_name"] {
+				t.Errorf("os %v %q", l, st.Text)
+			}
+		case "system.uname":
+			uname = true
+			if l["sysname"] != "Linux" || l["release"] == "" || st.Since != 1700000000_000 {
+				t.Errorf("uname %v %+v", l, st)
+			}
+		}
+	}
+	if !info || !osInfo || !uname {
+		t.Errorf("states: interface info %v, os %v, uname %v", info, osInfo, uname)
+	}
+}
+
+// TestSystemOptionalAbsent: a kernel without pressure, IPv6 or conntrack gives no series and
+// no problem for them; a required file that is missing is a problem, the rest still collected.
+func TestSystemOptionalAbsent(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(dir+"/proc/sys/kernel/random", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(dir+"/proc/vmstat", []byte("pgfault 5\n"), 0o644)
+	os.WriteFile(dir+"/proc/stat", []byte("cpu 1 2 3 4\nbtime 12\n"), 0o644)
+	os.WriteFile(dir+"/proc/sys/kernel/random/entropy_avail", []byte("256\n"), 0o644)
+	os.WriteFile(dir+"/proc/sys/kernel/random/poolsize", []byte("oops\n"), 0o644)
+	s := NewSystem(Options{Proc: dir + "/proc", Sys: dir + "/sys"})
+	defer s.Close()
+	r := series.NewRecorder()
+	if err := s.Collect(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	var srcs []string
+	for k := range r.Problems {
+		srcs = append(srcs, k)
+	}
+	wantProblems := map[string]bool{
+		dir + "/proc/net/sockstat": true, dir + "/proc/sys/kernel/random/poolsize": true,
+		dir + "/sys/class/net": true, "os-release": true,
+	}
+	for _, k := range srcs {
+		if !wantProblems[k] {
+			t.Errorf("unexpected problem %s: %v", k, r.Problems[k])
+		}
+	}
+	for k := range wantProblems {
+		if r.Problems[k] == nil {
+			t.Errorf("no problem for %s (have %v)", k, srcs)
+		}
+	}
+	if r.Values[`{"metric":"vmstat.pgfault"}`] != 5 || r.Values[`{"metric":"system.boot_time_s"}`] != 12 ||
+		r.Values[`{"metric":"system.entropy_avail"}`] != 256 {
+		t.Errorf("values: %v", r.Values)
+	}
+}
+
+// TestSystemReal scans the machine: the main series are there, with no problem.
+func TestSystemReal(t *testing.T) {
+	s := NewSystem(Options{})
+	defer s.Close()
+	r := series.NewRecorder()
+	for range 2 {
+		if err := s.Collect(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(r.Problems) != 0 {
+		t.Errorf("problems: %v", r.Problems)
+	}
+	for _, k := range []string{
+		`{"metric":"vmstat.pgfault"}`, `{"metric":"vmstat.oom_kill"}`, `{"metric":"vmstat.nr_free_pages"}`,
+		`{"metric":"sockstat.sockets.used"}`, `{"metric":"sockstat.TCP.inuse"}`, `{"metric":"timex.sync_status"}`,
+		`{"metric":"timex.tick_s"}`, `{"metric":"system.boot_time_s"}`, `{"metric":"system.entropy_avail"}`,
+		`{"interface":"lo","metric":"net.interface.up"}`, `{"interface":"lo","metric":"net.interface.mtu"}`,
+	} {
+		if _, ok := r.Values[k]; !ok {
+			t.Errorf("%s: missing", k)
+		}
+	}
+	if _, err := os.Stat("/proc/pressure/io"); err == nil {
+		if _, ok := r.Values[`{"metric":"pressure.io.some_us"}`]; !ok {
+			t.Errorf("pressure.io.some_us missing with /proc/pressure/io present")
+		}
+	}
+	if _, err := os.Stat("/proc/net/snmp6"); err == nil {
+		if _, ok := r.Values[`{"metric":"net.Ip6.InReceives"}`]; !ok {
+			t.Errorf("net.Ip6.InReceives missing with /proc/net/snmp6 present")
+		}
+	}
+	if math.Float64frombits(r.Values[`{"metric":"timex.tick_s"}`]) <= 0 {
+		t.Errorf("timex.tick_s = %v", math.Float64frombits(r.Values[`{"metric":"timex.tick_s"}`]))
+	}
+}
+
+// TestSockstatMatchesFile compares the collected sockstat values with the file read just
+// before and just after the scan: each must lie between the two readings.
+func TestSockstatMatchesFile(t *testing.T) {
+	read := func() map[string]int64 {
+		m := map[string]int64{}
+		for _, f := range []string{"/proc/net/sockstat", "/proc/net/sockstat6"} {
+			b, err := os.ReadFile(f)
+			if err != nil {
+				if f == "/proc/net/sockstat6" && os.IsNotExist(err) {
+					continue
+				}
+				t.Fatal(err)
+			}
+			for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+				fs := strings.Fields(line)
+				proto := strings.TrimSuffix(fs[0], ":")
+				for i := 1; i+1 < len(fs); i += 2 {
+					v, err := strconv.ParseInt(fs[i+1], 10, 64)
+					if err != nil {
+						t.Fatalf("%s: %q: %v", f, line, err)
+					}
+					m["sockstat."+proto+"."+fs[i]] = v
+				}
+			}
+		}
+		return m
+	}
+	s := NewSystem(Options{})
+	defer s.Close()
+	r := series.NewRecorder()
+	before := read()
+	if err := s.Collect(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	after := read()
+	if len(before) < 5 {
+		t.Fatalf("only %d values in sockstat: %v", len(before), before)
+	}
+	for name, b := range before {
+		a := after[name]
+		got, ok := r.Values[`{"metric":"`+name+`"}`]
+		if !ok {
+			t.Errorf("%s: not collected", name)
+			continue
+		}
+		v := int64(got)
+		if v < min(a, b) || v > max(a, b) {
+			t.Errorf("%s = %d, file said %d before and %d after", name, v, b, a)
+		}
+	}
+}
