@@ -31,6 +31,7 @@ type Config struct {
 	Carbon           string // Graphite plaintext address; "" = off
 	CarbonInterval   time.Duration
 	InfluxPath       string        // path of the Influx line-protocol export
+	MetricsPerPID    bool          // /metrics: per-process series per pid instead of per group
 	Pprof            bool          // serve /debug/pprof
 	TimerSlack       time.Duration // timer slack of the agent's threads (at most Interval/10); 0 = the kernel's
 	LogLevel         string
@@ -109,6 +110,7 @@ func ParseFlags(name string, args []string, getenv func(string) string) (Config,
 	fs.StringVar(&c.Carbon, "carbon", c.Carbon, "Graphite/carbon plaintext address to send every series to (empty: off)")
 	fs.DurationVar(&c.CarbonInterval, "carbon-interval", c.CarbonInterval, "how often to send to --carbon")
 	fs.StringVar(&c.InfluxPath, "influx-path", c.InfluxPath, "HTTP path of the Influx line-protocol export")
+	fs.BoolVar(&c.MetricsPerPID, "metrics-per-pid", c.MetricsPerPID, "export per-process series in /metrics per pid (labels pid, process, cgroup) instead of summed per group (label groupname)")
 	fs.BoolVar(&c.Pprof, "pprof", c.Pprof, "serve /debug/pprof on the HTTP listener")
 	fs.DurationVar(&c.TimerSlack, "timer-slack", c.TimerSlack, "how late the kernel may wake the agent's threads, to batch wake-ups; at most a tenth of --interval is used (0: the kernel's default)")
 	fs.StringVar(&c.WebConfig, "web-config", c.WebConfig, "exporter-toolkit web config file: TLS, client certificates (also the node's identity towards its peers), bcrypt basic auth")

@@ -25,7 +25,8 @@ func putBuf(b *[]byte) {
 type promHandler struct {
 	source func() []series.Sample
 	opts   Options
-	pool   sync.Pool // *Prom with warm name caches
+	groups *groupState
+	pool   sync.Pool // *Prom with warm buffers
 }
 
 func (h *promHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -40,9 +41,11 @@ func (h *promHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		enc = &Prom{}
 	}
 	enc.Options = h.opts
+	enc.groups = h.groups
 	buf := getBuf()
 	samples, kept := visibleSamples(r, h.source(), h.opts.Visible)
-	*buf = enc.Append(*buf, samples, f)
+	// The groups' counter state follows only expositions of every series (see the package doc).
+	*buf = enc.append(*buf, samples, f, kept == nil)
 	h.pool.Put(enc)
 	putSamples(kept)
 	writeBody(w, r, f.ContentType(), *buf)

@@ -4,22 +4,39 @@
 //
 // # Prometheus names
 //
-// A sample's name comes from its "metric" label: ASCII letters are lower-cased with camelCase
-// turned into snake_case (fooBar → foo_bar, HTTPServer → http_server), every character other
-// than a letter, digit or underscore becomes "_" (requests.number → requests_number, colons
-// included: they are reserved for recording rules), and a leading digit gets a "_" prefix.
-// Counters get the "_total" suffix (requests.number → requests_number_total) unless they
-// already have it; a name starting with "__", reserved by Prometheus, gets the prefix "metric".
-// The other labels become labels, named the same way (a name starting with "__" gets the
-// prefix "label"; a name that collides with another of
-// the same sample after this gets "_" appended); empty values are left out, as Prometheus
-// treats them as absent. When different original names map to one family, each sample also
-// carries the label cantal_metric="<original name>" so that no two samples collide.
+// Names come from a promname.Mapper (internal/promname; docs/metrics.md, "Prometheus names",
+// has the whole table). The machine's series are named as node_exporter 1.5 names them
+// (node_cpu_seconds_total{cpu,mode}, node_memory_MemAvailable_bytes, node_load1, ...), with
+// node_exporter's types and base units; node_time_seconds is written with the scan time of the
+// machine's series. The agent's own machine series without a node_exporter equivalent get
+// "cantal_" names (cantal_tcp_sockets{state}, cantal_cgroup_cpu_seconds_total{cgroup,mode}).
 //
-// Counters are counters, levels and floats are gauges. A state is an info-like gauge: the
-// series' labels plus state="<text>", value 1; a series with no state (since 0) is left out.
-// HELP names the original metric. Timestamps are left out unless Options.Timestamps is set,
-// as exporters are advised: Prometheus stamps the scrape.
+// Applications' series (shm files, rrdd plugins, pushed series) are named from their "metric"
+// label by promname.Name: requests.number → requests_number, fooBar → foo_bar; counters get
+// "_total"; other labels are labels, named the same way; empty values are left out. When
+// different original names map to one application family, each sample also carries the label
+// cantal_metric="<original name>" so that no two samples collide. A family whose name is taken
+// by a family of another type takes the suffix "_<type>" ("_gauge"), by a machine family "_app".
+// Counters are counters, levels and floats gauges. A state is an info-like gauge: the series'
+// labels plus state="<text>", value 1; a series with no state (since 0) is left out.
+//
+// # Process groups
+//
+// Per-process series are summed per group, as process-exporter does: the group of a process
+// is its Cantal application (the appname label of its applications' series), else its cgroup,
+// else its command name; the label groupname names it. The families are
+// cantal_process_cpu_seconds_total{groupname,mode}, cantal_process_memory_bytes{groupname,
+// memtype=resident|virtual|swapped}, cantal_process_num_threads, cantal_process_read_bytes_total,
+// cantal_process_write_bytes_total and cantal_process_num_procs{groupname} (processes with
+// series). A group's counters never go down when a member exits: the last values of members
+// gone since are kept in the group's sum (for 10 minutes after the group's last member is gone),
+// so rate() sees no false reset. That state is kept only for callers who see every series; for a
+// caller restricted by Options.Visible the sums are of the processes it sees. Options.PerPID
+// exports the same families per pid instead (labels pid, process, cgroup) and no num_procs.
+//
+// HELP of a machine family is node_exporter's; of an application family it names the original
+// metric. Timestamps are left out unless Options.Timestamps is set, as exporters are advised:
+// Prometheus stamps the scrape.
 package export
 
 import (
@@ -31,6 +48,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/cantal-go/cantal/internal/promname"
 	"github.com/cantal-go/cantal/internal/series"
 )
 
@@ -94,180 +112,163 @@ type Options struct {
 	Timestamps bool
 	// SkipStates leaves state series out.
 	SkipStates bool
+	// PerPID exports per-process series per pid (labels pid, process, cgroup) instead of per
+	// group (label groupname, see the package comment).
+	PerPID bool
 	// Visible, read by PrometheusHandler only, returns for a request's context the predicate of
 	// the samples its caller may see, or nil for every sample (the agent's
 	// api.Server.SeriesVisible). nil: every sample.
 	Visible func(ctx context.Context) func(series.Labels) bool
+	// Mapper names the series; nil: a Mapper with default options, made at first use.
+	Mapper *promname.Mapper
 }
 
 // Prom encodes samples in the Prometheus text or OpenMetrics format. The zero value is ready to
-// use. It caches name translations between calls, so keep one per goroutine (a Prom is not safe
-// for concurrent use).
+// use. It keeps buffers and the process groups' counter state (see the package comment) between
+// calls, so keep one per goroutine and feed it the same source (a Prom is not safe for
+// concurrent use; PrometheusHandler shares the group state of its Proms under a lock).
 type Prom struct {
 	Options
 
-	names  [3]map[string]string // metric (0), label (1) or counter (2) name → Prometheus name
-	famIdx [2]map[string]int    // gauge (0) and counter (1) families by name
+	groups *groupState // nil: made at first use; PrometheusHandler sets a shared one
+
+	mapped []promname.Series // per sample
+	famIdx map[string]int32  // family by name as written in the text format
+	famOM  map[string]int32  // family by OpenMetrics family name
 	fams   []family
-	order  []int32 // sample indices grouped by family
-	keys   []string
-	seen   []string
+	items  []item
+	order  []int32 // item indices grouped by family
+	grp    []groupItem
+	grpIdx map[string]int32
+	appOf  map[string]string // pid → appname
+	key    []byte
+	lbuf   []promname.Label
 }
 
 type family struct {
-	name   string // sample name; for OpenMetrics counters, name minus "_total" is the family
-	kind   series.Kind
-	orig   string // first original metric name
-	multi  bool   // more than one original metric name
-	first  int32  // index of first sample in order
-	count  int32
-	states bool
+	name    string // sample name; for OpenMetrics counters, name minus "_total" is the family
+	typ     promname.Type
+	machine bool
+	help    string
+	orig    string // first original metric name
+	multi   bool   // more than one original metric name (applications' series only)
+	first   int32  // index of first item in order
+	count   int32
+	states  bool
 }
 
-// maxCachedNames bounds the name cache; it is cleared when full.
-const maxCachedNames = 1 << 17
-
-func (e *Prom) name(s string, metric bool) string {
-	c := 0
-	if !metric {
-		c = 1
-	}
-	return e.cached(c, s)
+// item is one line to write: a sample (sample ≥ 0) or a group's sum (grp ≥ 0).
+type item struct {
+	fam    int32
+	sample int32
+	grp    int32
 }
 
-// counterName returns the Prometheus name of a counter: its metric name with "_total".
-func (e *Prom) counterName(s string) string { return e.cached(2, s) }
-
-func (e *Prom) cached(c int, s string) string {
-	if n, ok := e.names[c][s]; ok {
-		return n
-	}
-	if e.names[c] == nil || len(e.names[c]) >= maxCachedNames {
-		e.names[c] = make(map[string]string, 1024)
-	}
-	var n string
-	switch c {
-	case 0, 1:
-		n = promName(s, c == 0)
-	case 2:
-		n = promName(s, true)
-		if !strings.HasSuffix(n, "_total") {
-			n += "_total"
-			if strings.HasPrefix(n, "__") { // "_" + "_total"
-				n = "metric" + n
-			}
-		}
-	}
-	e.names[c][s] = n
-	return n
-}
-
-// promName converts s to a Prometheus metric or label name (see the package comment).
-func promName(s string, metric bool) string {
-	var b strings.Builder
-	b.Grow(len(s) + 4)
-	prev := byte(0) // previous input byte
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'A' && c <= 'Z':
-			lower := c + ('a' - 'A')
-			nextLower := i+1 < len(s) && s[i+1] >= 'a' && s[i+1] <= 'z'
-			if b.Len() > 0 && ((prev >= 'a' && prev <= 'z') || (prev >= '0' && prev <= '9') ||
-				(prev >= 'A' && prev <= 'Z' && nextLower)) {
-				b.WriteByte('_')
-			}
-			b.WriteByte(lower)
-		case c >= 'a' && c <= 'z', c == '_':
-			b.WriteByte(c)
-		case c >= '0' && c <= '9':
-			if b.Len() == 0 {
-				b.WriteByte('_')
-			}
-			b.WriteByte(c)
-		case c >= utf8.RuneSelf:
-			_, size := utf8.DecodeRuneInString(s[i:])
-			i += size - 1
-			b.WriteByte('_')
-		default:
-			b.WriteByte('_')
-		}
-		prev = c
-	}
-	n := b.String()
-	if n == "" {
-		n = "_"
-	}
-	if strings.HasPrefix(n, "__") { // reserved for Prometheus' own use
-		if metric {
-			n = "metric" + n
-		} else {
-			n = "label" + n
-		}
-	}
-	return n
+// groupItem is the sum of a process group's series of one family and label set.
+type groupItem struct {
+	s       promname.Series
+	v       float64
+	ts      int64
+	counter bool
+	key     string
 }
 
 // Append appends the exposition of samples in format f to dst and returns it. Samples of one
-// family are written together, in the order the family first appears, so the output is
-// deterministic for a given input order.
+// family are written together, in the order the family first appears (the machine's families
+// first), so the output is deterministic for a given input order.
 func (e *Prom) Append(dst []byte, samples []series.Sample, f Format) []byte {
-	for i := range e.famIdx {
-		if e.famIdx[i] == nil {
-			e.famIdx[i] = make(map[string]int, 256)
-		} else {
-			clear(e.famIdx[i])
-		}
+	return e.append(dst, samples, f, true)
+}
+
+func (e *Prom) append(dst []byte, samples []series.Sample, f Format, trackGroups bool) []byte {
+	if e.Mapper == nil {
+		e.Mapper = promname.New(promname.Options{})
 	}
-	e.fams = e.fams[:0]
-	// Pass 1: family of every sample.
-	fam := make([]int32, len(samples))
+	if e.groups == nil {
+		e.groups = newGroupState()
+	}
+	if e.famIdx == nil {
+		e.famIdx = make(map[string]int32, 256)
+		e.famOM = make(map[string]int32, 256)
+		e.grpIdx = make(map[string]int32, 256)
+		e.appOf = make(map[string]string, 64)
+	} else {
+		clear(e.famIdx)
+		clear(e.famOM)
+		clear(e.grpIdx)
+		clear(e.appOf)
+	}
+	e.fams, e.items, e.grp = e.fams[:0], e.items[:0], e.grp[:0]
+	if cap(e.mapped) < len(samples) {
+		e.mapped = append(e.mapped[:cap(e.mapped)], make([]promname.Series, len(samples)-cap(e.mapped))...)
+	}
+	e.mapped = e.mapped[:len(samples)]
+	// Pass 1: map every sample; note the applications' pids.
+	ok := make([]bool, len(samples))
+	var timeTS int64 = -1
 	for i := range samples {
 		s := &samples[i]
-		fam[i] = -1
 		if s.Kind == series.State && (e.SkipStates || s.Since == 0) {
 			continue
 		}
-		if s.Kind < series.Counter || s.Kind > series.State {
+		ok[i] = e.Mapper.MapInto(&e.mapped[i], s.Labels, s.Kind)
+		if !ok[i] {
 			continue
 		}
-		orig := s.Labels["metric"]
-		var name string
-		kind, fi := s.Kind, 1
-		if kind == series.Counter {
-			name = e.counterName(orig)
-		} else {
-			name = e.name(orig, true)
-			kind, fi = series.Float, 0 // one gauge family for levels, floats and states
+		if e.mapped[i].FromTime && timeTS < 0 {
+			timeTS = s.TS
 		}
-		idx, ok := e.famIdx[fi][name]
-		if !ok {
-			idx = len(e.fams)
-			e.famIdx[fi][name] = idx
-			e.fams = append(e.fams, family{name: name, kind: kind, orig: orig})
-		}
-		fm := &e.fams[idx]
-		fm.count++
-		if s.Kind == series.State {
-			fm.states = true
-		}
-		if fm.orig != orig {
-			fm.multi = true
-		}
-		fam[i] = int32(idx)
-	}
-	// A gauge family and a counter family of the same name: rename the gauge one.
-	for i := range e.fams {
-		fm := &e.fams[i]
-		if fm.kind != series.Counter {
-			_, clash := e.famIdx[1][fm.name]
-			_, clashOM := e.famIdx[1][fm.name+"_total"] // OpenMetrics family names
-			if clash || clashOM {
-				fm.name += "_gauge"
+		if a := s.Labels["appname"]; a != "" && !e.mapped[i].Machine {
+			if p := s.Labels["pid"]; p != "" {
+				e.appOf[p] = a
 			}
 		}
 	}
-	// Pass 2: group sample indices by family (counting sort).
+	// Pass 2: families, the machine's first, then applications'; process series go to their
+	// groups unless per pid.
+	var tr *groupTracker
+	if !e.PerPID && trackGroups {
+		tr = e.groups.begin()
+	}
+	for pass := 0; pass < 2; pass++ {
+		for i := range samples {
+			if !ok[i] {
+				continue
+			}
+			ms := &e.mapped[i]
+			if ms.Machine != (pass == 0) {
+				continue
+			}
+			if ms.Process && !e.PerPID {
+				e.addToGroup(&samples[i], ms, tr)
+				continue
+			}
+			fi := e.family(ms, samples[i].Labels["metric"], samples[i].Kind == series.State)
+			e.items = append(e.items, item{fam: fi, sample: int32(i), grp: -1})
+		}
+		if pass == 0 {
+			if tr != nil {
+				e.groups.end(tr)
+				for g := range e.grp {
+					if e.grp[g].counter {
+						e.grp[g].v += tr.offset(e.grp[g].key)
+					}
+				}
+				e.groups.done()
+			}
+			for g := range e.grp {
+				fi := e.family(&e.grp[g].s, "", false)
+				e.items = append(e.items, item{fam: fi, sample: -1, grp: int32(g)})
+			}
+			if timeTS >= 0 {
+				ts := promname.TimeSeries()
+				e.grp = append(e.grp, groupItem{s: ts, v: float64(timeTS) / 1000, ts: timeTS})
+				fi := e.family(&e.grp[len(e.grp)-1].s, "", false)
+				e.items = append(e.items, item{fam: fi, sample: -1, grp: int32(len(e.grp) - 1)})
+			}
+		}
+	}
+	// Pass 3: group items by family (counting sort).
 	pos := int32(0)
 	for i := range e.fams {
 		e.fams[i].first = pos
@@ -278,18 +279,25 @@ func (e *Prom) Append(dst []byte, samples []series.Sample, f Format) []byte {
 	for i := range e.fams {
 		next[i] = e.fams[i].first
 	}
-	for i, fi := range fam {
-		if fi >= 0 {
-			e.order[next[fi]] = int32(i)
-			next[fi]++
-		}
+	for i := range e.items {
+		fi := e.items[i].fam
+		e.order[next[fi]] = int32(i)
+		next[fi]++
 	}
-	// Pass 3: write.
+	// Pass 4: write.
 	for i := range e.fams {
 		fm := &e.fams[i]
 		dst = e.appendHeader(dst, fm, f)
-		for _, si := range e.order[fm.first : fm.first+fm.count] {
-			dst = e.appendSample(dst, fm, &samples[si], f)
+		for _, ii := range e.order[fm.first : fm.first+fm.count] {
+			it := &e.items[ii]
+			if it.sample >= 0 {
+				dst = e.appendSample(dst, fm, &e.mapped[it.sample], &samples[it.sample], f)
+			} else {
+				g := &e.grp[it.grp]
+				dst = e.appendLine(dst, fm, g.s.Labels, "", "", g.ts, f)
+				dst = appendFloat(dst, g.v)
+				dst = e.appendEnd(dst, g.ts, f)
+			}
 		}
 	}
 	if f == FormatOpenMetrics {
@@ -298,26 +306,125 @@ func (e *Prom) Append(dst []byte, samples []series.Sample, f Format) []byte {
 	return dst
 }
 
+// family returns the index of the family of ms, making it. A family of the same name but
+// another type, or a machine family met by an application's series, makes the later one take
+// the suffix "_" + its type ("_gauge", "_counter", ...), then "_app".
+func (e *Prom) family(ms *promname.Series, orig string, state bool) int32 {
+	name := ms.Name
+	for {
+		// A family is known by its sample name (text format) and its OpenMetrics family name
+		// (a counter's without "_total"); either may be taken.
+		om := name
+		if ms.Type == promname.Counter {
+			om = strings.TrimSuffix(name, "_total")
+		}
+		idx, found := e.famIdx[name]
+		if !found {
+			idx, found = e.famOM[om]
+		}
+		if !found {
+			idx = int32(len(e.fams))
+			e.famIdx[name] = idx
+			e.famOM[om] = idx
+			e.fams = append(e.fams, family{name: name, typ: ms.Type, machine: ms.Machine, help: ms.Help, orig: orig})
+		}
+		fm := &e.fams[idx]
+		sameType := fm.typ == ms.Type || (fm.typ == promname.Gauge && ms.Type == promname.Info) ||
+			(fm.typ == promname.Info && ms.Type == promname.Gauge)
+		if fm.name == name && sameType && fm.machine == ms.Machine {
+			fm.count++
+			if state {
+				fm.states = true
+			}
+			if !ms.Machine && fm.orig != orig {
+				fm.multi = true
+			}
+			return idx
+		}
+		if !sameType && !strings.HasSuffix(name, "_"+ms.Type.String()) {
+			name += "_" + ms.Type.String()
+		} else {
+			name += "_app"
+		}
+	}
+}
+
+// addToGroup adds a per-process sample to its group's sum. The group of a process is its
+// application (label appname of its applications' series), else its cgroup, else its command
+// name.
+func (e *Prom) addToGroup(s *series.Sample, ms *promname.Series, tr *groupTracker) {
+	pid := s.Labels["pid"]
+	gname := e.appOf[pid]
+	if gname == "" {
+		gname = s.Labels["cgroup"]
+	}
+	if gname == "" {
+		gname = s.Labels["process"]
+	}
+	e.lbuf = e.lbuf[:0]
+	for _, l := range ms.Labels {
+		if l.Name != "pid" && l.Name != "process" && l.Name != "cgroup" {
+			e.lbuf = append(e.lbuf, l)
+		}
+	}
+	e.lbuf = append(e.lbuf, promname.Label{Name: "groupname", Value: gname})
+	v := ms.Value(series.ToFloat(s.Kind, s.Bits), s.TS)
+	e.addGroup(ms, e.lbuf, v, s.TS, pid, tr)
+	if s.Labels["metric"] == "process.threads" { // every process with series has threads
+		e.addGroup(&numProcs, e.lbuf[len(e.lbuf)-1:], 1, s.TS, "", nil)
+	}
+}
+
+var numProcs = promname.Series{Name: "cantal_process_num_procs", Type: promname.Gauge, Scale: 1, Machine: true,
+	Help: "Processes in the group."}
+
+func (e *Prom) addGroup(ms *promname.Series, labels []promname.Label, v float64, ts int64, pid string, tr *groupTracker) {
+	e.key = append(e.key[:0], ms.Name...)
+	for _, l := range labels {
+		e.key = append(e.key, 0xff)
+		e.key = append(e.key, l.Name...)
+		e.key = append(e.key, 0xfe)
+		e.key = append(e.key, l.Value...)
+	}
+	gi, ok := e.grpIdx[string(e.key)]
+	if !ok {
+		gi = int32(len(e.grp))
+		g := groupItem{s: *ms, ts: ts, counter: ms.Type == promname.Counter, key: string(e.key)}
+		g.s.Labels = slices.Clone(labels)
+		slices.SortFunc(g.s.Labels, func(a, b promname.Label) int { return strings.Compare(a.Name, b.Name) })
+		g.s.Process = false
+		e.grp = append(e.grp, g)
+		e.grpIdx[g.key] = gi
+	}
+	g := &e.grp[gi]
+	if g.counter && tr != nil {
+		tr.member(g.key, pid, v)
+	}
+	g.v += v
+	g.ts = max(g.ts, ts)
+}
+
 func (e *Prom) appendHeader(dst []byte, fm *family, f Format) []byte {
 	famName := fm.name
-	typ := "gauge"
-	if fm.kind == series.Counter {
-		typ = "counter"
-		if f == FormatOpenMetrics {
-			famName = strings.TrimSuffix(famName, "_total")
-		}
+	typ := fm.typ.String()
+	switch {
+	case fm.typ == promname.Counter && f == FormatOpenMetrics:
+		famName = strings.TrimSuffix(famName, "_total")
+	case fm.typ == promname.Untyped && f == FormatOpenMetrics:
+		typ = "unknown"
 	}
 	dst = append(dst, "# HELP "...)
 	dst = append(dst, famName...)
-	dst = append(dst, " Cantal metric "...)
-	help := fm.orig
-	if fm.multi {
-		help += " and others"
-	}
-	if f == FormatOpenMetrics {
-		dst = appendEscaped(dst, help, true)
+	dst = append(dst, ' ')
+	if fm.help != "" {
+		dst = appendEscaped(dst, fm.help, f == FormatOpenMetrics)
 	} else {
-		dst = appendEscaped(dst, help, false)
+		dst = append(dst, "Cantal metric "...)
+		help := fm.orig
+		if fm.multi {
+			help += " and others"
+		}
+		dst = appendEscaped(dst, help, f == FormatOpenMetrics)
 	}
 	if fm.states {
 		dst = append(dst, " (state: value 1, text in label state)"...)
@@ -329,64 +436,70 @@ func (e *Prom) appendHeader(dst []byte, fm *family, f Format) []byte {
 	return append(dst, '\n')
 }
 
-func (e *Prom) appendSample(dst []byte, fm *family, s *series.Sample, f Format) []byte {
+// appendLine writes a sample's name and labels and the space before its value; extraName (if
+// not empty) is one more label.
+func (e *Prom) appendLine(dst []byte, fm *family, labels []promname.Label, extraName, extraValue string, ts int64, f Format) []byte {
 	dst = append(dst, fm.name...)
-	// Sorted, translated label names.
-	e.keys = e.keys[:0]
-	for k, v := range s.Labels {
-		if k != "metric" && v != "" {
-			e.keys = append(e.keys, k)
-		}
-	}
-	slices.Sort(e.keys)
-	e.seen = e.seen[:0]
-	if fm.multi {
-		e.seen = append(e.seen, "cantal_metric")
-	}
-	if s.Kind == series.State {
-		e.seen = append(e.seen, "state")
-	}
 	n := 0
-	for _, k := range e.keys {
-		name := e.name(k, false)
-		for slices.Contains(e.seen, name) {
-			name += "_"
+	for _, l := range labels {
+		name := l.Name
+		if fm.multi && name == "cantal_metric" {
+			name = "cantal_metric_"
 		}
-		e.seen = append(e.seen, name)
-		dst = appendLabel(dst, n, name, s.Labels[k])
+		dst = appendLabel(dst, n, name, l.Value)
 		n++
 	}
-	if fm.multi {
-		dst = appendLabel(dst, n, "cantal_metric", s.Labels["metric"])
-		n++
-	}
-	if s.Kind == series.State {
-		dst = appendLabel(dst, n, "state", s.Text)
+	if extraName != "" {
+		dst = appendLabel(dst, n, extraName, extraValue)
 		n++
 	}
 	if n > 0 {
 		dst = append(dst, '}')
 	}
-	dst = append(dst, ' ')
-	switch s.Kind {
-	case series.Counter:
-		dst = strconv.AppendUint(dst, s.Bits, 10)
-	case series.Level:
-		dst = strconv.AppendInt(dst, int64(s.Bits), 10)
-	case series.Float:
-		dst = appendFloat(dst, math.Float64frombits(s.Bits))
-	case series.State:
-		dst = append(dst, '1')
-	}
+	return append(dst, ' ')
+}
+
+func (e *Prom) appendEnd(dst []byte, ts int64, f Format) []byte {
 	if e.Timestamps {
 		dst = append(dst, ' ')
 		if f == FormatOpenMetrics { // seconds
-			dst = strconv.AppendFloat(dst, float64(s.TS)/1000, 'f', -1, 64)
+			dst = strconv.AppendFloat(dst, float64(ts)/1000, 'f', -1, 64)
 		} else {
-			dst = strconv.AppendInt(dst, s.TS, 10)
+			dst = strconv.AppendInt(dst, ts, 10)
 		}
 	}
 	return append(dst, '\n')
+}
+
+func (e *Prom) appendSample(dst []byte, fm *family, ms *promname.Series, s *series.Sample, f Format) []byte {
+	switch {
+	case s.Kind == series.State:
+		if fm.multi {
+			// cantal_metric then state: two extra labels.
+			dst = e.appendLine(dst, fm, ms.Labels, "cantal_metric", s.Labels["metric"], s.TS, f)
+			dst = dst[:len(dst)-2] // "} "
+			dst = appendLabel(dst, 1, promname.StateLabel, s.Text)
+			dst = append(dst, "} "...)
+		} else {
+			dst = e.appendLine(dst, fm, ms.Labels, promname.StateLabel, s.Text, s.TS, f)
+		}
+	case fm.multi:
+		dst = e.appendLine(dst, fm, ms.Labels, "cantal_metric", s.Labels["metric"], s.TS, f)
+	default:
+		dst = e.appendLine(dst, fm, ms.Labels, "", "", s.TS, f)
+	}
+	exact := ms.Scale == 1 && !ms.FromTime
+	switch {
+	case s.Kind == series.State:
+		dst = append(dst, '1')
+	case exact && s.Kind == series.Counter:
+		dst = strconv.AppendUint(dst, s.Bits, 10)
+	case exact && s.Kind == series.Level:
+		dst = strconv.AppendInt(dst, int64(s.Bits), 10)
+	default:
+		dst = appendFloat(dst, ms.Value(series.ToFloat(s.Kind, s.Bits), s.TS))
+	}
+	return e.appendEnd(dst, s.TS, f)
 }
 
 // appendLabel appends the n-th (from 0) label pair of a sample.
@@ -459,5 +572,8 @@ func appendEscaped(dst []byte, s string, quote bool) []byte {
 // accepts it, leaving out those opts.Visible refuses for the request. source is called once per
 // request, from the request's goroutine; the handler does not modify what it returns.
 func PrometheusHandler(source func() []series.Sample, opts Options) http.Handler {
-	return &promHandler{source: source, opts: opts}
+	if opts.Mapper == nil {
+		opts.Mapper = promname.New(promname.Options{})
+	}
+	return &promHandler{source: source, opts: opts, groups: newGroupState()}
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cantal-go/cantal/internal/promname"
 	"github.com/cantal-go/cantal/internal/series"
 )
 
@@ -107,11 +108,11 @@ func TestPromNames(t *testing.T) {
 		"ünï":             "_n_",
 		"cpu.user_ms2":    "cpu.user_ms2"[:0] + "cpu_user_ms2",
 	} {
-		if got := promName(in, true); got != want {
+		if got := promname.Name(in, true); got != want {
 			t.Errorf("promName(%q) = %q; want %q", in, got, want)
 		}
 	}
-	if got := promName("__name__", false); got != "label__name__" {
+	if got := promname.Name("__name__", false); got != "label__name__" {
 		t.Errorf("promName(__name__, label) = %q", got)
 	}
 }

@@ -100,6 +100,10 @@ type Options struct {
 	// --collector.diskstats.device-exclude. nil: node_exporter's default
 	// (DefaultDiskDeviceExclude: RAM disks, loop devices, floppies and partitions).
 	DiskDevicesExclude func(device string) bool
+	// NetDevicesExclude reports network interfaces left out of node_network_*_total, as
+	// node_exporter's --collector.netdev.device-exclude. nil: node_exporter's default
+	// (DefaultNetDeviceExclude: lo).
+	NetDevicesExclude func(device string) bool
 }
 
 // Mapper names Cantal series as Prometheus does. It caches the rule of each metric name it
@@ -126,14 +130,17 @@ func New(opt Options) *Mapper {
 	if opt.DiskDevicesExclude == nil {
 		opt.DiskDevicesExclude = DefaultDiskDeviceExclude
 	}
+	if opt.NetDevicesExclude == nil {
+		opt.NetDevicesExclude = DefaultNetDeviceExclude
+	}
 	return &Mapper{opt: opt, rules: make(map[string]*rule, 256), app: make(map[appKey]string, 256)}
 }
 
 // Map returns the Prometheus series of the Cantal series with labels l (which include "metric")
 // and kind. It reports false for a series that is not exported: the all-CPU cpu.* series
 // (node_cpu_seconds_total has only per-CPU series; sum them), a disk device excluded by
-// Options.DiskDevicesExclude, netstat fields node_exporter leaves out by default. Labels of the
-// result are sorted by name.
+// Options.DiskDevicesExclude, an interface excluded by Options.NetDevicesExclude, the netstat
+// fields node_exporter leaves out by default. Labels of the result are sorted by name.
 func (m *Mapper) Map(l series.Labels, kind series.Kind) (Series, bool) {
 	var s Series
 	ok := m.MapInto(&s, l, kind)
@@ -145,8 +152,12 @@ func (m *Mapper) Map(l series.Labels, kind series.Kind) (Series, bool) {
 func (m *Mapper) MapInto(s *Series, l series.Labels, kind series.Kind) bool {
 	lbuf := s.Labels[:0]
 	metric := l["metric"]
-	if r := m.lookup(metric); r != nil && r.matches(l, kind) {
-		if r.skip(m, l) {
+	r := m.lookup(metric)
+	if r != nil && r.dropBare && len(l) == 1 && (r.kind == 0 || r.kind == kind) {
+		return false
+	}
+	if r != nil && r.matches(l, kind) {
+		if r.drop || r.skip(m, l) {
 			return false
 		}
 		*s = r.series()
@@ -170,23 +181,29 @@ func (m *Mapper) MapInto(s *Series, l series.Labels, kind series.Kind) bool {
 		if k == "metric" || v == "" {
 			continue
 		}
-		s.Labels = append(s.Labels, Label{m.AppLabel(k), v})
+		s.Labels = append(s.Labels, Label{k, v})
 	}
+	// Named in the order of the Cantal names; a name taken by an earlier label (or, for a
+	// state, "state") gets "_" appended until it is free.
 	sortLabels(s.Labels)
-	// Two Cantal label names that become one Prometheus name: "_" appended, in sorted order.
-	for i := 1; i < len(s.Labels); i++ {
-		for j := 0; j < i; j++ {
-			if s.Labels[j].Name == s.Labels[i].Name || (kind == series.State && s.Labels[i].Name == StateLabel) {
-				s.Labels[i].Name += "_"
-				j = -1
-			}
+	for i := range s.Labels {
+		n := m.AppLabel(s.Labels[i].Name)
+		for taken(s.Labels[:i], n) || (kind == series.State && n == StateLabel) {
+			n += "_"
 		}
-	}
-	if kind == series.State && len(s.Labels) == 1 && s.Labels[0].Name == StateLabel {
-		s.Labels[0].Name += "_"
+		s.Labels[i].Name = n
 	}
 	sortLabels(s.Labels)
 	return true
+}
+
+func taken(ls []Label, n string) bool {
+	for _, l := range ls {
+		if l.Name == n {
+			return true
+		}
+	}
+	return false
 }
 
 func sortLabels(ls []Label) {

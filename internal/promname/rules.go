@@ -24,6 +24,9 @@ type rule struct {
 	optional []bool   // from[i] may be missing
 	consts   []Label
 	disk     bool // label "device" is checked against DiskDevicesExclude
+	netdev   bool // label "interface" is checked against NetDevicesExclude
+	drop     bool // the series is not exported
+	dropBare bool // the series with no label but metric is not exported (all-CPU cpu.*)
 }
 
 func (r *rule) matches(l series.Labels, kind series.Kind) bool {
@@ -42,7 +45,7 @@ func (r *rule) matches(l series.Labels, kind series.Kind) bool {
 }
 
 func (r *rule) skip(m *Mapper, l series.Labels) bool {
-	return r.disk && m.opt.DiskDevicesExclude(l["device"])
+	return (r.disk && m.opt.DiskDevicesExclude(l["device"])) || (r.netdev && m.opt.NetDevicesExclude(l["interface"]))
 }
 
 func (r *rule) series() Series {
@@ -68,6 +71,10 @@ func (r *rule) appendLabels(dst []Label, l series.Labels) []Label {
 // DefaultDiskDeviceExclude is node_exporter 1.5's default --collector.diskstats.device-exclude:
 // RAM disks, loop devices, floppies and partitions of sd/hd/vd/xvd and NVMe disks.
 func DefaultDiskDeviceExclude(device string) bool { return diskExclude.MatchString(device) }
+
+// DefaultNetDeviceExclude is node_exporter 1.5's default --collector.netdev.device-exclude:
+// the loopback interface lo.
+func DefaultNetDeviceExclude(device string) bool { return device == "lo" }
 
 var diskExclude = regexp.MustCompile(`^(ram|loop|fd|(h|s|v|xv)d[a-z]|nvme\d+n\d+p)\d+$`)
 
@@ -104,7 +111,7 @@ func dynamicRule(metric string) *rule {
 	case strings.HasPrefix(metric, "memory."):
 		// node_exporter's meminfo: "Active(anon)" → "Active_anon"; fields in kB get "_bytes".
 		f := metric[len("memory."):]
-		if f == "" {
+		if f == "" || f[0] < 'A' || f[0] > 'Z' { // the kernel's field names are capitalised
 			return nil
 		}
 		if i := strings.IndexByte(f, '('); i >= 0 && strings.HasSuffix(f, ")") {
@@ -121,8 +128,11 @@ func dynamicRule(metric string) *rule {
 			help: "Memory information field " + f + "."}
 	case strings.HasPrefix(metric, "net.") && strings.Count(metric, ".") == 2 && !strings.HasPrefix(metric, "net.interface."):
 		f := strings.Replace(metric[len("net."):], ".", "_", 1)
-		if !validName(f) || !netstatFields.MatchString(f) {
+		if !validName(f) {
 			return nil
+		}
+		if !netstatFields.MatchString(f) { // left out, as node_exporter does by default
+			return &rule{drop: true, scale: 1}
 		}
 		// node_exporter types netstat values untyped.
 		return &rule{name: "node_netstat_" + f, typ: Untyped, scale: 1,
@@ -183,9 +193,14 @@ var fixedRules = func() map[string]*rule {
 		"Seconds the CPUs spent in guests (VMs) for each mode.", cpuLabels, "mode=user"))
 	add("cpu.guest_nice_ms", r("node_cpu_guest_seconds_total", Counter, series.Counter, ms,
 		"Seconds the CPUs spent in guests (VMs) for each mode.", cpuLabels, "mode=nice"))
+	for k, ru := range m {
+		if strings.HasPrefix(k, "cpu.") {
+			ru.dropBare = true
+		}
+	}
 	add("system.context_switches", r("node_context_switches_total", Counter, series.Counter, 1, "Total number of context switches.", nil))
 	add("system.interrupts", r("node_intr_total", Counter, series.Counter, 1, "Total number of interrupts serviced.", nil))
-	add("system.softirqs", r("node_softirqs_total", Counter, series.Counter, 1, "Total number of softirqs serviced.", nil))
+	add("system.softirqs", r("cantal_softirqs_total", Counter, series.Counter, 1, "Softirqs serviced since boot (/proc/stat softirq).", nil))
 	add("system.forks", r("node_forks_total", Counter, series.Counter, 1, "Total number of forks.", nil))
 	add("system.procs_running", r("node_procs_running", Gauge, series.Level, 1, "Number of processes in runnable state.", nil))
 	add("system.procs_blocked", r("node_procs_blocked", Gauge, series.Level, 1, "Number of processes blocked waiting for I/O to complete.", nil))
@@ -211,8 +226,9 @@ var fixedRules = func() map[string]*rule {
 		"tx.drop": "transmit_drop", "tx.fifo": "transmit_fifo", "tx.collisions": "transmit_colls",
 		"tx.carrier": "transmit_carrier", "tx.compressed": "transmit_compressed",
 	} {
-		dir := "Network device statistic " + ne + "."
-		add("net.interface."+cantal, r("node_network_"+ne+"_total", Counter, series.Counter, 1, dir, netLabels))
+		ru := r("node_network_"+ne+"_total", Counter, series.Counter, 1, "Network device statistic "+ne+".", netLabels)
+		ru.netdev = true
+		add("net.interface."+cantal, ru)
 	}
 
 	// /proc/diskstats, as node_exporter's diskstats collector.
