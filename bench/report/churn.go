@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -16,7 +17,8 @@ import (
 )
 
 // churn keeps about Target short-lived processes alive: each is a `sleep` of a random lifetime
-// in [Life/2, 3·Life/2]; every tenth names a CANTAL_PATH (from a pool of shm files with five
+// in [Life/2, 3·Life/2] (the first Target ones what is left of such a lifetime, see
+// residualLife), so Target/Life start every second; every tenth names a CANTAL_PATH (from a pool of shm files with five
 // counters each). It owns its processes and files; Stop kills and removes them.
 //
 // It reaps with wait4(-1), so it must be the only thing in its process that starts children:
@@ -89,6 +91,9 @@ func (c *churn) loop(ctx context.Context) {
 			continue
 		}
 		life := c.Life/2 + time.Duration(rand.Int64N(int64(c.Life)+1))
+		if i < c.Target {
+			life = residualLife(c.Life)
+		}
 		e := env
 		if i%10 == 0 {
 			e = append(env[:len(env):len(env)], "CANTAL_PATH="+filepath.Join(c.dir, fmt.Sprintf("c%d", i/10%churnPool)))
@@ -110,6 +115,18 @@ func (c *churn) loop(ctx context.Context) {
 		c.mu.Unlock()
 		p.Release()
 	}
+}
+
+// residualLife is the time a process of the steady state has left to live, for the first
+// Target processes: the generator starts them all at once, and with full lifetimes they would
+// die together and the start rate would swing for a few lifetimes. In the steady state the
+// time left of a live process with a lifetime uniform in [L/2, 3L/2] is uniform in [0, L/2]
+// with probability 1/2, and otherwise falls linearly from L/2 to 3L/2.
+func residualLife(l time.Duration) time.Duration {
+	if rand.IntN(2) == 0 {
+		return time.Duration(rand.Int64N(int64(l/2) + 1))
+	}
+	return l/2 + time.Duration(float64(l)*(1-math.Sqrt(rand.Float64())))
 }
 
 // reap collects exited children until the generator stops and every child is gone.

@@ -13,6 +13,7 @@ type pidStat struct {
 	Comm       []byte
 	State      byte
 	PPID       int
+	Flags      uint64 // the kernel's PF_* flags of the task
 	UTime      uint64 // ticks
 	STime      uint64 // ticks
 	Threads    uint64
@@ -55,6 +56,8 @@ func parsePIDStat(b []byte) (pidStat, error) {
 			}
 			s.PPID = int(v)
 			continue
+		case 9:
+			dst = &s.Flags
 		case 14:
 			dst = &s.UTime
 		case 15:

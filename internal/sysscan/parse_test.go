@@ -239,7 +239,7 @@ func TestParsePIDStat(t *testing.T) {
 	if err != nil {
 		t.Fatalf("parsePIDStat: %v", err)
 	}
-	want := pidStat{Comm: []byte("my (weird) app"), State: 'R', PPID: 1, UTime: 250, STime: 130, Threads: 3,
+	want := pidStat{Comm: []byte("my (weird) app"), State: 'R', PPID: 1, Flags: 4194560, UTime: 250, STime: 130, Threads: 3,
 		StartTicks: 5000, VSize: 104857600, RSSPages: 2560}
 	if !reflect.DeepEqual(s, want) {
 		t.Errorf("parsePIDStat = %+v; want %+v", s, want)

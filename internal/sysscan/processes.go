@@ -87,7 +87,12 @@ type procState struct {
 	writeBytes uint64
 	haveIO     bool
 	ioDenied   bool
+	envDone    bool // environ read since the process was new or exec'd
+	details    bool // status, io, cgroup and cmdline read since then (see Collect)
 }
+
+// app reports whether the process names a CANTAL_PATH: its details are never deferred or shed.
+func (st *procState) app() bool { return st.env.Path != "" }
 
 // Processes is a series.Collector that scans every /proc/PID, emits per-process series
 // labelled {metric, pid, process, cgroup} and per-cgroup series labelled {metric, cgroup}
@@ -113,6 +118,11 @@ type Processes struct {
 	path    []byte
 	buf     []byte
 	big     []byte
+
+	budget time.Duration // see SetBudget; 0: none
+	now    time.Time     // of the scan under way
+	items  []scanItem    // owned by Collect
+	stats  scanCounters
 
 	mu        sync.RWMutex
 	published []Process // guarded by mu; never modified after publication until swapped out
@@ -153,6 +163,7 @@ func isGone(err error) bool {
 
 // Collect implements series.Collector: one scan of every process.
 func (p *Processes) Collect(ctx context.Context, sink series.Sink) error {
+	start := time.Now()
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("scan processes: %w", err)
 	}
@@ -171,18 +182,54 @@ func (p *Processes) Collect(ctx context.Context, sink series.Sink) error {
 	}
 	p.gen++
 	now := time.Now()
-	table := p.building[:0]
-	var ioDenied bool
+	p.now = now
+	p.items = p.items[:0]
+	var sc scanCount
 	for i, pid := range p.pids {
 		if i&255 == 255 && ctx.Err() != nil {
 			return fmt.Errorf("scan processes: %w", ctx.Err())
 		}
-		row, ok, denied := p.scanPID(procfd, pid, now, sink)
-		ioDenied = ioDenied || denied
-		if ok {
-			table = append(table, row)
+		p.scanPID(procfd, pid, sink, &sc)
+	}
+	// The details of the other processes, the work first shed when the scan runs late: first
+	// those never read (a process in its second scan, or one that exec'd), then the periodic
+	// re-reads. What is not read keeps its previous value; a process whose details were never
+	// read gets its series only once they are.
+	var deadline time.Time
+	if p.budget > 0 {
+		deadline = start.Add(p.budget)
+	}
+	late, n := false, 0
+	for pass := 0; pass < 2; pass++ {
+		for i := range p.items {
+			it := &p.items[i]
+			if it.due == 0 || it.gone || it.st.details == (pass == 0) {
+				continue
+			}
+			if n++; !late && !deadline.IsZero() && n&15 == 1 && time.Now().After(deadline) {
+				late = true
+			}
+			if late {
+				sc.shed++
+				continue
+			}
+			p.readDetails(procfd, it, sink)
 		}
 	}
+	table := p.building[:0]
+	var ioDenied bool
+	for i := range p.items {
+		it := &p.items[i]
+		if it.gone {
+			continue
+		}
+		p.finish(it, sink)
+		ioDenied = ioDenied || it.st.ioDenied
+		table = append(table, it.row)
+	}
+	clear(p.items) // drop references to processes that may be gone by the next scan
+	p.stats.add(sc)
+	p.putStats(sink)
 	if ioDenied {
 		sink.Problem(p.opt.Proc+"/PID/io", "permission denied for some processes: their read and write bytes are missing (the agent is not root, or they are protected)")
 	}
@@ -385,9 +432,36 @@ func (p *Processes) Close() error {
 	return nil
 }
 
-// scanPID reads one process. ok is false when it vanished or could not be read (a problem is
-// reported for the latter).
-func (p *Processes) scanPID(procfd, pid int, now time.Time, sink series.Sink) (row Process, ok, ioDenied bool) {
+// scanItem is one process in a scan, from its stat line to its row in the table.
+type scanItem struct {
+	st                    *procState
+	row                   Process
+	utime, stime, threads uint64
+	due                   uint8 // detail reads still to do: dueStatus | dueIO | dueCgroup | dueCmdline
+	gone                  bool  // exited while being read
+}
+
+// Detail reads of a process, in scanItem.due.
+const (
+	dueStatus = 1 << iota
+	dueIO
+	dueCgroup
+	dueCmdline
+	dueAll = dueStatus | dueIO | dueCgroup | dueCmdline
+)
+
+// pfForkNoExec is the kernel's PF_FORKNOEXEC: the task forked and has not (yet) exec'd. Its
+// environment and command line are still its parent's, and a read of them would wait for the
+// exec it may be in the middle of.
+const pfForkNoExec = 0x40
+
+// scanPID reads one process's stat line and appends it to p.items, unless it vanished or could
+// not be read (a problem is reported for the latter). The environment (to find applications) is
+// read on the first scan the process has exec'd by; an application's details are read at once.
+// The other processes' details are left in the item's due for Collect's second pass: none in
+// a process's first scan (most short-lived processes never get a second), then the first read
+// of each, then the periodic re-reads (statusEvery, ioEvery, cgroupEvery).
+func (p *Processes) scanPID(procfd, pid int, sink series.Sink, sc *scanCount) {
 	st := p.procs[pid]
 	var b []byte
 	var gone bool
@@ -404,24 +478,24 @@ func (p *Processes) scanPID(procfd, pid int, now time.Time, sink series.Sink) (r
 	if st == nil {
 		b, gone, err = p.readKept(procfd, pid, pfStat, &tmp, 4096)
 		if gone {
-			tmp.close()
-			return row, false, false
+			p.closeTmp(&tmp)
+			return
 		}
 	}
 	stat := &tmp
 	if err != nil || len(b) == 0 {
 		p.closeTmp(&tmp)
 		if err == nil {
-			return row, false, false // an exiting process may read as empty
+			return // an exiting process may read as empty
 		}
 		sink.Problem(fmt.Sprintf("%s/%d/stat", p.opt.Proc, pid), err.Error())
-		return row, false, false
+		return
 	}
 	ps, err := parsePIDStat(b)
 	if err != nil {
 		p.closeTmp(&tmp)
 		sink.Problem(fmt.Sprintf("%s/%d/stat", p.opt.Proc, pid), err.Error())
-		return row, false, false
+		return
 	}
 	if st != nil && st.startTicks != ps.StartTicks {
 		p.forget(st) // pid reused between two scans
@@ -432,16 +506,19 @@ func (p *Processes) scanPID(procfd, pid int, now time.Time, sink series.Sink) (r
 		st.files[pfStat] = *stat
 		p.procs[pid] = st
 	}
-	fresh := false
 	if st.comm != string(ps.Comm) || st.prevAt.IsZero() { // no allocation when equal
 		if st.comm != string(ps.Comm) {
 			st.refs = [pmNum]*series.Ref{} // the process label changes
 		}
 		st.comm = string(ps.Comm)
 		st.name = validString(ps.Comm)
-		fresh = true
+		// New, or exec'd: its environment, command line and details are read afresh.
+		st.envDone, st.details = false, false
+		st.env, st.cmdline = cantalEnv{}, nil
 	}
-	row = Process{
+	p.items = append(p.items, scanItem{st: st, utime: ps.UTime, stime: ps.STime, threads: ps.Threads})
+	it := &p.items[len(p.items)-1]
+	it.row = Process{
 		PID: pid, PPID: ps.PPID, Name: st.name, State: stateString(ps.State),
 		StartTime: p.btimeMs + int64(p.opt.ticksToMs(ps.StartTicks)),
 		Threads:   int(ps.Threads),
@@ -451,11 +528,48 @@ func (p *Processes) scanPID(procfd, pid int, now time.Time, sink series.Sink) (r
 		VSZ:       ps.VSize,
 	}
 
-	// status gives only the uid and swap: read it for a new process and otherwise for a tenth
-	// of the processes per scan.
-	if fresh || !st.haveStatus || (uint64(pid)+p.gen)%statusEvery == 0 {
+	if !st.envDone {
+		if st.scans == 0 && ps.Flags&pfForkNoExec != 0 {
+			sc.busy++ // forked, not exec'd yet: read at the next scan
+		} else if !p.readEnv(procfd, st, sink) {
+			it.gone = true
+			return
+		}
+	}
+	cpu := ps.UTime + ps.STime
+	switch {
+	case !st.details:
+		it.due = dueAll
+	default:
+		if (uint64(pid)+p.gen)%statusEvery == 0 {
+			it.due |= dueStatus
+		}
+		if !st.haveIO || cpu != st.prevCPU || (uint64(pid)+p.gen)%ioEvery == 0 {
+			it.due |= dueIO
+		}
+		if st.cgroup == nil || (uint64(pid)+p.gen)%cgroupEvery == 0 {
+			it.due |= dueCgroup
+		}
+	}
+	switch {
+	case st.app():
+		p.readDetails(procfd, it, sink) // never deferred nor shed
+	case st.scans == 0 && it.due != 0:
+		it.due = 0
+		sc.deferred++
+	}
+}
+
+// readDetails does it's due detail reads. It marks it gone when the process exited.
+func (p *Processes) readDetails(procfd int, it *scanItem, sink series.Sink) {
+	st, pid := it.st, it.st.pid
+	var b []byte
+	var gone bool
+	var err error
+	if it.due&dueStatus != 0 {
 		if b, gone, err = p.readOccasional(procfd, pid, pfStatus, &st.files[pfStatus], 16<<10); gone {
-			return row, false, false
+			it.gone = true
+			return
 		} else if err != nil {
 			sink.Problem(fmt.Sprintf("%s/%d/status", p.opt.Proc, pid), err.Error())
 		} else if s, err := parsePIDStatus(b); err != nil {
@@ -464,12 +578,10 @@ func (p *Processes) scanPID(procfd, pid int, now time.Time, sink series.Sink) (r
 			st.uid, st.swap, st.haveStatus = int(s.UID), s.Swap, true
 		}
 	}
-	row.UID, row.Swap = st.uid, st.swap
-
-	cpu := ps.UTime + ps.STime
-	if fresh || !st.haveIO || cpu != st.prevCPU || (uint64(pid)+p.gen)%ioEvery == 0 {
-		if b, gone, err = p.readKept(procfd, pid, pfIO, &st.files[pfIO], 4096); gone {
-			return row, false, false
+	if it.due&dueIO != 0 {
+		if b, gone, err = p.readIO(procfd, st); gone {
+			it.gone = true
+			return
 		} else if errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
 			st.ioDenied, st.haveIO = true, true
 		} else if err != nil {
@@ -480,11 +592,10 @@ func (p *Processes) scanPID(procfd, pid int, now time.Time, sink series.Sink) (r
 			st.readBytes, st.writeBytes, st.haveIO, st.ioDenied = io.ReadBytes, io.WriteBytes, true, false
 		}
 	}
-	row.ReadBytes, row.WriteBytes, ioDenied = st.readBytes, st.writeBytes, st.ioDenied
-
-	if fresh || st.cgroup == nil || (uint64(pid)+p.gen)%cgroupEvery == 0 {
+	if it.due&dueCgroup != 0 {
 		if b, gone, err = p.readOccasional(procfd, pid, pfCgroup, &st.files[pfCgroup], 64<<10); gone {
-			return row, false, false
+			it.gone = true
+			return
 		} else if err != nil {
 			sink.Problem(fmt.Sprintf("%s/%d/cgroup", p.opt.Proc, pid), err.Error())
 		} else if ci, err := p.cg.intern(b, p.gen); err != nil {
@@ -493,30 +604,66 @@ func (p *Processes) scanPID(procfd, pid int, now time.Time, sink series.Sink) (r
 			st.cgroup = ci
 		}
 	}
+	if it.due&dueCmdline != 0 {
+		b, gone, err = p.readPID(procfd, pid, "cmdline", p.opt.MaxRead)
+		switch {
+		case gone:
+			it.gone = true
+			return
+		case err != nil && !errors.Is(err, errTooLong):
+			sink.Problem(fmt.Sprintf("%s/%d/cmdline", p.opt.Proc, pid), err.Error())
+		default:
+			st.cmdline = parseCmdline(b)
+		}
+	}
+	if it.due == dueAll {
+		st.details = true
+	}
+	it.due = 0
+}
+
+// readIO reads PID/io: through a kept file while the budget has room for the stat and io files
+// of every known process, else with open, read and close (closing a kept one), so that under
+// heavy churn the budget goes to stat, which every scan reads for every process.
+func (p *Processes) readIO(procfd int, st *procState) ([]byte, bool, error) {
+	f := &st.files[pfIO]
+	if p.opt.KeepOpen >= 2*len(p.procs) {
+		return p.readKept(procfd, st.pid, pfIO, f, 4096)
+	}
+	if f.open {
+		f.close()
+		p.kept--
+	}
+	return p.readPID(procfd, st.pid, "io", 4096)
+}
+
+// finish completes it's row from what is known of the process and puts its series.
+func (p *Processes) finish(it *scanItem, sink series.Sink) {
+	st, row := it.st, &it.row
+	row.UID, row.Swap = st.uid, st.swap
+	row.ReadBytes, row.WriteBytes = st.readBytes, st.writeBytes
 	if st.cgroup != nil {
 		st.cgroup.seen = p.gen
 		row.Cgroup = st.cgroup.Name
 		p.cg.count(st.cgroup, p.gen)
 	}
-
-	if fresh {
-		p.readOnce(procfd, st, sink)
-	}
 	row.Cmdline, row.CantalPath, row.CantalAppName = st.cmdline, st.env.Path, st.env.AppName
 
+	cpu := it.utime + it.stime
 	if !st.prevAt.IsZero() && cpu >= st.prevCPU {
-		if dt := now.Sub(st.prevAt).Seconds(); dt > 0 {
+		if dt := p.now.Sub(st.prevAt).Seconds(); dt > 0 {
 			row.CPUPercent = float64(cpu-st.prevCPU) / float64(p.opt.ClockTick) / dt * 100
 		}
 	}
-	st.prevCPU, st.prevAt, st.seen = cpu, now, p.gen
+	st.prevCPU, st.prevAt, st.seen = cpu, p.now, p.gen
 	st.scans++
-	if st.scans < 2 {
+	if st.scans < 2 || !st.details {
 		// A process's series start at its second scan: one that lives less than a scan
 		// interval has no rate to show, and under heavy churn (thousands of short-lived
 		// processes) registering eight series for each would grow the history's series
-		// table for an hour. It is in the process table from its first scan.
-		return row, true, ioDenied
+		// table for an hour. It is in the process table from its first scan. Its series
+		// also wait for its details (its cgroup labels them), which a late scan may shed.
+		return
 	}
 
 	if st.refsFor != row.Cgroup {
@@ -524,12 +671,12 @@ func (p *Processes) scanPID(procfd, pid int, now time.Time, sink series.Sink) (r
 		st.refsFor = row.Cgroup
 	}
 	vals := [pmNum]uint64{
-		pmUser:    p.opt.ticksToMs(ps.UTime),
-		pmSystem:  p.opt.ticksToMs(ps.STime),
+		pmUser:    p.opt.ticksToMs(it.utime),
+		pmSystem:  p.opt.ticksToMs(it.stime),
 		pmRSS:     row.RSS,
 		pmVSZ:     row.VSZ,
 		pmSwap:    row.Swap,
-		pmThreads: ps.Threads,
+		pmThreads: it.threads,
 		pmRead:    row.ReadBytes,
 		pmWrite:   row.WriteBytes,
 	}
@@ -545,7 +692,6 @@ func (p *Processes) scanPID(procfd, pid int, now time.Time, sink series.Sink) (r
 		}
 		sink.Put(r, v)
 	}
-	return row, true, ioDenied
 }
 
 // closeTmp closes a stat file opened for a process that was then not kept.
@@ -556,21 +702,13 @@ func (p *Processes) closeTmp(f *keptFile) {
 	}
 }
 
-// readOnce reads the command line and environment of a new (or newly exec'd) process.
-func (p *Processes) readOnce(procfd int, st *procState, sink series.Sink) {
-	b, gone, err := p.readPID(procfd, st.pid, "cmdline", p.opt.MaxRead)
+// readEnv reads the environment of a new (or newly exec'd) process for its CANTAL_PATH. It
+// returns false when the process exited.
+func (p *Processes) readEnv(procfd int, st *procState, sink series.Sink) bool {
+	b, gone, err := p.readPID(procfd, st.pid, "environ", p.opt.MaxRead)
 	switch {
 	case gone:
-		return
-	case err != nil && !errors.Is(err, errTooLong):
-		sink.Problem(fmt.Sprintf("%s/%d/cmdline", p.opt.Proc, st.pid), err.Error())
-	default:
-		st.cmdline = parseCmdline(b)
-	}
-	b, gone, err = p.readPID(procfd, st.pid, "environ", p.opt.MaxRead)
-	switch {
-	case gone:
-		return
+		return false
 	case errors.Is(err, errTooLong):
 		// The last variable may be cut: keep only the complete ones.
 		if i := lastIndexByte(b, 0); i >= 0 {
@@ -583,6 +721,8 @@ func (p *Processes) readOnce(procfd int, st *procState, sink series.Sink) {
 	default:
 		st.env = parseEnviron(b)
 	}
+	st.envDone = true
+	return true
 }
 
 func lastIndexByte(b []byte, c byte) int {
