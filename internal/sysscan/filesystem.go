@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"time"
+	"unsafe"
 
 	"github.com/cantal-go/cantal/internal/series"
 	"golang.org/x/sys/unix"
@@ -32,7 +33,7 @@ type FSOptions struct {
 	MountPointsExclude, TypesExclude *regexp.Regexp
 	// Timeout bounds the wait for each scan's statfs calls; DefaultStatfsTimeout when zero.
 	Timeout time.Duration
-	// Statfs is called for each mount, from the mount's own goroutine; unix.Statfs when nil.
+	// Statfs is called for each mount, from the mount's own goroutine; statfs(2) when nil.
 	// Tests inject a slow one.
 	Statfs func(path string, st *unix.Statfs_t) error
 }
@@ -115,9 +116,6 @@ func NewFilesystems(opt Options, fo FSOptions) *Filesystems {
 	if fo.Timeout <= 0 {
 		fo.Timeout = DefaultStatfsTimeout
 	}
-	if fo.Statfs == nil {
-		fo.Statfs = unix.Statfs
-	}
 	t := time.NewTimer(time.Hour)
 	t.Stop()
 	return &Filesystems{opt: opt, fo: fo, buf: make([]byte, 0, 16<<10), mounts: map[string]*mount{}, timer: t}
@@ -137,10 +135,16 @@ func (m *mount) start(statfs func(string, *unix.Statfs_t) error) {
 	m.req = make(chan struct{}, 1)
 	m.res = make(chan statfsResult, 1)
 	go func(req <-chan struct{}, res chan<- statfsResult, path string) {
+		st := new(unix.Statfs_t)
+		cpath := append([]byte(path), 0)
 		for range req {
-			var r statfsResult
-			r.err = statfs(path, &r.st)
-			res <- r // never blocks: one request in flight at most, and res holds one
+			var err error
+			if statfs == nil {
+				err = rawStatfs(cpath, st)
+			} else {
+				err = statfs(path, st)
+			}
+			res <- statfsResult{*st, err} // never blocks: one request in flight at most, and res holds one
 		}
 	}(m.req, m.res, m.path)
 }
@@ -149,6 +153,20 @@ func (m *mount) stop() {
 	if m.req != nil {
 		close(m.req)
 		m.req = nil
+	}
+}
+
+// rawStatfs is statfs(2) on a NUL-terminated path, without converting a string each call.
+func rawStatfs(path []byte, st *unix.Statfs_t) error {
+	for {
+		_, _, e := unix.Syscall(unix.SYS_STATFS, uintptr(unsafe.Pointer(&path[0])), uintptr(unsafe.Pointer(st)), 0)
+		if e == unix.EINTR {
+			continue
+		}
+		if e != 0 {
+			return e
+		}
+		return nil
 	}
 }
 

@@ -46,6 +46,15 @@ var ncFiles = [...]struct {
 	{"netdev_group", "net.interface.net_dev_group", series.Level, ncInt, true},
 }
 
+// ncKept is how many of ncFiles (the first, read every scan) are kept open per interface and
+// re-read with one pread(2) (sysfs regenerates an attribute read from offset 0), which costs a
+// third of open, read and close; ncKeepMax bounds the descriptors so kept, for all interfaces
+// (85 interfaces; those beyond are read with open, read and close).
+const (
+	ncKept    = 6
+	ncKeepMax = 512
+)
+
 // ncInfoFiles are the text attributes that label net.interface.info, read every rareEvery
 // scans.
 var ncInfoFiles = [...]string{"address", "broadcast", "duplex", "ifalias"}
@@ -60,18 +69,24 @@ type netClass struct {
 	names   [len(ncFiles)][]byte // NUL-terminated file names
 	info    [len(ncInfoFiles)][]byte
 	ifs     map[string]*ncIface
+	kept    int // descriptors held by the interfaces' kept files
 }
 
 type ncIface struct {
-	name  string
-	fd    int // the interface's directory; -1 when closed
-	seen  uint64
-	refs  [len(ncFiles)]*series.Ref
-	vals  [len(ncFiles)]int64
-	have  [len(ncFiles)]bool
-	oper  string
-	infos [len(ncInfoFiles)]string
-	info  stateSeries
+	name string
+	fd   int // the interface's directory; -1 when closed
+	keep bool
+	kept [ncKept]keptFile
+	seen uint64
+	refs [len(ncFiles)]*series.Ref
+	vals [len(ncFiles)]int64
+	have [len(ncFiles)]bool
+	// refused marks the files the kernel refused to read at the last try (carrier of a link
+	// that is down): they are tried again when operstate changes and every rareEvery scans.
+	refused [len(ncFiles)]bool
+	oper    string
+	infos   [len(ncInfoFiles)]string
+	info    stateSeries
 }
 
 func newNetClass() netClass {
@@ -91,8 +106,17 @@ func (n *netClass) close() {
 		n.open = false
 	}
 	for k, f := range n.ifs {
-		f.closeDir()
+		n.forget(f)
 		delete(n.ifs, k)
+	}
+}
+
+// forget closes an interface's descriptors and gives back its share of the kept budget.
+func (n *netClass) forget(f *ncIface) {
+	f.closeDir()
+	if f.keep {
+		n.kept -= ncKept
+		f.keep = false
 	}
 }
 
@@ -100,6 +124,9 @@ func (f *ncIface) closeDir() {
 	if f.fd >= 0 {
 		unix.Close(f.fd)
 		f.fd = -1
+	}
+	for i := range f.kept {
+		f.kept[i].close()
 	}
 }
 
@@ -142,6 +169,10 @@ func (n *netClass) collect(sysDir string, sink series.Sink, gen uint64, rare boo
 			f := n.ifs[string(name)]
 			if f == nil {
 				f = &ncIface{name: validString(name), fd: -1}
+				if n.kept+ncKept <= ncKeepMax {
+					f.keep = true
+					n.kept += ncKept
+				}
 				n.ifs[string(name)] = f
 				rare := true
 				n.readIface(f, name, sink, rare)
@@ -153,7 +184,7 @@ func (n *netClass) collect(sysDir string, sink series.Sink, gen uint64, rare boo
 	}
 	for k, f := range n.ifs {
 		if f.seen != gen {
-			f.closeDir()
+			n.forget(f)
 			delete(n.ifs, k)
 		}
 	}
@@ -198,8 +229,18 @@ func (n *netClass) readIface(f *ncIface, name []byte, sink series.Sink, rare boo
 			}
 			continue
 		}
-		b, err := readFileAt(f.fd, n.names[i], &n.buf, 4096)
+		if f.refused[i] && !rare && !operChanged {
+			continue
+		}
+		var b []byte
+		var err error
+		if i < ncKept && f.keep {
+			b, err = f.kept[i].read(f.fd, n.names[i], &n.buf, 4096, true)
+		} else {
+			b, err = readFileAt(f.fd, n.names[i], &n.buf, 4096)
+		}
 		f.have[i] = false
+		f.refused[i] = err != nil
 		if err != nil {
 			if i == 0 {
 				// the directory may belong to an interface that went away and came back

@@ -67,18 +67,18 @@ var systemFiles = [...]struct {
 	optional bool
 	one      string
 }{
-	sfVmstat:       {name: "vmstat"},
-	sfPSICPU:       {name: "pressure/cpu", single: true, optional: true},
-	sfPSIMemory:    {name: "pressure/memory", single: true, optional: true},
-	sfPSIIO:        {name: "pressure/io", single: true, optional: true},
-	sfSockstat:     {name: "net/sockstat", single: true},
-	sfSockstat6:    {name: "net/sockstat6", single: true, optional: true},
-	sfSNMP6:        {name: "net/snmp6", single: true, optional: true},
-	sfCTCount:      {name: "sys/net/netfilter/nf_conntrack_count", single: true, optional: true, one: "conntrack.entries"},
-	sfCTMax:        {name: "sys/net/netfilter/nf_conntrack_max", single: true, optional: true, one: "conntrack.entries_limit"},
-	sfEntropy:      {name: "sys/kernel/random/entropy_avail", single: true, one: "system.entropy_avail"},
-	sfEntropyPool:  {name: "sys/kernel/random/poolsize", single: true, one: "system.entropy_pool_size"},
-	sfStat:         {name: "stat"},
+	sfVmstat:      {name: "vmstat"},
+	sfPSICPU:      {name: "pressure/cpu", single: true, optional: true},
+	sfPSIMemory:   {name: "pressure/memory", single: true, optional: true},
+	sfPSIIO:       {name: "pressure/io", single: true, optional: true},
+	sfSockstat:    {name: "net/sockstat", single: true},
+	sfSockstat6:   {name: "net/sockstat6", single: true, optional: true},
+	sfSNMP6:       {name: "net/snmp6", single: true, optional: true},
+	sfCTCount:     {name: "sys/net/netfilter/nf_conntrack_count", single: true, optional: true, one: "conntrack.entries"},
+	sfCTMax:       {name: "sys/net/netfilter/nf_conntrack_max", single: true, optional: true, one: "conntrack.entries_limit"},
+	sfEntropy:     {name: "sys/kernel/random/entropy_avail", single: true, one: "system.entropy_avail"},
+	sfEntropyPool: {name: "sys/kernel/random/poolsize", single: true, one: "system.entropy_pool_size"},
+	sfStat:        {name: "stat"},
 }
 
 const (
