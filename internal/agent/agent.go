@@ -36,6 +36,7 @@ import (
 	"github.com/cantal-go/cantal/internal/registry"
 	"github.com/cantal-go/cantal/internal/rrddrpc"
 	"github.com/cantal-go/cantal/internal/rrddscan"
+	"github.com/cantal-go/cantal/internal/selector"
 	"github.com/cantal-go/cantal/internal/series"
 	"github.com/cantal-go/cantal/internal/sysscan"
 	"github.com/cantal-go/cantal/internal/web"
@@ -262,9 +263,13 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	if a.cfg.Carbon != "" {
 		cctx, stop := context.WithCancel(context.Background())
-		c := &carbon.Client{Logger: a.log.With("subsystem", "carbon")}
+		c := &carbon.Client{Prefix: carbonPrefix(a.cfg), Logger: a.log.With("subsystem", "carbon")}
+		src := &carbonSource{hist: a.hist, reg: a.reg}
+		if a.cfg.CarbonMatch != "" {
+			src.match, _ = selector.Parse(a.cfg.CarbonMatch) // checked by Validate
+		}
 		g.Add(func() error {
-			return c.Run(cctx, a.cfg.Carbon, a.cfg.CarbonInterval, a.samples)
+			return c.Run(cctx, a.cfg.Carbon, a.cfg.CarbonInterval, src)
 		}, func(error) { stop() })
 	}
 

@@ -7,6 +7,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/cantal-go/cantal/internal/selector"
 )
 
 // Config is everything the agent's flags set. The zero value is not usable; start from
@@ -30,6 +32,9 @@ type Config struct {
 	Statsd           string // statsd UDP address; "" = off
 	Carbon           string // Graphite plaintext address; "" = off
 	CarbonInterval   time.Duration
+	CarbonPrefix     string        // Graphite path prefix; "{node}" is the node name as one path node
+	CarbonMatch      string        // selector of the series sent to Carbon; "" = all
+	InfluxHostTag    string        // tag naming the node in the Influx export; "" = none
 	InfluxPath       string        // path of the Influx line-protocol export
 	MetricsPerPID    bool          // /metrics: per-process series per pid instead of per group
 	Pprof            bool          // serve /debug/pprof
@@ -60,6 +65,8 @@ func DefaultConfig() Config {
 		Sys:              "/sys",
 		NodeName:         host,
 		CarbonInterval:   10 * time.Second,
+		CarbonPrefix:     "{node}",
+		InfluxHostTag:    "host",
 		InfluxPath:       "/influx",
 		LogLevel:         "info",
 		LogFormat:        "text",
@@ -109,6 +116,9 @@ func ParseFlags(name string, args []string, getenv func(string) string) (Config,
 	fs.StringVar(&c.Statsd, "statsd", c.Statsd, "UDP address for statsd ingest (empty: off)")
 	fs.StringVar(&c.Carbon, "carbon", c.Carbon, "Graphite/carbon plaintext address to send every series to (empty: off)")
 	fs.DurationVar(&c.CarbonInterval, "carbon-interval", c.CarbonInterval, "how often to send to --carbon")
+	fs.StringVar(&c.CarbonPrefix, "carbon-prefix", c.CarbonPrefix, "prefix of every Graphite path sent to --carbon; {node} is the node name with dots and other characters outside [A-Za-z0-9_-] as _ (empty: no prefix)")
+	fs.StringVar(&c.CarbonMatch, "carbon-match", c.CarbonMatch, "selector of the series sent to --carbon (empty: every series)")
+	fs.StringVar(&c.InfluxHostTag, "influx-host-tag", c.InfluxHostTag, "tag that carries the node name on every line of the Influx export, as Telegraf's host tag (empty: none)")
 	fs.StringVar(&c.InfluxPath, "influx-path", c.InfluxPath, "HTTP path of the Influx line-protocol export")
 	fs.BoolVar(&c.MetricsPerPID, "metrics-per-pid", c.MetricsPerPID, "export per-process series in /metrics per pid (labels pid, process, cgroup) instead of summed per group (label groupname)")
 	fs.BoolVar(&c.Pprof, "pprof", c.Pprof, "serve /debug/pprof on the HTTP listener")
@@ -169,6 +179,11 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--max-connections %d is negative", c.MaxConnections)
 	case !strings.HasPrefix(c.InfluxPath, "/"):
 		return fmt.Errorf("--influx-path must start with /")
+	}
+	if c.CarbonMatch != "" {
+		if _, err := selector.Parse(c.CarbonMatch); err != nil {
+			return fmt.Errorf("--carbon-match: %w", err)
+		}
 	}
 	return nil
 }

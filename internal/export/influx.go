@@ -36,6 +36,10 @@ type Influx struct {
 	Unsigned bool
 	// SkipStates leaves state series out.
 	SkipStates bool
+	// HostTag and Host, when both are set, add the tag HostTag=Host to every line (as
+	// Telegraf's host tag names the machine), unless the sample has a label of that name
+	// already: a pushed series keeps the host it was sent with.
+	HostTag, Host string
 	// Visible, read by InfluxHandler only, is as Options.Visible: the samples a request's
 	// caller may see.
 	Visible func(ctx context.Context) func(series.Labels) bool
@@ -217,18 +221,26 @@ func (e *Influx) sortedTags(l series.Labels) {
 	slices.SortFunc(e.tags, func(a, b tagKV) int { return strings.Compare(a.k, b.k) })
 	// Keys made equal by lpSafe: keep the first (the encoder refuses duplicates).
 	e.tags = slices.CompactFunc(e.tags, func(a, b tagKV) bool { return a.k == b.k })
+	if e.HostTag != "" && e.Host != "" {
+		k := lpSafe(e.HostTag)
+		i, found := slices.BinarySearchFunc(e.tags, k, func(t tagKV, k string) int { return strings.Compare(t.k, k) })
+		if !found {
+			e.tags = slices.Insert(e.tags, i, tagKV{k, lpSafe(e.Host)})
+		}
+	}
 }
 
 // InfluxHandler serves the line protocol of the samples source returns at each request (the
 // agent's GET /influx, or any configured path such as /ecsmetrics); readable by Telegraf's
 // inputs.http with data_format = "influx". Serving is non-destructive: any number of scrapers
-// see the same latest values. opts' Precision, Unsigned, SkipStates and Visible are the
-// options; the handler keeps its own encoders, so it is safe for concurrent use. source is called
+// see the same latest values. opts' Precision, Unsigned, SkipStates, HostTag, Host and Visible
+// are the options; the handler keeps its own encoders, so it is safe for concurrent use. source is called
 // once per request, from the request's goroutine; the handler does not modify what it returns.
 func InfluxHandler(source func() []series.Sample, opts Influx) http.Handler {
 	h := &influxHandler{source: source, visible: opts.Visible}
 	h.pool.New = func() any {
-		return &Influx{Precision: opts.Precision, Unsigned: opts.Unsigned, SkipStates: opts.SkipStates}
+		return &Influx{Precision: opts.Precision, Unsigned: opts.Unsigned, SkipStates: opts.SkipStates,
+			HostTag: opts.HostTag, Host: opts.Host}
 	}
 	return h
 }

@@ -39,6 +39,30 @@ func TestInfluxLines(t *testing.T) {
 	}
 }
 
+// TestInfluxHostTag checks the node's host tag, sorted among the others, on every line, and
+// that a sample's own host label wins.
+func TestInfluxHostTag(t *testing.T) {
+	e := Influx{HostTag: "host", Host: "web 1"}
+	in := append(agentSamples()[:4], series.Sample{Labels: series.Labels{"metric": "temp.c", "host": "sensor7"}, Kind: series.Level, Bits: 22, TS: 1700000000000})
+	out, err := e.Append(nil, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "cpu,host=web\\ 1 user_seconds=12345i 1700000000000000000\n" +
+		"memory,host=web\\ 1 used_bytes=1073741824i 1700000000000000000\n" +
+		"load,host=web\\ 1 one=0.42 1700000000000000000\n" +
+		"requests,host=web\\ 1,pid=42,process=nginx number=7i 1700000000000000000\n" +
+		"temp,host=sensor7 c=22i 1700000000000000000\n"
+	if string(out) != want {
+		t.Errorf("Append with a host tag =\n%s\nwant\n%s", out, want)
+	}
+	e = Influx{HostTag: "host"} // no node name: no tag
+	out, _ = e.Append(nil, agentSamples()[:1])
+	if string(out) != "cpu user_seconds=12345i 1700000000000000000\n" {
+		t.Errorf("Append without a host = %q", out)
+	}
+}
+
 // TestInfluxRoundTrip reads the Influx output back with the agent's own /write parser: the
 // labels and values come out as they went in (counters become levels, as integers do).
 func TestInfluxRoundTrip(t *testing.T) {
