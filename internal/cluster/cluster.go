@@ -133,8 +133,9 @@ type Cluster struct {
 
 	persistMu sync.Mutex
 
-	joins chan struct{} // a slot per Join in progress, at most maxJoins
-	port  int           // gossip port, for a Join address without one
+	joins  chan struct{} // a slot per Join in progress, at most maxJoins
+	healCh chan struct{} // a peer came back: an extra reconnection round (see Run)
+	port   int           // gossip port, for a Join address without one
 }
 
 // New validates cfg and starts gossiping. The node is alone until Join or Run contacts a peer.
@@ -170,12 +171,13 @@ func New(cfg Config) (*Cluster, error) {
 	}
 	tlsOn := cfg.ClientTLS != nil && cfg.Transport == nil
 	c := &Cluster{
-		cfg:   cfg,
-		log:   cfg.Logger.With("component", "cluster"),
-		lim:   logbudget.New(cfg.Logger, "gossip log lines"),
-		peers: make(map[string]*peerRec),
-		local: meta{Cluster: cfg.ClusterName, Name: cfg.NodeName, HTTP: cfg.HTTPAddr, Version: cfg.Version, TLS: tlsOn},
-		joins: make(chan struct{}, maxJoins),
+		cfg:    cfg,
+		log:    cfg.Logger.With("component", "cluster"),
+		lim:    logbudget.New(cfg.Logger, "gossip log lines"),
+		peers:  make(map[string]*peerRec),
+		local:  meta{Cluster: cfg.ClusterName, Name: cfg.NodeName, HTTP: cfg.HTTPAddr, Version: cfg.Version, TLS: tlsOn},
+		joins:  make(chan struct{}, maxJoins),
+		healCh: make(chan struct{}, 1),
 	}
 	enc, err := c.local.encode()
 	if err != nil {
@@ -487,12 +489,19 @@ func (c *Cluster) NumAlive() int { return c.ml.NumMembers() }
 // (all of them while the node is alone, else one at random each Config.ReconnectInterval),
 // forgets peers failed for longer than Config.ForgetAfter, and saves the peers to
 // Config.StateDir. It returns nil when ctx ends, after a last save.
+//
+// Reconnection rounds are jittered (each wait drawn from [0.5, 1.5) × ReconnectInterval), so
+// that the nodes of a cluster do not all push their state at the same instant. When a dead or
+// departed peer comes back (a partition healed), the node runs an extra round after a random
+// delay of up to healJitter, one for all the returns seen meanwhile: the merge of the two sides
+// then starts from many nodes, spread over that second, instead of waiting for the next round.
 func (c *Cluster) Run(ctx context.Context) error {
 	c.reconnect(ctx)
-	rec := time.NewTicker(c.cfg.ReconnectInterval)
+	rec := time.NewTimer(jitterInterval(c.cfg.ReconnectInterval))
 	defer rec.Stop()
 	per := time.NewTicker(c.cfg.PersistInterval)
 	defer per.Stop()
+	var heal <-chan time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -501,9 +510,33 @@ func (c *Cluster) Run(ctx context.Context) error {
 		case <-rec.C:
 			c.forget(time.Now())
 			c.reconnect(ctx)
+			rec.Reset(jitterInterval(c.cfg.ReconnectInterval))
+		case <-c.healCh:
+			if heal == nil {
+				heal = time.After(rand.N(healJitter))
+			}
+		case <-heal:
+			heal = nil
+			c.reconnect(ctx)
 		case <-per.C:
 			c.persist()
 		}
+	}
+}
+
+// healJitter spreads the extra reconnection round that follows a peer's return.
+const healJitter = time.Second
+
+// jitterInterval returns d × [0.5, 1.5).
+func jitterInterval(d time.Duration) time.Duration {
+	return d/2 + rand.N(d)
+}
+
+// healed asks Run for an extra reconnection round: a dead or departed peer is alive again.
+func (c *Cluster) healed() {
+	select {
+	case c.healCh <- struct{}{}:
+	default:
 	}
 }
 
@@ -770,6 +803,7 @@ func (d *delegate) update(n *memberlist.Node, alive bool) {
 		st = StatusDead
 	}
 	changed := r.status != st
+	wasDown := r.status == StatusDead || r.status == StatusLeft
 	if changed {
 		r.status, r.since = st, now
 	}
@@ -786,11 +820,18 @@ func (d *delegate) update(n *memberlist.Node, alive bool) {
 	if !changed {
 		return
 	}
+	if changed && st == StatusAlive && wasDown {
+		c.healed()
+	}
 	lvl := slog.LevelInfo
 	if st == StatusDead {
 		lvl = slog.LevelWarn
 	}
-	c.log.Log(context.Background(), lvl, "peer "+string(st), "id", n.Name, "name", name, "addr", n.Address())
+	// Within the node's gossip log budget: a partition makes every peer of the other side
+	// suspect, then dead, at once.
+	if c.log.Enabled(context.Background(), lvl) && c.lim.Allow() {
+		c.log.Log(context.Background(), lvl, "peer "+string(st), "id", n.Name, "name", name, "addr", n.Address())
+	}
 }
 
 // suspect marks an alive peer suspect after this node's probe of it failed.
@@ -805,7 +846,9 @@ func (d *delegate) suspect(id string) {
 	r.status, r.since = StatusSuspect, time.Now()
 	p := r.peer()
 	c.mu.Unlock()
-	c.log.Info("peer suspect", "id", id, "name", p.Name, "addr", p.Addr)
+	if c.log.Enabled(context.Background(), slog.LevelInfo) && c.lim.Allow() {
+		c.log.Info("peer suspect", "id", id, "name", p.Name, "addr", p.Addr)
+	}
 	if c.cfg.OnPeer != nil {
 		c.cfg.OnPeer(p)
 	}
