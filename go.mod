@@ -17,7 +17,7 @@ require (
 	golang.org/x/sys v0.49.0
 )
 
-require go.opentelemetry.io/proto/otlp v1.11.1 // indirect
+require go.opentelemetry.io/proto/otlp v1.11.1
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect

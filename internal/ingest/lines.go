@@ -56,6 +56,12 @@ type Point struct {
 	Bits   uint64 // as in series.Sink.Put
 	Text   string // State (string field) only
 	TS     int64  // unix ms
+
+	// OTLP: acc adds Bits to the series' running total (a delta sum); hist holds a histogram
+	// point's buckets (on its count series), kept when histDelta is false.
+	acc       bool
+	hist      []bucket
+	histDelta bool
 }
 
 // Labels returns the labels the line gives the series: {"metric": Metric, tag...}. A Push adds

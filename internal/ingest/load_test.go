@@ -143,10 +143,9 @@ func runLoad(t *testing.T, d time.Duration) {
 	}
 	// TCP lines are in flight until the server has read them.
 	deadline := time.Now().Add(10 * time.Second)
-	var rec *series.Recorder
+	rec := series.NewRecorder() // keeps the latest value of each series over the scans
 	var tcpGot, udpGot uint64
 	for {
-		rec = series.NewRecorder()
 		if err := p.Collect(t.Context(), rec); err != nil {
 			t.Fatal(err)
 		}

@@ -1,8 +1,30 @@
 // Package ingest receives series that applications push to the agent — InfluxDB line protocol
-// on POST /write (and /api/v2/write) and statsd over UDP and TCP — and feeds them into the
-// agent's scans: a Push is a series.Collector that puts the latest value of every pushed series
-// into the Sink of each scan, so pushed series join history, queries and exports like scanned
-// ones. Series not updated for Config.Expire are dropped.
+// on POST /write (and /api/v2/write), OTLP metrics on POST /v1/metrics (otlp.go) and statsd
+// over UDP and TCP — and feeds them into the
+// agent's scans: a Push is a series.Collector that stores the points pushed since the previous
+// scan into the Sink of each scan, so pushed series join history, queries and exports like
+// scanned ones. Series not updated for Config.Expire are dropped.
+//
+// # Points are kept as sent
+//
+// A pushed point is stored once, at its own time placed on the scan grid: the first scan at or
+// after its timestamp (within 1.5 scan intervals; see history.Store.AddAt), which may be a scan
+// already taken (a late point, written into the open history segment) or the next one. It is
+// never re-stamped at later scans nor repeated: between two pushes a series has no points, and
+// a gap is a missing point. A point without a timestamp is stamped when it arrives, so it lands
+// on the next scan. Refused, with the reason in the answer (a partial write): a point more than
+// Config.Interval ahead of the agent's clock (too far in the future) and a point at or before
+// Config.BackfillFrom (older than the open history segment, whose closed predecessors are
+// immutable). A point accepted but whose scan's segment closed before the next scan placed it
+// is refused then, counted in Stats.Late and reported as a scan problem. Several points of one
+// series in one scan's slot: the one with the latest timestamp wins (of equal ones, the last
+// sent). A pushed series held by the Push (updated within Config.Expire) stays listed by the
+// JSON API and the exports with its last point, whose "ts" tells its age (registry.Hold).
+//
+// statsd has no timestamps: a counter's increments are added up into a cumulative counter,
+// stored at the scan after they arrived; a gauge is stored at the scan after it was sent; a
+// timer's and a set's series at the scan after their values arrived. A scan with nothing new
+// stores nothing.
 //
 // # Pushed series never pose as collected ones
 //
@@ -59,12 +81,14 @@
 package ingest
 
 import (
+	"cmp"
 	"context"
 	"encoding/binary"
 	"fmt"
 	"hash/maphash"
 	"log/slog"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -93,6 +117,13 @@ const (
 
 // Config configures a Push. The zero value of every field means its default.
 type Config struct {
+	// Interval is the agent's scan interval: a point more than this far ahead of the agent's
+	// clock is refused (too far in the future). Default 2 s.
+	Interval time.Duration
+	// BackfillFrom returns the time (unix ms) at or before which a point can no longer be
+	// placed on its scan (registry.Registry.BackfillFrom); such points are refused when they
+	// arrive. Nil: no check on arrival (the scan still refuses them, counted in Stats.Late).
+	BackfillFrom func() int64
 	// Expire drops a pushed series that has not been updated for this long. Default 10 min.
 	Expire time.Duration
 	// MaxSeries limits the number of pushed series held at once (line-protocol fields and
@@ -131,6 +162,9 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() {
+	if c.Interval <= 0 {
+		c.Interval = 2 * time.Second
+	}
 	if c.Expire <= 0 {
 		c.Expire = 10 * time.Minute
 	}
@@ -189,9 +223,15 @@ type Stats struct {
 	// too) refused because they would create series beyond MaxSeries, MaxBytes or
 	// MaxRequestNewSeries, and the statsd set values not counted for lack of bytes.
 	Refused uint64
-	Series  int    // pushed series held now, every series a metric produces counted
-	Bytes   int64  // bytes of the budget (MaxBytes) the series held now cost
-	Expired uint64 // series dropped for not being updated (a statsd timer's counted once each)
+	// Late counts the points accepted on arrival but refused when their scan came: the
+	// history segment of their time had closed meanwhile, or no scan was taken near it.
+	Late   uint64
+	Points uint64 // points stored (line protocol, OTLP and statsd)
+	// OTLP: requests answered, data points stored and refused, requests answered 413.
+	OTLPRequests, OTLPPoints, OTLPRejected, OTLPTooLarge uint64
+	Series                                               int    // pushed series held now, every series a metric produces counted
+	Bytes                                                int64  // bytes of the budget (MaxBytes) the series held now cost
+	Expired                                              uint64 // series dropped for not being updated (a statsd timer's counted once each)
 }
 
 // Push holds the series pushed to the agent. Its methods are safe for concurrent use: the HTTP
@@ -212,9 +252,13 @@ type Push struct {
 	// lastBad is the latest malformed statsd line and reason, reported at the next Collect.
 	lastBad        string
 	badSinceReport uint64
-	rnd            uint64 // xorshift state for reservoir sampling
-	keyBuf         []byte
-	selfRefs       [len(selfNames)]*series.Ref
+	// lastLate is why the latest point was refused at a scan (Stats.Late), reported at the next
+	// Collect with the count since.
+	lastLate        string
+	lateSinceReport uint64
+	rnd             uint64 // xorshift state for reservoir sampling
+	keyBuf          []byte
+	selfRefs        [len(selfNames)]*series.Ref
 }
 
 // New returns an empty Push.
@@ -250,10 +294,14 @@ type entry struct {
 	cost    int64 // bytes it costs in the budget
 
 	// line protocol and statsd gauges/counters
-	bits  uint64
 	text  string
 	since int64
-	ts    int64 // unix ms of the value held
+	ts    int64    // unix ms of the state held (State series)
+	pts   []tpoint // points not yet stored (numeric series), in arrival order
+	dirty bool     // statsd: values arrived since the previous scan
+
+	// OTLP: the running total of a delta sum, and a histogram's previous buckets.
+	otlp *otlpState
 
 	counter float64 // statsd counter total
 	gauge   float64 // statsd gauge value
@@ -261,6 +309,15 @@ type entry struct {
 	set     map[uint64]struct{} // hashes of the values
 	setPaid int                 // set values paid for in cost
 }
+
+// tpoint is a pushed point waiting for its scan.
+type tpoint struct {
+	ts   int64 // unix ms
+	bits uint64
+}
+
+// pointBytes is what a point waiting for its scan costs in the byte budget.
+const pointBytes = 16
 
 // pushLabels returns the labels of a pushed series: {"metric": metric, "source": "push", tags...}.
 func pushLabels(metric string, tags []kv) series.Labels {
@@ -370,6 +427,12 @@ func (p *Push) applyLine(line []Point, req *writeReq, now int64) error {
 	var cost int64
 	for k := range line {
 		pt := &line[k]
+		if pt.Kind != series.State {
+			if err := p.checkTime(pt.TS, now, req.from); err != nil {
+				return err
+			}
+			cost += pointBytes
+		}
 		p.keyBuf = appendKey(p.keyBuf[:0], 'l', pt.Metric, pt.Tags)
 		if e, ok := p.entries[string(p.keyBuf)]; ok {
 			if e.kind != pt.Kind {
@@ -408,11 +471,21 @@ func (p *Push) applyLine(line []Point, req *writeReq, now int64) error {
 			p.bytes += e.cost
 		}
 		e.updated = now
+		if pt.Kind != series.State {
+			bits := pt.Bits
+			if pt.acc {
+				bits = e.accumulate(pt.Kind, bits)
+			}
+			e.pts = append(e.pts, tpoint{pt.TS, bits})
+			e.cost += pointBytes
+			p.bytes += pointBytes
+			continue
+		}
 		if pt.TS < e.ts {
-			continue // older than the value held
+			continue // older than the state held
 		}
 		e.ts = pt.TS
-		if pt.Kind == series.State {
+		{
 			if e.text != pt.Text || e.since == 0 {
 				e.since = pt.TS
 			}
@@ -420,12 +493,90 @@ func (p *Push) applyLine(line []Point, req *writeReq, now int64) error {
 			e.cost += d
 			p.bytes += d
 			e.text = pt.Text
-			continue
 		}
-		e.bits = pt.Bits
 	}
 	return nil
 }
+
+// checkTime refuses a point too far in the future or too old to be placed on its scan. now is
+// unix ns, tsMs and from unix ms.
+func (p *Push) checkTime(tsMs, now, from int64) error {
+	if ahead := tsMs - now/1e6; ahead > p.cfg.Interval.Milliseconds() {
+		return fmt.Errorf("timestamp %s is %s ahead of the agent's clock (more than the scan interval %s)",
+			fmtMs(tsMs), time.Duration(ahead)*time.Millisecond, p.cfg.Interval)
+	}
+	if tsMs <= from {
+		return fmt.Errorf("timestamp %s is too old: the agent stores a point on its scan in the open history segment, which begins after %s",
+			fmtMs(tsMs), fmtMs(from))
+	}
+	return nil
+}
+
+// fmtMs formats a unix-ms time for an error message.
+func fmtMs(ms int64) string { return time.UnixMilli(ms).UTC().Format("2006-01-02T15:04:05.000Z") }
+
+// TimedSink is the Sink that Collect stores pushed points into at their own time: the agent's
+// registry (registry.Registry). ScanTime is the time of the scan being written; PutAt stores a
+// point at the scan its time falls in and returns that scan's time; Hold lists a series in
+// the scan without a point. Same goroutine rules as series.Sink.
+type TimedSink interface {
+	series.Sink
+	ScanTime() int64
+	PutAt(r *series.Ref, tsMs int64, bits uint64) (int64, error)
+	Hold(r *series.Ref)
+}
+
+// latestSink makes a plain Sink (a collector test's Recorder) a TimedSink: every point due by
+// now is Put into the scan, the last one winning.
+type latestSink struct {
+	series.Sink
+	now int64
+}
+
+func (l latestSink) ScanTime() int64  { return l.now }
+func (l latestSink) Hold(*series.Ref) {}
+func (l latestSink) PutAt(r *series.Ref, tsMs int64, bits uint64) (int64, error) {
+	l.Put(r, bits)
+	return l.now, nil
+}
+
+// storePoints stores the due points of e into sink (the others wait for their scan) and holds
+// e's series when none was for this scan. Called with p.mu held.
+func (p *Push) storePoints(sink TimedSink, e *entry, ref *series.Ref) {
+	scan := sink.ScanTime()
+	if !slices.IsSortedFunc(e.pts, cmpPoint) {
+		slices.SortStableFunc(e.pts, cmpPoint) // the latest time wins a slot; of equal ones the last sent
+	}
+	keep, now := e.pts[:0], false
+	for _, pt := range e.pts {
+		if pt.ts > scan {
+			keep = append(keep, pt)
+			continue
+		}
+		slot, err := sink.PutAt(ref, pt.ts, pt.bits)
+		if err != nil {
+			p.stats.Late++
+			p.lateSinceReport++
+			p.lastLate = fmt.Sprintf("%s at %s: %v", ref.Labels["metric"], fmtMs(pt.ts), err)
+			continue
+		}
+		p.stats.Points++
+		now = now || slot == scan
+	}
+	freed := int64(len(e.pts)-len(keep)) * pointBytes
+	e.cost -= freed
+	p.bytes -= freed
+	clear(e.pts[len(keep):])
+	e.pts = keep
+	if len(keep) == 0 && cap(keep) > 64 {
+		e.pts = nil // a burst is over
+	}
+	if !now {
+		sink.Hold(ref)
+	}
+}
+
+func cmpPoint(a, b tpoint) int { return cmp.Compare(a.ts, b.ts) }
 
 // Collect implements series.Collector: it puts the latest value of every pushed series into
 // sink, computes the statsd timer and set statistics of the interval since the previous
@@ -433,8 +584,12 @@ func (p *Push) applyLine(line []Point, req *writeReq, now int64) error {
 // ingest.write.lines, ingest.write.rejected, ingest.statsd.lines, ingest.statsd.rejected,
 // ingest.refused (counters), ingest.series and ingest.bytes (levels); they are the agent's own
 // series, without the source label.
-func (p *Push) Collect(ctx context.Context, sink series.Sink) error {
+func (p *Push) Collect(ctx context.Context, plain series.Sink) error {
 	now := p.cfg.Now()
+	sink, ok := plain.(TimedSink)
+	if !ok {
+		sink = latestSink{plain, now.UnixMilli()}
+	}
 	cutoff := now.Add(-p.cfg.Expire).UnixNano()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -460,8 +615,12 @@ func (p *Push) Collect(ctx context.Context, sink series.Sink) error {
 		if e.kind == series.State {
 			sink.PutState(e.ref, e.since, e.text)
 		} else {
-			sink.Put(e.ref, e.bits)
+			p.storePoints(sink, e, e.ref)
 		}
+	}
+	if p.lateSinceReport > 0 {
+		sink.Problem("push", fmt.Sprintf("%d pushed points refused at the scan since the previous one, the latest: %s", p.lateSinceReport, p.lastLate))
+		p.lateSinceReport = 0
 	}
 	if p.badSinceReport > 0 {
 		sink.Problem("statsd", fmt.Sprintf("%d malformed lines since the previous scan, the latest: %s", p.badSinceReport, p.lastBad))

@@ -225,6 +225,7 @@ func (p *Push) applyStatsd(l *StatsdLine, now int64) error {
 		p.bytes += cost
 	}
 	e.updated = now
+	e.dirty = true
 	for _, v := range l.Values {
 		switch l.Type {
 		case statsdCounter:
@@ -341,24 +342,36 @@ func timerStatNames(pcts []float64) []string {
 	return names
 }
 
-// collectStatsd puts the series of one statsd entry. Called with p.mu held.
-func (p *Push) collectStatsd(sink series.Sink, e *entry) {
+// collectStatsd puts the series of one statsd entry: at the scan after values arrived, and
+// nothing (the series held, see registry.Hold) at a scan with nothing new. Called with p.mu
+// held.
+func (p *Push) collectStatsd(sink TimedSink, e *entry) {
+	dirty := e.dirty
+	e.dirty = false
+	put := func(ref *series.Ref, bits uint64) {
+		if dirty {
+			sink.Put(ref, bits)
+			p.stats.Points++
+		} else {
+			sink.Hold(ref)
+		}
+	}
 	switch e.stype {
 	case statsdCounter:
 		if e.ref == nil {
 			e.ref = sink.Series(e.labels, series.Counter)
 		}
-		sink.Put(e.ref, uint64(e.counter))
+		put(e.ref, uint64(e.counter)) // the increments added up: a cumulative counter
 	case statsdGauge:
 		if e.ref == nil {
 			e.ref = sink.Series(e.labels, series.Float)
 		}
-		sink.Put(e.ref, math.Float64bits(e.gauge))
+		put(e.ref, math.Float64bits(e.gauge))
 	case statsdSet:
 		if e.ref == nil {
 			e.ref = sink.Series(e.labels, series.Level)
 		}
-		sink.Put(e.ref, uint64(len(e.set)))
+		put(e.ref, uint64(len(e.set)))
 		clear(e.set)
 	case statsdTimer:
 		t := e.timer
@@ -375,11 +388,15 @@ func (p *Push) collectStatsd(sink series.Sink, e *entry) {
 				t.refs[i] = sink.Series(l, kind)
 			}
 		}
-		sink.Put(t.refs[0], uint64(t.total))
 		if t.n == 0 {
-			return // no value this interval: a gap, not an invented value
+			for _, r := range t.refs {
+				sink.Hold(r) // no value this interval: a gap, not an invented value
+			}
+			return
 		}
+		sink.Put(t.refs[0], uint64(t.total))
 		sort.Float64s(t.values)
+		p.stats.Points += uint64(len(t.refs))
 		put := func(i int, f float64) { sink.Put(t.refs[i], math.Float64bits(f)) }
 		put(1, t.min)
 		put(2, t.max)

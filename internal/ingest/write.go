@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -45,7 +46,9 @@ var readerPool = sync.Pool{New: func() any { return &entryReader{buf: make([]byt
 //   - 400 {"error": "partial write: line N: unable to parse '...': reason\n... dropped=K",
 //     "lines": [N, ...]} when some lines were refused (syntax errors, field type conflicts, the
 //     limits on labels, the series and byte budgets, more than Config.MaxRequestNewSeries new
-//     series in the request); the valid lines of the same body are stored. The text describes
+//     series in the request, a timestamp too old for the open history segment or more than
+//     Config.Interval ahead of the agent's clock: see "Points are kept as sent" in the package
+//     doc); the valid lines of the same body are stored. The text describes
 //     the first 20 bad lines, "lines" lists the first 1000. It contains "partial write" and
 //     "unable to parse", so Telegraf drops the batch instead of retrying it;
 //   - 413 when the body, or its decompressed form, exceeds Config.MaxBodyBytes, or holds more
@@ -146,7 +149,7 @@ func (p *Push) serveWrite(w http.ResponseWriter, r *http.Request, v2 bool) {
 			readerPool.Put(rd)
 		}
 	}()
-	req := &writeReq{prec: prec, now: p.cfg.Now().UnixNano()}
+	req := &writeReq{prec: prec, now: p.cfg.Now().UnixNano(), from: math.MinInt64}
 	rules := p.rules()
 	defer func() {
 		p.mu.Lock()
@@ -205,6 +208,7 @@ func (p *Push) serveWrite(w http.ResponseWriter, r *http.Request, v2 bool) {
 type writeReq struct {
 	prec   Precision
 	now    int64 // unix ns, for lines without a timestamp
+	from   int64 // unix ms: points at or before it are too old (Config.BackfillFrom)
 	points []Point
 	batch  []batchLine
 	text   []byte    // the batch's lines, each cut to maxLineText+1 bytes, for error messages
@@ -263,6 +267,9 @@ func (p *Push) flush(q *writeReq) {
 		return
 	}
 	now := p.cfg.Now().UnixNano()
+	if p.cfg.BackfillFrom != nil {
+		q.from = p.cfg.BackfillFrom()
+	}
 	accepted, rejected, refused := 0, 0, 0
 	p.mu.Lock()
 	start := 0
