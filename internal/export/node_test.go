@@ -28,7 +28,7 @@ func TestPromNodeExporterNames(t *testing.T) {
 	for _, want := range []string{
 		"# TYPE node_cpu_seconds_total counter\nnode_cpu_seconds_total{cpu=\"0\",mode=\"user\"} 123.45\nnode_cpu_seconds_total{cpu=\"0\",mode=\"idle\"} 0.01\n",
 		"# TYPE node_memory_Active_anon_bytes gauge\nnode_memory_Active_anon_bytes 4096\n",
-		"# TYPE node_boot_time_seconds gauge\nnode_boot_time_seconds 1.6999999e+09\n",
+		"# TYPE cantal_uptime_seconds gauge\ncantal_uptime_seconds 100\n",
 		"# TYPE node_time_seconds gauge\nnode_time_seconds 1.7e+09\n",
 		"node_disk_read_time_seconds_total{device=\"vda\"} 1.5\n",
 		"# TYPE node_netstat_Tcp_RetransSegs untyped\nnode_netstat_Tcp_RetransSegs 3\n",

@@ -215,7 +215,7 @@ func (e *Prom) append(dst []byte, samples []series.Sample, f Format, trackGroups
 		if !ok[i] {
 			continue
 		}
-		if e.mapped[i].FromTime && timeTS < 0 {
+		if e.mapped[i].Clock && timeTS < 0 {
 			timeTS = s.TS
 		}
 		if a := s.Labels["appname"]; a != "" && !e.mapped[i].Machine {
@@ -243,7 +243,7 @@ func (e *Prom) append(dst []byte, samples []series.Sample, f Format, trackGroups
 				e.addToGroup(&samples[i], ms, tr)
 				continue
 			}
-			fi := e.family(ms, samples[i].Labels["metric"], samples[i].Kind == series.State)
+			fi := e.family(ms, samples[i].Labels["metric"], samples[i].Kind == series.State && !ms.Machine)
 			e.items = append(e.items, item{fam: fi, sample: int32(i), grp: -1})
 		}
 		if pass == 0 {
@@ -368,7 +368,7 @@ func (e *Prom) addToGroup(s *series.Sample, ms *promname.Series, tr *groupTracke
 		}
 	}
 	e.lbuf = append(e.lbuf, promname.Label{Name: "groupname", Value: gname})
-	v := ms.Value(series.ToFloat(s.Kind, s.Bits), s.TS)
+	v := ms.Value(series.ToFloat(s.Kind, s.Bits))
 	e.addGroup(ms, e.lbuf, v, s.TS, pid, tr)
 	if s.Labels["metric"] == "process.threads" { // every process with series has threads
 		e.addGroup(&numProcs, e.lbuf[len(e.lbuf)-1:], 1, s.TS, "", nil)
@@ -473,6 +473,8 @@ func (e *Prom) appendEnd(dst []byte, ts int64, f Format) []byte {
 
 func (e *Prom) appendSample(dst []byte, fm *family, ms *promname.Series, s *series.Sample, f Format) []byte {
 	switch {
+	case s.Kind == series.State && ms.Machine: // an info series: its labels say it all
+		dst = e.appendLine(dst, fm, ms.Labels, "", "", s.TS, f)
 	case s.Kind == series.State:
 		if fm.multi {
 			// cantal_metric then state: two extra labels.
@@ -488,7 +490,7 @@ func (e *Prom) appendSample(dst []byte, fm *family, ms *promname.Series, s *seri
 	default:
 		dst = e.appendLine(dst, fm, ms.Labels, "", "", s.TS, f)
 	}
-	exact := ms.Scale == 1 && !ms.FromTime
+	exact := ms.Scale == 1
 	switch {
 	case s.Kind == series.State:
 		dst = append(dst, '1')
@@ -497,7 +499,7 @@ func (e *Prom) appendSample(dst []byte, fm *family, ms *promname.Series, s *seri
 	case exact && s.Kind == series.Level:
 		dst = strconv.AppendInt(dst, int64(s.Bits), 10)
 	default:
-		dst = appendFloat(dst, ms.Value(series.ToFloat(s.Kind, s.Bits), s.TS))
+		dst = appendFloat(dst, ms.Value(series.ToFloat(s.Kind, s.Bits)))
 	}
 	return e.appendEnd(dst, s.TS, f)
 }

@@ -62,9 +62,9 @@ type Series struct {
 	// Scale multiplies the stored value into the exported one (milliseconds → seconds: 0.001).
 	// Use Value, which divides by 1/Scale when that is an integer so decimal values stay exact.
 	Scale float64
-	// FromTime: the exported value is the sample's scan time in seconds minus the scaled value
-	// (node_boot_time_seconds from the uptime).
-	FromTime bool
+	// Clock is set on the series an exporter takes the scan time of for node_time_seconds
+	// (TimeSeries), which has no Cantal series of its own: the uptime's.
+	Clock bool
 	// Process is set for per-process series: Labels then holds pid, process and, when known,
 	// cgroup; an exporter that groups processes (the default of /metrics) replaces them by
 	// groupname and sums the values of a group.
@@ -79,17 +79,13 @@ type Series struct {
 	div float64 // 1/Scale when that is an integer, else 0
 }
 
-// Value converts a stored value (series.ToFloat of the sample) taken at unix-ms time ts into
-// the exported value.
-func (s *Series) Value(v float64, ts int64) float64 {
+// Value converts a stored value (series.ToFloat of the sample) into the exported value.
+func (s *Series) Value(v float64) float64 {
 	switch {
 	case s.div != 0:
-		v /= s.div
+		return v / s.div
 	case s.Scale != 1 && s.Scale != 0:
-		v *= s.Scale
-	}
-	if s.FromTime {
-		v = float64(ts)/1000 - v
+		return v * s.Scale
 	}
 	return v
 }

@@ -1,7 +1,6 @@
 package promname
 
 import (
-	"math"
 	"reflect"
 	"testing"
 
@@ -46,7 +45,7 @@ func TestMapMachine(t *testing.T) {
 		if s.Name != tc.name || s.Type != tc.typ || !reflect.DeepEqual(s.Labels, tc.out) {
 			t.Errorf("%v: got %s %v %v, want %s %v %v", tc.labels, s.Name, s.Type, s.Labels, tc.name, tc.typ, tc.out)
 		}
-		if v := s.Value(tc.in, 0); v != tc.v {
+		if v := s.Value(tc.in); v != tc.v {
 			t.Errorf("%v: value %v → %v, want %v", tc.labels, tc.in, v, tc.v)
 		}
 	}
@@ -69,14 +68,40 @@ func TestMapLeftOut(t *testing.T) {
 	}
 }
 
-func TestBootTime(t *testing.T) {
+func TestMapNewCollectors(t *testing.T) {
 	m := New(Options{})
-	s, ok := m.Map(series.Labels{"metric": "system.uptime_s"}, series.Float)
-	if !ok || s.Name != "node_boot_time_seconds" {
-		t.Fatalf("got %v %v", s, ok)
+	for _, tc := range []struct {
+		labels series.Labels
+		kind   series.Kind
+		name   string
+		out    []Label
+		in, v  float64
+	}{
+		{series.Labels{"metric": "system.boot_time_s"}, series.Level, "node_boot_time_seconds", nil, 1e9, 1e9},
+		{series.Labels{"metric": "pressure.io.full_us"}, series.Counter, "node_pressure_io_stalled_seconds_total", nil, 1500000, 1.5},
+		{series.Labels{"metric": "pressure.cpu.some_avg10"}, series.Float, "cantal_pressure_ratio",
+			[]Label{{"kind", "some"}, {"resource", "cpu"}, {"window", "10s"}}, 12.5, 0.125},
+		{series.Labels{"metric": "vmstat.pgmajfault"}, series.Counter, "node_vmstat_pgmajfault", nil, 3, 3},
+		{series.Labels{"metric": "sockstat.TCP.mem_bytes"}, series.Level, "node_sockstat_TCP_mem_bytes", nil, 3, 3},
+		{series.Labels{"metric": "sockstat.sockets.used"}, series.Level, "node_sockstat_sockets_used", nil, 3, 3},
+		{series.Labels{"metric": "net.Ip6.InOctets"}, series.Counter, "node_netstat_Ip6_InOctets", nil, 3, 3},
+		{series.Labels{"metric": "fs.avail", "device": "/dev/vda1", "mountpoint": "/", "fstype": "ext4"}, series.Level, "node_filesystem_avail_bytes",
+			[]Label{{"device", "/dev/vda1"}, {"fstype", "ext4"}, {"mountpoint", "/"}}, 3, 3},
+		{series.Labels{"metric": "net.interface.info", "interface": "lo", "address": "00", "duplex": ""}, series.State, "node_network_info",
+			[]Label{{"address", "00"}, {"device", "lo"}, {"duplex", ""}}, 0, 0},
+		{series.Labels{"metric": "timex.pps_jitter_count"}, series.Counter, "node_timex_pps_jitter_total", nil, 3, 3},
+	} {
+		s, ok := m.Map(tc.labels, tc.kind)
+		if !ok || s.Name != tc.name || !reflect.DeepEqual(s.Labels, tc.out) {
+			t.Errorf("%v: got %v %s %v, want %s %v", tc.labels, ok, s.Name, s.Labels, tc.name, tc.out)
+			continue
+		}
+		if v := s.Value(tc.in); v != tc.v {
+			t.Errorf("%v: value %v → %v, want %v", tc.labels, tc.in, v, tc.v)
+		}
 	}
-	if v := s.Value(100.5, 1_000_000); math.Abs(v-899.5) > 1e-9 {
-		t.Errorf("boot time %v", v)
+	if _, ok := m.Map(series.Labels{"metric": "vmstat.nr_free_pages"}, series.Level); ok {
+		t.Error("vmstat.nr_free_pages exported; node_exporter leaves it out by default")
 	}
 }
 

@@ -16,7 +16,8 @@ type rule struct {
 	typ      Type
 	kind     series.Kind // 0: any
 	scale    float64
-	fromTime bool
+	clock    bool
+	empty    bool // labels with empty values are written (node_exporter's info series have them)
 	process  bool
 	help     string
 	from     []string // Cantal label names, besides metric
@@ -49,7 +50,7 @@ func (r *rule) skip(m *Mapper, l series.Labels) bool {
 }
 
 func (r *rule) series() Series {
-	s := Series{Name: r.name, Type: r.typ, Scale: r.scale, FromTime: r.fromTime, Process: r.process, Machine: true, Help: r.help}
+	s := Series{Name: r.name, Type: r.typ, Scale: r.scale, Clock: r.clock, Process: r.process, Machine: true, Help: r.help}
 	if r.scale > 0 && r.scale < 1 {
 		d := 1 / r.scale
 		if d == float64(int64(d)) && 1/d == r.scale {
@@ -61,7 +62,7 @@ func (r *rule) series() Series {
 
 func (r *rule) appendLabels(dst []Label, l series.Labels) []Label {
 	for i, f := range r.from {
-		if v, ok := l[f]; ok && v != "" {
+		if v, ok := l[f]; ok && (v != "" || r.empty) {
 			dst = append(dst, Label{r.to[i], v})
 		}
 	}
@@ -126,6 +127,25 @@ func dynamicRule(metric string) *rule {
 		}
 		return &rule{name: name, typ: Gauge, kind: series.Level, scale: 1,
 			help: "Memory information field " + f + "."}
+	case strings.HasPrefix(metric, "vmstat."):
+		f := metric[len("vmstat."):]
+		if !validName(f) {
+			return nil
+		}
+		if !vmstatFields.MatchString(f) { // left out, as node_exporter does by default
+			return &rule{drop: true, scale: 1}
+		}
+		// node_exporter types vmstat values untyped.
+		return &rule{name: "node_vmstat_" + f, typ: Untyped, scale: 1, help: "/proc/vmstat information field " + f + "."}
+	case strings.HasPrefix(metric, "sockstat."):
+		f := strings.ReplaceAll(metric[len("sockstat."):], ".", "_")
+		if !validName(f) {
+			return nil
+		}
+		return &rule{name: "node_sockstat_" + f, typ: Gauge, kind: series.Level, scale: 1,
+			help: "Number of " + f + " (/proc/net/sockstat)."}
+	case strings.HasPrefix(metric, "pressure."):
+		return pressureRule(metric[len("pressure."):])
 	case strings.HasPrefix(metric, "net.") && strings.Count(metric, ".") == 2 && !strings.HasPrefix(metric, "net.interface."):
 		f := strings.Replace(metric[len("net."):], ".", "_", 1)
 		if !validName(f) {
@@ -137,6 +157,45 @@ func dynamicRule(metric string) *rule {
 		// node_exporter types netstat values untyped.
 		return &rule{name: "node_netstat_" + f, typ: Untyped, scale: 1,
 			help: "Statistic " + strings.Replace(f, "_", "", 1) + "."}
+	}
+	return nil
+}
+
+// vmstatFields is node_exporter 1.5's default --collector.vmstat.fields.
+var vmstatFields = regexp.MustCompile(`^(oom_kill|pgpg|pswp|pg.*fault).*`)
+
+// pressureRule names pressure.<res>.<some|full>_<us|avgN> as node_exporter's pressure
+// collector does: the stall totals in seconds (node_pressure_<res>_waiting_seconds_total for
+// "some", _stalled_ for "full"; node_exporter 1.5 has no full total for cpu, which is
+// cantal_pressure_cpu_stalled_seconds_total here); the kernel's running averages, which
+// node_exporter leaves out, are cantal_pressure_ratio{resource,kind,window} (0 to 1).
+func pressureRule(f string) *rule {
+	res, stat, ok := strings.Cut(f, ".")
+	if !ok || (res != "cpu" && res != "memory" && res != "io" && res != "irq") {
+		return nil
+	}
+	kind, what, ok := strings.Cut(stat, "_")
+	if !ok || (kind != "some" && kind != "full") {
+		return nil
+	}
+	switch {
+	case what == "us":
+		name := "node_pressure_" + res + "_waiting_seconds_total"
+		help := "Total time in seconds that processes have waited for " + res + "."
+		if kind == "full" {
+			name = "node_pressure_" + res + "_stalled_seconds_total"
+			help = "Total time in seconds no process could make progress because of " + res + "."
+			if res == "cpu" || res == "irq" {
+				name = "cantal_pressure_" + res + "_stalled_seconds_total"
+			}
+		} else if res == "irq" {
+			name = "cantal_pressure_irq_waiting_seconds_total"
+		}
+		return &rule{name: name, typ: Counter, kind: series.Counter, scale: 1e-6, help: help}
+	case strings.HasPrefix(what, "avg"):
+		return &rule{name: "cantal_pressure_ratio", typ: Gauge, kind: series.Float, scale: 0.01,
+			help:   "The kernel's running average of the share of time tasks were stalled, by resource, kind and window.",
+			consts: []Label{{"kind", kind}, {"resource", res}, {"window", what[len("avg"):] + "s"}}}
 	}
 	return nil
 }
@@ -209,9 +268,96 @@ var fixedRules = func() map[string]*rule {
 	add("system.load_avg_15min", r("node_load15", Gauge, series.Float, 1, "15m load average.", nil))
 	add("system.tasks_runnable", r("cantal_tasks_runnable", Gauge, series.Level, 1, "Scheduling entities runnable now (/proc/loadavg).", nil))
 	add("system.tasks_total", r("cantal_tasks", Gauge, series.Level, 1, "Scheduling entities (threads) that exist (/proc/loadavg).", nil))
-	boot := r("node_boot_time_seconds", Gauge, series.Float, 1, "Node boot time, in unixtime.", nil)
-	boot.fromTime = true
-	add("system.uptime_s", boot)
+	up := r("cantal_uptime_seconds", Gauge, series.Float, 1, "Time since boot (/proc/uptime).", nil)
+	up.clock = true
+	add("system.uptime_s", up)
+	add("system.boot_time_s", r("node_boot_time_seconds", Gauge, series.Level, 1, "Node boot time, in unixtime.", nil))
+	add("system.entropy_avail", r("node_entropy_available_bits", Gauge, series.Level, 1, "Bits of available entropy.", nil))
+	add("system.entropy_pool_size", r("node_entropy_pool_size_bits", Gauge, series.Level, 1, "Bits of entropy pool.", nil))
+	info := func(metric, name, help string, labels ...string) {
+		ls := make([]string, len(labels))
+		for i, l := range labels {
+			from, to, ok := strings.Cut(l, "=")
+			if ok {
+				ls[i] = from + "?=" + to
+			} else {
+				ls[i] = l + "?"
+			}
+		}
+		ru := r(name, Info, series.State, 1, help, ls)
+		ru.empty = true
+		add(metric, ru)
+	}
+	info("system.uname", "node_uname_info", "Labeled system information as provided by the uname system call.",
+		"sysname", "release", "version", "machine", "nodename", "domainname")
+	info("system.os", "node_os_info", "A metric with a constant '1' value labeled by build_id, id, id_like, image_id, image_version, name, pretty_name, variant, variant_id, version, version_codename, version_id.",
+		"name", "id", "id_like", "pretty_name", "version", "version_id", "version_codename", "build_id", "variant", "variant_id", "image_id", "image_version")
+	info("net.interface.info", "node_network_info", "Non-numeric data from /sys/class/net/<iface>, value is always 1.",
+		"interface=device", "address", "broadcast", "duplex", "operstate", "ifalias")
+
+	// /sys/class/net, as node_exporter's netclass collector (lo included, as its default).
+	for cantal, ne := range map[string]struct {
+		name string
+		typ  Type
+	}{
+		"up": {"node_network_up", Gauge}, "carrier": {"node_network_carrier", Gauge},
+		"carrier_changes":      {"node_network_carrier_changes_total", Counter},
+		"carrier_up_changes":   {"node_network_carrier_up_changes_total", Counter},
+		"carrier_down_changes": {"node_network_carrier_down_changes_total", Counter},
+		"mtu":                  {"node_network_mtu_bytes", Gauge}, "speed": {"node_network_speed_bytes", Gauge},
+		"tx_queue_len": {"node_network_transmit_queue_length", Gauge}, "flags": {"node_network_flags", Gauge},
+		"dormant": {"node_network_dormant", Gauge}, "protocol": {"node_network_protocol_type", Gauge},
+		"iface_id": {"node_network_iface_id", Gauge}, "iface_link": {"node_network_iface_link", Gauge},
+		"iface_link_mode":     {"node_network_iface_link_mode", Gauge},
+		"address_assign_type": {"node_network_address_assign_type", Gauge},
+		"name_assign_type":    {"node_network_name_assign_type", Gauge},
+		"device_id":           {"node_network_device_id", Gauge}, "net_dev_group": {"node_network_net_dev_group", Gauge},
+	} {
+		kind := series.Level
+		if ne.typ == Counter {
+			kind = series.Counter
+		}
+		add("net.interface."+cantal, r(ne.name, ne.typ, kind, 1, "Network device property "+cantal+" (/sys/class/net).", netLabels))
+	}
+
+	// Connection tracking, the kernel clock: node_exporter's conntrack and timex collectors.
+	add("conntrack.entries", r("node_nf_conntrack_entries", Gauge, series.Level, 1, "Number of currently allocated flow entries for connection tracking.", nil))
+	add("conntrack.entries_limit", r("node_nf_conntrack_entries_limit", Gauge, series.Level, 1, "Maximum size of connection tracking table.", nil))
+	for cantal, ne := range map[string]struct {
+		name string
+		typ  Type
+		help string
+	}{
+		"sync_status":                  {"node_timex_sync_status", Gauge, "Is clock synchronized to a reliable server (1 = yes, 0 = no)."},
+		"offset_s":                     {"node_timex_offset_seconds", Gauge, "Time offset in between local system and reference clock."},
+		"frequency_adjustment_ratio":   {"node_timex_frequency_adjustment_ratio", Gauge, "Local clock frequency adjustment."},
+		"maxerror_s":                   {"node_timex_maxerror_seconds", Gauge, "Maximum error in seconds."},
+		"esterror_s":                   {"node_timex_estimated_error_seconds", Gauge, "Estimated error in seconds."},
+		"status":                       {"node_timex_status", Gauge, "Value of the status array bits."},
+		"constant":                     {"node_timex_loop_time_constant", Gauge, "Phase-locked loop time constant."},
+		"tick_s":                       {"node_timex_tick_seconds", Gauge, "Seconds between clock ticks."},
+		"pps_frequency_hz":             {"node_timex_pps_frequency_hertz", Gauge, "Pulse per second frequency."},
+		"pps_jitter_s":                 {"node_timex_pps_jitter_seconds", Gauge, "Pulse per second jitter."},
+		"pps_shift_s":                  {"node_timex_pps_shift_seconds", Gauge, "Pulse per second interval duration."},
+		"pps_stability_hz":             {"node_timex_pps_stability_hertz", Gauge, "Pulse per second stability, average of recent frequency changes."},
+		"pps_jitter_count":             {"node_timex_pps_jitter_total", Counter, "Pulse per second count of jitter limit exceeded events."},
+		"pps_calibration_count":        {"node_timex_pps_calibration_total", Counter, "Pulse per second count of calibration intervals."},
+		"pps_error_count":              {"node_timex_pps_error_total", Counter, "Pulse per second count of calibration errors."},
+		"pps_stability_exceeded_count": {"node_timex_pps_stability_exceeded_total", Counter, "Pulse per second count of stability limit exceeded events."},
+		"tai_offset_s":                 {"node_timex_tai_offset_seconds", Gauge, "International Atomic Time (TAI) offset."},
+	} {
+		add("timex."+cantal, r(ne.name, ne.typ, 0, 1, ne.help, nil))
+	}
+
+	// Filesystems, as node_exporter's filesystem collector.
+	fsl := []string{"device", "mountpoint", "fstype"}
+	for cantal, ne := range map[string]string{
+		"size": "node_filesystem_size_bytes", "free": "node_filesystem_free_bytes", "avail": "node_filesystem_avail_bytes",
+		"files": "node_filesystem_files", "files_free": "node_filesystem_files_free",
+		"readonly": "node_filesystem_readonly", "device_error": "node_filesystem_device_error",
+	} {
+		add("fs."+cantal, r(ne, Gauge, series.Level, 1, "Filesystem "+cantal+" (statfs).", fsl))
+	}
 	add("system.idle_s", r("cantal_idle_seconds_total", Counter, series.Float, 1, "Idle time since boot, summed over CPUs (/proc/uptime).", nil))
 	add("system.files.allocated", r("node_filefd_allocated", Gauge, series.Level, 1, "File descriptor statistics: allocated.", nil))
 	add("system.files.max", r("node_filefd_maximum", Gauge, series.Level, 1, "File descriptor statistics: maximum.", nil))
@@ -293,7 +439,7 @@ var fixedRules = func() map[string]*rule {
 }()
 
 // TimeSeries is node_time_seconds, which has no Cantal series: an exporter writes it with the
-// scan time of the machine's series (see Series.FromTime).
+// scan time of the series marked Series.Clock.
 func TimeSeries() Series {
 	return Series{Name: "node_time_seconds", Type: Gauge, Scale: 1, Machine: true,
 		Help: "System time in seconds since epoch (1970)."}
