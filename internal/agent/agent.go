@@ -34,6 +34,7 @@ import (
 	"github.com/cantal-go/cantal/internal/history"
 	"github.com/cantal-go/cantal/internal/ingest"
 	"github.com/cantal-go/cantal/internal/registry"
+	"github.com/cantal-go/cantal/internal/remotewrite"
 	"github.com/cantal-go/cantal/internal/rrddrpc"
 	"github.com/cantal-go/cantal/internal/rrddscan"
 	"github.com/cantal-go/cantal/internal/selector"
@@ -63,6 +64,9 @@ type Agent struct {
 	apps  *apps.Collector
 	push  *ingest.Push
 	colls []namedCollector
+
+	// remoteWrite are the --remote-write endpoints, each reading hist (remotewrite.go).
+	remoteWrite []*remotewrite.Endpoint
 
 	mux       *http.ServeMux
 	listeners []boundListener
@@ -136,6 +140,10 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 	if a.nodeID == "" {
 		a.nodeID = randomID()
 	}
+	if err := a.openRemoteWrite(); err != nil {
+		a.Close()
+		return nil, err
+	}
 	a.reg = registry.New(a.hist, cfg.History, log)
 	a.reg.SetMaxSeries(cfg.MaxSeries)
 	// Pushed series (source="push") have a budget of their own, apart from --max-series: ingest
@@ -144,14 +152,22 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 	a.reg.SetMaxPushed(2*pushMaxSeries, 2*pushMaxBytes)
 
 	sopt := sysscan.Options{Proc: cfg.Proc, Sys: cfg.Sys}
+	mpExclude, _ := excludeRegexp(cfg.FSMountsExclude) // both checked by Validate
+	typesExclude, _ := excludeRegexp(cfg.FSTypesExclude)
 	a.procs = sysscan.NewProcesses(sopt)
+	a.procs.SetBudget(cfg.Interval / 2) // under heavy churn, shed details rather than the beat
 	a.apps = apps.New(a.procs, apps.Options{Proc: cfg.Proc, Log: log})
 	a.colls = []namedCollector{
 		{"machine", sysscan.NewMachine(sopt)},
+		{"system", sysscan.NewSystem(sopt)},
+		{"filesystems", sysscan.NewFilesystems(sopt, sysscan.FSOptions{MountPointsExclude: mpExclude, TypesExclude: typesExclude})},
 		{"processes", a.procs},
 		{"apps", a.apps},
 	}
-	a.push = ingest.New(ingest.Config{Logger: log.With("subsystem", "ingest"), MaxSeries: pushMaxSeries, MaxBytes: pushMaxBytes})
+	// Pushed points are stored at their own time (ingest's package doc): the registry says
+	// which times can still be placed on their scan.
+	a.push = ingest.New(ingest.Config{Logger: log.With("subsystem", "ingest"), MaxSeries: pushMaxSeries, MaxBytes: pushMaxBytes,
+		Interval: cfg.Interval, BackfillFrom: a.reg.BackfillFrom})
 	a.colls = append(a.colls, namedCollector{"push", a.push})
 	if cfg.RRDDDir != "" {
 		a.colls = append(a.colls, namedCollector{"rrdd", rrddscan.New(cfg.RRDDDir, rrddscan.Options{})})
@@ -258,6 +274,8 @@ func (a *Agent) Run(ctx context.Context) error {
 			return nil
 		}, func(error) { stop() })
 	}
+	// Remote write: one sender per endpoint, reading the history; each saves its position.
+	a.remoteWriteActors(&g)
 	if ex, in, ok := a.rrddRPCActor(); ok {
 		g.Add(ex, in)
 	}
@@ -320,6 +338,7 @@ func (a *Agent) scan(ctx context.Context) {
 		}
 	}
 	a.reg.Commit()
+	a.notifyRemoteWrite()
 	if c := a.hist.Closed(); c != a.closedSeen {
 		a.closedSeen = c
 		select {
@@ -397,6 +416,7 @@ func (a *Agent) routes() {
 	}
 	s.Register(a.mux)
 	a.ecosystemRoutes(s)
+	a.otlpRoutes()
 	if a.cfg.Pprof {
 		a.mux.HandleFunc("/debug/pprof/", pprof.Index)
 		a.mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

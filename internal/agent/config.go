@@ -5,10 +5,12 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"regexp"
 	"strings"
 	"time"
 
 	"github.com/cantal-go/cantal/internal/selector"
+	"github.com/cantal-go/cantal/internal/sysscan"
 )
 
 // Config is everything the agent's flags set. The zero value is not usable; start from
@@ -28,6 +30,8 @@ type Config struct {
 	RRDDRPC          string        // Unix socket serving xcp-rrdd's plugin XML-RPC; "" = off
 	Proc             string        // proc root
 	Sys              string        // sys root
+	FSMountsExclude  string        // regexp of mount points the filesystem collector leaves out
+	FSTypesExclude   string        // regexp of file system types it leaves out
 	NodeName         string
 	Statsd           string // statsd UDP address; "" = off
 	Carbon           string // Graphite plaintext address; "" = off
@@ -36,6 +40,8 @@ type Config struct {
 	CarbonMatch      string        // selector of the series sent to Carbon; "" = all
 	InfluxHostTag    string        // tag naming the node in the Influx export; "" = none
 	InfluxPath       string        // path of the Influx line-protocol export
+	RemoteWrite      []string      // Prometheus remote-write URLs, default settings each
+	RemoteWriteFile  string        // --remote-write-config: remote_write list with per-endpoint settings
 	MetricsPerPID    bool          // /metrics: per-process series per pid instead of per group
 	Pprof            bool          // serve /debug/pprof
 	TimerSlack       time.Duration // timer slack of the agent's threads (at most Interval/10); 0 = the kernel's
@@ -63,6 +69,8 @@ func DefaultConfig() Config {
 		RRDDDir:          "/dev/shm/metrics",
 		Proc:             "/proc",
 		Sys:              "/sys",
+		FSMountsExclude:  sysscan.DefaultFSMountPointsExclude,
+		FSTypesExclude:   sysscan.DefaultFSTypesExclude,
 		NodeName:         host,
 		CarbonInterval:   10 * time.Second,
 		CarbonPrefix:     "{node}",
@@ -112,6 +120,8 @@ func ParseFlags(name string, args []string, getenv func(string) string) (Config,
 	fs.StringVar(&c.RRDDRPC, "rrdd-rpc", c.RRDDRPC, "Unix socket on which to serve xcp-rrdd's plugin XML-RPC, so unmodified XAPI plugins register and write into --rrdd-dir (XAPI's libraries look for /var/xapi/xcp-rrdd; empty: off)")
 	fs.StringVar(&c.Proc, "proc", c.Proc, "proc file system root")
 	fs.StringVar(&c.Sys, "sys", c.Sys, "sys file system root")
+	fs.StringVar(&c.FSMountsExclude, "fs-mount-points-exclude", c.FSMountsExclude, "regexp of mount points whose space and inodes are not collected (default: node_exporter 1.5's; empty: none left out)")
+	fs.StringVar(&c.FSTypesExclude, "fs-types-exclude", c.FSTypesExclude, "regexp of file system types whose space and inodes are not collected (default: node_exporter 1.5's; empty: none left out)")
 	fs.StringVar(&c.NodeName, "node-name", c.NodeName, "node name shown to peers and users (default: host name)")
 	fs.StringVar(&c.Statsd, "statsd", c.Statsd, "UDP address for statsd ingest (empty: off)")
 	fs.StringVar(&c.Carbon, "carbon", c.Carbon, "Graphite/carbon plaintext address to send every series to (empty: off)")
@@ -120,6 +130,8 @@ func ParseFlags(name string, args []string, getenv func(string) string) (Config,
 	fs.StringVar(&c.CarbonMatch, "carbon-match", c.CarbonMatch, "selector of the series sent to --carbon (empty: every series)")
 	fs.StringVar(&c.InfluxHostTag, "influx-host-tag", c.InfluxHostTag, "tag that carries the node name on every line of the Influx export, as Telegraf's host tag (empty: none)")
 	fs.StringVar(&c.InfluxPath, "influx-path", c.InfluxPath, "HTTP path of the Influx line-protocol export")
+	fs.Var(listFlag{&c.RemoteWrite}, "remote-write", "Prometheus remote-write URL to send every held point to, from a position kept in --state-dir (repeatable, or comma-separated; settings per endpoint: --remote-write-config)")
+	fs.StringVar(&c.RemoteWriteFile, "remote-write-config", c.RemoteWriteFile, "YAML file with a remote_write list as Prometheus's: url, headers, basic_auth, authorization, tls_config, match, external_labels, queue_config (see docs/remote-write.md)")
 	fs.BoolVar(&c.MetricsPerPID, "metrics-per-pid", c.MetricsPerPID, "export per-process series in /metrics per pid (labels pid, process, cgroup) instead of summed per group (label groupname)")
 	fs.BoolVar(&c.Pprof, "pprof", c.Pprof, "serve /debug/pprof on the HTTP listener")
 	fs.DurationVar(&c.TimerSlack, "timer-slack", c.TimerSlack, "how late the kernel may wake the agent's threads, to batch wake-ups; at most a tenth of --interval is used (0: the kernel's default)")
@@ -158,6 +170,14 @@ func ParseFlags(name string, args []string, getenv func(string) string) (Config,
 	return c, c.Validate()
 }
 
+// excludeRegexp compiles an exclusion flag; the empty string excludes nothing.
+func excludeRegexp(s string) (*regexp.Regexp, error) {
+	if s == "" {
+		s = "^$" // mount points and types are never empty
+	}
+	return regexp.Compile(s)
+}
+
 // Validate reports settings that cannot work.
 func (c *Config) Validate() error {
 	switch {
@@ -179,6 +199,12 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--max-connections %d is negative", c.MaxConnections)
 	case !strings.HasPrefix(c.InfluxPath, "/"):
 		return fmt.Errorf("--influx-path must start with /")
+	}
+	if _, err := excludeRegexp(c.FSMountsExclude); err != nil {
+		return fmt.Errorf("--fs-mount-points-exclude: %w", err)
+	}
+	if _, err := excludeRegexp(c.FSTypesExclude); err != nil {
+		return fmt.Errorf("--fs-types-exclude: %w", err)
 	}
 	if c.CarbonMatch != "" {
 		if _, err := selector.Parse(c.CarbonMatch); err != nil {
