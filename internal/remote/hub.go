@@ -284,6 +284,7 @@ func (h *Hub) subscribe(m Member, match string, rate bool) (*sub, *peer) {
 		h.peers[m.ID] = p
 	}
 	h.mu.Unlock()
+	p.memberState(m.Up)
 	return p.subscribe(match, rate), p
 }
 

@@ -66,6 +66,7 @@ type peer struct {
 	http   string
 	cancel context.CancelFunc
 	wake   chan struct{} // a new subscription to send
+	retry  chan struct{} // the member is back: retry the connection now
 
 	mu      sync.Mutex
 	subs    map[string]*sub // by subKey, which is also the wire id
@@ -73,11 +74,15 @@ type peer struct {
 	upAt    time.Time       // when the current connection was made
 	lastErr string
 	downAt  int64
+	// memberUp is the membership's word on the member at the last subscribe: a change from
+	// down to up while the connection is down cuts its backoff short.
+	memberUp bool
 }
 
 func newPeer(parent context.Context, cfg Config, m Member, d *dialer) *peer {
 	ctx, cancel := context.WithCancel(parent)
-	p := &peer{cfg: cfg, dial: d, name: m.Name, http: m.HTTP, cancel: cancel, wake: make(chan struct{}, 1), subs: map[string]*sub{}}
+	p := &peer{cfg: cfg, dial: d, name: m.Name, http: m.HTTP, cancel: cancel, wake: make(chan struct{}, 1),
+		retry: make(chan struct{}, 1), subs: map[string]*sub{}, memberUp: m.Up}
 	go p.run(ctx)
 	return p
 }
@@ -111,6 +116,22 @@ func (p *peer) expire(now time.Time, idle time.Duration) int {
 		}
 	}
 	return len(p.subs)
+}
+
+// memberState records what the membership says of the member; when it comes back up (a
+// healed partition) while the connection is down, the connection is retried at once, after a
+// jitter of up to minBackoff, instead of at the end of its backoff.
+func (p *peer) memberState(up bool) {
+	p.mu.Lock()
+	back := up && !p.memberUp && !p.up
+	p.memberUp = up
+	p.mu.Unlock()
+	if back {
+		select {
+		case p.retry <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // failing reports whether the peer's connection is down after a failed or lost session: a
@@ -154,6 +175,12 @@ func (p *peer) run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-time.After(wait):
+		case <-p.retry:
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(jitter(minBackoff)):
+			}
 		}
 	}
 }

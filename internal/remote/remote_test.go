@@ -163,3 +163,68 @@ func TestBackfillAfterReconnect(t *testing.T) {
 		}
 	}
 }
+
+// TestStaleWhenStreamMissesAnInterval: a connected peer whose stream goes silent (here: a
+// history chunk and no update after it) is ok at first, then stale once more than
+// StaleAfter(Interval) has passed since its last message, and says since when.
+func TestStaleWhenStreamMissesAnInterval(t *testing.T) {
+	f := &fakePeer{drop: make(chan struct{}), got: make(chan struct{}, 4)}
+	srv := httptest.NewServer(f)
+	defer srv.Close()
+	f.add(time.Now().UnixMilli()-1000, 1)
+	const interval = 200 * time.Millisecond
+	h := New(Config{Members: func() []Member {
+		return []Member{{ID: "p", Name: "peer", HTTP: strings.TrimPrefix(srv.URL, "http://"), Up: true}}
+	}, Interval: interval, Timeout: 30 * time.Second})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go h.Run(ctx)
+	first := time.Now()
+	ans := h.Query(ctx, "m", false)
+	if len(ans) != 1 {
+		t.Fatalf("query = %+v", ans)
+	}
+	if time.Since(first) < StaleAfter(interval) && ans[0].Status != OK {
+		t.Errorf("right after the history chunk: status %s; want ok", ans[0].Status)
+	}
+	time.Sleep(StaleAfter(interval) + 100*time.Millisecond)
+	ans = h.Query(ctx, "m", false)
+	if ans[0].Status != Stale || ans[0].Since == 0 {
+		t.Errorf("%s after the last message: status %s since %d; want stale with since", StaleAfter(interval)+100*time.Millisecond, ans[0].Status, ans[0].Since)
+	}
+}
+
+// TestQueryDoesNotWaitForFailingPeer: once a peer's connection has failed, a query answers it
+// unreachable from what is kept instead of waiting for its first data again (here the hub's
+// Timeout is a minute: a query that waited would not return within the test's 30 s).
+func TestQueryDoesNotWaitForFailingPeer(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	srv.Close() // connections are refused
+	h := New(Config{Members: func() []Member { return []Member{{ID: "p", Name: "peer", HTTP: addr, Up: true}} },
+		Interval: time.Second, Timeout: time.Minute})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go h.Run(ctx)
+	s, p := h.subscribe(Member{ID: "p", Name: "peer", HTTP: addr, Up: true}, "m", false)
+	if s == nil {
+		t.Fatal("no subscription")
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !p.failing() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if !p.failing() {
+		t.Fatal("the connection to a closed port never failed")
+	}
+	done := make(chan []NodeAnswer, 1)
+	go func() { done <- h.Query(ctx, "m", false) }()
+	select {
+	case ans := <-done:
+		if len(ans) != 1 || ans[0].Status != Unreachable {
+			t.Errorf("query = %+v; want the peer unreachable", ans)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the query waited for a peer whose connection had failed")
+	}
+}
