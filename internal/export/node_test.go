@@ -1,6 +1,7 @@
 package export
 
 import (
+	"math"
 	"strings"
 	"testing"
 
@@ -122,4 +123,50 @@ func TestPromPerPID(t *testing.T) {
 		t.Errorf("groups with PerPID:\n%s", out)
 	}
 	promtool(t, []byte(out), true)
+}
+
+func TestPromStatsdSummary(t *testing.T) {
+	f := func(v float64) uint64 { return math.Float64bits(v) }
+	l := func(m string) series.Labels { return series.Labels{"metric": m, "source": "push", "route": "/api"} }
+	samples := []series.Sample{
+		{Labels: l("api.latency.count"), Kind: series.Counter, Bits: 5},
+		{Labels: l("api.latency.min"), Kind: series.Float, Bits: f(10)},
+		{Labels: l("api.latency.max"), Kind: series.Float, Bits: f(40)},
+		{Labels: l("api.latency.mean"), Kind: series.Float, Bits: f(25)},
+		{Labels: l("api.latency.median"), Kind: series.Float, Bits: f(25)},
+		{Labels: l("api.latency.p90"), Kind: series.Float, Bits: f(37)},
+		{Labels: l("api.latency.p99_9"), Kind: series.Float, Bits: f(39.97)},
+		{Labels: l("api.latency.sum"), Kind: series.Float, Bits: f(120)},
+		// A pushed series named like a part, without its timer's count: not a summary.
+		{Labels: l("other.p90"), Kind: series.Float, Bits: f(1)},
+	}
+	var e Prom
+	out := string(e.Append(nil, samples, FormatText))
+	want := "# HELP api_latency Cantal metric api.latency\n# TYPE api_latency summary\n" +
+		"api_latency{route=\"/api\",source=\"push\",quantile=\"0.5\"} 25\n" +
+		"api_latency{route=\"/api\",source=\"push\",quantile=\"0.9\"} 37\n" +
+		"api_latency{route=\"/api\",source=\"push\",quantile=\"0.999\"} 39.97\n" +
+		"api_latency_sum{route=\"/api\",source=\"push\"} 120\n" +
+		"api_latency_count{route=\"/api\",source=\"push\"} 5\n"
+	if !strings.Contains(out, want) {
+		t.Errorf("exposition lacks\n%s\ngot:\n%s", want, out)
+	}
+	for _, w := range []string{"api_latency_min{", "api_latency_mean{", "other_p90{"} {
+		if !strings.Contains(out, w) {
+			t.Errorf("exposition lacks %s:\n%s", w, out)
+		}
+	}
+	promtool(t, []byte(out), true)
+	om := string(e.Append(nil, samples, FormatOpenMetrics))
+	if !strings.Contains(om, "# TYPE api_latency summary\n") {
+		t.Errorf("OpenMetrics:\n%s", om)
+	}
+}
+
+func TestPercentQuantile(t *testing.T) {
+	for in, want := range map[string]string{"90": "0.9", "99_9": "0.999", "5": "0.05", "50": "0.5", "x": "", "100": "", "0": "", "": ""} {
+		if got := percentQuantile(in); got != want {
+			t.Errorf("percentQuantile(%q) = %q; want %q", in, got, want)
+		}
+	}
 }

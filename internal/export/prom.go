@@ -141,6 +141,8 @@ type Prom struct {
 	grp    []groupItem
 	grpIdx map[string]int32
 	appOf  map[string]string // pid → appname
+	timers []timerParts
+	tIdx   map[string]int32
 	key    []byte
 	lbuf   []promname.Label
 }
@@ -162,6 +164,28 @@ type item struct {
 	fam    int32
 	sample int32
 	grp    int32
+	part   int8   // a statsd timer's summary: partQuantile, partSum, partCount; else 0
+	q      string // quantile label of a partQuantile
+}
+
+// The lines of a summary.
+const (
+	partQuantile = 1 + iota
+	partSum
+	partCount
+)
+
+// timerParts are the series of one statsd timer (internal/ingest): <base>.count, .sum and the
+// percentiles (.median, .p90, ...) of one label set, written as the summary <base>.
+type timerParts struct {
+	base       string
+	count, sum int32
+	qs         []timerQuantile
+}
+
+type timerQuantile struct {
+	q   string
+	idx int32
 }
 
 // groupItem is the sum of a process group's series of one family and label set.
@@ -192,13 +216,15 @@ func (e *Prom) append(dst []byte, samples []series.Sample, f Format, trackGroups
 		e.famOM = make(map[string]int32, 256)
 		e.grpIdx = make(map[string]int32, 256)
 		e.appOf = make(map[string]string, 64)
+		e.tIdx = make(map[string]int32, 16)
 	} else {
+		clear(e.tIdx)
 		clear(e.famIdx)
 		clear(e.famOM)
 		clear(e.grpIdx)
 		clear(e.appOf)
 	}
-	e.fams, e.items, e.grp = e.fams[:0], e.items[:0], e.grp[:0]
+	e.fams, e.items, e.grp, e.timers = e.fams[:0], e.items[:0], e.grp[:0], e.timers[:0]
 	if cap(e.mapped) < len(samples) {
 		e.mapped = append(e.mapped[:cap(e.mapped)], make([]promname.Series, len(samples)-cap(e.mapped))...)
 	}
@@ -218,10 +244,24 @@ func (e *Prom) append(dst []byte, samples []series.Sample, f Format, trackGroups
 		if e.mapped[i].Clock && timeTS < 0 {
 			timeTS = s.TS
 		}
+		if !e.mapped[i].Machine && s.Labels["source"] == "push" {
+			e.timerPart(s, &e.mapped[i], int32(i))
+		}
 		if a := s.Labels["appname"]; a != "" && !e.mapped[i].Machine {
 			if p := s.Labels["pid"]; p != "" {
 				e.appOf[p] = a
 			}
+		}
+	}
+	// statsd timers with their count and sum become summaries.
+	for ti := range e.timers {
+		tp := &e.timers[ti]
+		if tp.count < 0 || tp.sum < 0 {
+			continue
+		}
+		ok[tp.count], ok[tp.sum] = false, false
+		for _, q := range tp.qs {
+			ok[q.idx] = false
 		}
 	}
 	// Pass 2: families, the machine's first, then applications'; process series go to their
@@ -268,6 +308,20 @@ func (e *Prom) append(dst []byte, samples []series.Sample, f Format, trackGroups
 			}
 		}
 	}
+	for ti := range e.timers {
+		tp := &e.timers[ti]
+		if tp.count < 0 || tp.sum < 0 {
+			continue
+		}
+		sum := promname.Series{Name: e.Mapper.AppName(tp.base), Type: promname.Summary}
+		fi := e.family(&sum, tp.base, false)
+		for _, q := range tp.qs {
+			e.items = append(e.items, item{fam: fi, sample: q.idx, grp: -1, part: partQuantile, q: q.q})
+		}
+		e.items = append(e.items, item{fam: fi, sample: tp.sum, grp: -1, part: partSum},
+			item{fam: fi, sample: tp.count, grp: -1, part: partCount})
+		e.fams[fi].count += int32(len(tp.qs)) + 1 // family counted one line
+	}
 	// Pass 3: group items by family (counting sort).
 	pos := int32(0)
 	for i := range e.fams {
@@ -290,9 +344,12 @@ func (e *Prom) append(dst []byte, samples []series.Sample, f Format, trackGroups
 		dst = e.appendHeader(dst, fm, f)
 		for _, ii := range e.order[fm.first : fm.first+fm.count] {
 			it := &e.items[ii]
-			if it.sample >= 0 {
+			switch {
+			case it.part != 0:
+				dst = e.appendSummaryLine(dst, fm, it, &e.mapped[it.sample], &samples[it.sample], f)
+			case it.sample >= 0:
 				dst = e.appendSample(dst, fm, &e.mapped[it.sample], &samples[it.sample], f)
-			} else {
+			default:
 				g := &e.grp[it.grp]
 				dst = e.appendLine(dst, fm, g.s.Labels, "", "", g.ts, f)
 				dst = appendFloat(dst, g.v)
@@ -304,6 +361,93 @@ func (e *Prom) append(dst []byte, samples []series.Sample, f Format, trackGroups
 		dst = append(dst, "# EOF\n"...)
 	}
 	return dst
+}
+
+// timerPart notes a pushed series that may be part of a statsd timer.
+func (e *Prom) timerPart(s *series.Sample, ms *promname.Series, idx int32) {
+	m := s.Labels["metric"]
+	dot := strings.LastIndexByte(m, '.')
+	if dot <= 0 {
+		return
+	}
+	suffix, q := m[dot+1:], ""
+	switch {
+	case suffix == "count" && s.Kind == series.Counter, suffix == "sum" && s.Kind == series.Float:
+	case suffix == "median" && s.Kind == series.Float:
+		q = "0.5"
+	case len(suffix) > 1 && suffix[0] == 'p' && s.Kind == series.Float:
+		if q = percentQuantile(suffix[1:]); q == "" {
+			return
+		}
+	default:
+		return
+	}
+	e.key = append(e.key[:0], m[:dot]...)
+	for _, l := range ms.Labels {
+		e.key = append(e.key, 0xff)
+		e.key = append(e.key, l.Name...)
+		e.key = append(e.key, 0xfe)
+		e.key = append(e.key, l.Value...)
+	}
+	ti, found := e.tIdx[string(e.key)]
+	if !found {
+		ti = int32(len(e.timers))
+		e.tIdx[string(e.key)] = ti
+		e.timers = append(e.timers, timerParts{base: m[:dot], count: -1, sum: -1})
+	}
+	tp := &e.timers[ti]
+	switch suffix {
+	case "count":
+		tp.count = idx
+	case "sum":
+		tp.sum = idx
+	default:
+		tp.qs = append(tp.qs, timerQuantile{q, idx})
+	}
+}
+
+// percentQuantile turns the percent of a timer's ".p<percent>" series, as internal/ingest
+// writes it ("90", "99_9"), into the quantile label ("0.9", "0.999"); "" if it is not one.
+func percentQuantile(p string) string {
+	whole, frac, _ := strings.Cut(p, "_")
+	if whole == "" || len(whole) > 2 {
+		return ""
+	}
+	for _, c := range whole + frac {
+		if c < '0' || c > '9' {
+			return ""
+		}
+	}
+	if len(whole) == 1 {
+		whole = "0" + whole
+	}
+	q := strings.TrimRight("0."+whole+frac, "0")
+	if q == "0." {
+		return ""
+	}
+	return q
+}
+
+func (e *Prom) appendSummaryLine(dst []byte, fm *family, it *item, ms *promname.Series, s *series.Sample, f Format) []byte {
+	switch it.part {
+	case partQuantile:
+		dst = e.appendLine(dst, fm, ms.Labels, "quantile", it.q, s.TS, f)
+	default:
+		name := fm.name
+		if it.part == partSum {
+			fm.name += "_sum"
+		} else {
+			fm.name += "_count"
+		}
+		dst = e.appendLine(dst, fm, ms.Labels, "", "", s.TS, f)
+		fm.name = name
+	}
+	if s.Kind == series.Counter {
+		dst = strconv.AppendUint(dst, s.Bits, 10)
+	} else {
+		dst = appendFloat(dst, series.ToFloat(s.Kind, s.Bits))
+	}
+	return e.appendEnd(dst, s.TS, f)
 }
 
 // family returns the index of the family of ms, making it. A family of the same name but

@@ -195,8 +195,8 @@ func TestFinding02_PushNeverCollidesWithCollected(t *testing.T) {
 	if len(pushed) != 1 {
 		t.Errorf("pushed load average series = %v; want one, %s", pushed, pushedKey)
 	}
-	if v := a.reg.View(); v.Pushed != 1+8 || v.Evicted != 0 {
-		t.Errorf("registry: %d pushed series, %d evicted; want 9 (the load average and a timer's 8), 0", v.Pushed, v.Evicted)
+	if v := a.reg.View(); v.Pushed != 1+9 || v.Evicted != 0 {
+		t.Errorf("registry: %d pushed series, %d evicted; want 10 (the load average and a timer's 9), 0", v.Pushed, v.Evicted)
 	}
 	if registry.PushLabel != SourceLabel || registry.PushValue != SourceValue {
 		t.Errorf("registry marks pushed series with %s=%q; ingest labels them %s=%q", registry.PushLabel, registry.PushValue, SourceLabel, SourceValue)
@@ -400,15 +400,15 @@ func TestFinding05_RequestBounds(t *testing.T) {
 }
 
 // TestFinding07_TimerCountsEverySeries checks that a statsd timer counts each of the series it
-// produces against MaxSeries: with room for 20 series, two timers (8 series each) fit, a third
-// does not, and the series collected are the 16 counted.
+// produces against MaxSeries: with room for 20 series, two timers (9 series each) fit, a third
+// does not, and the series collected are the 18 counted.
 func TestFinding07_TimerCountsEverySeries(t *testing.T) {
 	p, _ := newTestPush(Config{MaxSeries: 20})
 	var l StatsdLine
 	p.handleStatsd([]byte("a:1|ms\nb:1|h\nc:1|d\nd:1|c\n"), &l)
 	st := p.Stats()
-	if st.Series != 17 || st.StatsdLines != 3 || st.StatsdRejected != 1 || st.Refused != 1 {
-		t.Errorf("Stats = %+v; want 17 series (2 timers, 1 counter), the third timer refused", st)
+	if st.Series != 19 || st.StatsdLines != 3 || st.StatsdRejected != 1 || st.Refused != 1 {
+		t.Errorf("Stats = %+v; want 19 series (2 timers, 1 counter), the third timer refused", st)
 	}
 	rec := collect(t, p)
 	n := 0

@@ -249,7 +249,8 @@ func TestStatsdAggregation(t *testing.T) {
 	if v, _ := get(pl(series.Labels{"metric": "lat.count"})); v != 5 {
 		t.Errorf("lat.count = %d; want 5", v)
 	}
-	for name, want := range map[string]float64{"min": 10, "max": 40, "mean": 25, "median": 25, "p90": 37, "p99": 39.7} {
+	// sum, as count, scales each value by its sample rate: 10 + 20/0.5 + 30 + 40.
+	for name, want := range map[string]float64{"min": 10, "max": 40, "mean": 25, "median": 25, "p90": 37, "p99": 39.7, "sum": 120} {
 		if v := f(pl(series.Labels{"metric": "lat." + name})); math.Abs(v-want) > 1e-9 {
 			t.Errorf("lat.%s = %v; want %v", name, v, want)
 		}

@@ -300,6 +300,7 @@ func (p *Push) rand() uint64 {
 // timerAgg aggregates the values of a statsd timer or histogram over one scan interval.
 type timerAgg struct {
 	total    float64 // samples ever received, scaled by 1/rate
+	sumTotal float64 // values ever received, each scaled by 1/rate
 	n        int     // values seen this interval
 	sum      float64
 	min, max float64
@@ -309,6 +310,7 @@ type timerAgg struct {
 
 func (t *timerAgg) add(v, rate float64, maxSamples int, rnd func() uint64) {
 	t.total += 1 / rate
+	t.sumTotal += v / rate
 	if t.n == 0 || v < t.min {
 		t.min = v
 	}
@@ -327,8 +329,9 @@ func (t *timerAgg) add(v, rate float64, maxSamples int, rnd func() uint64) {
 // timerStatNames names the series of a timer after its name: <name>.count (counter: samples
 // ever received, scaled by the sample rate), then per interval with samples <name>.min, .max,
 // .mean and one per percentile: 0.5 is ".median", others ".p<percent>" (0.9 → p90,
-// 0.999 → p99_9). There is no per-interval sum: Prometheus reserves the _sum suffix for
-// summaries and histograms, and mean × count gives it.
+// 0.999 → p99_9), and last <name>.sum (float: the values ever received, each scaled by the
+// sample rate, as .count counts them). .count, .sum and the percentiles are what the
+// Prometheus export writes as a summary (internal/export).
 func timerStatNames(pcts []float64) []string {
 	names := []string{"count", "min", "max", "mean"}
 	for _, q := range pcts {
@@ -339,7 +342,7 @@ func timerStatNames(pcts []float64) []string {
 		s := strconv.FormatFloat(q*100, 'f', -1, 64)
 		names = append(names, "p"+strings.ReplaceAll(s, ".", "_"))
 	}
-	return names
+	return append(names, "sum")
 }
 
 // collectStatsd puts the series of one statsd entry: at the scan after values arrived, and
@@ -404,6 +407,7 @@ func (p *Push) collectStatsd(sink TimedSink, e *entry) {
 		for i, q := range p.cfg.Percentiles {
 			put(4+i, quantile(t.values, q))
 		}
+		put(len(t.refs)-1, t.sumTotal)
 		t.n, t.sum, t.values = 0, 0, t.values[:0]
 	}
 }

@@ -157,6 +157,9 @@ func (m *Mapper) MapInto(s *Series, l series.Labels, kind series.Kind) bool {
 			return false
 		}
 		*s = r.series()
+		if r.self != "" && kind == series.Counter {
+			s.Name, s.Type = r.self, Counter
+		}
 		s.Labels = r.appendLabels(lbuf, l)
 		sortLabels(s.Labels)
 		return true

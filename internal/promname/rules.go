@@ -24,10 +24,11 @@ type rule struct {
 	to       []string // their Prometheus names, same order
 	optional []bool   // from[i] may be missing
 	consts   []Label
-	disk     bool // label "device" is checked against DiskDevicesExclude
-	netdev   bool // label "interface" is checked against NetDevicesExclude
-	drop     bool // the series is not exported
-	dropBare bool // the series with no label but metric is not exported (all-CPU cpu.*)
+	disk     bool   // label "device" is checked against DiskDevicesExclude
+	netdev   bool   // label "interface" is checked against NetDevicesExclude
+	drop     bool   // the series is not exported
+	self     string // the agent's own series: its name as a counter (name is the gauge's)
+	dropBare bool   // the series with no label but metric is not exported (all-CPU cpu.*)
 }
 
 func (r *rule) matches(l series.Labels, kind series.Kind) bool {
@@ -127,6 +128,14 @@ func dynamicRule(metric string) *rule {
 		}
 		return &rule{name: name, typ: Gauge, kind: series.Level, scale: 1,
 			help: "Memory information field " + f + "."}
+	case strings.HasPrefix(metric, "ingest.") || strings.HasPrefix(metric, "process_scan."):
+		// The agent's own counts of its ingest and process scan.
+		n := "cantal_" + Name(metric, true)
+		c := n
+		if !strings.HasSuffix(c, "_total") {
+			c += "_total"
+		}
+		return &rule{name: n, self: c, typ: Gauge, scale: 1, help: "The agent's own " + metric + " (see README)."}
 	case strings.HasPrefix(metric, "vmstat."):
 		f := metric[len("vmstat."):]
 		if !validName(f) {
