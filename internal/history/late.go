@@ -12,7 +12,7 @@ import (
 //
 // A pushed point carries its own timestamp. AddAt stores it once, at the scan of the open
 // segment its time falls in: the first scan at or after it (scan j's slot is (ts[j-1], ts[j]]),
-// provided that scan came less than MaxSlot after it. The point is stored at that scan's time
+// provided that scan came at most MaxSlot after it. The point is stored at that scan's time
 // (times are kept once per scan), so it moves forward by less than a scan interval. A point
 // for a committed scan of the open segment (a late one) is written at Commit by copy-on-write:
 // its chunk is copied, the copy gets the point, and the copy is published in place of the
@@ -38,8 +38,10 @@ type lateAdd struct {
 }
 
 // MaxSlot returns how long after a point's time its scan may come for AddAt to place the point
-// on it: 1.5 × Options.Interval (scans drift by a little from their interval).
-func (s *Store) MaxSlot() int64 { return s.opt.Interval.Milliseconds() * 3 / 2 }
+// on it: 5 × Options.Interval. A scan normally comes within one interval of any time; the
+// margin keeps the points of a machine so loaded that its scans come late, and still refuses
+// those of a time the agent was not running (a restart's gap).
+func (s *Store) MaxSlot() int64 { return s.opt.Interval.Milliseconds() * 5 }
 
 // AddAt records bits as the value of series id at the scan that tsMs (unix ms) falls in: the
 // first scan of the open segment at or after tsMs, the open scan included. It returns that

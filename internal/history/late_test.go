@@ -42,11 +42,11 @@ func TestAddAtPlacesOnTheScanGrid(t *testing.T) {
 			{20000, 20000, nil},   // the open scan, the last value wins
 			{20001, 0, ErrFuture}, // the next scan's
 			{10000, 10000, nil},   // the first scan
-			{5000, 0, ErrTooOld},  // before the first scan ever
+			{-1, 0, ErrTooOld},    // more than MaxSlot (10000 ms) before the first scan ever
 			{14500, 16000, nil},   // late, another chunk period than 12000 (8-scan chunks: same here)
 			{11600, 12000, nil},   // the same slot as 11500: the last wins
-			{6999, 0, ErrTooOld},  // more than MaxSlot before the first scan
-			{7001, 10000, nil},    // within MaxSlot (3000 ms) of the first scan
+			{5000, 10000, nil},    // within MaxSlot of the first scan
+			{7001, 10000, nil},    // the same slot: the last call wins
 			{20000, 20000, nil},   // again
 		} {
 			slot, err := s.AddAt(id, c.ts, math.Float64bits(float64(c.ts)))
@@ -91,7 +91,7 @@ func TestAddAtTooOldAfterSegmentClosed(t *testing.T) {
 	}
 	// A gap in scanning: nothing between 10000 and 30000.
 	scanAt(s, 30000, func() {
-		if _, err := s.AddAt(id, 20000, 3); !errors.Is(err, ErrNoScan) {
+		if _, err := s.AddAt(id, 19000, 3); !errors.Is(err, ErrNoScan) {
 			t.Errorf("AddAt in a gap of the scans: %v; want ErrNoScan", err)
 		}
 	})

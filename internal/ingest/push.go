@@ -8,7 +8,7 @@
 // # Points are kept as sent
 //
 // A pushed point is stored once, at its own time placed on the scan grid: the first scan at or
-// after its timestamp (within 1.5 scan intervals; see history.Store.AddAt), which may be a scan
+// after its timestamp (within 5 scan intervals; see history.Store.AddAt), which may be a scan
 // already taken (a late point, written into the open history segment) or the next one. It is
 // never re-stamped at later scans nor repeated: between two pushes a series has no points, and
 // a gap is a missing point. A point without a timestamp is stamped when it arrives, so it lands
