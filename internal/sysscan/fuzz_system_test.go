@@ -110,3 +110,18 @@ func FuzzParseSysfsValues(f *testing.F) {
 		hasOption(b, "ro")
 	})
 }
+
+func FuzzParseMdstat(f *testing.F) {
+	addFixtures(f, "proc/mdstat")
+	f.Fuzz(func(t *testing.T, b []byte) {
+		as, err := parseMdstat(b, nil)
+		if err != nil {
+			return
+		}
+		for _, a := range as {
+			if len(a.Name) == 0 || a.State < 0 || a.State >= len(mdStates) {
+				t.Errorf("bad array %+v", a)
+			}
+		}
+	})
+}

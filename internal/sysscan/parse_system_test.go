@@ -174,3 +174,40 @@ func TestParseBtime(t *testing.T) {
 }
 
 func mathFloat(b uint64) float64 { return math.Float64frombits(b) }
+
+func TestParseMdstat(t *testing.T) {
+	got, err := parseMdstat(readFixture(t, "proc/mdstat"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type row struct {
+		Name                                  string
+		State                                 string
+		Required, Active, Failed, Spare, Down int64
+		Blocks, Synced                        int64
+	}
+	var rows []row
+	for _, a := range got {
+		rows = append(rows, row{string(a.Name), mdStates[a.State], a.Required, a.Active, a.Failed, a.Spare, a.Down, a.Blocks, a.Synced})
+	}
+	want := []row{
+		{"md127", "active", 2, 2, 0, 0, 0, 976630464, 976630464},
+		{"md0", "recovering", 3, 2, 1, 1, 1, 1953260544, 83034112},
+		{"md1", "inactive", 0, 0, 0, 1, 0, 1000, 1000},
+		{"md2", "active", 2, 2, 0, 0, 0, 2000, 2000},
+		{"md3", "check", 2, 2, 0, 0, 0, 3000, 675},
+		{"md4", "resync", 2, 2, 0, 0, 0, 4000, 4000},
+	}
+	if !reflect.DeepEqual(rows, want) {
+		t.Errorf("got\n%v\nwant\n%v", rows, want)
+	}
+	if got, err := parseMdstat([]byte("Personalities : \nunused devices: <none>\n"), nil); err != nil || len(got) != 0 {
+		t.Errorf("no arrays: %v %v", got, err)
+	}
+	for _, bad := range []string{"md0 active raid1 sda[0]\n", "md0 : broken sda[0]\n", "   100 blocks\n", "md0 : active raid1 [0]\n",
+		"md0 : active raid1 sda[0]\n   x blocks\n", "md0 : active raid1 sda[0]\n   1 blocks [a/2]\n", "md0 : active raid1 sda[0]\n   recovery = 1% finish\n"} {
+		if _, err := parseMdstat([]byte(bad), nil); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}

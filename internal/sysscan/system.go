@@ -45,6 +45,8 @@ type System struct {
 	sock  map[string]*sockRefs
 	socks []sockstatEntry
 	net6  map[string]*series.Ref
+	md    map[string]*mdRefs
+	mds   []mdArray
 	nets  []netstatEntry
 	one   [len(systemFiles)]*series.Ref // single-value files
 	timex [txNum]*series.Ref
@@ -78,6 +80,7 @@ var systemFiles = [...]struct {
 	sfCTMax:       {name: "sys/net/netfilter/nf_conntrack_max", single: true, optional: true, one: "conntrack.entries_limit"},
 	sfEntropy:     {name: "sys/kernel/random/entropy_avail", single: true, one: "system.entropy_avail"},
 	sfEntropyPool: {name: "sys/kernel/random/poolsize", single: true, one: "system.entropy_pool_size"},
+	sfMdstat:      {name: "mdstat", optional: true},
 	sfStat:        {name: "stat"},
 }
 
@@ -93,6 +96,7 @@ const (
 	sfCTMax
 	sfEntropy
 	sfEntropyPool
+	sfMdstat
 	sfStat // read apart, every rareEvery scans, for btime
 )
 
@@ -154,6 +158,7 @@ func NewSystem(opt Options) *System {
 		vm:   map[string]*series.Ref{},
 		sock: map[string]*sockRefs{},
 		net6: map[string]*series.Ref{},
+		md:   map[string]*mdRefs{},
 		nc:   newNetClass(),
 	}
 }
@@ -224,6 +229,11 @@ func (s *System) Collect(ctx context.Context, sink series.Sink) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("scan system: %w", err)
 	}
+	for k, r := range s.md {
+		if r.seen != s.gen {
+			delete(s.md, k)
+		}
+	}
 	s.nc.collect(s.opt.Sys, sink, s.gen, rare)
 	return ctx.Err()
 }
@@ -238,6 +248,8 @@ func (s *System) collectFile(i int, b []byte, sink series.Sink) error {
 		return s.collectSockstat(b, sink)
 	case sfSNMP6:
 		return s.collectSNMP6(b, sink)
+	case sfMdstat:
+		return s.collectMdstat(b, sink)
 	}
 	v, err := parseIntValue(b)
 	if err != nil {
@@ -465,4 +477,52 @@ func toLower(s string) string {
 		}
 	}
 	return string(b)
+}
+
+// md series of one array, in the order of mdStates for state and of mdDiskStates for disks.
+type mdRefs struct {
+	state          [len(mdStates)]*series.Ref
+	disks          [len(mdDiskStates)]*series.Ref
+	required       *series.Ref
+	blocks, synced *series.Ref
+	seen           uint64
+}
+
+var mdDiskStates = [...]string{"active", "failed", "spare", "down"}
+
+func (s *System) collectMdstat(b []byte, sink series.Sink) error {
+	var err error
+	s.mds, err = parseMdstat(b, s.mds[:0])
+	for i := range s.mds {
+		a := &s.mds[i]
+		r := s.md[string(a.Name)]
+		if r == nil {
+			dev := validString(a.Name)
+			r = &mdRefs{}
+			for j, st := range mdStates {
+				r.state[j] = sink.Series(series.Labels{"metric": "md.state", "device": dev, "state": st}, series.Level)
+			}
+			for j, st := range mdDiskStates {
+				r.disks[j] = sink.Series(series.Labels{"metric": "md.disks", "device": dev, "state": st}, series.Level)
+			}
+			r.required = sink.Series(series.Labels{"metric": "md.disks_required", "device": dev}, series.Level)
+			r.blocks = sink.Series(series.Labels{"metric": "md.blocks", "device": dev}, series.Level)
+			r.synced = sink.Series(series.Labels{"metric": "md.blocks_synced", "device": dev}, series.Level)
+			s.md[string(a.Name)] = r
+		}
+		if r.seen == s.gen {
+			continue // a name twice: keep the first
+		}
+		r.seen = s.gen
+		for j := range r.state {
+			sink.Put(r.state[j], boolBits(j == a.State))
+		}
+		for j, v := range [len(mdDiskStates)]int64{a.Active, a.Failed, a.Spare, a.Down} {
+			sink.Put(r.disks[j], uint64(v))
+		}
+		sink.Put(r.required, uint64(a.Required))
+		sink.Put(r.blocks, uint64(a.Blocks))
+		sink.Put(r.synced, uint64(a.Synced))
+	}
+	return err
 }

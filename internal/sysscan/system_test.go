@@ -64,6 +64,13 @@ func TestSystemFixture(t *testing.T) {
 		`{"interface":"lo","metric":"net.interface.protocol"}`:           u(772),
 		`{"interface":"lo","metric":"net.interface.iface_id"}`:           u(1),
 		`{"interface":"eth0","metric":"net.interface.name_assign_type"}`: u(4),
+		`{"device":"md0","metric":"md.state","state":"recovering"}`:      u(1),
+		`{"device":"md0","metric":"md.state","state":"active"}`:          u(0),
+		`{"device":"md0","metric":"md.disks","state":"failed"}`:          u(1),
+		`{"device":"md0","metric":"md.disks","state":"active"}`:          u(2),
+		`{"device":"md0","metric":"md.disks_required"}`:                  u(3),
+		`{"device":"md0","metric":"md.blocks_synced"}`:                   u(83034112),
+		`{"device":"md1","metric":"md.state","state":"inactive"}`:        u(1),
 	}
 	for k, v := range want {
 		got, ok := r.Values[k]

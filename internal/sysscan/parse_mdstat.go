@@ -1,0 +1,185 @@
+package sysscan
+
+import (
+	"bytes"
+	"fmt"
+)
+
+// mdStates are the values of md.state's state label, in mdArray.State's numbering.
+var mdStates = [...]string{"active", "inactive", "recovering", "resync", "check"}
+
+const (
+	mdActive = iota
+	mdInactive
+	mdRecovering
+	mdResync
+	mdCheck
+)
+
+// mdArray is one array of /proc/mdstat.
+type mdArray struct {
+	Name                        []byte
+	State                       int // index into mdStates
+	Required                    int64
+	Active, Failed, Spare, Down int64
+	Blocks, Synced              int64
+}
+
+// parseMdstat parses /proc/mdstat:
+//
+//	Personalities : [raid1] [raid6] [raid5] [raid4]
+//	md0 : active raid5 sdc[3] sdb[1] sda[0](F)
+//	      1953260544 blocks super 1.2 level 5, 512k chunk, algorithm 2 [3/2] [UU_]
+//	      [=>...................]  recovery =  8.5% (83034112/976630272) finish=80.1min speed=185716K/sec
+//	md1 : inactive sdd[0](S)
+//	      1000 blocks super 1.2
+//	unused devices: <none>
+//
+// Disks: Required and Active are n and m of "[n/m]" (for raid0 and linear arrays, which have
+// none, the number of members; 0 for an inactive array), Failed and Spare the members marked
+// (F) and (S), Down the '_' of "[UU_]". Synced is the first number of "(synced/total)" on a
+// recovery, resync or check line, else Blocks.
+func parseMdstat(b []byte, dst []mdArray) ([]mdArray, error) {
+	var cur *mdArray
+	for pos := 0; pos < len(b); {
+		var line []byte
+		line, pos = nextLine(b, pos)
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		if !isSpace(line[0]) {
+			cur = nil
+			if bytes.HasPrefix(line, []byte("Personalities")) || bytes.HasPrefix(line, []byte("unused devices")) {
+				continue
+			}
+			a, err := parseMdDeviceLine(line)
+			if err != nil {
+				return dst, err
+			}
+			dst = append(dst, a)
+			cur = &dst[len(dst)-1]
+			continue
+		}
+		if cur == nil {
+			return dst, parseError("mdstat", line, fmt.Errorf("continuation line without an array"))
+		}
+		if err := parseMdDetailLine(cur, line); err != nil {
+			return dst, err
+		}
+	}
+	return dst, nil
+}
+
+func parseMdDeviceLine(line []byte) (mdArray, error) {
+	var a mdArray
+	name, p := field(line, 0)
+	colon, p := field(line, p)
+	state, p := field(line, p)
+	if name == nil || string(colon) != ":" || state == nil {
+		return a, parseError("mdstat", line, errSyntax)
+	}
+	a.Name = name
+	switch string(state) {
+	case "active":
+		a.State = mdActive
+	case "inactive":
+		a.State = mdInactive
+	default:
+		return a, parseError("mdstat", line, fmt.Errorf("unknown array state"))
+	}
+	raid0 := false
+	var members int64
+	for {
+		var f []byte
+		f, p = field(line, p)
+		if f == nil {
+			break
+		}
+		if f[0] == '(' { // (auto-read-only), (read-only)
+			continue
+		}
+		i := indexByte(f, '[')
+		if i < 0 { // the personality
+			raid0 = raid0 || string(f) == "raid0" || string(f) == "linear"
+			continue
+		}
+		if i == 0 {
+			return a, parseError("mdstat", line, fmt.Errorf("member without a name"))
+		}
+		members++
+		switch {
+		case bytes.HasSuffix(f, []byte("(F)")):
+			a.Failed++
+		case bytes.HasSuffix(f, []byte("(S)")):
+			a.Spare++
+		}
+	}
+	if raid0 && a.State == mdActive {
+		a.Required, a.Active = members, members-a.Failed
+	}
+	return a, nil
+}
+
+func parseMdDetailLine(a *mdArray, line []byte) error {
+	first, p := field(line, 0)
+	next, _ := field(line, p)
+	if string(next) == "blocks" {
+		n, err := parseInt(first)
+		if err != nil {
+			return parseError("mdstat", line, err)
+		}
+		a.Blocks, a.Synced = n, n
+		for {
+			var f []byte
+			f, p = field(line, p)
+			if f == nil {
+				break
+			}
+			if len(f) < 3 || f[0] != '[' || f[len(f)-1] != ']' {
+				continue
+			}
+			in := f[1 : len(f)-1]
+			if s := indexByte(in, '/'); s >= 0 {
+				req, err1 := parseInt(in[:s])
+				act, err2 := parseInt(in[s+1:])
+				if err1 != nil || err2 != nil {
+					return parseError("mdstat", line, errSyntax)
+				}
+				a.Required, a.Active = req, act
+			} else if len(bytes.Trim(in, "U_")) == 0 {
+				a.Down = int64(bytes.Count(in, []byte("_")))
+			}
+		}
+		return nil
+	}
+	for _, op := range [...]struct {
+		word  string
+		state int
+	}{{"recovery", mdRecovering}, {"reshape", mdRecovering}, {"resync", mdResync}, {"check", mdCheck}} {
+		i := bytes.Index(line, []byte(op.word+" ="))
+		if i < 0 {
+			continue
+		}
+		a.State = op.state
+		rest := line[i:]
+		o, c := indexByte(rest, '('), indexByte(rest, ')')
+		if o < 0 || c < o {
+			return parseError("mdstat", line, fmt.Errorf("no (synced/total)"))
+		}
+		in := rest[o+1 : c]
+		s := indexByte(in, '/')
+		if s < 0 {
+			return parseError("mdstat", line, errSyntax)
+		}
+		n, err := parseInt(in[:s])
+		if err != nil {
+			return parseError("mdstat", line, err)
+		}
+		a.Synced = n
+		return nil
+	}
+	if bytes.Contains(line, []byte("resync=")) { // resync=DELAYED, resync=PENDING
+		a.State = mdResync
+	}
+	return nil // bitmap: and other lines
+}
