@@ -1,0 +1,108 @@
+package bench
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cantal-go/cantal/e2e/cluster/fleet"
+	"github.com/cantal-go/cantal/internal/netns"
+)
+
+// BenchmarkClusterFleet runs the fleet scenario of issue 24 (e2e/cluster/fleet) with real
+// cantal-agent processes, one per network namespace on this machine, at 10, 50 and 150 nodes:
+// convergence after the last start, a rejoin, the first cluster queries at node 1, 10 s of
+// steady-state queries with the answering node's CPU time and memory less a non-answering
+// node's (per peer), a half/half partition of 60 s and its heal with queries all along, and
+// the log line rate. Each size runs once (b.N is ignored: it is a scenario, not a loop); the
+// figures are reported as metrics and logged. It needs root and iproute2 and fails without.
+//
+//	cd bench && go test -run '^$' -bench ClusterFleet -benchtime 1x -timeout 60m -v
+//
+// FLEET_SIZES (comma-separated, default 10,50,150), FLEET_INTERVAL (the agents' --interval,
+// default 1s) and FLEET_PARTITION (default 60s) change the run. Every figure is measured on
+// two cores shared by all N agents (and whatever else the machine runs: the load average is
+// reported), so it is an upper bound for N separate machines.
+func BenchmarkClusterFleet(b *testing.B) {
+	if err := netns.Available(); err != nil {
+		b.Fatalf("the fleet benchmark needs network namespaces (root, iproute2: scripts/install-deps-cluster.sh): %v", err)
+	}
+	sizes := []int{10, 50, 150}
+	if v := os.Getenv("FLEET_SIZES"); v != "" {
+		sizes = nil
+		for _, s := range strings.Split(v, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(s))
+			if err != nil {
+				b.Fatalf("FLEET_SIZES: %v", err)
+			}
+			sizes = append(sizes, n)
+		}
+	}
+	interval := envDuration(b, "FLEET_INTERVAL", time.Second)
+	partition := envDuration(b, "FLEET_PARTITION", 60*time.Second)
+	dir := b.TempDir()
+	agent, err := fleet.Build(context.Background(), "..", dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, n := range sizes {
+		b.Run("nodes="+strconv.Itoa(n), func(b *testing.B) {
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
+			defer cancel()
+			f, err := fleet.Start(ctx, fleet.Options{Agent: agent, N: n, Subnet: "10.77.124", Interval: interval, Dir: b.TempDir()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer f.Close()
+			sc := fleet.Scenario{Partition: partition, Logf: b.Logf}
+			b.ResetTimer()
+			rep, err := sc.Run(ctx, f)
+			b.StopTimer()
+			if err != nil {
+				for _, nd := range f.Nodes[:2] {
+					b.Logf("agent %s output, last 30 lines:\n%s", nd.Name, fleet.Tail(nd.Proc.Output(), 30))
+				}
+				b.Fatal(err)
+			}
+			ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
+			b.ReportMetric(rep.Converged.Seconds(), "converge-s")
+			b.ReportMetric(rep.Join.Seconds(), "join-s")
+			b.ReportMetric(ms(rep.FirstMetrics), "first-metrics-ms")
+			b.ReportMetric(ms(rep.FirstHistory), "first-history-ms")
+			b.ReportMetric(ms(fleet.Quantile(rep.Steady.Metrics, .5)), "metrics-p50-ms")
+			b.ReportMetric(ms(fleet.Quantile(rep.Steady.Metrics, .99)), "metrics-p99-ms")
+			b.ReportMetric(ms(fleet.Quantile(rep.Steady.History, .5)), "history-p50-ms")
+			b.ReportMetric(ms(fleet.Quantile(rep.Steady.History, .99)), "history-p99-ms")
+			b.ReportMetric(float64(rep.Steady.HistoryBytes)/1024, "history-KiB")
+			b.ReportMetric(ms(rep.Cut.MaxMetrics()), "cut-max-metrics-ms")
+			b.ReportMetric(ms(rep.Cut.MaxHistory()), "cut-max-history-ms")
+			b.ReportMetric(rep.CutNotOK.Seconds(), "cut-notok-s")
+			b.ReportMetric(ms(rep.Heal.MaxMetrics()), "heal-max-metrics-ms")
+			b.ReportMetric(ms(rep.Heal.MaxHistory()), "heal-max-history-ms")
+			b.ReportMetric(rep.Whole.Seconds(), "heal-whole-s")
+			b.ReportMetric(rep.AllOKAfterHeal.Seconds(), "heal-allok-s")
+			b.ReportMetric(float64(rep.CPUPerPeerPerInterval)/1e3, "cpu-us/peer/interval")
+			b.ReportMetric(float64(rep.RSSPerPeer)/1024, "rss-KiB/peer")
+			b.ReportMetric(rep.LogRate, "log-lines/s/node")
+			b.ReportMetric(rep.Load, "loadavg")
+			b.Logf("N=%d: node 1 CPU %s/interval, node 2 %s; RSS %d / %d KiB; first metrics not ok: %v; cut never not ok: %v; query errors cut %d heal %d; %d log lines",
+				n, rep.AnsweringCPU, rep.BaselineCPU, rep.AnsweringRSS>>10, rep.BaselineRSS>>10, rep.FirstNotOK, rep.CutNotOKMissing,
+				len(rep.Cut.Errors), len(rep.Heal.Errors), rep.LogTotal)
+		})
+	}
+}
+
+func envDuration(b *testing.B, name string, def time.Duration) time.Duration {
+	v := os.Getenv(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		b.Fatalf("%s: %v", name, err)
+	}
+	return d
+}
