@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+
+	"github.com/cantal-go/cantal/internal/series"
 )
 
 func loadBody(lines int) []byte {
@@ -27,11 +29,13 @@ func BenchmarkParseLines(b *testing.B) {
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*5000), "ns/line")
 }
 
-// BenchmarkWriteHandler measures the whole /write path for a 5000-line body into existing series.
+// BenchmarkWriteHandler measures the whole /write path for a 5000-line body into existing
+// series, and the scan that takes its points (Collect: points are held until a scan stores them).
 func BenchmarkWriteHandler(b *testing.B) {
 	body := loadBody(5000)
 	p := New(Config{})
 	h := p.WriteHandler()
+	var sink series.Discard
 	b.SetBytes(int64(len(body)))
 	b.ReportAllocs()
 	for b.Loop() {
@@ -41,6 +45,7 @@ func BenchmarkWriteHandler(b *testing.B) {
 		if w.Code != 204 {
 			b.Fatal(w.Code, w.Body)
 		}
+		p.Collect(b.Context(), &sink)
 	}
 	b.ReportMetric(float64(b.N*5000)/b.Elapsed().Seconds(), "lines/s")
 }
