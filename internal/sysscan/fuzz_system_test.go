@@ -125,3 +125,19 @@ func FuzzParseMdstat(f *testing.F) {
 		}
 	})
 }
+
+func FuzzParseSoftnetARP(f *testing.F) {
+	addFixtures(f, "proc/net/softnet_stat", "real/softnet_stat", "proc/net/arp", "real/arp")
+	f.Fuzz(func(t *testing.T, b []byte) {
+		parseSoftnet(b, nil)
+		as, err := parseARP(b, nil)
+		if err != nil {
+			return
+		}
+		for _, a := range as {
+			if len(a.Device) == 0 || a.N <= 0 {
+				t.Errorf("bad count %+v", a)
+			}
+		}
+	})
+}

@@ -211,3 +211,45 @@ func TestParseMdstat(t *testing.T) {
 		}
 	}
 }
+
+func TestParseSoftnet(t *testing.T) {
+	got, err := parseSoftnet(readFixture(t, "proc/net/softnet_stat"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []softnetCPU{{0, 0xa000, 2, 3}, {1, 0xb000, 0, 1}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+	// 5.10+: the 13th column numbers the CPU (here CPU 1 offline)
+	got, err = parseSoftnet([]byte("1 0 0 0 0 0 0 0 0 0 0 0 0\n2 0 0 0 0 0 0 0 0 0 0 0 2\n"), nil)
+	if err != nil || len(got) != 2 || got[1].CPU != 2 || got[1].Processed != 2 {
+		t.Errorf("with cpu column: %v %v", got, err)
+	}
+	if real, err := parseSoftnet(readFixture(t, "real/softnet_stat"), nil); err != nil || len(real) == 0 || real[0].CPU != 0 {
+		t.Errorf("real: %v %v", real, err)
+	}
+	for _, bad := range []string{"1 2\n", "1 2 x\n", "1 0 0 0 0 0 0 0 0 0 0 0 fffffffff\n"} {
+		if _, err := parseSoftnet([]byte(bad), nil); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+func TestParseARP(t *testing.T) {
+	got, err := parseARP(readFixture(t, "proc/net/arp"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || string(got[0].Device) != "eth0" || got[0].N != 2 || string(got[1].Device) != "eth1" || got[1].N != 1 {
+		t.Errorf("got %v", got)
+	}
+	if _, err := parseARP(readFixture(t, "real/arp"), nil); err != nil {
+		t.Errorf("real: %v", err)
+	}
+	for _, bad := range []string{"10.0.0.1 0x1 0x2 aa * eth0\n", "IP address HW\n10.0.0.1 0x1 eth0\n"} {
+		if _, err := parseARP([]byte(bad), nil); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}

@@ -157,7 +157,7 @@ func TestSystemOptionalAbsent(t *testing.T) {
 		srcs = append(srcs, k)
 	}
 	wantProblems := map[string]bool{
-		dir + "/proc/net/sockstat": true, dir + "/proc/sys/kernel/random/poolsize": true,
+		dir + "/proc/net/sockstat": true, dir + "/proc/sys/kernel/random/poolsize": true, dir + "/proc/net/softnet_stat": true,
 		dir + "/sys/class/net": true, "os-release": true,
 	}
 	for _, k := range srcs {
@@ -194,6 +194,7 @@ func TestSystemReal(t *testing.T) {
 		`{"metric":"sockstat.sockets.used"}`, `{"metric":"sockstat.TCP.inuse"}`, `{"metric":"timex.sync_status"}`,
 		`{"metric":"timex.tick_s"}`, `{"metric":"system.boot_time_s"}`, `{"metric":"system.entropy_avail"}`,
 		`{"interface":"lo","metric":"net.interface.up"}`, `{"interface":"lo","metric":"net.interface.mtu"}`,
+		`{"cpu":"0","metric":"softnet.processed"}`,
 	} {
 		if _, ok := r.Values[k]; !ok {
 			t.Errorf("%s: missing", k)

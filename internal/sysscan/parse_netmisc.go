@@ -1,0 +1,106 @@
+package sysscan
+
+import (
+	"bytes"
+	"fmt"
+)
+
+// softnetCPU is one line of /proc/net/softnet_stat.
+type softnetCPU struct {
+	CPU                             int
+	Processed, Dropped, TimeSqueeze uint64
+}
+
+// parseSoftnet parses /proc/net/softnet_stat: one line of hexadecimal columns per online CPU,
+// processed, dropped and time_squeeze first. Since Linux 5.10 the 13th column is the CPU's
+// number; before, the line's index is taken (the kernel leaves out offline CPUs, so it may
+// differ from the number).
+func parseSoftnet(b []byte, dst []softnetCPU) ([]softnetCPU, error) {
+	idx := 0
+	for pos := 0; pos < len(b); {
+		var line []byte
+		line, pos = nextLine(b, pos)
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		var col [13]uint64
+		n, p := 0, 0
+		for n < len(col) {
+			var f []byte
+			f, p = field(line, p)
+			if f == nil {
+				break
+			}
+			v, err := parseHex(f)
+			if err != nil {
+				return dst, parseError("softnet_stat", line, err)
+			}
+			col[n] = v
+			n++
+		}
+		if n < 3 {
+			return dst, parseError("softnet_stat", line, fmt.Errorf("%d columns", n))
+		}
+		cpu := idx
+		if n >= 13 {
+			if col[12] > 1<<20 {
+				return dst, parseError("softnet_stat", line, errRange)
+			}
+			cpu = int(col[12])
+		}
+		dst = append(dst, softnetCPU{CPU: cpu, Processed: col[0], Dropped: col[1], TimeSqueeze: col[2]})
+		idx++
+	}
+	return dst, nil
+}
+
+// arpCount is the number of /proc/net/arp entries of one interface.
+type arpCount struct {
+	Device []byte
+	N      int64
+}
+
+// parseARP counts the entries of /proc/net/arp per device (its last column), in the order
+// the devices first appear; the header line is skipped.
+func parseARP(b []byte, dst []arpCount) ([]arpCount, error) {
+	head, pos := nextLine(b, 0)
+	if !bytes.HasPrefix(head, []byte("IP address")) {
+		if len(bytes.TrimSpace(b)) == 0 {
+			return dst, nil
+		}
+		return dst, parseError("arp", head, fmt.Errorf("no header"))
+	}
+	for pos < len(b) {
+		var line []byte
+		line, pos = nextLine(b, pos)
+		var last []byte
+		n := 0
+		for p := 0; ; {
+			var f []byte
+			f, p = field(line, p)
+			if f == nil {
+				break
+			}
+			last = f
+			n++
+		}
+		if n == 0 {
+			continue
+		}
+		if n != 6 {
+			return dst, parseError("arp", line, fmt.Errorf("%d columns", n))
+		}
+		found := false
+		for i := range dst {
+			if bytes.Equal(dst[i].Device, last) {
+				dst[i].N++
+				found = true
+				break
+			}
+		}
+		if !found {
+			dst = append(dst, arpCount{Device: last, N: 1})
+		}
+	}
+	return dst, nil
+}
