@@ -204,6 +204,11 @@ func New(cfg Config) (*Cluster, error) {
 	}
 
 	mlc := memberlistConfig()
+	size := cfg.SizeHint
+	if size <= 0 {
+		size = 1 + max(len(c.peers), len(c.seeds))
+	}
+	scaleForSize(mlc, size)
 	mlc.Name = c.id
 	mlc.Label = labelPrefix + cfg.ClusterName
 	d := &delegate{c}

@@ -496,3 +496,25 @@ func TestSuspectReported(t *testing.T) {
 	})
 	waitFor(t, 20*time.Second, statusIs(nodes[:2], map[string]Status{"a": StatusAlive, "b": StatusAlive, "c": StatusDead}))
 }
+
+// TestScaleForSize: small clusters keep the agent's timing; larger ones get longer probe
+// timeouts (below the probe interval) and, above 128 nodes, a wider gossip fan-out.
+func TestScaleForSize(t *testing.T) {
+	for _, c := range []struct {
+		n       int
+		timeout time.Duration
+		fanout  int
+	}{{1, 500 * time.Millisecond, 4}, {32, 500 * time.Millisecond, 4}, {64, 800 * time.Millisecond, 4},
+		{150, 800 * time.Millisecond, 5}, {1000, 800 * time.Millisecond, 7}} {
+		mc := memberlistConfig()
+		scaleForSize(mc, c.n)
+		if mc.ProbeTimeout != c.timeout || mc.GossipNodes != c.fanout || mc.ProbeInterval != time.Second {
+			t.Errorf("n=%d: probe timeout %s, interval %s, fan-out %d; want %s, 1s, %d", c.n, mc.ProbeTimeout, mc.ProbeInterval, mc.GossipNodes, c.timeout, c.fanout)
+		}
+	}
+	mc := memberlistConfig()
+	scaleForSize(mc, 40)
+	if mc.ProbeTimeout <= 500*time.Millisecond || mc.ProbeTimeout >= 800*time.Millisecond {
+		t.Errorf("n=40: probe timeout %s; want between 500 and 800 ms", mc.ProbeTimeout)
+	}
+}

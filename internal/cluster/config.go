@@ -3,6 +3,7 @@ package cluster
 import (
 	"crypto/tls"
 	"log/slog"
+	"math"
 	"time"
 
 	"github.com/hashicorp/memberlist"
@@ -86,6 +87,9 @@ type Config struct {
 	// Transport replaces the UDP/TCP transport (tests and benchmarks use memnet). BindAddr,
 	// AdvertiseAddr and StreamsViaHTTP are then unused.
 	Transport memberlist.Transport
+	// SizeHint is the cluster size the node expects, for the settings that scale with it
+	// (see scaleForSize). 0: the number of remembered peers (StateDir) and Peers, plus one.
+	SizeHint int
 	// Tune, when set, may adjust the memberlist configuration New built, just before it is used.
 	Tune func(*memberlist.Config)
 }
@@ -123,4 +127,25 @@ func memberlistConfig() *memberlist.Config {
 	// A node that comes back with the same id on a new address may reclaim its name.
 	c.DeadNodeReclaimTime = 30 * time.Second
 	return c
+}
+
+// scaleForSize adapts c to a cluster of about n nodes, on top of what memberlist scales by
+// itself (suspicion timeout and retransmissions grow with log10 N, push/pull intervals with
+// log2 N above 32 nodes, and Lifeguard's awareness stretches a slow node's own probe timeouts up
+// to AwarenessMaxMultiplier times). Above 32 nodes, with k = 1 + log2(n/32): the probe
+// timeout grows to 500 ms × k, at most 80 % of the probe interval (a large cluster has more
+// members whose answer can be late, and each false suspicion costs a refutation gossiped to
+// all); above 128 nodes the gossip fan-out grows by one per doubling, so that an update still
+// reaches every node in about as many rounds (log base fan-out + 1 of N). memberlist reads its
+// configuration once, at creation: n is what the node knows then (SizeHint, its remembered
+// peers).
+func scaleForSize(c *memberlist.Config, n int) {
+	if n <= 32 {
+		return
+	}
+	k := 1 + math.Log2(float64(n)/32)
+	c.ProbeTimeout = min(time.Duration(float64(c.ProbeTimeout)*k), c.ProbeInterval*8/10)
+	if n > 128 {
+		c.GossipNodes += int(math.Ceil(math.Log2(float64(n) / 128)))
+	}
 }
