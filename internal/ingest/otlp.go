@@ -235,6 +235,9 @@ func (p *Push) ApplyOTLP(md *metricsv1.MetricsData) OTLPResult {
 				continue
 			}
 			base, baseErr = p.addTag(base, k, a.GetValue(), baseErr)
+			if baseErr == nil && len(base)+2 > p.lr.maxLabels { // stop early: attributes are unbounded
+				baseErr = p.rules().count(len(base))
+			}
 		}
 		for _, sm := range rm.GetScopeMetrics() {
 			for _, m := range sm.GetMetrics() {
@@ -337,6 +340,12 @@ func (p *Push) labelsOf(dst []kv, base []kv, attrs []*commonv1.KeyValue) ([]kv, 
 		k := a.GetKey()
 		dst = slices.DeleteFunc(dst, func(t kv) bool { return t.k == k })
 		dst, err = p.addTag(dst, k, a.GetValue(), err)
+		if err == nil && len(dst)+2 > p.lr.maxLabels {
+			err = p.rules().count(len(dst)) // stop early: a point's attributes are unbounded
+		}
+		if err != nil {
+			return dst, err
+		}
 	}
 	if err != nil {
 		return dst, err

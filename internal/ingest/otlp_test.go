@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"fmt"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -354,4 +355,17 @@ func FuzzOTLP(f *testing.F) {
 		}
 		checkPush(t, p)
 	})
+}
+
+// A data point with a flood of attributes is refused at the label limit, early.
+func TestOTLPManyAttributes(t *testing.T) {
+	p, _ := newTestPush(Config{})
+	var attrs []*commonv1.KeyValue
+	for i := range 200000 {
+		attrs = append(attrs, strAttr(fmt.Sprintf("k%d", i), "v"))
+	}
+	res := p.ApplyOTLP(otlpRequest(intSum("x", cumulative, true, 0, 1, attrs...)))
+	if res.Rejected != 1 || !strings.Contains(res.Message(), "exceed the limit") {
+		t.Errorf("ApplyOTLP = %+v; want the point refused for its labels", res)
+	}
 }
