@@ -118,6 +118,7 @@ var secureRoutes = []struct {
 	{"GET", "/debug/pprof/", "", true},
 	{"POST", "/write", "secure_test v=1", true},
 	{"POST", "/api/v2/write", "secure_test v=2", true},
+	{"POST", "/v1/metrics", "", true}, // an empty OTLP request (protobuf without Content-Type)
 	{"POST", "/api/v1/peers", `{"addr":"127.0.0.1:1"}`, true},
 }
 

@@ -108,7 +108,8 @@ func DecodeOTLP(body []byte, json bool) (*metricsv1.MetricsData, error) {
 // 200 with an ExportMetricsServiceResponse in the request's encoding (partial_success set when
 // data points were refused); 400 with a google.rpc.Status for a body that does not decode; 413
 // for a body over Config.MaxBodyBytes (compressed or not); 415 for another Content-Type or
-// Content-Encoding; 405 for a method other than POST.
+// Content-Encoding (a request without Content-Type is taken as protobuf, OTLP's default); 405
+// for a method other than POST.
 func (p *Push) OTLPHandler() http.Handler {
 	return http.HandlerFunc(p.serveOTLP)
 }
@@ -124,7 +125,7 @@ func (p *Push) serveOTLP(w http.ResponseWriter, r *http.Request) {
 		fail(http.StatusMethodNotAllowed, "method "+r.Method+" not allowed: use POST")
 		return
 	}
-	if ct != "application/x-protobuf" && ct != "application/protobuf" && !asJSON {
+	if ct != "application/x-protobuf" && ct != "application/protobuf" && ct != "" && !asJSON { // none: protobuf
 		fail(http.StatusUnsupportedMediaType, fmt.Sprintf("unsupported Content-Type %s (want application/x-protobuf or application/json)", quote(ct)))
 		return
 	}
@@ -177,7 +178,7 @@ func (p *Push) serveOTLP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	res := p.ApplyOTLP(md)
-	w.Header().Set("Content-Type", ct)
+	w.Header().Set("Content-Type", "application/x-protobuf")
 	if asJSON {
 		w.Header().Set("Content-Type", "application/json")
 	}
