@@ -66,6 +66,31 @@ type Filesystems struct {
 	mounts  map[string]*mount
 	pending []*mount
 	timer   *time.Timer
+	// pollable says the open mountinfo is procfs's, whose poll(2) reports POLLPRI when the
+	// mount table changed: f.ents are then parsed again only after a change (reading the file
+	// costs the kernel ~40 µs of CPU with 30 mounts, four times the rest of the scan).
+	pollable bool
+	pfd      [1]unix.PollFd
+}
+
+// mountinfoEvery is how often (in scans) mountinfo is read even when poll(2) reported no
+// change.
+const mountinfoEvery = 30
+
+// mountsChanged reports whether mountinfo must be read again: at the first scan, every
+// mountinfoEvery scans, when the file is not procfs's, and when poll says the table changed.
+func (f *Filesystems) mountsChanged() bool {
+	if !f.file.open || !f.pollable || f.gen%mountinfoEvery == 1 {
+		return true
+	}
+	f.pfd[0] = unix.PollFd{Fd: int32(f.file.fd), Events: unix.POLLPRI}
+	for {
+		_, err := unix.Poll(f.pfd[:], 0)
+		if err == unix.EINTR {
+			continue
+		}
+		return err != nil || f.pfd[0].Revents&(unix.POLLPRI|unix.POLLERR|unix.POLLNVAL) != 0
+	}
 }
 
 // Filesystem series, in the order of mount.refs.
@@ -209,24 +234,32 @@ func (f *Filesystems) statfsPrefix() string {
 
 // Collect implements series.Collector.
 func (f *Filesystems) Collect(ctx context.Context, sink series.Sink) error {
-	procfd, err := openDir(f.opt.Proc)
-	if err != nil {
-		return fmt.Errorf("scan filesystems: %w", err)
-	}
-	b, err := f.readMountinfo(procfd)
-	unix.Close(procfd)
 	f.gen++
-	if err != nil {
-		sink.Problem(filepath.Join(f.opt.Proc, "1/mountinfo"), err.Error())
-		f.expire()
-		return nil
-	}
-	if !f.checked {
-		f.prefix, f.checked = f.statfsPrefix(), true
-	}
-	f.ents, err = parseMountinfo(b, f.ents[:0], &f.esc)
-	if err != nil {
-		sink.Problem(filepath.Join(f.opt.Proc, "1/mountinfo"), err.Error())
+	if f.mountsChanged() {
+		procfd, err := openDir(f.opt.Proc)
+		if err != nil {
+			return fmt.Errorf("scan filesystems: %w", err)
+		}
+		wasOpen := f.file.open
+		b, err := f.readMountinfo(procfd)
+		unix.Close(procfd)
+		if err != nil {
+			f.ents = f.ents[:0]
+			sink.Problem(filepath.Join(f.opt.Proc, "1/mountinfo"), err.Error())
+			f.expire()
+			return nil
+		}
+		if !wasOpen && f.file.open {
+			var st unix.Statfs_t
+			f.pollable = unix.Fstatfs(f.file.fd, &st) == nil && st.Type == unix.PROC_SUPER_MAGIC
+		}
+		if !f.checked {
+			f.prefix, f.checked = f.statfsPrefix(), true
+		}
+		f.ents, err = parseMountinfo(b, f.ents[:0], &f.esc)
+		if err != nil {
+			sink.Problem(filepath.Join(f.opt.Proc, "1/mountinfo"), err.Error())
+		}
 	}
 	f.pending = f.pending[:0]
 	for _, e := range f.ents {

@@ -284,3 +284,51 @@ func writeFile(path, s string) error {
 	}
 	return os.WriteFile(path, []byte(s), 0o644)
 }
+
+// TestFilesystemsNoticesMounts: with mountinfo re-read only when poll(2) reports a change, a
+// mount made between two scans is measured at the next scan, and its series stop after it is
+// unmounted. It mounts a tmpfs (the tests run as root).
+func TestFilesystemsNoticesMounts(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "mnt")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f := NewFilesystems(Options{}, FSOptions{})
+	defer f.Close()
+	f.self = true // this process's mounts, whatever pid 1's namespace
+	has := func() (bool, uint64) {
+		r := series.NewRecorder()
+		if err := f.Collect(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+		v, ok := r.Values[fsKey("fs.size", "cantaltest", dir, "tmpfs")]
+		return ok, v
+	}
+	for range 3 {
+		if ok, _ := has(); ok {
+			t.Fatal("measured before the mount")
+		}
+	}
+	if !f.pollable {
+		t.Errorf("procfs mountinfo not recognised as pollable")
+	}
+	if err := unix.Mount("cantaltest", dir, "tmpfs", 0, "size=4m"); err != nil {
+		t.Fatalf("mount tmpfs (the tests run as root): %v", err)
+	}
+	mounted := true
+	defer func() {
+		if mounted {
+			unix.Unmount(dir, 0)
+		}
+	}()
+	if ok, v := has(); !ok || v != 4<<20 {
+		t.Errorf("after mount: present %v, size %d, want %d", ok, v, 4<<20)
+	}
+	if err := unix.Unmount(dir, 0); err != nil {
+		t.Fatal(err)
+	}
+	mounted = false
+	if ok, _ := has(); ok {
+		t.Errorf("still measured after unmount")
+	}
+}

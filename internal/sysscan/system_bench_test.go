@@ -28,3 +28,13 @@ func BenchmarkMachineAndNew(b *testing.B) {
 	defer f.Close()
 	benchScan(b, NewMachine(Options{}), s, f)
 }
+
+// BenchmarkFullScanWithNew is BenchmarkFullScan's machine and process scan plus System and
+// Filesystems, for the two side by side in one run.
+func BenchmarkFullScanWithNew(b *testing.B) {
+	s := NewSystem(Options{})
+	defer s.Close()
+	f := NewFilesystems(Options{}, FSOptions{})
+	defer f.Close()
+	benchScan(b, NewMachine(Options{}), NewProcesses(Options{}), s, f)
+}
