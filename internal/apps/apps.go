@@ -69,17 +69,25 @@ type Collector struct {
 	watch  *watcher
 	scans  uint64
 
-	pids []int // scratch of Collect: the pids read, sorted
+	pids    []int  // scratch of Collect: the pids read, sorted
+	mapsBuf []byte // scratch of owner
 
 	count   atomic.Int64
 	exports atomic.Pointer[[]int] // sorted; replaced only when it changes
 }
 
-// mntEntry is the mount namespace of a process, and the scan that last saw the process.
+// mntEntry is the mount namespace of a process, the scan that last saw the process, and the
+// scan that last found its maps not to name its values file (0: never), see owner.
 type mntEntry struct {
-	ns   string
-	seen uint64
+	ns       string
+	seen     uint64
+	unmapped uint64
 }
+
+// ownerRecheck is how many scans a process whose maps did not name its values file is taken
+// not to map it: under heavy churn the members of a shared CANTAL_PATH change at every scan,
+// and reading the maps of every member each time cost more than the rest of the scan.
+const ownerRecheck = 30
 
 type groupKey struct {
 	ns   string // mount namespace of the processes
@@ -271,8 +279,22 @@ func (c *Collector) owner(path string, ms []*sysscan.Process) *sysscan.Process {
 		return ms[0]
 	}
 	values := []byte(path + ".values")
-	buf := make([]byte, 0, 64<<10)
+	buf := c.mapsBuf[:0]
+	if buf == nil {
+		buf = make([]byte, 0, 64<<10)
+	}
+	defer func() {
+		if cap(buf) > 1<<20 {
+			buf = nil // one huge process's maps: not kept
+		}
+		c.mapsBuf = buf[:0]
+	}()
 	for _, p := range ms {
+		ps := pidStart{p.PID, p.StartTime}
+		m, known := c.mntns[ps]
+		if known && m.unmapped != 0 && c.scans-m.unmapped < ownerRecheck {
+			continue
+		}
 		f, err := os.Open(c.opt.Proc + "/" + strconv.Itoa(p.PID) + "/maps")
 		if err != nil {
 			continue
@@ -291,6 +313,10 @@ func (c *Collector) owner(path string, ms []*sysscan.Process) *sysscan.Process {
 		f.Close()
 		if bytes.Contains(buf, values) {
 			return p
+		}
+		if known {
+			m.unmapped = c.scans
+			c.mntns[ps] = m
 		}
 	}
 	parents := make(map[int]bool, len(ms))

@@ -87,8 +87,10 @@ type procState struct {
 	writeBytes uint64
 	haveIO     bool
 	ioDenied   bool
-	envDone    bool // environ read since the process was new or exec'd
-	details    bool // status, io, cgroup and cmdline read since then (see Collect)
+	prevRSS    uint64 // RSS pages at prevAt
+	stirred    bool   // CPU or RSS moved since status was last read
+	envDone    bool   // environ read since the process was new or exec'd
+	details    bool   // status, io, cgroup and cmdline read since then (see Collect)
 }
 
 // app reports whether the process names a CANTAL_PATH: its details are never deferred or shed.
@@ -354,25 +356,31 @@ func (p *Processes) readOccasional(procfd, pid, file int, f *keptFile, limit int
 
 // cgroupEvery is how often (in scans) a known process's cgroup file is read again: processes
 // are placed in their cgroup before they exec, and moves are rare, so each scan reads it for a
-// tenth of the processes (and for every new one); a moved process's series follow within
-// cgroupEvery scans.
-const cgroupEvery = 10
+// thirtieth of the processes (and for every new one); a moved process's series follow within
+// cgroupEvery scans (a minute at the default interval).
+const cgroupEvery = 30
 
-// statusEvery is how often (in scans) a process's status file (uid and swap) is read again, so
-// a process's swap and uid in the table are up to statusEvery scans old (20 s at the default
-// interval): status is the most expensive of the per-process files to generate (5.7 µs of
-// kernel time here, against 4.3 for stat), and swap moves slowly. Nothing decides what to read
-// on a process's behalf from this uid alone: package apps reads the current uid (ProcessUID)
-// whenever it opens a file for a process.
-const statusEvery = 10
+// statusEvery is how often (in scans) the status file (uid and swap) of a process whose CPU
+// time or RSS moved since it was last read is read again, and statusIdleEvery that of any
+// process: a process that neither runs nor has pages taken from it or given back changes
+// neither its uid nor its swap. A process's swap and uid in the table are up to statusEvery
+// scans old (20 s at the default interval) while it is active, up to statusIdleEvery (2 min)
+// while it sleeps: status is the most expensive of the per-process files to generate (5.7 µs
+// of kernel time here, against 4.3 for stat), and swap moves slowly. Nothing decides what to
+// read on a process's behalf from this uid alone: package apps reads the current uid
+// (ProcessUID) whenever it opens a file for a process.
+const (
+	statusEvery     = 10
+	statusIdleEvery = 60
+)
 
 // ioEvery is how often (in scans) the io file of a process that used no CPU since the previous
 // scan is read; a process whose utime+stime moved is read at every scan. A process that does
 // not run causes no I/O of its own, and most processes of a machine sleep through most scans
 // (io is 2.8 µs of kernel time per process here). The CPU times move in clock ticks (10 ms),
 // so the I/O of a process that ran for less than a tick since the previous scan may show up
-// to ioEvery scans late; its counter stays exact.
-const ioEvery = 5
+// to ioEvery scans (30 s at the default interval) late; its counter stays exact.
+const ioEvery = 15
 
 // readKept reads PID/file through the kept file f, opening it when needed and keeping it open
 // while the budget allows. gone is true when the process exited.
@@ -537,14 +545,17 @@ func (p *Processes) scanPID(procfd, pid int, sink series.Sink, sc *scanCount) {
 		}
 	}
 	cpu := ps.UTime + ps.STime
+	moved := cpu != st.prevCPU || ps.RSSPages != st.prevRSS
+	st.stirred = st.stirred || moved
+	st.prevRSS = ps.RSSPages
 	switch {
 	case !st.details:
 		it.due = dueAll
 	default:
-		if (uint64(pid)+p.gen)%statusEvery == 0 {
+		if k := uint64(pid) + p.gen; st.stirred && k%statusEvery == 0 || k%statusIdleEvery == 0 {
 			it.due |= dueStatus
 		}
-		if !st.haveIO || cpu != st.prevCPU || (uint64(pid)+p.gen)%ioEvery == 0 {
+		if k := uint64(pid) + p.gen; !st.haveIO || cpu != st.prevCPU || k%ioEvery == 0 {
 			it.due |= dueIO
 		}
 		if st.cgroup == nil || (uint64(pid)+p.gen)%cgroupEvery == 0 {
@@ -575,7 +586,7 @@ func (p *Processes) readDetails(procfd int, it *scanItem, sink series.Sink) {
 		} else if s, err := parsePIDStatus(b); err != nil {
 			sink.Problem(fmt.Sprintf("%s/%d/status", p.opt.Proc, pid), err.Error())
 		} else {
-			st.uid, st.swap, st.haveStatus = int(s.UID), s.Swap, true
+			st.uid, st.swap, st.haveStatus, st.stirred = int(s.UID), s.Swap, true, false
 		}
 	}
 	if it.due&dueIO != 0 {
