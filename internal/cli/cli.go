@@ -1,6 +1,6 @@
 // Package cli implements the `cantal` command-line tool: it queries a cantal-agent's HTTP API
-// (status, processes, metrics, history, stats, peers) and prints aligned tables or the agent's
-// JSON, and reads an application's metrics straight from its shared-memory files with no agent
+// (status, processes, metrics, history, stats, peers, the cluster routes, and `top`, a live
+// view of the node) and prints aligned tables or the agent's JSON, and reads an application's metrics straight from its shared-memory files with no agent
 // running (`cantal values PID|PATH`).
 //
 // The command's main only builds a CLI from the process environment and calls Run; everything
@@ -33,6 +33,8 @@ const (
 // Stderr. A CLI is used by one Run at a time.
 type CLI struct {
 	Stdout, Stderr io.Writer
+	// Stdin is where `top` reads its keys when it is a terminal (*os.File); nil means os.Stdin.
+	Stdin io.Reader
 	// Getenv reads the environment (CANTAL_AGENT, CANTAL_PATH, CANTAL_PASSWORD, ...). nil means
 	// os.Getenv.
 	Getenv func(string) string
@@ -71,6 +73,21 @@ Query a cantal-agent:
                                  points of each matching series (--rate: counters as per-second rates)
   stats [SEL] [--window DUR]     count, min, max, mean, median, p90, p95, p99, slope per series
   peers                          the other agents this one knows
+  top [--interval DUR] [--sort cpu|rss] [--once]
+                                 live view of the node: CPU, memory, load, network and disk
+                                 rates, the busiest processes; q quits, c/m sort by CPU/memory
+                                 (--once: print one frame and exit)
+
+Query the whole cluster through one agent:
+  cluster metrics [SEL] [--agg sum|avg|min|max] [--by L,..|--without L,..] [--rate]
+                                 latest values on every node, with the nodes' status, and the
+                                 aggregate over nodes (grouped without node, pid, process, cgroup)
+  cluster history [SEL] [--window DUR] [--rate] [--agg FN] [--by|--without L,..]
+                                 every node's points side by side, one column per node, in time
+                                 slots of the scan step; --agg adds the aggregate column
+  cluster stats [SEL] [--window DUR] [--rate] [--agg FN] [--by|--without L,..]
+                                 count, min, max, mean, median, p90, p95, p99, slope per node's
+                                 series (and of the aggregate), from the cluster history
 
 Read an application's metrics directly, no agent needed:
   values [PID|PATH]              PID: the process's CANTAL_PATH (read from /proc/PID/environ,
@@ -91,7 +108,8 @@ Flags (after the command, in any order):
                  Prometheus matchers ({metric=~"cpu\\..*", pid="42"})
   --window DUR   history/stats window, e.g. 30s, 5m, 1h (default: the agent's, 5m)
   --rate         history: per-second rates of counters
-  -o FORMAT      table (default) or json (the agent's answer as it is)
+  -o FORMAT      table (default) or json (the agent's answer as it is; cluster history
+                 --agg and cluster stats add what the CLI computed); --json is -o json
 `
 
 // Run executes the command line args (without the program name) and returns the exit code.
@@ -123,6 +141,10 @@ type options struct {
 	output string
 	sort   string
 	args   []string // positional arguments
+
+	agg, by, without string // cluster: aggregate function and grouping
+	interval         string // top: refresh interval
+	once             bool   // top: one frame
 }
 
 func (c *CLI) getenv(k string) string {
@@ -149,6 +171,7 @@ func (c *CLI) loc() *time.Location {
 // spec says which flags a command takes and how many positional arguments.
 type spec struct {
 	match, window, rate, sort, agent bool
+	agg, top                         bool
 	maxArgs                          int
 }
 
@@ -167,6 +190,12 @@ func commandSpec(cmd string) (spec, bool) {
 		return spec{agent: true, match: true, window: true, maxArgs: 1}, true
 	case "values":
 		return spec{maxArgs: 1}, true
+	case "cluster metrics":
+		return spec{agent: true, match: true, rate: true, agg: true, maxArgs: 1}, true
+	case "cluster history", "cluster stats":
+		return spec{agent: true, match: true, window: true, rate: true, agg: true, maxArgs: 1}, true
+	case "top":
+		return spec{agent: true, sort: true, top: true}, true
 	}
 	return spec{}, false
 }
@@ -207,8 +236,18 @@ func (c *CLI) parse(cmd string, args []string) (options, error) {
 	if spec.sort {
 		fs.StringVar(&o.sort, "sort", o.sort, "")
 	}
+	if spec.agg {
+		fs.StringVar(&o.agg, "agg", "", "")
+		fs.StringVar(&o.by, "by", "", "")
+		fs.StringVar(&o.without, "without", "", "")
+	}
+	if spec.top {
+		fs.StringVar(&o.interval, "interval", "", "")
+		fs.BoolVar(&o.once, "once", false, "")
+	}
 	fs.StringVar(&o.output, "o", o.output, "")
 	fs.StringVar(&o.output, "output", o.output, "")
+	fs.BoolFunc("json", "", func(string) error { o.output = "json"; return nil })
 	// Flags and positional arguments may be interleaved.
 	for {
 		if err := fs.Parse(args); err != nil {
@@ -248,6 +287,14 @@ func (c *CLI) parse(cmd string, args []string) (options, error) {
 	default:
 		return o, usagef("%s: --sort %q: want pid, cpu or rss", cmd, o.sort)
 	}
+	switch o.agg {
+	case "", "sum", "avg", "min", "max":
+	default:
+		return o, usagef("%s: --agg %q: want sum, avg, min or max", cmd, o.agg)
+	}
+	if o.by != "" && o.without != "" {
+		return o, usagef("%s: --by and --without exclude each other", cmd)
+	}
 	return o, nil
 }
 
@@ -259,6 +306,12 @@ func (c *CLI) run(ctx context.Context, args []string) error {
 	switch cmd {
 	case "help", "-h", "-help", "--help":
 		return flag.ErrHelp
+	case "cluster":
+		if len(args) < 2 || strings.HasPrefix(args[1], "-") {
+			return usagef("cluster: want a subcommand: metrics, history or stats")
+		}
+		cmd = "cluster " + args[1]
+		args = args[1:]
 	}
 	if _, ok := commandSpec(cmd); !ok {
 		return usagef("unknown command %q", cmd)
@@ -287,6 +340,14 @@ func (c *CLI) run(ctx context.Context, args []string) error {
 		return c.stats(ctx, a, o)
 	case "peers":
 		return c.peers(ctx, a, o)
+	case "cluster metrics":
+		return c.clusterMetrics(ctx, a, o)
+	case "cluster history":
+		return c.clusterHistory(ctx, a, o)
+	case "cluster stats":
+		return c.clusterStats(ctx, a, o)
+	case "top":
+		return c.top(ctx, a, o)
 	}
 	return usagef("unknown command %q", cmd)
 }

@@ -208,7 +208,9 @@ func (c *CLI) age(ms int64) string {
 		d = d.Truncate(time.Minute)
 	}
 	s := d.String()
-	s = strings.TrimSuffix(s, "0s")
+	if strings.HasSuffix(s, "m0s") { // 3m0s → 3m, not 10s → 1
+		s = strings.TrimSuffix(s, "0s")
+	}
 	if strings.HasSuffix(s, "h0m") {
 		s = strings.TrimSuffix(s, "0m")
 	}

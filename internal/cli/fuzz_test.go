@@ -25,7 +25,8 @@ func (rt roundTrip) RoundTrip(r *http.Request) (*http.Response, error) {
 		Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(bytes.NewReader(rt.body)), Request: r}, nil
 }
 
-// FuzzAnswers feeds arbitrary agent answers to every command: never a panic, exit 0 or 1, and
+// FuzzAnswers feeds arbitrary agent answers to every command (the cluster commands' aggregates
+// and statistics, computed here, and top's frame included): never a panic, exit 0 or 1, and
 // nothing but an error message on a non-2xx answer.
 func FuzzAnswers(f *testing.F) {
 	for _, s := range []string{
@@ -37,6 +38,9 @@ func FuzzAnswers(f *testing.F) {
 		`{"peers":[{"name":"a","rtt_ms":null,"last_seen":0}]}`,
 		`{"a":{"b":[1,{"c":2}],"d_ms":3.5,"e_bytes":1e30},"problems":[{"x":1},{"y":[]}]}`,
 		`{"error":"bad"}`, `[]`, `{`, `null`,
+		`{"nodes":[{"node":"a","status":"ok","series":[{"labels":{"metric":"m","node":"a"},"kind":"counter","value":1,"ts":1,"rate":2}]},{"node":"b","status":"unreachable","error":"x","series":[]}],"aggregate":[{"labels":{"metric":"m"},"kind":"counter","fn":"sum","value":1,"rate":"NaN","nodes":1}]}`,
+		`{"nodes":[{"node":"a","status":"ok","series":[{"labels":{"metric":"m","pid":"1"},"kind":"level","points":[[1000,1],[-3000,"-Inf"],[9223372036854775807,2]]},{"labels":{"metric":"m","pid":"2"},"kind":"level","points":[[2000,"NaN"]]}]}]}`,
+		`{"node_name":"n","counts":{"processes":2}}`,
 	} {
 		f.Add(200, []byte(s))
 	}
@@ -45,11 +49,13 @@ func FuzzAnswers(f *testing.F) {
 		if code < 100 || code > 599 {
 			code = 200
 		}
-		for _, cmd := range []string{"status", "processes", "metrics", "history", "stats", "peers"} {
+		for _, cmd := range [][]string{{"status"}, {"processes"}, {"metrics"}, {"history"}, {"stats"}, {"peers"},
+			{"cluster", "metrics", "--agg", "sum"}, {"cluster", "history", "--agg", "avg"}, {"cluster", "stats", "--agg", "max", "--by", "pid"},
+			{"cluster", "history", "--agg", "min", "--json"}, {"cluster", "stats", "--json"}, {"top", "--once"}} {
 			var out, errb bytes.Buffer
 			c := &CLI{Stdout: &out, Stderr: &errb, HTTP: &http.Client{Transport: roundTrip{code, body}},
 				Now: func() time.Time { return time.UnixMilli(nowMs) }, Location: time.UTC}
-			rc := c.Run(context.Background(), []string{cmd})
+			rc := c.Run(context.Background(), cmd)
 			if rc != ExitOK && rc != ExitError {
 				t.Fatalf("%s on %d %q: exit %d", cmd, code, body, rc)
 			}
