@@ -1,5 +1,7 @@
 // TimeChart: a uPlot line chart with units on both axes, theme colours from CSS variables,
-// and its width following its container.
+// and its width following its container. The charts of one page share a ChartGroup: one
+// crosshair (uPlot cursor sync), one zoom that stays until reset (live updates keep drawing
+// inside it), pan, and a pause that holds every chart still while data keeps arriving.
 import uPlot from "uplot";
 import "uplot/dist/uPlot.min.css";
 import { h } from "./dom";
@@ -12,7 +14,12 @@ export interface ChartOptions {
   height?: number;
   /** yMax fixes the top of the y scale (e.g. 100 for percentages). */
   yMax?: number;
+  /** group shares crosshair, zoom and pause with the page's other charts. */
+  group?: ChartGroup;
 }
+
+/** LineStyle marks a line: "stale" is dashed, "down" dashed and faint (a node not answering). */
+export type LineStyle = "" | "stale" | "down";
 
 function cssVar(name: string): string {
   return getComputedStyle(document.documentElement).getPropertyValue(name).trim();
@@ -25,6 +32,100 @@ export function palette(): string[] {
   return out;
 }
 
+/** Range is a time window in unix seconds. */
+export interface Range {
+  min: number;
+  max: number;
+}
+
+/**
+ * ChartGroup is the state the charts of one page share: the zoomed time range (null: follow
+ * the data), whether drawing is paused, and the toolbar that shows and changes both. Owned by
+ * the page (main.ts makes one per render); single-threaded (UI).
+ */
+export class ChartGroup {
+  /** key is the uPlot cursor sync key of the group. */
+  readonly key: string;
+  zoom: Range | null = null;
+  paused = false;
+  readonly bar: HTMLElement;
+  private charts = new Set<TimeChart>();
+  private pauseBtn: HTMLButtonElement;
+  private resetBtn: HTMLButtonElement;
+  private panL: HTMLButtonElement;
+  private panR: HTMLButtonElement;
+  private state: HTMLElement;
+
+  constructor(key: string) {
+    this.key = key;
+    this.pauseBtn = h("button", { type: "button", class: "chart-pause", "aria-pressed": "false", onclick: () => this.setPaused(!this.paused) });
+    this.resetBtn = h("button", { type: "button", class: "chart-reset", onclick: () => this.setZoom(null) }, "Reset zoom");
+    this.panL = h("button", { type: "button", class: "chart-pan-left", title: "Pan back in time", "aria-label": "Pan back in time", onclick: () => this.pan(-0.5) }, "◀");
+    this.panR = h("button", { type: "button", class: "chart-pan-right", title: "Pan forward in time", "aria-label": "Pan forward in time", onclick: () => this.pan(0.5) }, "▶");
+    this.state = h("span", { class: "chart-state", role: "status" });
+    this.bar = h("div", { class: "chart-bar toolbar", role: "group", "aria-label": "Charts" },
+      this.pauseBtn, this.panL, this.panR, this.resetBtn, this.state);
+    this.update();
+  }
+
+  add(c: TimeChart) {
+    this.charts.add(c);
+    if (!this.bar.isConnected) c.el.parentElement?.before(this.bar);
+  }
+
+  remove(c: TimeChart) {
+    this.charts.delete(c);
+    if (this.charts.size === 0) this.bar.remove();
+  }
+
+  /** setZoom shows range on every chart of the group until reset (null). */
+  setZoom(r: Range | null) {
+    if (r && !(r.max > r.min)) return;
+    this.zoom = r;
+    for (const c of this.charts) c.redraw();
+    this.update();
+  }
+
+  /** pan moves the zoomed range by frac of its width (negative: back in time). */
+  pan(frac: number) {
+    let r = this.zoom;
+    if (!r) {
+      // Not zoomed: pan from the whole range shown.
+      for (const c of this.charts) r = r ?? c.shown();
+      if (!r) return;
+    }
+    const d = (r.max - r.min) * frac;
+    this.setZoom({ min: r.min + d, max: r.max + d });
+  }
+
+  setPaused(p: boolean) {
+    this.paused = p;
+    if (!p) for (const c of this.charts) c.redraw();
+    this.update();
+  }
+
+  private update() {
+    this.pauseBtn.textContent = this.paused ? "▶ Resume live" : "⏸ Pause";
+    this.pauseBtn.setAttribute("aria-pressed", String(this.paused));
+    this.resetBtn.disabled = this.zoom === null;
+    this.bar.dataset.zoomed = String(this.zoom !== null);
+    this.bar.dataset.paused = String(this.paused);
+    const z = this.zoom;
+    this.state.textContent = (this.paused ? "paused" : "live") +
+      (z ? ` · zoomed to ${fmtTime(z.min * 1000)}–${fmtTime(z.max * 1000)} (double-click a chart to reset)` : " · drag across a chart to zoom");
+  }
+}
+
+/** lastValue is the last non-null value of a line, for the legend when the cursor is away. */
+function lastValue(ys: readonly (number | null | undefined)[] | undefined): number | null {
+  if (!ys) return null;
+  for (let i = ys.length - 1; i >= 0; i--) {
+    const v = ys[i];
+    if (v !== null && v !== undefined) return v;
+  }
+  return null;
+}
+
 /** TimeChart draws named lines over time. Owned by the page that created it; destroy it on leave. */
 export class TimeChart {
   readonly el: HTMLElement;
@@ -33,6 +134,8 @@ export class TimeChart {
   private empty: HTMLElement;
   private names = "";
   private ro: ResizeObserver;
+  private data: Aligned | null = null;
+  private group: ChartGroup;
 
   constructor(parent: HTMLElement, private opt: ChartOptions) {
     this.body = h("div", { class: "chart-body" });
@@ -41,6 +144,8 @@ export class TimeChart {
       h("figcaption", {}, opt.title, h("span", { class: "unit" }, ` (${axisLabel(opt.unit)})`)),
       this.body, this.empty);
     parent.appendChild(this.el);
+    this.group = opt.group ?? new ChartGroup(`chart-${Math.random().toString(36).slice(2)}`);
+    this.group.add(this);
     this.ro = new ResizeObserver(() => {
       if (this.plot) this.plot.setSize({ width: this.width(), height: this.opt.height ?? 180 });
     });
@@ -51,33 +156,115 @@ export class TimeChart {
     return Math.max(200, this.body.clientWidth || this.el.clientWidth - 16);
   }
 
-  /** set draws data with one line per name. */
-  set(data: Aligned, names: string[]) {
+  /** shown is the time range the chart shows now. */
+  shown(): Range | null {
+    const x = this.plot?.scales.x;
+    return x && x.min != null && x.max != null ? { min: x.min, max: x.max } : null;
+  }
+
+  /**
+   * set draws data with one line per name (styles marks lines, by index). While the group is
+   * paused the data is kept and drawn on resume.
+   */
+  set(data: Aligned, names: string[], styles: LineStyle[] = []) {
     const x = data[0];
     this.empty.hidden = x.length > 0;
-    this.el.dataset.points = String(x.length);
-    if (x.length > 0) this.el.dataset.lastTs = String(Math.round(x[x.length - 1] * 1000));
-    const key = names.join("\u0000");
+    this.data = data;
+    const key = names.map((n, i) => `${n}\u0001${styles[i] ?? ""}`).join("\u0000");
     if (!this.plot || key !== this.names) {
       this.plot?.destroy();
       this.names = key;
-      this.plot = new uPlot(this.options(names), data as uPlot.AlignedData, this.body);
+      this.plot = new uPlot(this.options(names, styles), data as uPlot.AlignedData, this.body);
+      this.el.dataset.lines = String(names.length);
+      this.el.dataset.legend = names.join("\n");
+      this.applyZoom();
+      this.mark();
+      return;
+    }
+    if (this.group.paused) return;
+    this.draw();
+  }
+
+  /** redraw draws the latest data with the group's zoom (after a zoom, pan or resume). */
+  redraw() {
+    if (this.plot && this.data) this.draw();
+  }
+
+  private draw() {
+    const p = this.plot!;
+    if (this.group.zoom) {
+      p.setData(this.data as uPlot.AlignedData, false);
+      this.applyZoom();
     } else {
-      this.plot.setData(data as uPlot.AlignedData);
+      p.setData(this.data as uPlot.AlignedData);
+    }
+    this.mark();
+  }
+
+  private applyZoom() {
+    const z = this.group.zoom;
+    if (z && this.plot) this.plot.setScale("x", { min: z.min, max: z.max });
+  }
+
+  /** mark writes what the chart shows into data- attributes (the browser tests read them). */
+  private mark() {
+    const d = this.data!;
+    const x = d[0];
+    this.el.dataset.points = String(x.length);
+    if (x.length > 0) this.el.dataset.lastTs = String(Math.round(x[x.length - 1] * 1000));
+    this.el.dataset.draws = String(Number(this.el.dataset.draws ?? 0) + 1);
+    // Time to first chart: from navigation start to the first draw of a line (two points).
+    if (x.length > 1 && this.el.dataset.firstDrawMs === undefined) {
+      this.el.dataset.firstDrawMs = String(Math.round(performance.now()));
     }
   }
 
-  private options(names: string[]): uPlot.Options {
+  private options(names: string[], styles: LineStyle[]): uPlot.Options {
     const unit = this.opt.unit;
     const colors = palette();
     const fg = cssVar("--muted") || "#666";
     const grid = cssVar("--grid") || "#ddd";
     const axis = { stroke: fg, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid, width: 1 } };
+    const group = this.group;
+    const narrow = this.width() < 420;
     return {
       width: this.width(),
       height: this.opt.height ?? 180,
       legend: { show: true, live: true },
-      cursor: { points: { size: 6 } },
+      cursor: {
+        points: { size: 6 },
+        sync: { key: group.key },
+        // The group zooms every chart together: uPlot only shows the selection.
+        drag: { x: true, y: false, setScale: false },
+        bind: {
+          dblclick: () => () => {
+            group.setZoom(null);
+            return null;
+          },
+        },
+      },
+      hooks: {
+        // uPlot commits scale changes after the current task: record what is shown then.
+        setScale: [
+          (u, key) => {
+            const x = u.scales.x;
+            if (key === "x" && x.min != null && x.max != null) {
+              this.el.dataset.xMin = String(x.min);
+              this.el.dataset.xMax = String(x.max);
+            }
+          },
+        ],
+        setSelect: [
+          (u) => {
+            if (u.select.width > 4) {
+              const min = u.posToVal(u.select.left, "x");
+              const max = u.posToVal(u.select.left + u.select.width, "x");
+              u.setSelect({ left: 0, top: 0, width: 0, height: 0 }, false);
+              group.setZoom({ min, max });
+            }
+          },
+        ],
+      },
       scales: {
         x: { time: true },
         y: {
@@ -91,23 +278,30 @@ export class TimeChart {
         },
       },
       series: [
-        { label: "time", value: (_u, v) => (v == null ? "–" : fmtTime(v * 1000)) },
-        ...names.map((n, i) => ({
-          label: n,
-          stroke: colors[i % colors.length],
-          width: 1.5,
-          spanGaps: false,
-          value: (_u: uPlot, v: number | null) => fmtUnit(v, unit),
-        })),
+        { label: "time", value: (_u, v) => (v == null ? "now" : fmtTime(v * 1000)) },
+        ...names.map((n, i) => {
+          const st = styles[i] ?? "";
+          const color = colors[i % colors.length];
+          return {
+            label: st === "down" ? `${n} (unreachable)` : st === "stale" ? `${n} (stale)` : n,
+            stroke: st === "down" ? color + "80" : color,
+            width: st === "down" ? 1 : 1.5,
+            dash: st ? [6, 4] : undefined,
+            spanGaps: false,
+            // Without a cursor the legend shows each line's latest value, not "–".
+            value: (u: uPlot, v: number | null, si: number, idx: number | null) =>
+              fmtUnit(idx == null ? lastValue(u.data[si] as (number | null | undefined)[]) : v, unit),
+          };
+        }),
       ],
       axes: [
-        { ...axis, label: "time (local)", labelSize: 20, size: 40 },
+        { ...axis, label: narrow ? undefined : "time (local)", labelSize: narrow ? 0 : 20, size: narrow ? 30 : 40, space: narrow ? 70 : 60 },
         {
           ...axis,
-          label: axisLabel(unit),
-          labelSize: 20,
+          label: narrow ? undefined : axisLabel(unit),
+          labelSize: narrow ? 0 : 20,
           // Wide enough for the longest tick label (≈7 px a character at 12 px) plus the label.
-          size: (_u, values) => Math.max(48, ...(values ?? []).map((v) => String(v).length * 7.2 + 30)),
+          size: (_u, values) => Math.max(40, ...(values ?? []).map((v) => String(v).length * 7.2 + (narrow ? 12 : 30))),
           values: (_u, splits) => splits.map((v) => fmtUnit(v, unit)),
         },
       ],
@@ -118,6 +312,7 @@ export class TimeChart {
     this.ro.disconnect();
     this.plot?.destroy();
     this.plot = null;
+    this.group.remove(this);
     this.el.remove();
   }
 }

@@ -1,7 +1,11 @@
 // Number, unit and time formatting shared by tables and chart axes.
 
-/** Unit of a value as shown on an axis or in a table. */
-export type Unit = "" | "%" | "bytes" | "bytes/s" | "ms" | "ms/s" | "s" | "/s" | "load";
+/**
+ * Unit of a value as shown on an axis or in a table: one of the known kinds ("", "%", "bytes",
+ * "bytes/s", "ms", "ms/s", "s", "s/s", "/s", "load"), or any other text from a series' `unit`
+ * label, written after the number (a per-second rate of it ends in "/s").
+ */
+export type Unit = string;
 
 const IEC = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
 const SI = ["", "k", "M", "G", "T", "P"];
@@ -61,16 +65,36 @@ export function fmtUnit(v: number | null | undefined, unit: Unit): string {
     case "bytes/s":
       return `${fmtBytes(v)}/s`;
     case "ms":
-      return `${fmtNum(v)} ms`;
+      return Math.abs(v) >= 1000 ? fmtSeconds(v / 1000) : `${fmtNum(v)} ms`;
     case "ms/s":
       return `${fmtNum(v)} ms/s`;
     case "s":
-      return fmtDuration(v);
+      return fmtSeconds(v);
+    case "s/s":
+      return `${fmtNum(v)} s/s`;
     case "/s":
       return `${fmtNum(v)}/s`;
-    default:
+    case "":
+    case "load":
       return fmtNum(v);
+    default:
+      return `${fmtNum(v)} ${unit}`;
   }
+}
+
+/** fmtSeconds writes a duration in seconds: "250 ms" below one second, "12.5 s", then "4m 10s". */
+export function fmtSeconds(v: number): string {
+  const a = Math.abs(v);
+  if (a === 0) return "0 s";
+  if (a < 1) return `${fmtNum(v * 1000)} ms`;
+  if (a < 60) return `${v < 0 ? "-" : ""}${trim(a)} s`;
+  return (v < 0 ? "-" : "") + fmtDuration(a);
+}
+
+/** round writes a plain number rounded for reading (load 5.5600000000000005 → "5.56"). */
+export function round(v: number | null | undefined): string {
+  if (v === null || v === undefined) return "–";
+  return fmtNum(v);
 }
 
 /** axisLabel is the unit as written on an axis. */
@@ -80,6 +104,8 @@ export function axisLabel(unit: Unit): string {
       return "value";
     case "s":
       return "seconds";
+    case "s/s":
+      return "seconds/s";
     default:
       return unit;
   }
@@ -89,8 +115,10 @@ export function axisLabel(unit: Unit): string {
  * guessUnit derives a series' unit from its metric name and kind (the agent's naming
  * conventions: *_ms, *_s, *bytes, memory.*), per second when rate is shown.
  */
-export function guessUnit(metric: string, kind: string, rate: boolean): Unit {
+export function guessUnit(metric: string, kind: string, rate: boolean, labels?: Record<string, string>): Unit {
   const perSec = rate && kind === "counter";
+  const declared = labels?.unit ? unitLabel(labels.unit) : "";
+  if (declared) return perSec ? (declared === "%" ? "%" : `${declared}/s`) : declared;
   const m = metric.toLowerCase();
   if (m.endsWith("_ms")) return perSec ? "ms/s" : "ms";
   if (/(bytes|^memory\.|\.memory\.|\.rss$|\.vsize$|\.swap$|\.limit$)/.test(m) &&
@@ -100,6 +128,28 @@ export function guessUnit(metric: string, kind: string, rate: boolean): Unit {
   if (m.startsWith("system.load_avg")) return "load";
   if (m.endsWith("_s") && !perSec) return "s";
   return perSec ? "/s" : "";
+}
+
+/**
+ * unitLabel maps a series' `unit` label (Prometheus, OpenMetrics and Cantal spellings) to a
+ * Unit: "milliseconds" → "ms", "seconds" → "s", "bytes" → "bytes", "percent" → "%"; any other
+ * short text is kept as written. Empty for an empty or overlong label.
+ */
+export function unitLabel(u: string): Unit {
+  const l = u.trim().toLowerCase();
+  switch (l) {
+    case "ms": case "msec": case "millisecond": case "milliseconds":
+      return "ms";
+    case "s": case "sec": case "second": case "seconds":
+      return "s";
+    case "b": case "byte": case "bytes":
+      return "bytes";
+    case "%": case "percent": case "pct":
+      return "%";
+    case "ratio":
+      return "";
+  }
+  return l.length > 0 && l.length <= 16 ? u.trim() : "";
 }
 
 /** fmtTime writes a unix-ms timestamp as local HH:MM:SS. */

@@ -2,7 +2,8 @@
 // every page is bookmarkable and the agent serves index.html for it); live data comes from
 // the agent's WebSocket through one shared Live connection.
 import "./style.css";
-import { getJSON, type Status } from "./api";
+import { getJSON, type Peer, type Status } from "./api";
+import { ChartGroup } from "./chart";
 import { h } from "./dom";
 import { fmtDuration } from "./format";
 import { Live, wsURL, type SubOptions, type Subscription } from "./live";
@@ -22,6 +23,8 @@ export interface Ctx {
   path: string;
   params: URLSearchParams;
   live: Live;
+  /** charts is the page's chart group: shared crosshair, zoom and pause. */
+  charts: ChartGroup;
   /** status fetches /api/v1/status (cached for one scan). */
   status(): Promise<Status>;
   /** sub subscribes for the page's lifetime. */
@@ -99,13 +102,14 @@ function applyTheme() {
 
 const themeBtn = h("button", { type: "button", class: "theme", title: "Switch between automatic, light and dark themes" });
 const connBadge = h("span", { class: "conn", role: "status", "aria-live": "polite" });
+const peersBadge = h("a", { class: "peers-down", href: "/peers", role: "status", "aria-live": "polite", hidden: true });
 const hostEl = h("span", { class: "host" });
 const navEl = h("nav", { "aria-label": "Pages" },
   h("ul", {}, navItems.map(([href, label]) => h("li", {}, h("a", { href }, label)))));
 const main = h("main", { id: "content", tabindex: "-1" });
 document.body.append(
   h("a", { class: "skip", href: "#content" }, "Skip to content"),
-  h("header", {}, h("a", { class: "brand", href: "/" }, "cantal"), hostEl, h("span", { class: "spacer" }), connBadge, themeBtn),
+  h("header", {}, h("a", { class: "brand", href: "/" }, "cantal"), hostEl, h("span", { class: "spacer" }), peersBadge, connBadge, themeBtn),
   navEl,
   main,
 );
@@ -126,11 +130,49 @@ media.addEventListener("change", () => {
 });
 applyTheme();
 
+// ---- health: is this agent live, are its peers? ----
+// The header says "● live" only while the WebSocket is open AND scans keep arriving: a node
+// that stops answering (hung, partitioned, its host gone without closing the socket) turns the
+// badge to "no data" after three scan intervals (at least 5 s), every page alike.
+let lastTick = Date.now();
+let intervalMs = 2000;
+function showConn() {
+  const s = live.state;
+  const silent = Date.now() - lastTick;
+  const late = s === "live" && silent > Math.max(5000, 3 * intervalMs);
+  connBadge.textContent = late ? `● no data for ${fmtDuration(silent / 1000)}` : s === "live" ? "● live" : s === "connecting" ? "connecting…" : "reconnecting…";
+  connBadge.className = `conn ${late ? "silent" : s}`;
+  connBadge.title = late ? "The agent's WebSocket is open but no scan arrived: the node may be hung or cut off" : "";
+}
 live.onState((s) => {
-  connBadge.textContent = s === "live" ? "● live" : s === "connecting" ? "connecting…" : "reconnecting…";
-  connBadge.className = `conn ${s}`;
-  if (s === "live") refreshHeader();
+  if (s === "live") {
+    lastTick = Date.now();
+    refreshHeader();
+  }
+  showConn();
 });
+window.setInterval(showConn, 1000);
+
+// Peers that gossip says are not alive, named in the header on every page (polled every 3 s,
+// so a node killed is named within one probe plus one poll).
+let peersBusy = false;
+async function refreshPeers() {
+  if (peersBusy) return;
+  peersBusy = true;
+  try {
+    const ans = await getJSON<{ peers: Peer[] }>("/api/v1/peers", { signal: AbortSignal.timeout(2500) });
+    const down = (ans.peers ?? []).filter((p) => p.status !== "alive").sort((a, b) => a.name.localeCompare(b.name));
+    peersBadge.hidden = down.length === 0;
+    peersBadge.textContent = down.length === 0 ? "" : `⚠ ${down.length} node${down.length > 1 ? "s" : ""} down: ${down.map((p) => `${p.name || p.addr} (${p.status})`).join(", ")}`;
+    peersBadge.dataset.down = down.map((p) => p.name || p.addr).join(",");
+  } catch {
+    /* the connection badge tells when this agent does not answer */
+  } finally {
+    peersBusy = false;
+  }
+}
+window.setInterval(refreshPeers, 3000);
+refreshPeers();
 
 let uptimeBase: { s: number; at: number } | null = null;
 async function refreshHeader() {
@@ -138,6 +180,7 @@ async function refreshHeader() {
     const st = await status();
     document.title = `${st.hostname} · cantal`;
     uptimeBase = { s: st.uptime_s, at: Date.now() };
+    if (st.interval_ms > 0) intervalMs = st.interval_ms;
     hostEl.textContent = st.hostname;
     hostEl.title = `node ${st.node_name} (${st.node_id}), cantal-agent ${st.version}`;
   } catch {
@@ -150,6 +193,8 @@ async function refreshHeader() {
 const tickFns = new Set<(ts: number) => void>();
 live.subscribe(`{metric="system.uptime_s"}`, {
   onUpdate(ts) {
+    lastTick = Date.now();
+    showConn();
     for (const fn of tickFns) fn(ts);
     if (uptimeBase) hostEl.dataset.uptime = fmtDuration(uptimeBase.s + (Date.now() - uptimeBase.at) / 1000);
   },
@@ -177,6 +222,7 @@ function render() {
     path,
     params: new URLSearchParams(location.search),
     live,
+    charts: new ChartGroup(`page-${gen}`),
     status,
     sub(match, opt) {
       const s = live.subscribe(match, opt);

@@ -78,32 +78,68 @@ export class Store {
   }
 }
 
-/** Aligned is uPlot's data layout: x in seconds, then one array per line. */
-export type Aligned = [number[], ...(number | null)[][]];
+/**
+ * Aligned is uPlot's data layout: x in seconds, then one array per line. In a line, null is a
+ * gap (no point where one was due: uPlot breaks the line) and undefined is "this line has no
+ * point at another line's time" (uPlot joins its neighbours): lines from different nodes, which
+ * scan at their own phase, share one x axis without breaking each other into dots.
+ */
+export type Aligned = [number[], ...(number | null | undefined)[][]];
 
 /**
- * align puts tracks on one time axis (the union of their timestamps, in seconds); a series
- * missing at a timestamp gets null, which uPlot draws as a gap.
+ * gapAfter returns how far apart two points of ts may be before the line breaks: 2.5 times
+ * the median step (the scan interval), at least one second.
  */
-export function align(tracks: Track[]): Aligned {
+export function gapAfter(ts: number[]): number {
+  if (ts.length < 3) return Infinity;
+  const d: number[] = [];
+  for (let i = 1; i < ts.length; i++) d.push(ts[i] - ts[i - 1]);
+  d.sort((a, b) => a - b);
+  return Math.max(1000, d[d.length >> 1] * 2.5);
+}
+
+/**
+ * alignPoints puts lines of (ts ms, value) points on one time axis (the union of their
+ * timestamps, in seconds). A line has undefined at the other lines' timestamps, and null
+ * one millisecond after a point followed by a gap (a step over 2.5 scan intervals), so a
+ * missing point is drawn as a break, never bridged.
+ */
+export function alignPoints(lines: { ts: number[]; v: (number | null)[] }[]): Aligned {
   const all = new Set<number>();
-  for (const t of tracks) for (const ts of t.ts) all.add(ts);
+  const breaks: number[][] = lines.map((l) => {
+    const gap = gapAfter(l.ts);
+    const out: number[] = [];
+    for (let i = 0; i < l.ts.length; i++) {
+      all.add(l.ts[i]);
+      if (i + 1 < l.ts.length && l.ts[i + 1] - l.ts[i] > gap) {
+        out.push(l.ts[i] + 1);
+        all.add(l.ts[i] + 1);
+      }
+    }
+    return out;
+  });
   const xs = [...all].sort((a, b) => a - b);
   const index = new Map<number, number>();
   xs.forEach((ts, i) => index.set(ts, i));
-  const ys = tracks.map((t) => {
-    const y: (number | null)[] = new Array(xs.length).fill(null);
-    t.ts.forEach((ts, i) => (y[index.get(ts)!] = t.v[i]));
+  const ys = lines.map((l, j) => {
+    const y: (number | null | undefined)[] = new Array(xs.length).fill(undefined);
+    l.ts.forEach((ts, i) => (y[index.get(ts)!] = l.v[i]));
+    for (const b of breaks[j]) if (y[index.get(b)!] === undefined) y[index.get(b)!] = null;
     return y;
   });
   return [xs.map((ms) => ms / 1000), ...ys];
+}
+
+/** align puts tracks on one time axis; see alignPoints. */
+export function align(tracks: Track[]): Aligned {
+  return alignPoints(tracks);
 }
 
 /**
  * combine builds one line from several aligned lines with fn (e.g. a sum), null where any
  * input is null.
  */
-export function combine(lines: (number | null)[][], fn: (vs: number[]) => number): (number | null)[] {
+export function combine(lines: (number | null | undefined)[][], fn: (vs: number[]) => number): (number | null)[] {
   if (lines.length === 0) return [];
   return lines[0].map((_, i) => {
     const vs: number[] = [];

@@ -34,8 +34,8 @@ export function cgroups(ctx: Ctx) {
   const note = h("div");
   const grid = h("section", { class: "charts" });
   root.append(heading("Cgroups", "CPU and memory of every cgroup (container, service) over the last 15 minutes. A cgroup opens its processes."), note, grid, h("div", { class: "table-wrap" }, table.el));
-  const cpuChart = new TimeChart(grid, { title: `CPU, top ${TOP} cgroups`, unit: "%" });
-  const memChart = new TimeChart(grid, { title: `Memory, top ${TOP} cgroups`, unit: "bytes" });
+  const cpuChart = new TimeChart(grid, { group: ctx.charts, title: `CPU, top ${TOP} cgroups`, unit: "%" });
+  const memChart = new TimeChart(grid, { group: ctx.charts, title: `Memory, top ${TOP} cgroups`, unit: "bytes" });
   ctx.cleanup(() => { cpuChart.destroy(); memChart.destroy(); });
 
   const store = new Store(15 * 60e3, true);
@@ -67,7 +67,7 @@ export function cgroups(ctx: Ctx) {
     const cpu = top("cgroup.cpu.usage_ms");
     if (cpu.length) {
       const d = align(cpu);
-      cpuChart.set([d[0], ...(d.slice(1) as (number | null)[][]).map((l) => l.map((v) => (v === null ? null : v / 10)))], cpu.map((t) => t.labels.cgroup || "/"));
+      cpuChart.set([d[0], ...(d.slice(1) as (number | null | undefined)[][]).map((l) => l.map((v) => (v == null ? v : v / 10)))], cpu.map((t) => t.labels.cgroup || "/"));
     } else {
       cpuChart.el.querySelector(".chart-empty")!.textContent = "no cgroup CPU accounting on this node (the table sums the processes' CPU instead)";
     }

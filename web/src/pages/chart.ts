@@ -5,7 +5,7 @@ import { TimeChart } from "../chart";
 import { esc, h } from "../dom";
 import { fmtDuration, fmtUnit, guessUnit, type Unit } from "../format";
 import type { Ctx } from "../main";
-import { align, Store } from "../store";
+import { align, combine, Store, sum, type Aligned } from "../store";
 import { heading, message, SortTable } from "../widgets";
 
 const WINDOWS: [string, number][] = [["5m", 5 * 60e3], ["15m", 15 * 60e3], ["1h", 60 * 60e3]];
@@ -16,7 +16,8 @@ export function chartPage(ctx: Ctx) {
   const match = ctx.params.get("match") ?? "";
   const win = WINDOWS.find(([w]) => w === ctx.params.get("window")) ?? WINDOWS[0];
   const rate = ctx.params.get("rate") !== "0";
-  const url = (w: string, r: boolean) => `/series/chart?match=${encodeURIComponent(match)}&window=${w}${r ? "" : "&rate=0"}`;
+  const withSum = ctx.params.get("sum") === "1";
+  const url = (w: string, r: boolean, sm = withSum) => `/series/chart?match=${encodeURIComponent(match)}&window=${w}${r ? "" : "&rate=0"}${sm ? "&sum=1" : ""}`;
 
   root.append(
     heading("Chart", h("span", { class: "mono" }, match || "(every series)")),
@@ -24,6 +25,7 @@ export function chartPage(ctx: Ctx) {
       h("span", { class: "seg", role: "group", "aria-label": "Window" },
         WINDOWS.map(([w]) => h("a", { href: url(w, rate), class: "button", "aria-current": w === win[0] ? "true" : null }, w))),
       h("a", { href: url(win[0], !rate), class: "button", "aria-pressed": String(rate), role: "button" }, rate ? "Counters as rate: on" : "Counters as rate: off"),
+      h("a", { href: url(win[0], rate, !withSum), class: "button", "aria-pressed": String(withSum), role: "button", title: "Add a line summing every series shown (e.g. the instances of one application)" }, withSum ? "Sum line: on" : "Sum line: off"),
       h("a", { href: `/series?match=${encodeURIComponent(match)}`, class: "button" }, "Back to the list")),
   );
   if (!match) {
@@ -54,12 +56,19 @@ export function chartPage(ctx: Ctx) {
     if (tracks.length === 0) return;
     if (!chart) {
       const t = tracks[0];
-      unit = guessUnit(t.labels.metric ?? "", t.kind, rate);
-      chart = new TimeChart(grid, { title: tracks.length === 1 ? seriesName(t.labels) : `${tracks.length} series`, unit, height: 320 });
+      unit = guessUnit(t.labels.metric ?? "", t.kind, rate, t.labels);
+      chart = new TimeChart(grid, { group: ctx.charts, title: tracks.length === 1 ? seriesName(t.labels) : `${tracks.length} series`, unit, height: 320 });
     }
     const shown = tracks.slice(0, MAX_LINES);
     if (tracks.length > MAX_LINES) note.replaceChildren(message("info", `${tracks.length} series match; the chart shows the first ${MAX_LINES}. Narrow the selector to see others.`));
-    chart.set(align(shown), legend(shown.map((t) => t.labels)));
+    const d = align(shown);
+    const names = legend(shown.map((t) => t.labels));
+    if (withSum && shown.length > 1) {
+      // The sum over instances at each scan; a scan where one of them is missing has no sum.
+      chart.set([...d, combine(d.slice(1) as (number | null | undefined)[][], sum)] as Aligned, [...names, `sum of ${shown.length}`]);
+    } else {
+      chart.set(d, names);
+    }
   };
   const drawStates = (series: Series[]) => {
     const states = series.filter((s) => s.kind === "state");
@@ -93,9 +102,9 @@ export function chartPage(ctx: Ctx) {
     ...(["min", "max", "mean", "median", "p90", "p99"] as const).map((k) => ({
       key: k, label: k === "median" ? "p50" : k, num: true,
       sort: (s: StatsSeries) => num(s[k]) ?? 0,
-      html: (s: StatsSeries) => esc(fmtUnit(num(s[k]), guessUnit(s.labels.metric ?? "", s.kind, rate))),
+      html: (s: StatsSeries) => esc(fmtUnit(num(s[k]), guessUnit(s.labels.metric ?? "", s.kind, rate, s.labels))),
     })),
-    { key: "slope", label: "Slope", num: true, sort: (s) => num(s.slope) ?? 0, html: (s) => `${esc(fmtUnit(num(s.slope), guessUnit(s.labels.metric ?? "", s.kind, rate)))}/s` },
+    { key: "slope", label: "Slope", num: true, sort: (s) => num(s.slope) ?? 0, html: (s) => `${esc(fmtUnit(num(s.slope), guessUnit(s.labels.metric ?? "", s.kind, rate, s.labels)))}/s` },
   ], "name", false, undefined, "Window statistics (counters as per-second rates when rate is on)");
   statsBody.append(stats.el);
   let n = 0;

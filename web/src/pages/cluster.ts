@@ -1,9 +1,11 @@
 // Cluster: a selector across every node (one line per node, or their sum/avg/max/min) and a
 // grid of nodes × key metrics, through /api/v1/cluster/*. With gossip off the page says so.
 import { APIError, getJSON, num, seriesName, type ClusterAnswer, type HistorySeries, type Peer, type Series } from "../api";
-import { TimeChart } from "../chart";
+import { TimeChart, type LineStyle } from "../chart";
+import { alignPoints } from "../store";
+import { Suggester } from "../suggest";
 import { esc, h } from "../dom";
-import { fmtBytes, guessUnit } from "../format";
+import { fmtBytes, guessUnit, round } from "../format";
 import type { Ctx } from "../main";
 import { heading, message } from "../widgets";
 import { CPU_TOTAL } from "./overview";
@@ -40,7 +42,7 @@ export function aggregate(lines: Line[], intervalMs: number, agg: Exclude<Agg, "
   return { name: agg, pts: out };
 }
 
-function toAligned(lines: Line[]): [number[], ...(number | null)[][]] {
+function toAligned(lines: Line[]): [number[], ...(number | null | undefined)[][]] {
   const all = new Set<number>();
   for (const l of lines) for (const ts of l.pts.keys()) all.add(ts);
   const xs = [...all].sort((a, b) => a - b);
@@ -60,6 +62,7 @@ export async function cluster(ctx: Ctx) {
   const form = h("form", { class: "toolbar", role: "search" },
     h("label", { for: "cl-sel" }, "Selector "), sel, h("label", { for: "cl-agg" }, "Show "), aggSel,
     h("label", { for: "cl-win" }, "Window "), winSel, h("label", {}, rateBox, " counters as rate"), h("button", { type: "submit" }, "Apply"));
+  new Suggester(sel);
   form.addEventListener("submit", (ev) => {
     ev.preventDefault();
     const p = new URLSearchParams({ match: sel.value.trim(), agg: aggSel.value, window: winSel.value });
@@ -101,27 +104,55 @@ export async function cluster(ctx: Ctx) {
   }
   if (!ctx.alive()) return;
 
+  // One line per node (and per series when a node has several). Nodes scan at their own phase,
+  // so their points never share a timestamp: alignPoints joins each line across the others'
+  // timestamps (undefined) and breaks it only at its own gaps (null).
   const lines = new Map<string, Line>();
+  const lineNode = new Map<string, string>();
+  const nodeStatus = new Map<string, string>();
   const lineName = (node: string, labels: Record<string, string>, many: boolean) => (many ? `${node} ${seriesName(labels, new Set(["node"]))}` : node);
-  let kindMetric = { metric: "", kind: "" };
+  let kindMetric = { metric: "", kind: "", labels: {} as Record<string, string> };
   const many = hist.nodes.some((n) => n.series.length > 1);
   for (const n of hist.nodes) {
+    nodeStatus.set(n.node, n.status);
     for (const s of n.series) {
-      if (!kindMetric.metric) kindMetric = { metric: s.labels.metric ?? "", kind: s.kind };
+      if (!kindMetric.metric) kindMetric = { metric: s.labels.metric ?? "", kind: s.kind, labels: s.labels };
       const name = lineName(n.node, s.labels, many);
+      lineNode.set(name, n.node);
       lines.set(name, { name, pts: new Map(s.points.map((p) => [p[0], num(p[1])])) });
     }
   }
-  const unit = guessUnit(kindMetric.metric, kindMetric.kind, rate);
-  const chart = new TimeChart(grid, { title: agg === "node" ? `${match}, per node` : `${match}, ${agg} over nodes`, unit, height: 300 });
+  const unit = guessUnit(kindMetric.metric, kindMetric.kind, rate, kindMetric.labels);
+  const chart = new TimeChart(grid, { group: ctx.charts, title: agg === "node" ? `${match}, per node` : `${match}, ${agg} over nodes`, unit, height: 300 });
   ctx.cleanup(() => chart.destroy());
   const winMs = ({ "5m": 5, "15m": 15, "1h": 60 } as Record<string, number>)[win] * 60e3;
+  const styleOf = (node: string): LineStyle => {
+    const s = nodeStatus.get(node);
+    return s === "unreachable" ? "down" : s === "stale" ? "stale" : "";
+  };
   const draw = () => {
     const now = Date.now();
     for (const l of lines.values()) for (const ts of l.pts.keys()) if (ts < now - winMs) l.pts.delete(ts);
-    const ls = [...lines.values()].sort((a, b) => a.name.localeCompare(b.name));
-    if (agg === "node") chart.set(toAligned(ls.slice(0, 20)), ls.slice(0, 20).map((l) => l.name));
-    else chart.set(toAligned([aggregate(ls, st.interval_ms, agg)]), [agg]);
+    if (agg === "node") {
+      // Nodes that never answered still get a (empty) legend entry naming them.
+      for (const [node, st] of nodeStatus) {
+        if (st !== "ok" && ![...lineNode.values()].includes(node)) {
+          lines.set(node, { name: node, pts: new Map() });
+          lineNode.set(node, node);
+        }
+      }
+      const ls = [...lines.values()].sort((a, b) => a.name.localeCompare(b.name)).slice(0, 20);
+      const pts = ls.map((l) => {
+        const ts = [...l.pts.keys()].sort((a, b) => a - b);
+        return { ts, v: ts.map((t) => l.pts.get(t) ?? null) };
+      });
+      chart.set(alignPoints(pts), ls.map((l) => l.name), ls.map((l) => styleOf(lineNode.get(l.name) ?? l.name)));
+    } else {
+      chart.set(toAligned([aggregate([...lines.values()], st.interval_ms, agg)]), [agg]);
+    }
+    const down = [...nodeStatus].filter(([, s]) => s !== "ok").map(([n, s]) => `${n} (${s})`);
+    banner.querySelector(".nodes-down")?.remove();
+    if (down.length) banner.append(message("error", h("span", { class: "nodes-down" }, `Not answering now: ${down.join(", ")}. Their lines are dashed; the last points shown are their last known values.`)));
   };
   draw();
 
@@ -135,11 +166,15 @@ export async function cluster(ctx: Ctx) {
       if (!ctx.alive()) return;
       const m = cur.nodes.some((n) => n.series.length > 1);
       for (const n of cur.nodes) {
+        nodeStatus.set(n.node, n.status);
+        if (n.status !== "ok") continue; // a stale answer repeats old points: keep them out
         for (const s of n.series) {
           const name = lineName(n.node, s.labels, m);
           let l = lines.get(name);
           if (!l) lines.set(name, (l = { name, pts: new Map() }));
-          l.pts.set(s.ts, rate && s.kind === "counter" ? num(s.rate ?? null) : num(s.value));
+          lineNode.set(name, n.node);
+          const v = rate && s.kind === "counter" ? num(s.rate ?? null) : num(s.value);
+          if (v !== null) l.pts.set(s.ts, v);
         }
       }
       draw();
@@ -177,7 +212,7 @@ export async function cluster(ctx: Ctx) {
       });
       const bar = (pct: number | null) => pct === null ? "–" : `<span class="bar" style="--p:${Math.min(100, Math.max(0, pct)).toFixed(0)}%"></span> ${pct.toFixed(0)} %`;
       nodesBody.innerHTML = `<table class="grid nodes"><caption>Nodes × key metrics (last scan)</caption><thead><tr><th scope="col">Node</th><th scope="col">Status</th><th scope="col">CPU busy</th><th scope="col">Memory used</th><th scope="col" class="num">Load (1 min)</th></tr></thead><tbody>${
-        rows.map((r) => `<tr><td>${esc(r.node)}</td><td><span class="status ${esc(r.status)}">${esc(r.status)}</span></td><td>${bar(r.cpu)}</td><td>${r.mem ? `${bar((100 * r.mem.used) / r.mem.total)} of ${fmtBytes(r.mem.total)}` : "–"}</td><td class="num">${r.load ?? "–"}</td></tr>`).join("")
+        rows.map((r) => `<tr><td>${esc(r.node)}</td><td><span class="status ${esc(r.status)}">${esc(r.status)}</span></td><td>${bar(r.cpu)}</td><td>${r.mem ? `${bar((100 * r.mem.used) / r.mem.total)} of ${fmtBytes(r.mem.total)}` : "–"}</td><td class="num">${esc(round(r.load))}</td></tr>`).join("")
       }</tbody></table>`;
     } catch (e) {
       if (ctx.alive()) nodesBody.replaceChildren(message("error", `Nodes not loaded: ${(e as Error).message}`));

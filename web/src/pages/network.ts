@@ -31,8 +31,8 @@ export function network(ctx: Ctx) {
   root.append(heading("Network", "Interfaces, TCP socket states and listening ports; charts cover 15 minutes."), grid,
     h("div", { class: "table-wrap" }, ifaces.el),
     h("section", { class: "two" }, h("div", {}, h("h2", {}, "TCP sockets by state"), states), h("div", {}, h("h2", {}, "Listening ports"), ports.el)));
-  const traffic = new TimeChart(grid, { title: "Traffic per interface", unit: "bytes/s" });
-  const tcpChart = new TimeChart(grid, { title: "TCP sockets by state", unit: "" });
+  const traffic = new TimeChart(grid, { group: ctx.charts, title: "Traffic per interface", unit: "bytes/s" });
+  const tcpChart = new TimeChart(grid, { group: ctx.charts, title: "TCP sockets by state", unit: "" });
   ctx.cleanup(() => { traffic.destroy(); tcpChart.destroy(); });
 
   const nets = new Store(15 * 60e3, true);

@@ -3,7 +3,7 @@
 import { getJSON, type Process } from "../api";
 import { TimeChart } from "../chart";
 import { esc, h } from "../dom";
-import { fmtBytes, fmtDuration, fmtNum } from "../format";
+import { fmtBytes, fmtDuration, fmtNum, round } from "../format";
 import type { Ctx } from "../main";
 import { align, combine, Store, sum, type Track } from "../store";
 import { card, heading, setText, SortTable } from "../widgets";
@@ -42,16 +42,16 @@ export async function overview(ctx: Ctx) {
   );
   const grid = h("section", { class: "charts", "aria-label": "Machine charts" });
   root.append(grid);
-  const cpuChart = new TimeChart(grid, { title: "CPU", unit: "%", yMax: 100 });
-  const memChart = new TimeChart(grid, { title: "Memory", unit: "bytes" });
-  const loadChart = new TimeChart(grid, { title: "Load average", unit: "load" });
-  const netChart = new TimeChart(grid, { title: "Network (all interfaces but lo)", unit: "bytes/s" });
-  const diskChart = new TimeChart(grid, { title: "Disk I/O", unit: "bytes/s" });
+  const cpuChart = new TimeChart(grid, { group: ctx.charts, title: "CPU", unit: "%", yMax: 100 });
+  const memChart = new TimeChart(grid, { group: ctx.charts, title: "Memory", unit: "bytes" });
+  const loadChart = new TimeChart(grid, { group: ctx.charts, title: "Load average", unit: "load" });
+  const netChart = new TimeChart(grid, { group: ctx.charts, title: "Network (all interfaces but lo)", unit: "bytes/s" });
+  const diskChart = new TimeChart(grid, { group: ctx.charts, title: "Disk I/O", unit: "bytes/s" });
 
   const agentSec = h("section", { class: "charts", "aria-label": "The agent itself" });
   root.append(h("h2", {}, `The agent itself (pid ${st.pid})`), agentSec);
-  const agentCPU = new TimeChart(agentSec, { title: "cantal-agent CPU", unit: "%" });
-  const agentMem = new TimeChart(agentSec, { title: "cantal-agent memory", unit: "bytes" });
+  const agentCPU = new TimeChart(agentSec, { group: ctx.charts, title: "cantal-agent CPU", unit: "%" });
+  const agentMem = new TimeChart(agentSec, { group: ctx.charts, title: "cantal-agent memory", unit: "bytes" });
 
   const topCPU = procTable("cpu", "Top processes by CPU");
   const topMem = procTable("rss", "Top processes by memory");
@@ -70,9 +70,9 @@ export async function overview(ctx: Ctx) {
     const tracks = parts.map((p) => cpu.find((l) => l.metric === `cpu.${p}_ms` && (l.cpu === undefined || l.cpu === "total"))[0]);
     if (tracks.some((t) => !t)) return;
     const data = align(tracks as Track[]);
-    const ys = data.slice(1) as (number | null)[][];
+    const ys = data.slice(1) as (number | null | undefined)[][];
     const total = combine(ys, sum);
-    const pct = (line: (number | null)[]) => line.map((v, i) => (v === null || !total[i] ? null : (100 * v) / total[i]!));
+    const pct = (line: (number | null | undefined)[]) => line.map((v, i) => (v == null || !total[i] ? null : (100 * v) / total[i]!));
     const other = combine([ys[3], ys[4], ys[5], ys[6]], sum);
     const lines = [pct(ys[0]), pct(ys[1]), pct(ys[2]), pct(other)];
     cpuChart.set([data[0], ...lines], ["user", "system", "iowait", "other (nice, irq, softirq, steal)"]);
@@ -92,7 +92,7 @@ export async function overview(ctx: Ctx) {
     const tracks = names.map((n) => mem.get(`memory.${n}`));
     if (tracks.some((t) => !t)) return;
     const d = align(tracks as Track[]);
-    const [total, avail, free, cached, buffers] = d.slice(1) as (number | null)[][];
+    const [total, avail, free, cached, buffers] = d.slice(1) as (number | null | undefined)[][];
     const used = combine([total, avail], ([t, a]) => t - a);
     const cache = combine([cached, buffers], sum);
     memChart.set([d[0], used, cache, free, total], ["used", "cache + buffers", "free", "total"]);
@@ -111,7 +111,7 @@ export async function overview(ctx: Ctx) {
     if (ts.length === 0) return;
     loadChart.set(align(ts), ts.map((t) => t.labels.metric.replace("system.load_avg_", "")));
     const one = load.get("system.load_avg_1min");
-    if (one?.v.length) setText(root, "ov-load", String(one.v[one.v.length - 1]));
+    if (one?.v.length) setText(root, "ov-load", round(one.v[one.v.length - 1]));
   };
   ctx.sub(`{metric=~"system\\\\.load_avg_.*"}`, {
     history: WINDOW,
@@ -125,7 +125,7 @@ export async function overview(ctx: Ctx) {
     const tx = net.find((l) => l.metric === "net.interface.tx.bytes");
     if (rx.length + tx.length === 0) return;
     const d = align([...rx, ...tx]);
-    const ys = d.slice(1) as (number | null)[][];
+    const ys = d.slice(1) as (number | null | undefined)[][];
     netChart.set([d[0], combine(ys.slice(0, rx.length), sum), combine(ys.slice(rx.length), sum)], ["received", "sent"]);
   };
   ctx.sub(`{metric=~"net\\\\.interface\\\\.(rx|tx)\\\\.bytes", interface!="lo"}`, {
@@ -142,7 +142,7 @@ export async function overview(ctx: Ctx) {
     const wr = all.filter((t) => t.labels.metric === "disk.write.bytes" && keep.has(t.labels.device));
     if (rd.length + wr.length === 0) return;
     const d = align([...rd, ...wr]);
-    const ys = d.slice(1) as (number | null)[][];
+    const ys = d.slice(1) as (number | null | undefined)[][];
     diskChart.set([d[0], combine(ys.slice(0, rd.length), sum), combine(ys.slice(rd.length), sum)], ["read", "written"]);
   };
   ctx.sub(`{metric=~"disk\\\\.(read|write)\\\\.bytes"}`, {
@@ -157,8 +157,8 @@ export async function overview(ctx: Ctx) {
     const u = self.get("process.cpu.user_ms"), s = self.get("process.cpu.system_ms"), rss = self.get("process.memory.rss");
     if (u && s) {
       const d = align([u, s]);
-      const ys = d.slice(1) as (number | null)[][];
-      agentCPU.set([d[0], ...ys.map((l) => l.map((v) => (v === null ? null : v / 10)))], ["user", "system"]);
+      const ys = d.slice(1) as (number | null | undefined)[][];
+      agentCPU.set([d[0], ...ys.map((l) => l.map((v) => (v == null ? v : v / 10)))], ["user", "system"]);
     }
     if (rss) agentMem.set(align([rss]), ["resident (RSS)"]);
   };

@@ -7,6 +7,7 @@ import { h } from "../dom";
 import { fmtDuration, fmtUnit, guessUnit } from "../format";
 import type { Ctx } from "../main";
 import { heading, message } from "../widgets";
+import { matchesText, isSelector, Suggester } from "../suggest";
 
 const ROW = 30; // px, fixed so the list can be virtualised
 const OVERSCAN = 8;
@@ -21,9 +22,9 @@ export function valueOf(s: Series): string {
       if (!s.since) return s.text || "(no state)";
       return `${s.text ?? ""} · for ${fmtDuration((s.ts - s.since) / 1000)}`;
     case "counter":
-      return s.rate === undefined ? fmtUnit(num(s.value), guessUnit(metric, s.kind, false)) : fmtUnit(num(s.rate), guessUnit(metric, s.kind, true));
+      return s.rate === undefined ? fmtUnit(num(s.value), guessUnit(metric, s.kind, false, s.labels)) : fmtUnit(num(s.rate), guessUnit(metric, s.kind, true, s.labels));
     default:
-      return fmtUnit(num(s.value), guessUnit(metric, s.kind, false));
+      return fmtUnit(num(s.value), guessUnit(metric, s.kind, false, s.labels));
   }
 }
 
@@ -35,18 +36,24 @@ function sparkValue(s: Series): number | null {
 export function seriesList(ctx: Ctx) {
   const t0 = performance.now();
   const root = ctx.root;
-  const match = ctx.params.get("match") ?? "";
+  const q = ctx.params.get("q") ?? "";
+  const match = q ? "" : (ctx.params.get("match") ?? "");
   const input = h("input", {
-    type: "search", id: "sel", name: "match", value: match, class: "mono wide", spellcheck: "false", autocomplete: "off",
-    placeholder: `e.g. cpu.user_ms or {metric=~"memory\\\\..*"} or {pid="1"}`, "data-search": true,
+    type: "search", id: "sel", name: "match", value: q || match, class: "mono wide", spellcheck: "false", autocomplete: "off",
+    placeholder: `a word, or cpu.user_ms, {metric=~"memory\\\\..*"}, {pid="1"}`, "data-search": true,
+    "aria-describedby": "sel-help",
   });
   const form = h("form", { class: "toolbar", role: "search" },
     h("label", { for: "sel" }, "Selector "), input, h("button", { type: "submit" }, "Apply"),
     h("a", { href: "/series", class: "button" }, "All"));
-  form.addEventListener("submit", (ev) => {
+  const suggester = new Suggester(input);
+  form.addEventListener("submit", async (ev) => {
     ev.preventDefault();
     const v = input.value.trim();
-    ctx.go(v ? `/series?match=${encodeURIComponent(v)}` : "/series");
+    if (!v) return ctx.go("/series");
+    // A selector goes to the agent; a word is searched in metric names and label values.
+    const sel = isSelector(await suggester.index(), v);
+    if (ctx.alive()) ctx.go(sel ? `/series?match=${encodeURIComponent(v)}` : `/series?q=${encodeURIComponent(v)}`);
   });
   const count = h("p", { class: "count", role: "status", id: "series-count" }, "loading…");
   const err = h("div");
@@ -55,8 +62,8 @@ export function seriesList(ctx: Ctx) {
   const head = h("div", { class: "vlist-head", "aria-hidden": "true" },
     h("span", {}, "Series"), h("span", {}, "Kind"), h("span", { class: "num" }, "Value (counters per second)"), h("span", {}, "Last 5 min"));
   root.append(
-    heading("Metrics", "Every series the agent keeps. A bare name selects one metric; {key=\"v\", key!=\"v\", key=~\"re\", key!~\"re\"} match labels. Counters show their rate."),
-    form, count, err, head, viewport,
+    heading("Metrics", "Every series the agent keeps. Type a word to search metric names and label values (suggestions as you type); a bare metric name selects it; {key=\"v\", key!=\"v\", key=~\"re\", key!~\"re\"} match labels. Counters show their rate."),
+    form, h("p", { id: "sel-help", class: "suggest-note" }, "Suggestions come from the series this agent has; Enter applies."), count, err, head, viewport,
   );
 
   let byKey = new Map<string, Series>();
@@ -174,7 +181,8 @@ export function seriesList(ctx: Ctx) {
 
   // ---- live data ----
   ctx.sub(match, {
-    onUpdate(_ts, series) {
+    onUpdate(_ts, all) {
+      const series = q ? all.filter((s) => matchesText(s.labels, q)) : all;
       const next = new Map<string, Series>();
       let changed = series.length !== byKey.size;
       for (const s of series) {
@@ -190,7 +198,7 @@ export function seriesList(ctx: Ctx) {
       }
       byKey = next;
       if (changed) keys = [...next.keys()].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
-      count.textContent = `${keys.length.toLocaleString("en-US")} series${match ? ` match ${match}` : ""}`;
+      count.textContent = `${keys.length.toLocaleString("en-US")} series${match ? ` match ${match}` : q ? ` contain “${q}” in their name or a label` : ""}`;
       count.dataset.count = String(keys.length);
       err.replaceChildren();
       if (keys.length === 0) err.replaceChildren(message("info", "No live series match this selector."));
