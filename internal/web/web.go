@@ -1,15 +1,23 @@
 // Package web serves the agent's web UI: static assets built from /web (TypeScript, uPlot,
-// esbuild) by `make setup` (scripts/build-ui.sh) into dist/ and embedded here with go:embed,
-// so the agent needs no CDN and no internet. Every page is a client-side route of
+// esbuild) by scripts/build-ui.sh into dist/ and embedded here with go:embed, so the agent
+// needs no CDN and no internet. The built dist/ is committed with the sources (its
+// sources.sha256 names the sources it was built from; TestDistMatchesSources fails when they
+// differ), so `go install github.com/cantal-go/cantal/cmd/cantal-agent@version` yields the
+// agent with its UI without node. Assets come precompressed (name.gz) and are served with
+// Content-Encoding: gzip to clients that accept it. Every page is a client-side route of
 // index.html; asset paths that do not exist are 404.
 package web
 
 import (
+	"bytes"
 	"embed"
 	"io/fs"
+	"mime"
 	"net/http"
 	"path"
+	"strconv"
 	"strings"
+	"time"
 )
 
 //go:embed all:dist
@@ -49,8 +57,16 @@ func HandlerFS(fsys fs.FS) http.Handler {
 			return
 		}
 		if path.Ext(r.URL.Path) != "" && !strings.HasSuffix(r.URL.Path, ".html") {
+			if strings.HasSuffix(r.URL.Path, ".gz") {
+				// The compressed copies are served only as an encoding of their asset.
+				http.NotFound(w, r)
+				return
+			}
 			if strings.HasPrefix(r.URL.Path, "/assets/") {
 				w.Header().Set("Cache-Control", "public, max-age=31536000, immutable")
+				if serveGzip(w, r, fsys) {
+					return
+				}
 			}
 			files.ServeHTTP(w, r)
 			return
@@ -68,4 +84,56 @@ func HandlerFS(fsys fs.FS) http.Handler {
 		w.Header().Set("Content-Security-Policy", "default-src 'self'; connect-src 'self' ws: wss:; img-src 'self' data:; style-src 'self' 'unsafe-inline'; script-src 'self'")
 		w.Write(index)
 	})
+}
+
+// serveGzip answers with the precompressed copy of the asset (path + ".gz") when one exists,
+// saying Vary: Accept-Encoding either way; it reports whether it answered. A client that does
+// not accept gzip gets the plain file from the caller.
+func serveGzip(w http.ResponseWriter, r *http.Request, fsys fs.FS) bool {
+	name := strings.TrimPrefix(path.Clean(r.URL.Path), "/")
+	gz, err := fs.ReadFile(fsys, name+".gz")
+	if err != nil {
+		return false
+	}
+	w.Header().Add("Vary", "Accept-Encoding")
+	if !acceptsGzip(r.Header.Values("Accept-Encoding")) {
+		return false
+	}
+	ctype := mime.TypeByExtension(path.Ext(name))
+	if ctype == "" {
+		ctype = "application/octet-stream"
+	}
+	w.Header().Set("Content-Type", ctype)
+	w.Header().Set("Content-Encoding", "gzip")
+	// Ranges and lengths refer to the gzip bytes, as HTTP says for a content coding.
+	http.ServeContent(w, r, name, time.Time{}, bytes.NewReader(gz))
+	return true
+}
+
+// acceptsGzip reports whether Accept-Encoding values allow gzip (or *) with a nonzero q.
+func acceptsGzip(values []string) bool {
+	for _, v := range values {
+		for _, part := range strings.Split(v, ",") {
+			coding, params, _ := strings.Cut(strings.TrimSpace(part), ";")
+			coding = strings.ToLower(strings.TrimSpace(coding))
+			if coding != "gzip" && coding != "x-gzip" && coding != "*" {
+				continue
+			}
+			q := 1.0
+			for _, p := range strings.Split(params, ";") {
+				k, val, ok := strings.Cut(strings.TrimSpace(p), "=")
+				if ok && strings.EqualFold(strings.TrimSpace(k), "q") {
+					f, err := strconv.ParseFloat(strings.TrimSpace(val), 64)
+					if err != nil {
+						f = 0
+					}
+					q = f
+				}
+			}
+			if q > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
