@@ -58,6 +58,7 @@ type Peer struct {
 	Status   Status        // membership state
 	RTT      time.Duration // last measured probe round trip; 0 when not measured yet
 	LastSeen time.Time     // last time the node answered or was heard of; zero if never
+	Since    time.Time     // when Status last changed (as this node saw it)
 }
 
 type peerJSON struct {
@@ -69,13 +70,14 @@ type peerJSON struct {
 	Status   Status   `json:"status"`
 	RTTMs    *float64 `json:"rtt_ms"`    // null when not measured yet
 	LastSeen int64    `json:"last_seen"` // unix ms, 0 if never
+	Since    int64    `json:"since"`     // unix ms of the last status change
 }
 
 // MarshalJSON encodes p as in GET /api/v1/peers: rtt_ms in milliseconds (null when unknown)
 // and last_seen in unix milliseconds.
 func (p Peer) MarshalJSON() ([]byte, error) {
 	j := peerJSON{ID: p.ID, Name: p.Name, Addr: p.Addr, HTTP: p.HTTP, Version: p.Version,
-		Status: p.Status, LastSeen: unixMilli(p.LastSeen)}
+		Status: p.Status, LastSeen: unixMilli(p.LastSeen), Since: unixMilli(p.Since)}
 	if p.RTT > 0 {
 		ms := float64(p.RTT.Microseconds()) / 1000
 		j.RTTMs = &ms
@@ -90,7 +92,7 @@ func (p *Peer) UnmarshalJSON(b []byte) error {
 		return fmt.Errorf("decode peer: %w", err)
 	}
 	*p = Peer{ID: j.ID, Name: j.Name, Addr: j.Addr, HTTP: j.HTTP, Version: j.Version,
-		Status: j.Status, LastSeen: fromUnixMilli(j.LastSeen)}
+		Status: j.Status, LastSeen: fromUnixMilli(j.LastSeen), Since: fromUnixMilli(j.Since)}
 	if j.RTTMs != nil {
 		p.RTT = time.Duration(*j.RTTMs * float64(time.Millisecond))
 	}
@@ -110,7 +112,7 @@ type peerRec struct {
 
 func (r *peerRec) peer() Peer {
 	return Peer{ID: r.id, Name: r.meta.Name, Addr: r.addr, HTTP: r.meta.HTTP, Version: r.meta.Version,
-		Status: r.status, RTT: r.rtt, LastSeen: r.lastSeen}
+		Status: r.status, RTT: r.rtt, LastSeen: r.lastSeen, Since: r.since}
 }
 
 // Cluster is this node's membership in a gossip cluster.

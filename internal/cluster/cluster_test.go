@@ -418,12 +418,12 @@ func TestPartitionHealsThroughReconnect(t *testing.T) {
 func TestPeerJSON(t *testing.T) {
 	seen := time.UnixMilli(1700000000123)
 	p := Peer{ID: "id1", Name: "n", Addr: "10.0.0.1:22682", HTTP: "10.0.0.1:22682", Status: StatusSuspect,
-		RTT: 1500 * time.Microsecond, LastSeen: seen}
+		RTT: 1500 * time.Microsecond, LastSeen: seen, Since: seen.Add(-time.Second)}
 	b, err := json.Marshal(p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `{"id":"id1","name":"n","addr":"10.0.0.1:22682","http":"10.0.0.1:22682","status":"suspect","rtt_ms":1.5,"last_seen":1700000000123}`
+	want := `{"id":"id1","name":"n","addr":"10.0.0.1:22682","http":"10.0.0.1:22682","status":"suspect","rtt_ms":1.5,"last_seen":1700000000123,"since":1699999999123}`
 	if string(b) != want {
 		t.Errorf("json.Marshal(peer) = %s; want %s", b, want)
 	}
