@@ -70,6 +70,10 @@ func TestCLISecure(t *testing.T) {
 		{"client certificate", nil,
 			append([]string{"stats", "system.load_avg_1min", "--cert", memberCert, "--key", memberKey}, tlsArgs...), "system.load_avg_1min"},
 		{"processes as writer", []string{"CANTAL_PASSWORD=wpass"}, append([]string{"processes", "--user", "writer"}, tlsArgs...), "cantal-agent"},
+		{"top as reader", []string{"CANTAL_PASSWORD=rpass"}, append([]string{"top", "--once", "--user", "reader"}, tlsArgs...), "cantal top - "},
+		{"top with a client certificate", nil, append([]string{"top", "--once", "--cert", memberCert, "--key", memberKey}, tlsArgs...), "CPU "},
+		{"cluster metrics as reader", []string{"CANTAL_PASSWORD=rpass"},
+			append([]string{"cluster", "metrics", "system.load_avg_1min", "--agg", "sum", "--user", "reader"}, tlsArgs...), "AGGREGATE (sum"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, errs, code := cantalEnv(t, tc.env, tc.args...)
