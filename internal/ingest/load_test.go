@@ -44,6 +44,25 @@ func runLoad(t *testing.T, d time.Duration) {
 	defer srv.Close()
 	udp, tcp := startStatsd(t, p)
 
+	// The agent's scans: points wait in the Push until a scan stores them (2 s here too).
+	rec := series.NewRecorder() // keeps the latest value of each series over the scans
+	scanDone := make(chan struct{})
+	var scanner sync.WaitGroup
+	scanner.Go(func() {
+		tick := time.NewTicker(2 * time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-scanDone:
+				return
+			case <-tick.C:
+				if err := p.Collect(t.Context(), rec); err != nil {
+					t.Error(err)
+				}
+			}
+		}
+	})
+
 	var wg sync.WaitGroup
 	type writerResult struct {
 		acked, lastBody int
@@ -129,6 +148,8 @@ func runLoad(t *testing.T, d time.Duration) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	close(scanDone)
+	scanner.Wait()
 	acked := 0
 	for w, r := range wres {
 		if r.err != nil {
@@ -143,7 +164,6 @@ func runLoad(t *testing.T, d time.Duration) {
 	}
 	// TCP lines are in flight until the server has read them.
 	deadline := time.Now().Add(10 * time.Second)
-	rec := series.NewRecorder() // keeps the latest value of each series over the scans
 	var tcpGot, udpGot uint64
 	for {
 		if err := p.Collect(t.Context(), rec); err != nil {
