@@ -141,3 +141,19 @@ func FuzzParseSoftnetARP(f *testing.F) {
 		}
 	})
 }
+
+func FuzzParseConntrackStatUDP(f *testing.F) {
+	addFixtures(f, "proc/net/stat/nf_conntrack", "real/nf_conntrack_stat", "proc/net/udp", "real/udp")
+	f.Fuzz(func(t *testing.T, b []byte) {
+		es, err := parseConntrackStat(b, nil)
+		if err == nil {
+			for _, e := range es {
+				if e.Val < 0 || string(e.Name) == "entries" {
+					t.Errorf("bad column %q %d", e.Name, e.Val)
+				}
+			}
+		}
+		parseUDPLine(b)
+		selinuxMode(b)
+	})
+}

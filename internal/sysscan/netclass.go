@@ -14,7 +14,7 @@ const (
 	ncInt   = iota // decimal integer
 	ncHex          // 0x-prefixed hexadecimal
 	ncOper         // operstate: 1 for "up", else 0
-	ncSpeed        // Mbit/s to bytes/s; -1 (unknown) gives no value
+	ncSpeed        // Mbit/s to bytes/s
 )
 
 // ncFiles are the /sys/class/net/<interface>/ attributes read into series. rare ones are read
@@ -32,6 +32,7 @@ var ncFiles = [...]struct {
 	{"carrier_up_count", "net.interface.carrier_up_changes", series.Counter, ncInt, false},
 	{"carrier_down_count", "net.interface.carrier_down_changes", series.Counter, ncInt, false},
 	{"flags", "net.interface.flags", series.Level, ncHex, false},
+	{"statistics/rx_nohandler", "net.interface.rx.nohandler", series.Counter, ncInt, false},
 	{"mtu", "net.interface.mtu", series.Level, ncInt, true},
 	{"speed", "net.interface.speed", series.Level, ncSpeed, true},
 	{"tx_queue_len", "net.interface.tx_queue_len", series.Level, ncInt, true},
@@ -49,9 +50,9 @@ var ncFiles = [...]struct {
 // ncKept is how many of ncFiles (the first, read every scan) are kept open per interface and
 // re-read with one pread(2) (sysfs regenerates an attribute read from offset 0), which costs a
 // third of open, read and close; ncKeepMax bounds the descriptors so kept, for all interfaces
-// (85 interfaces; those beyond are read with open, read and close).
+// (73 interfaces; those beyond are read with open, read and close).
 const (
-	ncKept    = 6
+	ncKept    = 7
 	ncKeepMax = 512
 )
 
@@ -269,10 +270,7 @@ func (n *netClass) readIface(f *ncIface, name []byte, sink series.Sink, rare boo
 			}
 		case ncSpeed:
 			v, err = parseIntValue(b)
-			if err == nil && v < 0 {
-				continue
-			}
-			v *= 125000
+			v *= 125000 // -1 (unknown) gives -125000, as node_exporter 1.5 reports it
 		}
 		if err != nil {
 			continue

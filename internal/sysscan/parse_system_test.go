@@ -253,3 +253,63 @@ func TestParseARP(t *testing.T) {
 		}
 	}
 }
+
+func TestParseConntrackStat(t *testing.T) {
+	got, err := parseConntrackStat(readFixture(t, "proc/net/stat/nf_conntrack"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]int64{}
+	for _, e := range got {
+		m[string(e.Name)] = e.Val
+	}
+	if len(got) != 16 || m["found"] != 7 || m["invalid"] != 0x11 || m["search_restart"] != 11 || m["drop"] != 3 {
+		t.Errorf("got %v", m)
+	}
+	if _, ok := m["entries"]; ok {
+		t.Errorf("entries summed")
+	}
+	if _, err := parseConntrackStat(readFixture(t, "real/nf_conntrack_stat"), nil); err != nil {
+		t.Errorf("real: %v", err)
+	}
+	for _, bad := range []string{"", "00000001 00000002\n", "entries found\n1 2 3\n", "entries found\n1\n", "entries found\n1 x\n"} {
+		if _, err := parseConntrackStat([]byte(bad), nil); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+func TestParseUDPLine(t *testing.T) {
+	var tx, rx uint64
+	b := readFixture(t, "proc/net/udp")
+	for pos := 0; pos < len(b); {
+		var line []byte
+		line, pos = nextLine(b, pos)
+		t1, r1, ok, err := parseUDPLine(line)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			tx, rx = tx+t1, rx+r1
+		}
+	}
+	if tx != 0x100 || rx != 0xa00 {
+		t.Errorf("tx %x rx %x", tx, rx)
+	}
+	for _, bad := range []string{"1: 0100007F:B6B5 00000000:0000 07", "1: a b 07 0000:zz", "1: a b 07 00000"} {
+		if _, _, _, err := parseUDPLine([]byte(bad)); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}
+
+func TestSelinuxMode(t *testing.T) {
+	for in, want := range map[string]int64{"SELINUX=enforcing\n": 1, "# x\nSELINUX=permissive\n": 0, `SELINUX="disabled"`: -1} {
+		if m, ok := selinuxMode([]byte(in)); !ok || m != want {
+			t.Errorf("%q: %d %v", in, m, ok)
+		}
+	}
+	if _, ok := selinuxMode([]byte("SELINUXTYPE=targeted\n")); ok {
+		t.Errorf("no SELINUX= line: ok")
+	}
+}

@@ -63,7 +63,9 @@ type System struct {
 	uname    stateSeries
 	osRel    stateSeries
 
-	nc netClass
+	nc       netClass
+	x        sysExtra
+	lastRare uint64 // the scan that last read the rare sources
 }
 
 // systemFiles are the procfs files System reads, relative to Options.Proc, kept open between
@@ -88,6 +90,7 @@ var systemFiles = [...]struct {
 	sfMdstat:      {name: "mdstat", optional: true},
 	sfSoftnet:     {name: "net/softnet_stat"},
 	sfARP:         {name: "net/arp", optional: true},
+	sfCTStat:      {name: "net/stat/nf_conntrack", optional: true},
 	sfStat:        {name: "stat"},
 }
 
@@ -106,6 +109,7 @@ const (
 	sfMdstat
 	sfSoftnet
 	sfARP
+	sfCTStat
 	sfStat // read apart, every rareEvery scans, for btime
 )
 
@@ -171,6 +175,7 @@ func NewSystem(opt Options) *System {
 		sn:   map[int]*softnetRefs{},
 		arp:  map[string]*arpRef{},
 		nc:   newNetClass(),
+		x:    newSysExtra(),
 	}
 }
 
@@ -235,10 +240,13 @@ func (s *System) Collect(ctx context.Context, sink series.Sink) error {
 			sink.Problem(filepath.Join(s.opt.Proc, f.name), err.Error())
 		}
 	}
+	s.collectUDP(procfd, sink)
 	s.collectTimex(sink)
 	if rare {
+		s.lastRare = s.gen
 		s.readIdentity(sink)
 	}
+	s.collectTimeAndSELinux(sink, rare)
 	s.uname.put(sink)
 	s.osRel.put(sink)
 	if err := ctx.Err(); err != nil {
@@ -281,6 +289,8 @@ func (s *System) collectFile(i int, b []byte, sink series.Sink) error {
 		return s.collectSoftnet(b, sink)
 	case sfARP:
 		return s.collectARP(b, sink)
+	case sfCTStat:
+		return s.collectConntrackStat(b, sink)
 	}
 	v, err := parseIntValue(b)
 	if err != nil {
@@ -476,11 +486,17 @@ func (s *System) readIdentity(sink series.Sink) {
 // osReleasePaths are where os-release(5) is looked for: /etc, then /usr/lib; next to a proc
 // root other than /proc (a host's root mounted in a container) when one is set.
 func (s *System) osReleasePaths() []string {
-	root := "/"
-	if s.opt.Proc != "/proc" {
-		root = filepath.Dir(s.opt.Proc)
-	}
+	root := s.root()
 	return []string{filepath.Join(root, "etc/os-release"), filepath.Join(root, "usr/lib/os-release")}
+}
+
+// root is where the host's /etc is looked for: /, or the parent of a proc root other than
+// /proc (a host's root mounted in a container).
+func (s *System) root() string {
+	if s.opt.Proc != "/proc" {
+		return filepath.Dir(s.opt.Proc)
+	}
+	return "/"
 }
 
 // readSmallFile reads path whole into *buf, up to limit bytes.

@@ -4,9 +4,11 @@ import (
 	"context"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cantal-go/cantal/internal/series"
 )
@@ -98,7 +100,6 @@ func TestSystemFixture(t *testing.T) {
 		}
 	}
 	for _, absent := range []string{
-		`{"interface":"lo","metric":"net.interface.speed"}`,            // -1
 		`{"interface":"lo","metric":"net.interface.name_assign_type"}`, // no file
 		`{"interface":"bonding_masters","metric":"net.interface.up"}`,
 	} {
@@ -106,6 +107,10 @@ func TestSystemFixture(t *testing.T) {
 			t.Errorf("%s: present", absent)
 		}
 	}
+	if _, ok := r.Values[`{"metric":"conntrack.stat.entries"}`]; ok {
+		t.Errorf("conntrack.stat.entries: the table size is not a counter")
+	}
+	var clocks []string
 	var info, osInfo, uname bool
 	for k, st := range r.States {
 		l := refs[k].Labels
@@ -123,12 +128,30 @@ func TestSystemFixture(t *testing.T) {
 				l["version_codename"] != "bookworm" || l["variant"] != `Server \ edition` || st.Text != l["pretty_name"] {
 				t.Errorf("os %v %q", l, st.Text)
 			}
+		case "system.clocksource.available", "system.clocksource.current":
+			clocks = append(clocks, l["metric"][len("system.clocksource."):]+":"+l["device"]+":"+l["clocksource"]+":"+st.Text)
 		case "system.uname":
 			uname = true
 			if l["sysname"] != "Linux" || l["release"] == "" || st.Since != 1700000000_000 {
 				t.Errorf("uname %v %+v", l, st)
 			}
 		}
+	}
+	slices.Sort(clocks)
+	if want := []string{"available:0:acpi_pm:acpi_pm", "available:0:kvm-clock:kvm-clock", "available:0:tsc:tsc", "current:0:kvm-clock:kvm-clock"}; !slices.Equal(clocks, want) {
+		t.Errorf("clock sources %v, want %v", clocks, want)
+	}
+	tz := 0
+	for k, ref := range refs {
+		if ref.Labels["metric"] == "system.time_zone_offset_s" {
+			tz++
+			if name, off := time.Now().Zone(); ref.Labels["time_zone"] != name || int64(r.Values[k]) != int64(off) {
+				t.Errorf("time zone %v = %d, want %s %d", ref.Labels, int64(r.Values[k]), name, off)
+			}
+		}
+	}
+	if tz != 1 {
+		t.Errorf("%d time zone series", tz)
 	}
 	if !info || !osInfo || !uname {
 		t.Errorf("states: interface info %v, os %v, uname %v", info, osInfo, uname)
@@ -157,7 +180,7 @@ func TestSystemOptionalAbsent(t *testing.T) {
 		srcs = append(srcs, k)
 	}
 	wantProblems := map[string]bool{
-		dir + "/proc/net/sockstat": true, dir + "/proc/sys/kernel/random/poolsize": true, dir + "/proc/net/softnet_stat": true,
+		dir + "/proc/net/sockstat": true, dir + "/proc/sys/kernel/random/poolsize": true, dir + "/proc/net/softnet_stat": true, dir + "/proc/net/udp": true,
 		dir + "/sys/class/net": true, "os-release": true,
 	}
 	for _, k := range srcs {

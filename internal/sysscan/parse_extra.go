@@ -1,0 +1,121 @@
+package sysscan
+
+import (
+	"bytes"
+	"fmt"
+)
+
+// parseConntrackStat parses /proc/net/stat/nf_conntrack: a header of column names, then one
+// line of hexadecimal values per CPU. It appends one entry per column but "entries" (the
+// table's size, printed on every line) with the sum over the CPUs; names point into b.
+func parseConntrackStat(b []byte, dst []nameVal) ([]nameVal, error) {
+	head, pos := nextLine(b, 0)
+	start := len(dst)
+	var cols [32]int // index into dst of each column, -1 for entries
+	n := 0
+	for p := 0; ; {
+		var f []byte
+		f, p = field(head, p)
+		if f == nil {
+			break
+		}
+		if n == len(cols) {
+			return dst, parseError("nf_conntrack stat", head, fmt.Errorf("more than %d columns", len(cols)))
+		}
+		if c := f[0]; c >= '0' && c <= '9' {
+			return dst, parseError("nf_conntrack stat", head, fmt.Errorf("no header"))
+		}
+		if string(f) == "entries" {
+			cols[n] = -1
+		} else {
+			cols[n] = len(dst)
+			dst = append(dst, nameVal{Name: f})
+		}
+		n++
+	}
+	if n == 0 {
+		return dst, fmt.Errorf("parse nf_conntrack stat: empty")
+	}
+	for pos < len(b) {
+		var line []byte
+		line, pos = nextLine(b, pos)
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		i := 0
+		for p := 0; ; i++ {
+			var f []byte
+			f, p = field(line, p)
+			if f == nil {
+				break
+			}
+			if i >= n {
+				return dst[:start], parseError("nf_conntrack stat", line, fmt.Errorf("more values than names"))
+			}
+			v, err := parseHex(f)
+			if err != nil {
+				return dst[:start], parseError("nf_conntrack stat", line, err)
+			}
+			if j := cols[i]; j >= 0 {
+				dst[j].Val += int64(v & (1<<62 - 1)) // a per-CPU u32; the mask keeps the sum positive
+			}
+		}
+		if i != n {
+			return dst[:start], parseError("nf_conntrack stat", line, fmt.Errorf("%d values for %d names", i, n))
+		}
+	}
+	return dst, nil
+}
+
+// parseUDPLine returns the send and receive queues of a /proc/net/udp or udp6 line ("sl
+// local_address rem_address st tx_queue:rx_queue ..."); ok is false for the header.
+func parseUDPLine(line []byte) (tx, rx uint64, ok bool, err error) {
+	var f []byte
+	p := 0
+	for i := 0; i < 5; i++ {
+		f, p = field(line, p)
+		if f == nil {
+			if i == 0 {
+				return 0, 0, false, nil // blank
+			}
+			return 0, 0, false, parseError("udp", line, errSyntax)
+		}
+		if i == 0 && string(f) == "sl" {
+			return 0, 0, false, nil
+		}
+	}
+	c := indexByte(f, ':')
+	if c < 0 {
+		return 0, 0, false, parseError("udp", line, errSyntax)
+	}
+	if tx, err = parseHex(f[:c]); err != nil {
+		return 0, 0, false, parseError("udp", line, err)
+	}
+	if rx, err = parseHex(f[c+1:]); err != nil {
+		return 0, 0, false, parseError("udp", line, err)
+	}
+	return tx, rx, true, nil
+}
+
+// selinuxMode parses the SELINUX= setting of /etc/selinux/config: 1 enforcing, 0 permissive,
+// -1 disabled; ok is false when the file does not set it.
+func selinuxMode(b []byte) (mode int64, ok bool) {
+	for pos := 0; pos < len(b); {
+		var line []byte
+		line, pos = nextLine(b, pos)
+		line = bytes.TrimSpace(line)
+		v, found := bytes.CutPrefix(line, []byte("SELINUX="))
+		if !found {
+			continue
+		}
+		switch string(bytes.Trim(v, `"'`)) {
+		case "enforcing":
+			mode, ok = 1, true
+		case "permissive":
+			mode, ok = 0, true
+		case "disabled":
+			mode, ok = -1, true
+		}
+	}
+	return mode, ok
+}
