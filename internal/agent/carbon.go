@@ -36,23 +36,33 @@ func (s *carbonSource) Span() (oldestMs, newestMs int64) {
 	return st.OldestMs, st.LatestMs
 }
 
+// Points reads pushed series (source="push") from history.Store.MaxSlot earlier than fromMs: a
+// pushed point is stored at the scan its own time falls in, which may be a scan already sent
+// (history.Store.AddAt places late points up to MaxSlot back), so each round sends such a
+// series' recent points again, and with them any that arrived late. Graphite keeps one value
+// per slot: a point sent twice is stored once.
 func (s *carbonSource) Points(fromMs, toMs int64, fn func(series.Labels, series.Kind, []history.Point) bool) {
 	s.reg.View().Each(func(h registry.Handle) bool {
 		kind := h.Kind()
 		if kind == series.State {
 			return true
 		}
-		if s.match != nil && !s.match.Match(h.Labels()) {
+		labels := h.Labels()
+		if s.match != nil && !s.match.Match(labels) {
 			return true
 		}
+		from := fromMs
+		if labels[registry.PushLabel] == registry.PushValue {
+			from -= s.hist.MaxSlot()
+		}
 		s.pts = s.pts[:0]
-		s.hist.Range(h.HistoryID(), fromMs, toMs, func(ts int64, bits uint64) bool {
+		s.hist.Range(h.HistoryID(), from, toMs, func(ts int64, bits uint64) bool {
 			s.pts = append(s.pts, history.Point{TS: ts, Bits: bits})
 			return true
 		})
 		if len(s.pts) == 0 {
 			return true
 		}
-		return fn(h.Labels(), kind, s.pts)
+		return fn(labels, kind, s.pts)
 	})
 }
