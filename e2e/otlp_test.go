@@ -153,3 +153,42 @@ func TestWriteTimestampsE2E(t *testing.T) {
 		t.Logf("history: %+v", ss)
 	}
 }
+
+// TestOTLPJSONCurl: an OTLP/JSON request sent by curl, the way a shell script or a collector
+// configured for http/json would; the answer is an ExportMetricsServiceResponse in JSON, with
+// partial_success for the refused data point.
+func TestOTLPJSONCurl(t *testing.T) {
+	curl, err := exec.LookPath("curl")
+	if err != nil {
+		t.Fatalf("curl is needed (scripts/setup.sh installs it): %v", err)
+	}
+	a := startAgent(t)
+	now := time.Now().UnixNano()
+	body := fmt.Sprintf(`{"resourceMetrics":[{"resource":{"attributes":[{"key":"service.name","value":{"stringValue":"jsonsvc"}}]},
+"scopeMetrics":[{"metrics":[
+ {"name":"jobs.done","sum":{"aggregationTemporality":2,"isMonotonic":true,"dataPoints":[{"timeUnixNano":"%d","asInt":"42","attributes":[{"key":"queue","value":{"stringValue":"mail"}}]}]}},
+ {"name":"jobs.bad","sum":{"isMonotonic":true,"dataPoints":[{"timeUnixNano":"%d","asInt":"1"}]}}
+]}]}]}`, now, now)
+	out, err := exec.Command(curl, "-sS", "-X", "POST", "-H", "Content-Type: application/json",
+		"--data-binary", body, "-w", "\n%{http_code}", a.URL+"/v1/metrics").CombinedOutput()
+	if err != nil {
+		t.Fatalf("curl: %v: %s", err, out)
+	}
+	if !strings.HasSuffix(string(out), "\n200") || !strings.Contains(string(out), `"rejectedDataPoints":"1"`) ||
+		!strings.Contains(string(out), "unspecified aggregation temporality") {
+		t.Errorf("answer %s; want 200 with partial success: 1 rejected (unspecified temporality)", out)
+	}
+	waitFor(t, 10*time.Second, func() error {
+		ss, err := a.series("/api/v1/metrics", `{appname="jsonsvc"}`)
+		if err != nil {
+			return err
+		}
+		if s := find(ss, "jobs.done"); s == nil || s.Kind != "counter" || num(s.Value) != 42 || s.Labels["queue"] != "mail" {
+			return fmt.Errorf("jobs.done = %+v; want counter 42 queue=mail", s)
+		}
+		if s := find(ss, "jobs.bad"); s != nil {
+			return fmt.Errorf("jobs.bad stored: %+v", s)
+		}
+		return nil
+	})
+}

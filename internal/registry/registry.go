@@ -13,7 +13,9 @@
 // to the agent and no collector gives its own) are kept in a budget of their own: the series
 // limit (SetMaxSeries) counts and evicts only collected series, and SetMaxPushed bounds the
 // pushed ones apart, so that no flood of pushed series can make the registry drop a machine,
-// process or application series.
+// process or application series. A pushed point carries its own time: PutAt stores it at the
+// scan that time falls in (a late one into the history's open segment), and Hold keeps a pushed
+// series listed in a scan without a point of it (pushed.go).
 package registry
 
 import (
