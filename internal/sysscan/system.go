@@ -165,7 +165,7 @@ func sameLabels(a, b series.Labels) bool {
 // NewSystem returns a collector of the kernel and host series reading opt.Proc and opt.Sys.
 func NewSystem(opt Options) *System {
 	opt = opt.withDefaults()
-	return &System{
+	s := &System{
 		opt:  opt,
 		buf:  make([]byte, 0, 16<<10),
 		vm:   map[string]*series.Ref{},
@@ -177,6 +177,8 @@ func NewSystem(opt Options) *System {
 		nc:   newNetClass(),
 		x:    newSysExtra(),
 	}
+	s.x.udpFn = s.x.udpLine
+	return s
 }
 
 // Close closes the files System keeps open between scans. Collect may be called again

@@ -17,17 +17,21 @@ const udpEvery = 5
 // sysExtra holds what System reads besides its kept files: conntrack statistics, UDP queues,
 // clock sources, the time zone and SELinux. Only System's scan goroutine uses it.
 type sysExtra struct {
-	ct   map[string]*series.Ref
-	cts  []nameVal
-	lr   lineReader
-	udp  [2]udpQueues
-	cs   map[string]*clocksourceState
-	tz   string
-	tzV  int64
-	tzR  *series.Ref
-	se   [3]*series.Ref // enabled, current_mode, config_mode
-	seV  [3]int64
-	seOK [3]bool
+	ct  map[string]*series.Ref
+	cts []nameVal
+	lr  lineReader
+	// the sums of the UDP file being read, and udpLine bound once (no allocation per read)
+	udpTx, udpRx uint64
+	udpErr       error
+	udpFn        func([]byte)
+	udp          [2]udpQueues
+	cs           map[string]*clocksourceState
+	tz           string
+	tzV          int64
+	tzR          *series.Ref
+	se           [3]*series.Ref // enabled, current_mode, config_mode
+	seV          [3]int64
+	seOK         [3]bool
 }
 
 type udpQueues struct {
@@ -60,6 +64,18 @@ func (s *System) collectConntrackStat(b []byte, sink series.Sink) error {
 	return err
 }
 
+// udpLine adds a line's queues to the sums; the first malformed line's error is kept.
+func (x *sysExtra) udpLine(line []byte) {
+	t, r, ok, err := parseUDPLine(line)
+	if err != nil && x.udpErr == nil {
+		x.udpErr = err
+	}
+	if ok {
+		x.udpTx += t
+		x.udpRx += r
+	}
+}
+
 var udpFiles = [2]struct{ name, ip string }{{"net/udp", "v4"}, {"net/udp6", "v6"}}
 
 // collectUDP sums the queues of /proc/net/udp and udp6 every udpEvery scans and writes the
@@ -78,27 +94,17 @@ func (s *System) collectUDP(procfd int, sink series.Sink) {
 				}
 				continue
 			}
-			var tx, rx uint64
-			var perr error
-			err = x.lr.each(fd, func(line []byte) {
-				t, r, ok, err := parseUDPLine(line)
-				if err != nil && perr == nil {
-					perr = err
-				}
-				if ok {
-					tx += t
-					rx += r
-				}
-			})
+			x.udpTx, x.udpRx, x.udpErr = 0, 0, nil
+			err = x.lr.each(fd, x.udpFn)
 			unix.Close(fd)
 			if err == nil {
-				err = perr
+				err = x.udpErr
 			}
 			if err != nil {
 				sink.Problem(filepath.Join(s.opt.Proc, f.name), err.Error())
 				continue
 			}
-			q.txV, q.rxV, q.ok = tx, rx, true
+			q.txV, q.rxV, q.ok = x.udpTx, x.udpRx, true
 		}
 	}
 	for i := range x.udp {
