@@ -30,5 +30,11 @@
 // Every collector is used by one scan goroutine at a time (series.Collector's contract); only
 // Processes.Table may be called from other goroutines.
 //
+// System (system.go, netclass.go, system_extra.go) reads the kernel's other machine-wide files
+// (vmstat, pressure, sockstat, snmp6, conntrack, softnet, mdstat, /sys/class/net, adjtimex) the
+// same way; Filesystems (filesystem.go) calls statfs(2) on every mount from one goroutine per
+// mount, so that a hung mount costs a scan at most FSOptions.Timeout, and parses mountinfo again
+// only when poll(2) says the mount table changed.
+//
 // The series names and labels emitted are listed in docs/metrics.md.
 package sysscan
