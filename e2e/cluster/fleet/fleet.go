@@ -271,6 +271,34 @@ type Peer struct {
 	ID     string `json:"id"`
 	Name   string `json:"name"`
 	Status string `json:"status"`
+	Since  int64  `json:"since"` // unix ms of the last status change
+}
+
+// LastAlive returns, over the views of every node of nodes, the latest time a peer of nodes
+// became alive, as each node recorded it (GET /api/v1/peers' since): once all list all alive,
+// that is when the membership became whole, to the millisecond, whatever the polling.
+func LastAlive(ctx context.Context, nodes []*Node) (time.Time, error) {
+	in := map[string]bool{}
+	for _, n := range nodes {
+		in[n.Name] = true
+	}
+	var mu sync.Mutex
+	var last int64
+	err := Each(nodes, 16, func(n *Node) error {
+		var ans struct{ Peers []Peer }
+		if err := n.Get(ctx, "/api/v1/peers", &ans); err != nil {
+			return err
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for _, p := range ans.Peers {
+			if in[p.Name] && p.Status == "alive" {
+				last = max(last, p.Since)
+			}
+		}
+		return nil
+	})
+	return time.UnixMilli(last), err
 }
 
 // Peers returns the node's peers' statuses by name.

@@ -198,7 +198,11 @@ func (s *Scenario) Run(ctx context.Context, f *Fleet) (*Report, error) {
 	if rep.Converged, err = Poll(ctx, s.Converge, 250*time.Millisecond, func() error { return AllKnow(ctx, f.Nodes, nil) }); err != nil {
 		return rep, fmt.Errorf("convergence: %w", err)
 	}
-	rep.Converged = time.Since(started) // from the last start
+	if last, err := LastAlive(ctx, f.Nodes); err != nil {
+		return rep, err
+	} else {
+		rep.Converged = last.Sub(started) // from the last start
+	}
 	s.Logf("converged: all %d list all alive %s after the last agent's start", len(f.Nodes), r(rep.Converged))
 
 	// First queries at node 1: new subscriptions to every peer.
@@ -237,7 +241,11 @@ func (s *Scenario) Run(ctx context.Context, f *Fleet) (*Report, error) {
 	if _, err = Poll(ctx, s.Converge, 100*time.Millisecond, func() error { return AllKnow(ctx, f.Nodes, nil) }); err != nil {
 		return rep, fmt.Errorf("rejoin: %w", err)
 	}
-	rep.Join = time.Since(joinAt)
+	if last, err := LastAlive(ctx, f.Nodes); err != nil {
+		return rep, err
+	} else {
+		rep.Join = last.Sub(joinAt)
+	}
 	s.Logf("rejoin: %s restarted; all list all alive %s after its start", last.Name, r(rep.Join))
 
 	qctx, stop := context.WithCancel(ctx)
@@ -340,9 +348,13 @@ func (s *Scenario) Run(ctx context.Context, f *Fleet) (*Report, error) {
 	if err != nil {
 		return rep, err
 	}
-	rep.Whole, err = Poll(ctx, s.Converge, 100*time.Millisecond, func() error { return AllKnow(ctx, f.Nodes, nil) })
-	if err != nil {
+	if _, err = Poll(ctx, s.Converge, 100*time.Millisecond, func() error { return AllKnow(ctx, f.Nodes, nil) }); err != nil {
 		return rep, fmt.Errorf("after the heal: %w", err)
+	}
+	if last, err := LastAlive(ctx, f.Nodes); err != nil {
+		return rep, err
+	} else {
+		rep.Whole = last.Sub(healAt)
 	}
 	// Queries go on until node 1 shows every node ok again (at most the convergence bound),
 	// and AfterHeal more.
