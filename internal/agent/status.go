@@ -54,9 +54,11 @@ type Status struct {
 		Sys          uint64 `json:"sys"`
 		NumGC        uint32 `json:"num_gc"`
 	} `json:"memory"`
-	Problems []registry.Problem `json:"problems"`
-	Security Security           `json:"security"`
-	RRDDRPC  *RRDDRPCStatus     `json:"rrdd_rpc,omitempty"` // with --rrdd-rpc
+	// ProcessScan counts what the process scans left out to keep the interval (issue 22).
+	ProcessScan sysscan.ScanStats  `json:"process_scan"`
+	Problems    []registry.Problem `json:"problems"`
+	Security    Security           `json:"security"`
+	RRDDRPC     *RRDDRPCStatus     `json:"rrdd_rpc,omitempty"` // with --rrdd-rpc
 }
 
 // Security is how the agent faces its callers, and what the bounds on connections did.
@@ -107,6 +109,7 @@ func (a *Agent) status(ctx context.Context) any {
 	s.Counts.Pushed, s.Counts.PushedBytes, s.Counts.PushedEvicted = v.Pushed, v.PushedBytes, v.EvictedPushed
 	s.Counts.PushRefused = a.push.Stats().Refused
 	s.Counts.Processes = len(a.procs.Table())
+	s.ProcessScan = a.procs.Stats()
 	s.Counts.Apps = a.apps.Count()
 	s.Problems = v.Problems
 	if s.Problems == nil {
