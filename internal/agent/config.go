@@ -42,8 +42,6 @@ type Config struct {
 	InfluxPath       string        // path of the Influx line-protocol export
 	RemoteWrite      []string      // Prometheus remote-write URLs, default settings each
 	RemoteWriteFile  string        // --remote-write-config: remote_write list with per-endpoint settings
-	RemoteWrite      []string      // Prometheus remote-write URLs, default settings each
-	RemoteWriteFile  string        // --remote-write-config: remote_write list with per-endpoint settings
 	MetricsPerPID    bool          // /metrics: per-process series per pid instead of per group
 	Pprof            bool          // serve /debug/pprof
 	TimerSlack       time.Duration // timer slack of the agent's threads (at most Interval/10); 0 = the kernel's
@@ -132,8 +130,6 @@ func ParseFlags(name string, args []string, getenv func(string) string) (Config,
 	fs.StringVar(&c.CarbonMatch, "carbon-match", c.CarbonMatch, "selector of the series sent to --carbon (empty: every series)")
 	fs.StringVar(&c.InfluxHostTag, "influx-host-tag", c.InfluxHostTag, "tag that carries the node name on every line of the Influx export, as Telegraf's host tag (empty: none)")
 	fs.StringVar(&c.InfluxPath, "influx-path", c.InfluxPath, "HTTP path of the Influx line-protocol export")
-	fs.Var(listFlag{&c.RemoteWrite}, "remote-write", "Prometheus remote-write URL to send every held point to, from a position kept in --state-dir (repeatable, or comma-separated; settings per endpoint: --remote-write-config)")
-	fs.StringVar(&c.RemoteWriteFile, "remote-write-config", c.RemoteWriteFile, "YAML file with a remote_write list as Prometheus's: url, headers, basic_auth, authorization, tls_config, match, external_labels, queue_config (see docs/remote-write.md)")
 	fs.Var(listFlag{&c.RemoteWrite}, "remote-write", "Prometheus remote-write URL to send every held point to, from a position kept in --state-dir (repeatable, or comma-separated; settings per endpoint: --remote-write-config)")
 	fs.StringVar(&c.RemoteWriteFile, "remote-write-config", c.RemoteWriteFile, "YAML file with a remote_write list as Prometheus's: url, headers, basic_auth, authorization, tls_config, match, external_labels, queue_config (see docs/remote-write.md)")
 	fs.BoolVar(&c.MetricsPerPID, "metrics-per-pid", c.MetricsPerPID, "export per-process series in /metrics per pid (labels pid, process, cgroup) instead of summed per group (label groupname)")
