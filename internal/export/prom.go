@@ -135,6 +135,7 @@ type Prom struct {
 	mapped []promname.Series // per sample
 	famIdx map[string]int32  // family by name as written in the text format
 	famOM  map[string]int32  // family by OpenMetrics family name
+	famRes map[famKey]int32  // family of a mapped name, type and machine flag
 	fams   []family
 	items  []item
 	order  []int32 // item indices grouped by family
@@ -214,6 +215,7 @@ func (e *Prom) append(dst []byte, samples []series.Sample, f Format, trackGroups
 	if e.famIdx == nil {
 		e.famIdx = make(map[string]int32, 256)
 		e.famOM = make(map[string]int32, 256)
+		e.famRes = make(map[famKey]int32, 256)
 		e.grpIdx = make(map[string]int32, 256)
 		e.appOf = make(map[string]string, 64)
 		e.tIdx = make(map[string]int32, 16)
@@ -221,6 +223,7 @@ func (e *Prom) append(dst []byte, samples []series.Sample, f Format, trackGroups
 		clear(e.tIdx)
 		clear(e.famIdx)
 		clear(e.famOM)
+		clear(e.famRes)
 		clear(e.grpIdx)
 		clear(e.appOf)
 	}
@@ -454,6 +457,31 @@ func (e *Prom) appendSummaryLine(dst []byte, fm *family, it *item, ms *promname.
 // another type, or a machine family met by an application's series, makes the later one take
 // the suffix "_" + its type ("_gauge", "_counter", ...), then "_app".
 func (e *Prom) family(ms *promname.Series, orig string, state bool) int32 {
+	rk := famKey{ms.Name, ms.Type, ms.Machine}
+	if idx, ok := e.famRes[rk]; ok {
+		fm := &e.fams[idx]
+		fm.count++
+		if state {
+			fm.states = true
+		}
+		if !ms.Machine && fm.orig != orig {
+			fm.multi = true
+		}
+		return idx
+	}
+	idx := e.familySlow(ms, orig, state)
+	e.famRes[rk] = idx
+	return idx
+}
+
+// famKey is what decides a sample's family.
+type famKey struct {
+	name    string
+	typ     promname.Type
+	machine bool
+}
+
+func (e *Prom) familySlow(ms *promname.Series, orig string, state bool) int32 {
 	name := ms.Name
 	for {
 		// A family is known by its sample name (text format) and its OpenMetrics family name
