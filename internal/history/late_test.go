@@ -1,6 +1,7 @@
 package history
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -251,5 +252,93 @@ func BenchmarkAddAt(b *testing.B) {
 			s.Commit()
 			b.ReportMetric(float64((cputime.Process()-cpu0).Nanoseconds())/float64(b.N), "cpu-ns/point")
 		})
+	}
+}
+
+// Late points, and the earlier birth they give a series, survive a save and a load (both
+// snapshot formats).
+func TestAddAtSurvivesSnapshots(t *testing.T) {
+	opt := Options{BlockScans: 8, Interval: 2 * time.Second}
+	s := New(opt)
+	id, _ := s.Series(`{"metric":"a"}`, series.Level)
+	ts := int64(1_700_000_000_000)
+	for k := range 12 { // one closed segment, 4 scans in the open one
+		scanAt(s, ts+int64(k)*2000, func() { s.Add(id, uint64(k)) })
+	}
+	var late ID
+	scanAt(s, ts+12*2000, func() {
+		late, _ = s.Series(`{"metric":"late"}`, series.Level) // born now, with a point 2 scans back
+		if _, err := s.AddAt(late, ts+10*2000-1, 77); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.AddAt(id, ts+9*2000, 99); err != nil { // replaces the value of scan 9
+			t.Fatal(err)
+		}
+	})
+	want := func(s2 *Store, how string) {
+		t.Helper()
+		id2, _, _ := s2.Lookup(`{"metric":"late"}`)
+		if pts := rangeAll(s2, id2, 0, math.MaxInt64); !slices.Equal(pts, []Point{{ts + 10*2000, 77}}) {
+			t.Errorf("%s: late series %v; want [{%d 77}]", how, pts, ts+10*2000)
+		}
+		ida, _, _ := s2.Lookup(`{"metric":"a"}`)
+		pts := rangeAll(s2, ida, ts+9*2000, ts+9*2000)
+		if !slices.Equal(pts, []Point{{ts + 9*2000, 99}}) {
+			t.Errorf("%s: a at scan 9: %v; want 99", how, pts)
+		}
+	}
+	want(s, "in memory")
+	dir := t.TempDir()
+	if _, err := NewSaver(dir, s).Save(); err != nil {
+		t.Fatal(err)
+	}
+	opt.Now = nowAt(ts + 13*2000)
+	s2, _, err := LoadDir(dir, "", opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want(s2, "LoadDir")
+	var buf bytes.Buffer
+	if err := s.WriteSnapshot(&buf); err != nil {
+		t.Fatal(err)
+	}
+	s3, err := ReadSnapshot(&buf, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want(s3, "ReadSnapshot")
+}
+
+// A birth moved earlier by a late point after the series was saved reaches the snapshot's
+// series log.
+func TestAddAtBornLogged(t *testing.T) {
+	opt := Options{BlockScans: 16, Interval: 2 * time.Second}
+	s := New(opt)
+	ts := int64(1_700_000_000_000)
+	dir := t.TempDir()
+	sv := NewSaver(dir, s)
+	scanAt(s, ts, nil)
+	scanAt(s, ts+2000, nil)
+	var id ID
+	scanAt(s, ts+4000, func() { id, _ = s.Series(`{"metric":"x"}`, series.Float) })
+	if _, err := sv.Save(); err != nil {
+		t.Fatal(err)
+	}
+	scanAt(s, ts+6000, func() {
+		if slot, err := s.AddAt(id, ts+1500, math.Float64bits(1.5)); err != nil || slot != ts+2000 {
+			t.Fatalf("AddAt = %d, %v", slot, err)
+		}
+	})
+	if _, err := sv.Save(); err != nil {
+		t.Fatal(err)
+	}
+	opt.Now = nowAt(ts + 8000)
+	s2, _, err := LoadDir(dir, "", opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	id2, _, _ := s2.Lookup(`{"metric":"x"}`)
+	if pts := rangeAll(s2, id2, 0, math.MaxInt64); !slices.Equal(pts, []Point{{ts + 2000, math.Float64bits(1.5)}}) {
+		t.Errorf("after load: %v; want the late point at %d", pts, ts+2000)
 	}
 }
