@@ -5,15 +5,17 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 )
 
 // beatOpts are the options of `report beat`: issue 22's load, the scan period under heavy
 // process churn.
 type beatOpts struct {
-	Agent       string
+	Agents      []string // measured side by side on the same churn
 	Churn       int
 	ChurnLife   time.Duration
 	Dur, Warmup time.Duration
@@ -54,10 +56,11 @@ func fetchProcessScan(ctx context.Context, url string) (processScan, error) {
 
 // runBeat starts the churn generator (Churn processes alive, each living ChurnLife/2 to
 // 3·ChurnLife/2, so Churn/ChurnLife started per second; 1 in 10 names a CANTAL_PATH), waits
-// until it is full, starts one agent, and measures over Dur after Warmup: the scan period's
-// p50/p99/max (from consecutive scans' timestamps), the scan duration, the agent's CPU per
-// scan (user+system of its process tree, which includes serving the report's status polls),
-// its RSS, and what the process scan shed (process_scan in /api/v1/status).
+// until it is full, starts the agents (side by side on the same churn, so that builds compare
+// under the same load on a shared machine), and measures each over Dur after Warmup: the scan
+// period's p50/p99/max (from consecutive scans' timestamps), the scan duration, the agent's CPU
+// per scan (user+system of its process tree, which includes serving the report's status polls),
+// its RSS, and what its process scan shed (process_scan in /api/v1/status).
 func runBeat(ctx context.Context, o beatOpts) (string, error) {
 	ch, err := spawnChurn(ctx, o.Dir, o.Churn, o.ChurnLife)
 	if err != nil {
@@ -65,40 +68,70 @@ func runBeat(ctx context.Context, o beatOpts) (string, error) {
 	}
 	defer ch.Stop(30 * time.Second)
 	ch.WaitFull(ctx, 4*time.Minute)
-	flags := append([]string{"--state-dir", filepath.Join(o.Dir, "beat-state")}, o.Flags...)
-	ag, err := startAgent(ctx, o.Agent, o.Dir, o.Port, flags...)
-	if err != nil {
-		return "", err
+	type result struct {
+		r        agentRun
+		ps0, ps1 processScan
+		err      error
 	}
-	defer ag.Stop(30 * time.Second)
-	var ps0 processScan
-	s0, _ := ch.Counts()
-	r, err := measureAgent(ctx, ag, "beat", o.Warmup, o.Dur, func(d time.Duration, _ *sampler) {
-		ps0, _ = fetchProcessScan(ctx, ag.url)
-		select {
-		case <-ctx.Done():
-		case <-time.After(d):
+	res := make([]result, len(o.Agents))
+	var ags []*agentProc
+	for i, bin := range o.Agents {
+		dir := filepath.Join(o.Dir, fmt.Sprintf("agent%d", i))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return "", err
 		}
-	})
-	if err != nil {
-		return "", err
+		flags := append([]string{"--state-dir", filepath.Join(dir, "state")}, o.Flags...)
+		ag, err := startAgent(ctx, bin, dir, o.Port+i, flags...)
+		if err != nil {
+			return "", err
+		}
+		defer ag.Stop(30 * time.Second)
+		ags = append(ags, ag)
 	}
+	s0, _ := ch.Counts()
+	var wg sync.WaitGroup
+	for i, ag := range ags {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rs := &res[i]
+			rs.r, rs.err = measureAgent(ctx, ag, o.Agents[i], o.Warmup, o.Dur, func(d time.Duration, _ *sampler) {
+				rs.ps0, _ = fetchProcessScan(ctx, ag.url)
+				select {
+				case <-ctx.Done():
+				case <-time.After(d):
+				}
+			})
+			if rs.err == nil {
+				rs.ps1, rs.err = fetchProcessScan(ctx, ag.url)
+			}
+		}()
+	}
+	wg.Wait()
 	s1, alive := ch.Counts()
-	ps1, err := fetchProcessScan(ctx, ag.url)
-	if err != nil {
-		return "", err
-	}
-	scans := max(1, r.Scan.Scans)
 	var md strings.Builder
-	fmt.Fprintf(&md, "| load | window | load avg start → end | processes | apps | scans | period ms p50 / p99 / max | scan ms p50 / p99 | CPU ms/scan | RSS start / peak / end MiB | shed scans | details shed | busy skipped | details deferred |\n")
+	fmt.Fprintf(&md, "Load: %d alive, %.0f started/s (lifetime %s–%s, 1 in 10 with CANTAL_PATH); %d alive at the end.\n\n",
+		o.Churn, float64(s1-s0)/res[0].r.Window.Seconds(), o.ChurnLife/2, o.ChurnLife*3/2, alive)
+	fmt.Fprintf(&md, "| agent | window | load avg start → end | processes | apps | scans | period ms p50 / p99 / max | scan ms p50 / p99 | CPU ms/scan | RSS start / peak / end MiB | shed scans | details shed | busy skipped | details deferred |\n")
 	fmt.Fprintf(&md, "|---|---:|---|---:|---:|---:|---|---|---:|---|---:|---:|---:|---:|\n")
-	c := r.Scan.Last.Counts
-	fmt.Fprintf(&md, "| %d alive, %.0f started/s (lifetime %s–%s, 1 in 10 with CANTAL_PATH); %d alive at the end | %s | %s → %s | %d | %d | %d | %.0f / %.0f / %.0f | %.1f / %.1f | %.1f | %.0f / %.0f / %.0f | %d | %d | %d | %d |\n",
-		o.Churn, float64(s1-s0)/r.Window.Seconds(), o.ChurnLife/2, o.ChurnLife*3/2, alive,
-		r.Window.Round(time.Second), r.LoadStart, r.LoadEnd, c.Processes, c.Apps, r.Scan.Scans,
-		r.Scan.PeriodP50, r.Scan.PeriodP99, r.Scan.PeriodMax, r.Scan.DurP50, r.Scan.DurP99,
-		r.CPU.Seconds()*1000/float64(scans), mib(r.RSSStart), mib(r.RSSPeak), mib(r.RSSEnd),
-		ps1.ShedScans-ps0.ShedScans, ps1.ShedDetails-ps0.ShedDetails, ps1.SkippedBusy-ps0.SkippedBusy,
-		ps1.DeferredDetail-ps0.DeferredDetail)
+	for _, rs := range res {
+		if rs.err != nil {
+			return "", rs.err
+		}
+		r, ps0, ps1 := rs.r, rs.ps0, rs.ps1
+		c := r.Scan.Last.Counts
+		fmt.Fprintf(&md, "| %s | %s | %s → %s | %d | %d | %d | %.0f / %.0f / %.0f | %.1f / %.1f | %.1f | %.0f / %.0f / %.0f | %d | %d | %d | %d |\n",
+			r.Label, r.Window.Round(time.Second), r.LoadStart, r.LoadEnd, c.Processes, c.Apps, r.Scan.Scans,
+			r.Scan.PeriodP50, r.Scan.PeriodP99, r.Scan.PeriodMax, r.Scan.DurP50, r.Scan.DurP99,
+			r.CPU.Seconds()*1000/float64(max(1, r.Scan.Scans)), mib(r.RSSStart), mib(r.RSSPeak), mib(r.RSSEnd),
+			ps1.ShedScans-ps0.ShedScans, ps1.ShedDetails-ps0.ShedDetails, ps1.SkippedBusy-ps0.SkippedBusy,
+			ps1.DeferredDetail-ps0.DeferredDetail)
+	}
+	if len(res) > 1 && res[0].r.CPU > 0 {
+		for _, rs := range res[1:] {
+			fmt.Fprintf(&md, "\nCPU per scan of %s against %s: %.2f×.\n", rs.r.Label, res[0].r.Label,
+				(rs.r.CPU.Seconds()/float64(max(1, rs.r.Scan.Scans)))/(res[0].r.CPU.Seconds()/float64(max(1, res[0].r.Scan.Scans))))
+		}
+	}
 	return md.String(), nil
 }

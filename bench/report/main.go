@@ -8,7 +8,7 @@
 //	report soak       -agent BIN -loadgen BIN -dur 30m -history 10m  churn, hostile files, wrk, WebSocket clients
 //	report resilience -agent BIN -loadgen BIN          SIGTERM / kill -9 restart, points lost
 //	report gobench    < go-test-bench-output           the micro-benchmarks as tables
-//	report beat       -agent BIN -churn 10000 -churn-life 50s  the scan period under heavy churn (issue 22)
+//	report beat       -agent BIN[,BIN] -churn 10000 -churn-life 50s  the scan period under heavy churn (issue 22), builds side by side
 //	report churn      -churn N -churn-life D -dir SHM  the churn generator alone (used by scale and soak)
 //
 // It must run as root (the agent reads other processes' files; Netdata and node_exporter are run
@@ -22,6 +22,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -90,7 +91,7 @@ func run(ctx context.Context, phase string, args []string) error {
 		md, err = runResilience(ctx, resilienceOpts{Agent: *agent, Loadgen: *loadgen, Apps: *apps, Metrics: *metrics, Warmup: *warmup,
 			Dir: *dir, Port: *port, Cluster: string(cl)})
 	case "beat":
-		md, err = runBeat(ctx, beatOpts{Agent: *agent, Churn: *churnN, ChurnLife: *churnLife, Dur: *dur, Warmup: *warmup, Dir: *dir, Port: *port})
+		md, err = runBeat(ctx, beatOpts{Agents: strings.Split(*agent, ","), Churn: *churnN, ChurnLife: *churnLife, Dur: *dur, Warmup: *warmup, Dir: *dir, Port: *port})
 	case "churn":
 		if *dir == "" {
 			return fmt.Errorf("churn: -dir is required")
