@@ -52,7 +52,7 @@ func BenchmarkClusterFleet(b *testing.B) {
 		b.Run("nodes="+strconv.Itoa(n), func(b *testing.B) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 			defer cancel()
-			f, err := fleet.Start(ctx, fleet.Options{Agent: agent, N: n, Subnet: "10.77.124", Interval: interval, Dir: b.TempDir()})
+			f, err := fleet.Start(ctx, fleet.Options{Agent: agent, N: n, Subnet: "10.77.124", Interval: interval, Dir: b.TempDir(), OwnPIDs: true})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -1,7 +1,8 @@
 #!/bin/sh
 # install-deps-cluster.sh installs what the multi-node cluster tests (internal/netns and the
 # agent's network-namespace tests) run: iproute2 (`ip netns`, veth, bridge, `tc netem`),
-# nftables (packet loss on kernels built without netem) and ping (iputils-ping).
+# nftables (packet loss on kernels built without netem), ping (iputils-ping) and unshare
+# (util-linux: the fleet tests give each agent a PID namespace of its own).
 #
 # Idempotent: does nothing when every program is already there; otherwise runs `apt-get update`
 # once and installs what is missing. The tests need root to create network namespaces.
@@ -12,6 +13,7 @@ command -v ip >/dev/null 2>&1 || need="$need iproute2"
 command -v tc >/dev/null 2>&1 || case "$need" in *iproute2*) ;; *) need="$need iproute2" ;; esac
 command -v nft >/dev/null 2>&1 || need="$need nftables"
 command -v ping >/dev/null 2>&1 || need="$need iputils-ping"
+command -v unshare >/dev/null 2>&1 || need="$need util-linux"
 
 if [ -z "$need" ]; then
 	exit 0

@@ -19,7 +19,7 @@ const (
 )
 
 // TestPartitionAndHeal20 runs the fleet scenario (e2e/cluster/fleet) at 20 agents, one per
-// network namespace: convergence, a rejoin, then the lab split half/half for 60 s and healed,
+// network namespace, each in a PID namespace of its own (it scans its own host): convergence, a rejoin, then the lab split half/half for 60 s and healed,
 // with cluster metrics and history queries at node 1 all along. It checks issue 24's bounds:
 // no metrics query over 1 s and no history query over 2 s during the partition and the heal,
 // every node of the other half shown not ok within 3 s of the cut, the membership whole within
@@ -36,7 +36,7 @@ func TestPartitionAndHeal20(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()
-	f, err := fleet.Start(ctx, fleet.Options{Agent: agentBin, N: 20, Subnet: "10.77.24", Interval: interval, Dir: t.TempDir()})
+	f, err := fleet.Start(ctx, fleet.Options{Agent: agentBin, N: 20, Subnet: "10.77.24", Interval: interval, Dir: t.TempDir(), OwnPIDs: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,6 +65,11 @@ type Options struct {
 	Dir string
 	// Extra arguments for every agent.
 	Extra []string
+	// OwnPIDs runs each agent in a PID namespace of its own (unshare --pid --mount-proc), so
+	// that it scans its own host's processes (itself) instead of each of N agents scanning
+	// the whole shared machine's (1100 processes here): the machine-wide scan cost would
+	// otherwise grow as N × processes and drown what the cluster itself costs.
+	OwnPIDs bool
 }
 
 // Fleet is a running cluster of agents.
@@ -149,7 +154,7 @@ func Start(ctx context.Context, opts Options) (*Fleet, error) {
 		}
 		args = append(args, opts.Extra...)
 		n.args = args
-		p, err := n.Host.Start(opts.Agent, args...)
+		p, err := f.start(n)
 		if err != nil {
 			f.Close()
 			return nil, err
@@ -165,21 +170,55 @@ func Start(ctx context.Context, opts Options) (*Fleet, error) {
 	return f, nil
 }
 
+// start starts n's agent.
+func (f *Fleet) start(n *Node) (*netns.Proc, error) {
+	if !f.opts.OwnPIDs {
+		return n.Host.Start(f.opts.Agent, n.args...)
+	}
+	// unshare ignores SIGTERM while it waits, so a stop reaches the agent (same process
+	// group) alone; if unshare is killed, so is the agent.
+	return n.Host.Start("unshare", append([]string{"--pid", "--fork", "--mount-proc", "--kill-child=SIGKILL", f.opts.Agent}, n.args...)...)
+}
+
+// Pid returns the agent's process id (with OwnPIDs, the child of unshare), or 0 once it has
+// exited.
+func (n *Node) Pid() int {
+	pid := n.Proc.Pid()
+	comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	if err != nil {
+		return 0
+	}
+	if strings.TrimSpace(string(comm)) != "unshare" {
+		return pid
+	}
+	for try := 0; try < 50; try++ {
+		kids, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+		if f := strings.Fields(string(kids)); len(f) > 0 {
+			child, _ := strconv.Atoi(f[0])
+			return child
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return 0
+}
+
 // Restart stops n's agent with SIGTERM (it says goodbye to its peers), calls gone (nil: none)
-// once it has exited, and starts it again with the same arguments and state.
-func (f *Fleet) Restart(ctx context.Context, n *Node, gone func() error) error {
+// once it has exited, and starts it again with the same arguments and state. It returns when
+// the new agent was started.
+func (f *Fleet) Restart(ctx context.Context, n *Node, gone func() error) (time.Time, error) {
 	n.Proc.Stop(30 * time.Second)
 	if gone != nil {
 		if err := gone(); err != nil {
-			return err
+			return time.Time{}, err
 		}
 	}
-	p, err := n.Host.Start(f.opts.Agent, n.args...)
+	started := time.Now()
+	p, err := f.start(n)
 	if err != nil {
-		return err
+		return started, err
 	}
 	n.Proc = p
-	return nil
+	return started, nil
 }
 
 // Interval is the agents' scan interval.
@@ -506,7 +545,10 @@ type Usage struct {
 
 // Usage reads the agent's CPU time and RSS from /proc.
 func (n *Node) Usage() (Usage, error) {
-	pid := n.Proc.Pid()
+	pid := n.Pid()
+	if pid == 0 {
+		return Usage{}, fmt.Errorf("agent %s is not running", n.Name)
+	}
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return Usage{}, err

@@ -220,7 +220,7 @@ func (s *Scenario) Run(ctx context.Context, f *Fleet) (*Report, error) {
 
 	// A rejoin: the last node stops (goodbye), everyone sees it go, it starts again.
 	last := f.Nodes[len(f.Nodes)-1]
-	if err := f.Restart(ctx, last, func() error {
+	joinAt, err := f.Restart(ctx, last, func() error {
 		_, err := Poll(ctx, s.Converge, 250*time.Millisecond, func() error {
 			return Each(f.Nodes[:len(f.Nodes)-1], 16, func(n *Node) error {
 				st, err := n.Peers(ctx)
@@ -234,10 +234,10 @@ func (s *Scenario) Run(ctx context.Context, f *Fleet) (*Report, error) {
 			})
 		})
 		return err
-	}); err != nil {
+	})
+	if err != nil {
 		return rep, fmt.Errorf("rejoin: %w", err)
 	}
-	joinAt := time.Now()
 	if _, err = Poll(ctx, s.Converge, 100*time.Millisecond, func() error { return AllKnow(ctx, f.Nodes, nil) }); err != nil {
 		return rep, fmt.Errorf("rejoin: %w", err)
 	}
