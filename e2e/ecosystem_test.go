@@ -151,6 +151,21 @@ func TestInfluxDBTakesAgentOutput(t *testing.T) {
 	if num(row[len(row)-1]) != 1234 {
 		t.Errorf("InfluxDB holds queue.length = %v; want 1234", row)
 	}
+	// Every line names the node with a host tag, as Telegraf's do.
+	var st struct {
+		NodeName string `json:"node_name"`
+	}
+	if err := a.get("/api/v1/status", &st); err != nil || st.NodeName == "" {
+		t.Fatalf("status: %v %+v", err, st)
+	}
+	q = fmt.Sprintf(`SELECT count("length") FROM "queue" WHERE "host" = '%s' AND "pid" = '%s'`, st.NodeName, app.pid())
+	ans.Results = nil
+	if err := httpJSON(api+"/query?db=cantal&q="+url.QueryEscape(q), &ans); err != nil {
+		t.Fatal(err)
+	}
+	if len(ans.Results) == 0 || len(ans.Results[0].Series) == 0 || len(ans.Results[0].Series[0].Values) == 0 {
+		t.Errorf("%s: no rows: the host tag is missing", q)
+	}
 }
 
 // TestPushIngest: lines POSTed to /write and statsd packets join the agent's series and history.

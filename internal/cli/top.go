@@ -261,13 +261,19 @@ func (c *CLI) top(ctx context.Context, a *agent, o options) error {
 			return err
 		}
 		w, h := size()
-		if o.once && !tty {
+		if !tty {
 			h = math.MaxInt32 // every process
 		}
 		_, err = io.WriteString(c.Stdout, strings.Join(f.render(w, h, sortBy, c.loc()), "\n")+"\n")
 		return err
 	}
 
+	// A first fetch outside the full screen: an agent that cannot be reached or refuses the
+	// credentials is reported as the other commands report it.
+	first, err := c.topFetch(ctx, a, o)
+	if err != nil {
+		return err
+	}
 	in, _ := c.stdin().(*os.File)
 	keys := make(chan byte, 16)
 	kctx, stopKeys := context.WithCancel(ctx)
@@ -282,7 +288,7 @@ func (c *CLI) top(ctx context.Context, a *agent, o options) error {
 	io.WriteString(c.Stdout, escAltScreen)
 	defer io.WriteString(c.Stdout, escMainScreen)
 
-	var last *topFrame
+	last := first
 	var lastErr error
 	draw := func() {
 		w, h := size()
@@ -320,7 +326,7 @@ func (c *CLI) top(ctx context.Context, a *agent, o options) error {
 		lastErr = err
 		draw()
 	}
-	refresh()
+	draw()
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
