@@ -9,6 +9,7 @@ import (
 	"github.com/cantal-go/cantal/internal/access"
 	"github.com/cantal-go/cantal/internal/redact"
 	"github.com/cantal-go/cantal/internal/registry"
+	"github.com/cantal-go/cantal/internal/remotewrite"
 	"github.com/cantal-go/cantal/internal/sysscan"
 )
 
@@ -40,10 +41,6 @@ type Status struct {
 		PushedBytes   int64  `json:"pushed_bytes"`
 		PushedEvicted int64  `json:"pushed_evicted"`
 		PushRefused   uint64 `json:"push_refused"`
-		// Pushed points stored (line protocol, OTLP, statsd), and those accepted on arrival
-		// but refused at their scan (its history segment had closed meanwhile).
-		PushPoints    uint64 `json:"push_points"`
-		PushLate      uint64 `json:"push_late"`
 		LiveSeries    int    `json:"live_series"`
 		Processes     int    `json:"processes"`
 		Apps          int    `json:"apps"`
@@ -63,6 +60,8 @@ type Status struct {
 	Problems    []registry.Problem `json:"problems"`
 	Security    Security           `json:"security"`
 	RRDDRPC     *RRDDRPCStatus     `json:"rrdd_rpc,omitempty"` // with --rrdd-rpc
+	// RemoteWrite is each --remote-write endpoint's position, lag and counters.
+	RemoteWrite []remotewrite.Status `json:"remote_write,omitempty"`
 }
 
 // Security is how the agent faces its callers, and what the bounds on connections did.
@@ -111,8 +110,7 @@ func (a *Agent) status(ctx context.Context) any {
 	s.Counts.LiveSeries = v.Live
 	s.Counts.Evicted = v.Evicted - v.EvictedPushed
 	s.Counts.Pushed, s.Counts.PushedBytes, s.Counts.PushedEvicted = v.Pushed, v.PushedBytes, v.EvictedPushed
-	ps := a.push.Stats()
-	s.Counts.PushRefused, s.Counts.PushPoints, s.Counts.PushLate = ps.Refused, ps.Points, ps.Late
+	s.Counts.PushRefused = a.push.Stats().Refused
 	s.Counts.Processes = len(a.procs.Table())
 	s.ProcessScan = a.procs.Stats()
 	s.Counts.Apps = a.apps.Count()
@@ -127,6 +125,7 @@ func (a *Agent) status(ctx context.Context) any {
 	}
 	s.Security = a.security(caller)
 	s.RRDDRPC = a.rrddRPCStatus()
+	s.RemoteWrite = a.remoteWriteStatus()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	s.Memory.HeapInuse, s.Memory.HeapIdle, s.Memory.HeapReleased = ms.HeapInuse, ms.HeapIdle, ms.HeapReleased

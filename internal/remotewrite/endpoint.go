@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -83,6 +84,13 @@ type Endpoint struct {
 	req       []byte
 	comp      []byte
 	lastSave  time.Time
+	curIdx    int32                            // series index read's rangeFn appends under
+	rangeFn   func(ts int64, bits uint64) bool // appends to pts; made once, so Range does not allocate
+	eachFn    func(id history.ID, key string, kind series.Kind) bool
+	from, to  int64
+	limit     int   // points per series in one read
+	curN      int   // points of the current series so far
+	cut       int64 // earliest time a series reached limit
 	savedPos  int64
 	saveError bool
 
@@ -218,13 +226,11 @@ func (e *Endpoint) catchUp(ctx context.Context) error {
 			return nil
 		}
 		from := max(pos+1, st.OldestMs)
-		scans := e.cfg.Queue.ReadBytes / (int(max(st.Series, 1)) * 24)
-		scans = min(max(scans, 1), 64)
-		to := min(st.LatestMs, from+int64(scans)*e.opt.Interval.Milliseconds()-1)
-		if to < from {
-			to = from
-		}
-		e.read(from, to)
+		// At most limit points of each series at once (Queue.ReadBytes of points in all).
+		limit := e.cfg.Queue.ReadBytes / (int(max(st.Series, 1)) * 24)
+		limit = min(max(limit, 1), 64)
+		to := e.read(from, st.LatestMs, limit)
+		e.log.Debug("remote write: read from the history", "from", from, "to", to, "points", len(e.sorted), "series", len(e.active))
 		if err := e.sendScans(ctx); err != nil {
 			return err
 		}
@@ -233,28 +239,37 @@ func (e *Endpoint) catchUp(ctx context.Context) error {
 	}
 }
 
-// read collects the points of [from, to] of every series sent, grouped by scan in time order
-// (e.sorted, e.scanTs).
-func (e *Endpoint) read(from, to int64) {
+// read collects the points in [from, to] of every series sent, at most limit per series, and
+// groups them by scan in time order (e.sorted). It returns the end of what it read whole: to,
+// or the earliest time at which a series reached its limit.
+func (e *Endpoint) read(from, to int64, limit int) int64 {
 	e.gen++
 	e.active = e.active[:0]
 	e.pts = e.pts[:0]
-	e.opt.Source.Each(func(id history.ID, key string, kind series.Kind) bool {
-		si := e.info(id, key, kind)
-		if !si.send {
+	e.from, e.to, e.limit, e.cut = from, to, limit, to
+	if e.eachFn == nil {
+		e.rangeFn = func(ts int64, bits uint64) bool {
+			e.pts = append(e.pts, point{e.curIdx, ts, bits})
+			if e.curN++; e.curN >= e.limit {
+				e.cut = min(e.cut, ts)
+				return false
+			}
 			return true
 		}
-		idx := int32(len(e.active))
-		n := len(e.pts)
-		e.opt.Source.Range(id, from, to, func(ts int64, bits uint64) bool {
-			e.pts = append(e.pts, point{idx, ts, bits})
-			return true
-		})
-		if len(e.pts) > n {
-			e.active = append(e.active, si)
+		e.eachFn = e.readSeries
+	}
+	e.opt.Source.Each(e.eachFn)
+	// Points after the cut are read again with the next chunk.
+	if e.cut < to {
+		j := 0
+		for _, p := range e.pts {
+			if p.ts <= e.cut {
+				e.pts[j] = p
+				j++
+			}
 		}
-		return true
-	})
+		e.pts = e.pts[:j]
+	}
 	// Forget series no longer held.
 	if len(e.cache) > 2*len(e.active)+1024 {
 		for id, si := range e.cache {
@@ -266,10 +281,11 @@ func (e *Endpoint) read(from, to int64) {
 	// Group by scan (counting sort over the distinct times), keeping series order in a scan.
 	e.scanTs = e.scanTs[:0]
 	for _, p := range e.pts {
-		e.scanTs = append(e.scanTs, p.ts)
+		i := scanIndex(e.scanTs, p.ts)
+		if i == len(e.scanTs) || e.scanTs[i] != p.ts {
+			e.scanTs = slices.Insert(e.scanTs, i, p.ts)
+		}
 	}
-	sort.Slice(e.scanTs, func(i, j int) bool { return e.scanTs[i] < e.scanTs[j] })
-	e.scanTs = compact(e.scanTs)
 	counts := make([]int, len(e.scanTs)+1)
 	for _, p := range e.pts {
 		counts[scanIndex(e.scanTs, p.ts)+1]++
@@ -288,29 +304,33 @@ func (e *Endpoint) read(from, to int64) {
 	}
 	// Drop the big buffers after a catch-up so that steady state keeps only what it needs.
 	if cap(e.pts) > 4*len(e.pts)+4096 {
-		e.pts = nil
+		e.pts, e.sorted = nil, nil
 	}
+	return e.cut
 }
 
-func compact(s []int64) []int64 {
-	if len(s) == 0 {
-		return s
+// readSeries appends the points of one series in [e.from, e.to] (Each's callback).
+func (e *Endpoint) readSeries(id history.ID, key string, kind series.Kind) bool {
+	si := e.info(id, key, kind)
+	if !si.send {
+		return true
 	}
-	j := 0
-	for i := 1; i < len(s); i++ {
-		if s[i] != s[j] {
-			j++
-			s[j] = s[i]
-		}
+	e.curIdx, e.curN = int32(len(e.active)), 0
+	n := len(e.pts)
+	e.opt.Source.Range(id, e.from, e.to, e.rangeFn)
+	if len(e.pts) > n {
+		e.active = append(e.active, si)
 	}
-	return s[:j+1]
+	return true
 }
 
+// scanIndex is where t is or would be inserted in the sorted ts.
 func scanIndex(ts []int64, t int64) int {
-	if len(ts) == 1 {
-		return 0
+	if n := len(ts); n > 0 && ts[n-1] < t {
+		return n // the common case: points come in time order
 	}
-	return sort.Search(len(ts), func(i int) bool { return ts[i] >= t })
+	i, _ := slices.BinarySearch(ts, t)
+	return i
 }
 
 // info returns the cached naming of series id, computing it for a new or re-used ID.

@@ -92,7 +92,8 @@ func newEndpoint(t *testing.T, url string, h *history.Store, pos string) *Endpoi
 		t.Fatal(err)
 	}
 	cfg.Queue.MinBackoff, cfg.Queue.MaxBackoff = 1e6, 1e7 // 1ms, 10ms
-	cfg.Queue.MaxBatchBytes = 1024                        // several requests per chunk
+	cfg.Queue.MaxBatchBytes = 1024                        // several requests per scan
+	cfg.Queue.ReadBytes = 1024                            // 21 points per series per read
 	e, err := New(cfg, Options{Source: h, PositionPath: pos, Interval: 2 * time.Second,
 		DefaultLabels: []Label{{"instance", "n1:22682"}, {"node", "n1"}}})
 	if err != nil {

@@ -1,0 +1,116 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+
+	"github.com/oklog/run"
+
+	"github.com/cantal-go/cantal/internal/remotewrite"
+)
+
+// remoteWriteDir is the directory of the remote-write endpoints' position files in --state-dir.
+const remoteWriteDir = "remote-write"
+
+// openRemoteWrite builds the endpoints of --remote-write and --remote-write-config, each reading
+// a.hist from its position file in --state-dir (without a state directory positions live in
+// memory: a restart sends the whole loaded history again, which receivers take, see package
+// remotewrite).
+func (a *Agent) openRemoteWrite() error {
+	var cfgs []remotewrite.EndpointConfig
+	for _, u := range a.cfg.RemoteWrite {
+		c, err := remotewrite.FromURL(u)
+		if err != nil {
+			return fmt.Errorf("--remote-write: %w", err)
+		}
+		cfgs = append(cfgs, c)
+	}
+	if a.cfg.RemoteWriteFile != "" {
+		more, err := remotewrite.LoadFile(a.cfg.RemoteWriteFile)
+		if err != nil {
+			return fmt.Errorf("--remote-write-config: %w", err)
+		}
+		cfgs = append(cfgs, more...)
+	}
+	if len(cfgs) == 0 {
+		return nil
+	}
+	dir := ""
+	if a.cfg.StateDir != "" {
+		dir = a.statePath(remoteWriteDir)
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("remote write positions: %w", err)
+		}
+	}
+	defaults := []remotewrite.Label{
+		{Name: "instance", Value: a.cfg.NodeName + ":" + listenPort(a.cfg.Listen)},
+		{Name: "node", Value: a.cfg.NodeName},
+	}
+	seen := map[string]bool{}
+	for _, c := range cfgs {
+		if seen[c.URL] {
+			return fmt.Errorf("remote write %s: configured twice", remotewrite.RedactURL(c.URL))
+		}
+		seen[c.URL] = true
+		opt := remotewrite.Options{
+			Source:        a.hist,
+			Interval:      a.cfg.Interval,
+			DefaultLabels: defaults,
+			Logger:        a.log.With("subsystem", "remote-write"),
+		}
+		if dir != "" {
+			opt.PositionPath = dir + "/" + remotewrite.PositionFile(c.URL)
+		}
+		e, err := remotewrite.New(c, opt)
+		if err != nil {
+			return err
+		}
+		a.remoteWrite = append(a.remoteWrite, e)
+	}
+	return nil
+}
+
+// listenPort is the port of the first TCP address of --listen, as Prometheus's instance label
+// would carry it when scraping the agent; the default port for a Unix socket only.
+func listenPort(listen string) string {
+	for _, addr := range strings.Split(listen, ",") {
+		addr = strings.TrimSpace(addr)
+		if strings.HasPrefix(addr, "unix:") {
+			continue
+		}
+		if _, port, err := net.SplitHostPort(addr); err == nil && port != "" && port != "0" {
+			return port
+		}
+	}
+	return "22682"
+}
+
+// remoteWriteActors adds one actor per endpoint: it sends until stopped, then saves its position.
+func (a *Agent) remoteWriteActors(g *run.Group) {
+	for _, e := range a.remoteWrite {
+		ctx, stop := context.WithCancel(context.Background())
+		g.Add(func() error { return e.Run(ctx) }, func(error) { stop() })
+	}
+}
+
+// notifyRemoteWrite tells the endpoints that a scan was committed (scan goroutine).
+func (a *Agent) notifyRemoteWrite() {
+	for _, e := range a.remoteWrite {
+		e.Notify()
+	}
+}
+
+// remoteWriteStatus is the status' remote_write list (nil without endpoints).
+func (a *Agent) remoteWriteStatus() []remotewrite.Status {
+	if len(a.remoteWrite) == 0 {
+		return nil
+	}
+	out := make([]remotewrite.Status, len(a.remoteWrite))
+	for i, e := range a.remoteWrite {
+		out[i] = e.Status()
+	}
+	return out
+}

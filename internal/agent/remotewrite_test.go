@@ -1,0 +1,69 @@
+package agent
+
+import (
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cantal-go/cantal/internal/history"
+)
+
+func TestRemoteWriteFlags(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "rw.yml")
+	os.WriteFile(file, []byte("remote_write:\n  - url: https://mimir.example/api/v1/push\n    external_labels: {dc: a}\n"), 0o600)
+	cfg, err := ParseFlags("cantal-agent", []string{"--remote-write", "http://a:9090/api/v1/write",
+		"--remote-write", "http://b:8428/api/v1/write", "--remote-write-config", file, "--state-dir", dir,
+		"--listen", "0.0.0.0:9100", "--node-name", "n1"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := &Agent{cfg: cfg, log: slog.New(slog.DiscardHandler), hist: history.New(history.Options{Retention: time.Hour})}
+	if err := a.openRemoteWrite(); err != nil {
+		t.Fatal(err)
+	}
+	if len(a.remoteWrite) != 3 {
+		t.Fatalf("%d endpoints; want 3", len(a.remoteWrite))
+	}
+	st := a.remoteWriteStatus()
+	if st[0].URL != "http://a:9090/api/v1/write" || st[2].Name != "mimir.example" {
+		t.Errorf("status %+v", st)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, remoteWriteDir)); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("position directory: %v, %v", fi, err)
+	}
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--remote-write", "ftp://x/"}, "http"},
+		{[]string{"--remote-write", "http://x/w", "--remote-write", "http://x/w"}, "twice"},
+		{[]string{"--remote-write-config", filepath.Join(dir, "missing.yml")}, "--remote-write-config"},
+	} {
+		cfg, err := ParseFlags("cantal-agent", append(tc.args, "--state-dir", ""), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := &Agent{cfg: cfg, log: slog.New(slog.DiscardHandler), hist: history.New(history.Options{})}
+		if err := a.openRemoteWrite(); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v; want an error about %q", tc.args, err, tc.want)
+		}
+	}
+}
+
+func TestListenPort(t *testing.T) {
+	for in, want := range map[string]string{
+		"127.0.0.1:22682":            "22682",
+		"unix:/run/c.sock,[::]:9100": "9100",
+		"unix:/run/c.sock":           "22682",
+		"127.0.0.1:0":                "22682",
+	} {
+		if got := listenPort(in); got != want {
+			t.Errorf("listenPort(%q) = %q; want %q", in, got, want)
+		}
+	}
+}
