@@ -387,6 +387,9 @@ func (e *Prom) timerPart(s *series.Sample, ms *promname.Series, idx int32) {
 	}
 	e.key = append(e.key[:0], m[:dot]...)
 	for _, l := range ms.Labels {
+		if l.Name == "quantile" { // the summary's own label: such a timer stays gauges
+			return
+		}
 		e.key = append(e.key, 0xff)
 		e.key = append(e.key, l.Name...)
 		e.key = append(e.key, 0xfe)
