@@ -41,6 +41,10 @@ type Status struct {
 		PushedBytes   int64  `json:"pushed_bytes"`
 		PushedEvicted int64  `json:"pushed_evicted"`
 		PushRefused   uint64 `json:"push_refused"`
+		// Pushed points stored (line protocol, OTLP, statsd), and those accepted on arrival
+		// but refused at their scan (its history segment had closed meanwhile).
+		PushPoints    uint64 `json:"push_points"`
+		PushLate      uint64 `json:"push_late"`
 		LiveSeries    int    `json:"live_series"`
 		Processes     int    `json:"processes"`
 		Apps          int    `json:"apps"`
@@ -110,7 +114,8 @@ func (a *Agent) status(ctx context.Context) any {
 	s.Counts.LiveSeries = v.Live
 	s.Counts.Evicted = v.Evicted - v.EvictedPushed
 	s.Counts.Pushed, s.Counts.PushedBytes, s.Counts.PushedEvicted = v.Pushed, v.PushedBytes, v.EvictedPushed
-	s.Counts.PushRefused = a.push.Stats().Refused
+	ps := a.push.Stats()
+	s.Counts.PushRefused, s.Counts.PushPoints, s.Counts.PushLate = ps.Refused, ps.Points, ps.Late
 	s.Counts.Processes = len(a.procs.Table())
 	s.ProcessScan = a.procs.Stats()
 	s.Counts.Apps = a.apps.Count()
