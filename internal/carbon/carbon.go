@@ -103,9 +103,11 @@ type Client struct {
 func Node(s string) string { return string(appendNode(nil, s)) }
 
 // Run sends the points of source to the carbon plaintext listener at addr every interval
-// until ctx is done, then closes the connection and returns nil. It starts with the newest
-// scan source holds when it first holds one, and from then on sends every scan once carbon
-// accepts it (see the package doc: Delivery). It returns an error only for a bad interval.
+// until ctx is done; then it sends what is left (over the open connection, or a new one if no
+// retry is pending, within at most 2 s), closes the connection and returns nil. It starts with
+// the newest scan source holds when it first holds one, and from then on sends every scan once
+// carbon accepts it (see the package doc: Delivery). It returns an error only for a bad
+// interval.
 func (c *Client) Run(ctx context.Context, addr string, interval time.Duration, source Source) error {
 	if interval <= 0 {
 		return fmt.Errorf("carbon: interval %v must be positive", interval)
@@ -123,6 +125,7 @@ func (c *Client) Run(ctx context.Context, addr string, interval time.Duration, s
 		}
 		select {
 		case <-ctx.Done():
+			s.flush()
 			return nil
 		case <-tick.C:
 		case <-next.C:
@@ -175,6 +178,20 @@ func (c *Client) sender(addr string, interval time.Duration, src Source) *sender
 	}
 	s.backoff = s.minB
 	return s
+}
+
+// flush sends, at shutdown, the scans taken since the last round: rounds within 2 s while a
+// backlog remains and nothing fails.
+func (s *sender) flush() {
+	s.timeout = min(s.timeout, 2*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for ctx.Err() == nil {
+		_, newest := s.src.Span()
+		if wait := s.round(ctx); (wait != 0 && s.conn == nil) || s.sent >= newest {
+			return
+		}
+	}
 }
 
 func (s *sender) closeConn() {

@@ -261,6 +261,32 @@ func TestRunResends(t *testing.T) {
 	}
 }
 
+// TestRunFlushesAtStop: the scans taken since the last round are sent when Run is stopped.
+func TestRunFlushesAtStop(t *testing.T) {
+	l := listen(t, "127.0.0.1:0")
+	defer l.close()
+	src := &memSource{n: 2}
+	base := int64(1_700_000_000_000)
+	src.add(base)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- (&Client{}).Run(ctx, l.ln.Addr().String(), time.Hour, src) }()
+	waitLines(t, l, 2) // the first round, at start
+	for i := 1; i <= 5; i++ {
+		src.add(base + int64(i)*1000)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	got := received(t, waitLines(t, l, 12))
+	for path, ts := range got {
+		if len(ts) != 6 || ts[5] != base/1000+5 {
+			t.Errorf("%s: %v; want the 6 scans", path, ts)
+		}
+	}
+}
+
 // TestRunBudget holds a backlog larger than the budget: it arrives over several rounds,
 // oldest first, none of them over the budget unless a single scan is.
 func TestRunBudget(t *testing.T) {
