@@ -157,3 +157,22 @@ func FuzzParseConntrackStatUDP(f *testing.F) {
 		selinuxMode(b)
 	})
 }
+
+func FuzzParseDiskIDsUdev(f *testing.F) {
+	addFixtures(f, "proc/diskstats", "real/diskstats", "run/udev/data/b254:0")
+	f.Fuzz(func(t *testing.T, b []byte) {
+		ds, err := parseDiskIDs(b, nil)
+		if err == nil {
+			for _, d := range ds {
+				if len(d.Name) == 0 {
+					t.Errorf("empty name")
+				}
+			}
+		}
+		for _, v := range parseUdevDisk(b) {
+			if !utf8.ValidString(v) {
+				t.Errorf("invalid UTF-8 %q", v)
+			}
+		}
+	})
+}

@@ -16,6 +16,9 @@ type Options struct {
 	// Sys is the sysfs mount point, "/sys" when empty. Cgroup hierarchies are looked up under
 	// Sys/fs/cgroup.
 	Sys string
+	// Udev is udev's run directory, whose data/b<major>:<minor> files name disks
+	// (disk.info); "/run/udev" when empty.
+	Udev string
 	// ClockTick is USER_HZ, the unit of the tick counters in /proc/stat and /proc/PID/stat;
 	// 100 when zero (the value on every Linux architecture Go supports).
 	ClockTick int
@@ -45,6 +48,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Sys == "" {
 		o.Sys = "/sys"
+	}
+	if o.Udev == "" {
+		o.Udev = "/run/udev"
 	}
 	if o.ClockTick <= 0 {
 		o.ClockTick = 100

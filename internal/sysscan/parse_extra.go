@@ -119,3 +119,64 @@ func selinuxMode(b []byte) (mode int64, ok bool) {
 	}
 	return mode, ok
 }
+
+// diskID is the major, minor and name of a /proc/diskstats line.
+type diskID struct {
+	Major, Minor uint64
+	Name         []byte
+}
+
+// parseDiskIDs reads the first three columns of every /proc/diskstats line.
+func parseDiskIDs(b []byte, dst []diskID) ([]diskID, error) {
+	for pos := 0; pos < len(b); {
+		var line []byte
+		line, pos = nextLine(b, pos)
+		maj, p := field(line, 0)
+		if maj == nil {
+			continue
+		}
+		min, p := field(line, p)
+		name, _ := field(line, p)
+		if name == nil {
+			return dst, parseError("/proc/diskstats", line, errSyntax)
+		}
+		a, err1 := parseUint(maj)
+		b, err2 := parseUint(min)
+		if err1 != nil || err2 != nil || a > 1<<32 || b > 1<<32 {
+			return dst, parseError("/proc/diskstats", line, errSyntax)
+		}
+		dst = append(dst, diskID{Major: a, Minor: b, Name: name})
+	}
+	return dst, nil
+}
+
+// udevDiskKeys are the udev properties node_exporter puts on node_disk_info, in the order of
+// udevDiskLabels.
+var (
+	udevDiskKeys   = [...]string{"ID_PATH", "ID_WWN", "ID_MODEL", "ID_SERIAL_SHORT", "ID_REVISION"}
+	udevDiskLabels = [...]string{"path", "wwn", "model", "serial", "revision"}
+)
+
+// parseUdevDisk picks udevDiskKeys out of a udev database file (/run/udev/data/b8:0), whose
+// property lines read "E:KEY=value"; other lines are ignored.
+func parseUdevDisk(b []byte) [len(udevDiskKeys)]string {
+	var r [len(udevDiskKeys)]string
+	for pos := 0; pos < len(b); {
+		var line []byte
+		line, pos = nextLine(b, pos)
+		kv, ok := bytes.CutPrefix(line, []byte("E:"))
+		if !ok {
+			continue
+		}
+		k, v, ok := bytes.Cut(kv, []byte("="))
+		if !ok {
+			continue
+		}
+		for i, key := range udevDiskKeys {
+			if string(k) == key {
+				r[i] = validString(v)
+			}
+		}
+	}
+	return r
+}

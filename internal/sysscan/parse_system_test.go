@@ -313,3 +313,22 @@ func TestSelinuxMode(t *testing.T) {
 		t.Errorf("no SELINUX= line: ok")
 	}
 }
+
+func TestParseDiskIDsUdev(t *testing.T) {
+	got, err := parseDiskIDs(readFixture(t, "proc/diskstats"), nil)
+	if err != nil || len(got) != 4 || string(got[2].Name) != "vda" || got[2].Major != 254 || got[3].Minor != 1 {
+		t.Errorf("got %v %v", got, err)
+	}
+	if real, err := parseDiskIDs(readFixture(t, "real/diskstats"), nil); err != nil || len(real) == 0 {
+		t.Errorf("real: %v", err)
+	}
+	for _, bad := range []string{"254 0\n", "x 0 vda\n", "254 -1 vda\n"} {
+		if _, err := parseDiskIDs([]byte(bad), nil); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+	u := parseUdevDisk(readFixture(t, "run/udev/data/b254:0"))
+	if u != [5]string{"pci-0000:00:05.0", "0x5000c500a1b2c3d4", "QEMU_HARDDISK", "abc123", "2.5+"} {
+		t.Errorf("udev %q", u)
+	}
+}

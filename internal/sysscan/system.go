@@ -247,7 +247,9 @@ func (s *System) Collect(ctx context.Context, sink series.Sink) error {
 	if rare {
 		s.lastRare = s.gen
 		s.readIdentity(sink)
+		s.readDiskInfo(procfd, sink)
 	}
+	s.putDiskInfo(sink)
 	s.collectTimeAndSELinux(sink, rare)
 	s.uname.put(sink)
 	s.osRel.put(sink)

@@ -3,6 +3,7 @@ package sysscan
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -32,6 +33,10 @@ type sysExtra struct {
 	se           [3]*series.Ref // enabled, current_mode, config_mode
 	seV          [3]int64
 	seOK         [3]bool
+
+	dids  []diskID
+	ubuf  []byte
+	disks map[string]*diskInfoState
 }
 
 type udpQueues struct {
@@ -46,7 +51,8 @@ type clocksourceState struct {
 }
 
 func newSysExtra() sysExtra {
-	return sysExtra{ct: map[string]*series.Ref{}, cs: map[string]*clocksourceState{}, lr: lineReader{buf: make([]byte, 64<<10)}}
+	return sysExtra{ct: map[string]*series.Ref{}, cs: map[string]*clocksourceState{}, lr: lineReader{buf: make([]byte, 64<<10)},
+		disks: map[string]*diskInfoState{}}
 }
 
 func (s *System) collectConntrackStat(b []byte, sink series.Sink) error {
@@ -206,5 +212,58 @@ func (s *System) readSELinux() {
 	}
 	if b, err := readSmallFile(filepath.Join(s.root(), "etc/selinux/config"), &s.buf, 64<<10); err == nil {
 		x.seV[2], x.seOK[2] = selinuxMode(b)
+	}
+}
+
+type diskInfoState struct {
+	st   stateSeries
+	seen uint64
+}
+
+// readDiskInfo reads the disks of /proc/diskstats and their udev properties into disk.info
+// state series (every rareEvery scans; the scans between write them again).
+func (s *System) readDiskInfo(procfd int, sink series.Sink) {
+	x := &s.x
+	s.path = append(append(s.path[:0], "diskstats"...), 0)
+	b, err := readFileAt(procfd, s.path, &s.buf, 8<<20)
+	if err == nil {
+		x.dids, err = parseDiskIDs(b, x.dids[:0])
+	}
+	if err != nil {
+		sink.Problem(filepath.Join(s.opt.Proc, "diskstats"), err.Error())
+	}
+	since := time.Now().UnixMilli()
+	for _, d := range x.dids {
+		if skipDisk(d.Name) {
+			continue
+		}
+		name := validString(d.Name)
+		maj, min := strconv.FormatUint(d.Major, 10), strconv.FormatUint(d.Minor, 10)
+		var props [len(udevDiskKeys)]string
+		if ub, err := readSmallFile(filepath.Join(s.opt.Udev, "data", "b"+maj+":"+min), &x.ubuf, 1<<20); err == nil {
+			props = parseUdevDisk(ub)
+		}
+		l := series.Labels{"metric": "disk.info", "device": name, "major": maj, "minor": min}
+		for i, k := range udevDiskLabels {
+			l[k] = props[i]
+		}
+		di := x.disks[name]
+		if di == nil {
+			di = &diskInfoState{}
+			x.disks[name] = di
+		}
+		di.seen = s.gen
+		di.st.set(sink, l, name, since)
+	}
+}
+
+// putDiskInfo writes the disk.info states; those of disks gone at the last read stop.
+func (s *System) putDiskInfo(sink series.Sink) {
+	for k, d := range s.x.disks {
+		if d.seen != s.lastRare {
+			delete(s.x.disks, k)
+			continue
+		}
+		d.st.put(sink)
 	}
 }

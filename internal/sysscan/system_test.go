@@ -14,7 +14,9 @@ import (
 )
 
 func TestSystemFixture(t *testing.T) {
-	s := NewSystem(fixtureOptions())
+	opt := fixtureOptions()
+	opt.Udev = "testdata/run/udev"
+	s := NewSystem(opt)
 	defer s.Close()
 	r := series.NewRecorder()
 	for range 2 { // the second scan writes the rare values again from memory
@@ -110,7 +112,7 @@ func TestSystemFixture(t *testing.T) {
 	if _, ok := r.Values[`{"metric":"conntrack.stat.entries"}`]; ok {
 		t.Errorf("conntrack.stat.entries: the table size is not a counter")
 	}
-	var clocks []string
+	var clocks, disks []string
 	var info, osInfo, uname bool
 	for k, st := range r.States {
 		l := refs[k].Labels
@@ -130,6 +132,8 @@ func TestSystemFixture(t *testing.T) {
 			}
 		case "system.clocksource.available", "system.clocksource.current":
 			clocks = append(clocks, l["metric"][len("system.clocksource."):]+":"+l["device"]+":"+l["clocksource"]+":"+st.Text)
+		case "disk.info":
+			disks = append(disks, strings.Join([]string{l["device"], l["major"], l["minor"], l["path"], l["wwn"], l["model"], l["serial"], l["revision"], st.Text}, " "))
 		case "system.uname":
 			uname = true
 			if l["sysname"] != "Linux" || l["release"] == "" || st.Since != 1700000000_000 {
@@ -140,6 +144,13 @@ func TestSystemFixture(t *testing.T) {
 	slices.Sort(clocks)
 	if want := []string{"available:0:acpi_pm:acpi_pm", "available:0:kvm-clock:kvm-clock", "available:0:tsc:tsc", "current:0:kvm-clock:kvm-clock"}; !slices.Equal(clocks, want) {
 		t.Errorf("clock sources %v, want %v", clocks, want)
+	}
+	slices.Sort(disks)
+	if want := []string{
+		"vda 254 0 pci-0000:00:05.0 0x5000c500a1b2c3d4 QEMU_HARDDISK abc123 2.5+ vda",
+		"vda1 254 1      vda1",
+	}; !slices.Equal(disks, want) {
+		t.Errorf("disk.info %q, want %q", disks, want)
 	}
 	tz := 0
 	for k, ref := range refs {
@@ -180,7 +191,7 @@ func TestSystemOptionalAbsent(t *testing.T) {
 		srcs = append(srcs, k)
 	}
 	wantProblems := map[string]bool{
-		dir + "/proc/net/sockstat": true, dir + "/proc/sys/kernel/random/poolsize": true, dir + "/proc/net/softnet_stat": true, dir + "/proc/net/udp": true,
+		dir + "/proc/net/sockstat": true, dir + "/proc/sys/kernel/random/poolsize": true, dir + "/proc/net/softnet_stat": true, dir + "/proc/net/udp": true, dir + "/proc/diskstats": true,
 		dir + "/sys/class/net": true, "os-release": true,
 	}
 	for _, k := range srcs {
