@@ -243,7 +243,7 @@ type osRelease struct {
 // keys of osReleaseKeys are kept; a malformed line is an error (the keys before it are kept).
 func parseOSRelease(b []byte) (osRelease, error) {
 	var r osRelease
-	for pos := 0; pos < len(b); {
+	for pos, n := 0, 1; pos < len(b); n++ {
 		var line []byte
 		line, pos = nextLine(b, pos)
 		line = bytes.TrimSpace(line)
@@ -252,12 +252,12 @@ func parseOSRelease(b []byte) (osRelease, error) {
 		}
 		eq := indexByte(line, '=')
 		if eq <= 0 {
-			return r, fmt.Errorf("parse os-release: a line without '=' (%d bytes)", len(line))
+			return r, fmt.Errorf("parse os-release: line %d has no '='", n)
 		}
 		key, val := line[:eq], line[eq+1:]
 		v, err := unquoteShell(val)
 		if err != nil {
-			return r, fmt.Errorf("parse os-release value of %s: %w", validString(key), err)
+			return r, fmt.Errorf("parse os-release: line %d: %w", n, err)
 		}
 		for i, k := range osReleaseKeys {
 			if string(key) == k {
