@@ -313,32 +313,42 @@ type Peer struct {
 	Since  int64  `json:"since"` // unix ms of the last status change
 }
 
-// LastAlive returns, over the views of every node of nodes, the latest time a peer of nodes
-// became alive, as each node recorded it (GET /api/v1/peers' since): once all list all alive,
-// that is when the membership became whole, to the millisecond, whatever the polling.
-func LastAlive(ctx context.Context, nodes []*Node) (time.Time, error) {
-	in := map[string]bool{}
-	for _, n := range nodes {
-		in[n.Name] = true
-	}
+// LastJoined returns, over the views of the nodes of viewers, the latest time one of peers
+// became a member (alive or suspect) as each viewer recorded it (GET /api/v1/peers' since), to
+// the millisecond whatever the polling: once every viewer lists every one of peers as a
+// member, that is when the last of them arrived. It fails if a viewer does not.
+func LastJoined(ctx context.Context, viewers, peers []*Node) (time.Time, error) {
 	var mu sync.Mutex
 	var last int64
-	err := Each(nodes, 16, func(n *Node) error {
+	err := Each(viewers, 16, func(n *Node) error {
 		var ans struct{ Peers []Peer }
 		if err := n.Get(ctx, "/api/v1/peers", &ans); err != nil {
 			return err
 		}
+		by := map[string]Peer{}
+		for _, p := range ans.Peers {
+			by[p.Name] = p
+		}
 		mu.Lock()
 		defer mu.Unlock()
-		for _, p := range ans.Peers {
-			if in[p.Name] && p.Status == "alive" {
-				last = max(last, p.Since)
+		for _, o := range peers {
+			if o == n {
+				continue
 			}
+			p := by[o.Name]
+			if !member(p.Status) {
+				return fmt.Errorf("%s sees %s as %q", n.Name, o.Name, p.Status)
+			}
+			last = max(last, p.Since)
 		}
 		return nil
 	})
 	return time.UnixMilli(last), err
 }
+
+// member reports whether a peer status is membership: alive, or suspect (a probe failed and
+// it has not refuted yet; memberlist still counts it, and a loaded machine makes many).
+func member(status string) bool { return status == "alive" || status == "suspect" }
 
 // Peers returns the node's peers' statuses by name.
 func (n *Node) Peers(ctx context.Context) (map[string]string, error) {
@@ -353,8 +363,8 @@ func (n *Node) Peers(ctx context.Context) (map[string]string, error) {
 	return out, nil
 }
 
-// KnowsAlive reports nil when n lists every node of want (but itself) as alive, and none of
-// notAlive as alive.
+// KnowsAlive reports nil when n lists every node of want (but itself) as a member (alive or
+// suspect), and none of notAlive as one.
 func (n *Node) KnowsAlive(ctx context.Context, want, notAlive []*Node) error {
 	st, err := n.Peers(ctx)
 	if err != nil {
@@ -362,13 +372,13 @@ func (n *Node) KnowsAlive(ctx context.Context, want, notAlive []*Node) error {
 	}
 	var bad []string
 	for _, o := range want {
-		if o != n && st[o.Name] != "alive" {
+		if o != n && !member(st[o.Name]) {
 			bad = append(bad, o.Name+"="+st[o.Name])
 		}
 	}
 	for _, o := range notAlive {
-		if st[o.Name] == "alive" {
-			bad = append(bad, o.Name+" alive")
+		if member(st[o.Name]) {
+			bad = append(bad, o.Name+" "+st[o.Name])
 		}
 	}
 	if len(bad) > 0 {
@@ -378,8 +388,8 @@ func (n *Node) KnowsAlive(ctx context.Context, want, notAlive []*Node) error {
 	return nil
 }
 
-// AllKnow reports nil when every node of nodes lists every other of nodes as alive and none of
-// notAlive as alive.
+// AllKnow reports nil when every node of nodes lists every other of nodes as a member (alive
+// or suspect) and none of notAlive as one.
 func AllKnow(ctx context.Context, nodes, notAlive []*Node) error {
 	return Each(nodes, 16, func(n *Node) error { return n.KnowsAlive(ctx, nodes, notAlive) })
 }

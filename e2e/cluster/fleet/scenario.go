@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -195,14 +196,18 @@ func (s *Scenario) Run(ctx context.Context, f *Fleet) (*Report, error) {
 		s.Logf("all %d agents scanned %s after the last start", len(f.Nodes), r(d))
 	}
 	var err error
-	if rep.Converged, err = Poll(ctx, s.Converge, 250*time.Millisecond, func() error { return AllKnow(ctx, f.Nodes, nil) }); err != nil {
+	lastLog := time.Now()
+	if rep.Converged, err = Poll(ctx, s.Converge, 250*time.Millisecond, func() error {
+		err := AllKnow(ctx, f.Nodes, nil)
+		if err != nil && time.Since(lastLog) > 10*time.Second {
+			lastLog = time.Now()
+			s.Logf("converging: %s", strings.SplitN(err.Error(), "\n", 4)[:min(3, len(strings.SplitN(err.Error(), "\n", 4)))])
+		}
+		return err
+	}); err != nil {
 		return rep, fmt.Errorf("convergence: %w", err)
 	}
-	if last, err := LastAlive(ctx, f.Nodes); err != nil {
-		return rep, err
-	} else {
-		rep.Converged = last.Sub(started) // from the last start
-	}
+	rep.Converged = time.Since(started) // from the last start, to within the polling
 	s.Logf("converged: all %d list all alive %s after the last agent's start", len(f.Nodes), r(rep.Converged))
 
 	// First queries at node 1: new subscriptions to every peer.
@@ -241,11 +246,13 @@ func (s *Scenario) Run(ctx context.Context, f *Fleet) (*Report, error) {
 	if _, err = Poll(ctx, s.Converge, 100*time.Millisecond, func() error { return AllKnow(ctx, f.Nodes, nil) }); err != nil {
 		return rep, fmt.Errorf("rejoin: %w", err)
 	}
-	if last, err := LastAlive(ctx, f.Nodes); err != nil {
-		return rep, err
-	} else {
-		rep.Join = last.Sub(joinAt)
+	others := f.Nodes[:len(f.Nodes)-1]
+	l1, err1 := LastJoined(ctx, others, []*Node{last})
+	l2, err2 := LastJoined(ctx, []*Node{last}, others)
+	if err := errors.Join(err1, err2); err != nil {
+		return rep, fmt.Errorf("rejoin: %w", err)
 	}
+	rep.Join = latest(l1, l2).Sub(joinAt)
 	s.Logf("rejoin: %s restarted; all list all alive %s after its start", last.Name, r(rep.Join))
 
 	qctx, stop := context.WithCancel(ctx)
@@ -351,11 +358,12 @@ func (s *Scenario) Run(ctx context.Context, f *Fleet) (*Report, error) {
 	if _, err = Poll(ctx, s.Converge, 100*time.Millisecond, func() error { return AllKnow(ctx, f.Nodes, nil) }); err != nil {
 		return rep, fmt.Errorf("after the heal: %w", err)
 	}
-	if last, err := LastAlive(ctx, f.Nodes); err != nil {
-		return rep, err
-	} else {
-		rep.Whole = last.Sub(healAt)
+	l1, err1 = LastJoined(ctx, sideA, sideB)
+	l2, err2 = LastJoined(ctx, sideB, sideA)
+	if err := errors.Join(err1, err2); err != nil {
+		return rep, fmt.Errorf("after the heal: %w", err)
 	}
+	rep.Whole = latest(l1, l2).Sub(healAt)
 	// Queries go on until node 1 shows every node ok again (at most the convergence bound),
 	// and AfterHeal more.
 	Poll(ctx, s.Converge, 100*time.Millisecond, func() error {
@@ -384,6 +392,13 @@ func (s *Scenario) Run(ctx context.Context, f *Fleet) (*Report, error) {
 	s.Logf("heal: membership whole %s after the heal, node 1 reaches all again after %s; %v", r(rep.Whole), r(allOK), rep.Heal)
 	s.Logf("logs: worst node %s %.2f lines/s over %.0f s; %d lines in all; load %.1f", rep.LogRateNode, rep.LogRate, logTime, rep.LogTotal, rep.Load)
 	return rep, nil
+}
+
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // LogSample returns up to n of the node's log lines written after the first skip lines.
