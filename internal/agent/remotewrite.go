@@ -9,7 +9,9 @@ import (
 
 	"github.com/oklog/run"
 
+	"github.com/cantal-go/cantal/internal/promname"
 	"github.com/cantal-go/cantal/internal/remotewrite"
+	"github.com/cantal-go/cantal/internal/series"
 )
 
 // remoteWriteDir is the directory of the remote-write endpoints' position files in --state-dir.
@@ -49,6 +51,7 @@ func (a *Agent) openRemoteWrite() error {
 		{Name: "instance", Value: a.cfg.NodeName + ":" + listenPort(a.cfg.Listen)},
 		{Name: "node", Value: a.cfg.NodeName},
 	}
+	namer := promNamer()
 	seen := map[string]bool{}
 	for _, c := range cfgs {
 		if seen[c.URL] {
@@ -57,6 +60,7 @@ func (a *Agent) openRemoteWrite() error {
 		seen[c.URL] = true
 		opt := remotewrite.Options{
 			Source:        a.hist,
+			Namer:         namer,
 			Interval:      a.cfg.Interval,
 			DefaultLabels: defaults,
 			Logger:        a.log.With("subsystem", "remote-write"),
@@ -71,6 +75,25 @@ func (a *Agent) openRemoteWrite() error {
 		a.remoteWrite = append(a.remoteWrite, e)
 	}
 	return nil
+}
+
+// promNamer names series as /metrics does (internal/promname: node_exporter's names for the
+// machine, with their units' scale). Per-process series are sent per pid (pid, process, cgroup
+// labels), not summed per group as /metrics shows them: a sum of series is not a point any
+// scan stored. State series (Info) have no history and are never read.
+func promNamer() remotewrite.Namer {
+	m := promname.New(promname.Options{})
+	return func(l series.Labels, k series.Kind) (string, []remotewrite.Label, float64, bool) {
+		s, ok := m.Map(l, k)
+		if !ok || s.Type == promname.Info {
+			return "", nil, 0, false
+		}
+		out := make([]remotewrite.Label, len(s.Labels))
+		for i, l := range s.Labels {
+			out[i] = remotewrite.Label{Name: l.Name, Value: l.Value}
+		}
+		return s.Name, out, s.Scale, true
+	}
 }
 
 // listenPort is the port of the first TCP address of --listen, as Prometheus's instance label

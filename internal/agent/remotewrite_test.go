@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/cantal-go/cantal/internal/history"
+	"github.com/cantal-go/cantal/internal/remotewrite"
+	"github.com/cantal-go/cantal/internal/series"
 )
 
 func TestRemoteWriteFlags(t *testing.T) {
@@ -65,5 +67,22 @@ func TestListenPort(t *testing.T) {
 		if got := listenPort(in); got != want {
 			t.Errorf("listenPort(%q) = %q; want %q", in, got, want)
 		}
+	}
+}
+
+// TestPromNamer: remote write names a series as /metrics does (internal/promname).
+func TestPromNamer(t *testing.T) {
+	n := promNamer()
+	name, labels, scale, ok := n(series.Labels{"metric": "cpu.idle_ms", "cpu": "0"}, series.Counter)
+	if !ok || name != "node_cpu_seconds_total" || scale != 0.001 || len(labels) != 2 ||
+		labels[0] != (remotewrite.Label{Name: "cpu", Value: "0"}) || labels[1] != (remotewrite.Label{Name: "mode", Value: "idle"}) {
+		t.Errorf("cpu.idle_ms{cpu=0} = %q %v ×%v %v; want node_cpu_seconds_total{cpu=0,mode=idle} ×0.001", name, labels, scale, ok)
+	}
+	if _, _, _, ok := n(series.Labels{"metric": "app.state"}, series.State); ok {
+		t.Error("a state series is sent; it has no history")
+	}
+	name, _, _, ok = n(series.Labels{"metric": "requests.number", "pid": "7"}, series.Counter)
+	if !ok || name != "requests_number_total" {
+		t.Errorf("application counter named %q, %v", name, ok)
 	}
 }

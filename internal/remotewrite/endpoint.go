@@ -103,7 +103,8 @@ type seriesInfo struct {
 	kind   series.Kind
 	send   bool
 	scale  float64
-	labels []byte // encoded TimeSeries.labels
+	div    float64 // 1/scale when that is an integer (values divided, exact as /metrics's)
+	labels []byte  // encoded TimeSeries.labels
 	gen    uint32
 }
 
@@ -357,6 +358,11 @@ func (e *Endpoint) info(id history.ID, key string, kind series.Kind) *seriesInfo
 		return si
 	}
 	si.send, si.scale = true, scale
+	if scale != 0 && scale != 1 {
+		if d := math.Round(1 / scale); d > 1 && 1/d == scale {
+			si.div = d
+		}
+	}
 	si.labels = AppendLabels(nil, labelSet(name, own, e.ext, e.opt.DefaultLabels))
 	return si
 }
@@ -371,7 +377,10 @@ func value(si *seriesInfo, bits uint64) float64 {
 	default:
 		v = math.Float64frombits(bits)
 	}
-	if si.scale != 1 && si.scale != 0 {
+	switch {
+	case si.div != 0:
+		v /= si.div
+	case si.scale != 1 && si.scale != 0:
 		v *= si.scale
 	}
 	return v

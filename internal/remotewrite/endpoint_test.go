@@ -3,6 +3,7 @@ package remotewrite
 import (
 	"context"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -220,4 +221,20 @@ func contains(s, sub string) bool {
 		}
 	}
 	return false
+}
+
+// TestValueScale: a unit scale whose inverse is an integer divides, as /metrics does, so that
+// 1234567 ms is exactly 1234.567 s.
+func TestValueScale(t *testing.T) {
+	e := &Endpoint{cache: map[history.ID]*seriesInfo{}, opt: Options{Namer: func(series.Labels, series.Kind) (string, []Label, float64, bool) {
+		return "x_seconds_total", nil, 0.001, true
+	}}}
+	si := e.info(1, `{"metric":"x_ms"}`, series.Counter)
+	if got := value(si, 1234567); got != 1234.567 {
+		t.Errorf("value = %v; want 1234.567", got)
+	}
+	si = e.info(2, `{"metric":"t"}`, series.Float)
+	if got := value(si, math.Float64bits(-2.5)); got != -0.0025 {
+		t.Errorf("value = %v; want -0.0025", got)
+	}
 }

@@ -14,10 +14,9 @@ import (
 // sender goroutine only, once per series it sees (the result is kept).
 type Namer func(l series.Labels, k series.Kind) (name string, labels []Label, scale float64, ok bool)
 
-// DefaultNamer is the exposition's generic naming (internal/export): the metric label made a
-// Prometheus name, "_total" added to counters, every other label's name made a Prometheus
-// label name. The agent passes the node_exporter-style names of internal/promname instead when
-// it has them.
+// DefaultNamer is a generic naming for callers without internal/promname's (the agent passes
+// promname's, so that a series has its /metrics name): the metric label made a Prometheus name,
+// "_total" added to counters, every other label's name made a Prometheus label name.
 func DefaultNamer(l series.Labels, k series.Kind) (string, []Label, float64, bool) {
 	if k == series.State {
 		return "", nil, 0, false
@@ -39,8 +38,8 @@ func DefaultNamer(l series.Labels, k series.Kind) (string, []Label, float64, boo
 	return name, out, 1, true
 }
 
-// promName converts s to a Prometheus metric or label name exactly as internal/export does
-// (upper-case letters become "_" and lower case at word boundaries, anything else "_").
+// promName converts s to a Prometheus metric or label name as promname.Name does (upper-case
+// letters become "_" and lower case at word boundaries, anything else "_").
 func promName(s string, metric bool) string {
 	var b strings.Builder
 	b.Grow(len(s) + 4)
