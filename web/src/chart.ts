@@ -105,7 +105,7 @@ export class ChartGroup {
   }
 
   private update() {
-    this.pauseBtn.textContent = this.paused ? "▶ Resume live" : "⏸ Pause";
+    this.pauseBtn.textContent = this.paused ? "Resume live" : "Pause";
     this.pauseBtn.setAttribute("aria-pressed", String(this.paused));
     this.resetBtn.disabled = this.zoom === null;
     this.bar.dataset.zoomed = String(this.zoom !== null);
@@ -295,7 +295,8 @@ export class TimeChart {
         }),
       ],
       axes: [
-        { ...axis, label: narrow ? undefined : "time (local)", labelSize: narrow ? 0 : 20, size: narrow ? 30 : 40, space: narrow ? 70 : 60 },
+        // Time ticks on one line (HH:MM:SS, local): uPlot's two-line date ticks ran into the label.
+        { ...axis, size: 28, space: 80, values: (_u, splits) => splits.map((v) => fmtTime(v * 1000)) },
         {
           ...axis,
           label: narrow ? undefined : axisLabel(unit),
