@@ -17,7 +17,7 @@ import (
 // Process is one row of the process table. Its strings and Cmdline are shared between
 // snapshots and must be treated as read-only.
 type Process struct {
-	PID, PPID, UID int
+	PID, PPID, UID int      // UID is -1 until status is read (a process's first scan, unless it names a CANTAL_PATH)
 	Name           string   // comm, the kernel's 15-byte command name
 	Cmdline        []string // nil for kernel threads and zombies
 	State          string   // one letter as in ps: R, S, D, Z, T, t, X, I, ...
@@ -314,7 +314,18 @@ func (p *Processes) pidPath(pid int, file string) []byte {
 
 // readPID reads PID/file into p.buf. gone is true when the process exited.
 func (p *Processes) readPID(procfd, pid int, file string, limit int) (b []byte, gone bool, err error) {
-	b, err = readFileAt(procfd, p.pidPath(pid, file), &p.buf, limit)
+	return p.readPIDFile(procfd, pid, file, limit, false)
+}
+
+// readPIDFile is readPID; single says the file is generated in one piece (stat, status, io,
+// cgroup: see preadAll), so that a short read is its end and no second read is needed: three
+// system calls instead of four for each such file of a process read without a kept file.
+func (p *Processes) readPIDFile(procfd, pid int, file string, limit int, single bool) (b []byte, gone bool, err error) {
+	if single {
+		b, err = readSingleAt(procfd, p.pidPath(pid, file), &p.buf, limit)
+	} else {
+		b, err = readFileAt(procfd, p.pidPath(pid, file), &p.buf, limit)
+	}
 	if err != nil {
 		if isGone(err) {
 			return nil, true, err
@@ -351,7 +362,7 @@ func (p *Processes) readOccasional(procfd, pid, file int, f *keptFile, limit int
 		f.close()
 		p.kept--
 	}
-	return p.readPID(procfd, pid, pidFiles[file], limit)
+	return p.readPIDFile(procfd, pid, pidFiles[file], limit, true)
 }
 
 // cgroupEvery is how often (in scans) a known process's cgroup file is read again: processes
@@ -645,13 +656,16 @@ func (p *Processes) readIO(procfd int, st *procState) ([]byte, bool, error) {
 		f.close()
 		p.kept--
 	}
-	return p.readPID(procfd, st.pid, "io", 4096)
+	return p.readPIDFile(procfd, st.pid, "io", 4096, true)
 }
 
 // finish completes it's row from what is known of the process and puts its series.
 func (p *Processes) finish(it *scanItem, sink series.Sink) {
 	st, row := it.st, &it.row
 	row.UID, row.Swap = st.uid, st.swap
+	if !st.haveStatus {
+		row.UID = -1 // not read yet: a caller that sees only its own processes does not see it
+	}
 	row.ReadBytes, row.WriteBytes = st.readBytes, st.writeBytes
 	if st.cgroup != nil {
 		st.cgroup.seen = p.gen
