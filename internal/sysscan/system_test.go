@@ -300,3 +300,51 @@ func TestSockstatMatchesFile(t *testing.T) {
 		}
 	}
 }
+
+// TestNetClassVanish: the series of an interface that disappears stop, its descriptors are
+// closed, and one that appears is read at once (its rare attributes included).
+func TestNetClassVanish(t *testing.T) {
+	sys := t.TempDir()
+	mk := func(name, mtu string) {
+		d := sys + "/class/net/" + name
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for f, v := range map[string]string{"operstate": "up", "carrier": "1", "flags": "0x1003", "mtu": mtu} {
+			if err := os.WriteFile(d+"/"+f, []byte(v+"\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	mk("a0", "1500")
+	s := NewSystem(Options{Proc: "testdata/proc", Sys: sys})
+	defer s.Close()
+	scan := func() *series.Recorder {
+		r := series.NewRecorder()
+		if err := s.Collect(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	scan()
+	mk("b0", "9000")
+	r := scan() // not a rare scan: b0 is new, so all of it is read
+	if r.Values[`{"interface":"b0","metric":"net.interface.mtu"}`] != 9000 || r.Values[`{"interface":"a0","metric":"net.interface.mtu"}`] != 1500 {
+		t.Errorf("mtu: %v", r.Values)
+	}
+	if s.nc.kept != 2*ncKept {
+		t.Errorf("%d kept descriptors, want %d", s.nc.kept, 2*ncKept)
+	}
+	if err := os.RemoveAll(sys + "/class/net/a0"); err != nil {
+		t.Fatal(err)
+	}
+	r = scan()
+	for k := range r.Values {
+		if strings.Contains(k, `"a0"`) {
+			t.Errorf("%s written after a0 went", k)
+		}
+	}
+	if len(s.nc.ifs) != 1 || s.nc.kept != ncKept {
+		t.Errorf("interfaces %d, kept descriptors %d after a0 went", len(s.nc.ifs), s.nc.kept)
+	}
+}
