@@ -282,6 +282,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.cfg.Carbon != "" {
 		cctx, stop := context.WithCancel(context.Background())
 		c := &carbon.Client{Prefix: carbonPrefix(a.cfg), Logger: a.log.With("subsystem", "carbon")}
+		if a.cfg.StateDir != "" { // one position per carbon address: a new server starts afresh
+			c.PositionPath = filepath.Join(a.cfg.StateDir, "carbon-"+carbon.Node(a.cfg.Carbon)+".pos")
+		}
 		src := &carbonSource{hist: a.hist, reg: a.reg}
 		if a.cfg.CarbonMatch != "" {
 			src.match, _ = selector.Parse(a.cfg.CarbonMatch) // checked by Validate

@@ -45,13 +45,16 @@ package carbon
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"math"
 	"math/rand/v2"
 	"net"
+	"os"
 	"slices"
 	"strconv"
 	"syscall"
@@ -91,6 +94,11 @@ type Client struct {
 	// Budget bounds the bytes sent in one round. Default 4 MiB. A single scan larger than it
 	// is sent whole (in a round of its own).
 	Budget int
+	// PositionPath, if set, is a file that keeps the scan time carbon accepted up to, written
+	// (temporary file and rename) whenever it moves, and read when Run starts: a restarted
+	// agent then resends what carbon had not accepted, as far back as the source holds.
+	// Without it Run starts at the newest scan.
+	PositionPath string
 	// Logger receives connection problems. Default slog.Default().
 	Logger *slog.Logger
 	// Dial opens connections. Default net.Dialer.DialContext.
@@ -114,6 +122,18 @@ func (c *Client) Run(ctx context.Context, addr string, interval time.Duration, s
 	}
 	s := c.sender(addr, interval, source)
 	defer s.closeConn()
+	if c.PositionPath != "" {
+		b, err := os.ReadFile(c.PositionPath)
+		switch pos, perr := parsePosition(b); {
+		case errors.Is(err, fs.ErrNotExist):
+		case err != nil:
+			s.log.Warn("carbon: position unreadable; starting at the newest scan", "err", err)
+		case perr != nil:
+			s.log.Warn("carbon: position file damaged; starting at the newest scan", "path", c.PositionPath, "err", perr)
+		default:
+			s.accepted, s.sent, s.saved = pos, pos, pos
+		}
+	}
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	next := time.NewTimer(time.Hour)
@@ -149,7 +169,9 @@ type sender struct {
 	backoff             time.Duration
 	retryAt             time.Time
 	failing             bool
-	accepted, sent      int64   // scan times (ms): carbon accepted up to; written up to
+	accepted, sent      int64 // scan times (ms): carbon accepted up to; written up to
+	saved               int64 // accepted as last written to Client.PositionPath
+	saveFailed          bool
 	bytesPerMs          float64 // the last round's density, to size the next window
 	lostLogged          bool
 }
@@ -194,6 +216,41 @@ func (s *sender) flush() {
 	}
 }
 
+// savePosition writes s.accepted to Client.PositionPath when it moved.
+func (s *sender) savePosition() {
+	path := s.c.PositionPath
+	if path == "" || s.accepted == s.saved {
+		return
+	}
+	tmp := path + ".tmp"
+	err := os.WriteFile(tmp, strconv.AppendInt(nil, s.accepted, 10), 0o600)
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		if !s.saveFailed {
+			s.log.Warn("carbon: cannot save the position", "path", path, "err", err)
+		}
+		s.saveFailed = true
+		return
+	}
+	s.saved, s.saveFailed = s.accepted, false
+}
+
+// parsePosition reads a position file: a positive unix-ms time in decimal, nothing else but
+// surrounding white space. Errors do not quote the content.
+func parsePosition(b []byte) (int64, error) {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 || len(b) > 19 {
+		return 0, fmt.Errorf("want a unix-ms time, got %d bytes", len(b))
+	}
+	v, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil || v <= 0 {
+		return 0, errors.New("want a positive unix-ms time in decimal")
+	}
+	return v, nil
+}
+
 func (s *sender) closeConn() {
 	if s.conn != nil {
 		s.conn.Close()
@@ -222,7 +279,7 @@ func (s *sender) round(ctx context.Context) time.Duration {
 	if newest == 0 {
 		return 0
 	}
-	if s.accepted == 0 {
+	if s.accepted == 0 || s.accepted > newest { // none yet, or a position file from the future
 		s.accepted, s.sent = newest-1, newest-1
 	}
 	if s.conn != nil {
@@ -230,6 +287,7 @@ func (s *sender) round(ctx context.Context) time.Duration {
 			return s.fail("carbon: connection lost, resending what it did not accept", err)
 		}
 		s.accepted = s.sent // written a round ago, and carbon has not closed or reset since
+		s.savePosition()
 	}
 	if s.conn == nil {
 		if wait := time.Until(s.retryAt); wait > 0 {

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"math"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -285,6 +287,65 @@ func TestRunFlushesAtStop(t *testing.T) {
 			t.Errorf("%s: %v; want the 6 scans", path, ts)
 		}
 	}
+}
+
+// TestRunPosition: the accepted position is saved, and a new Run with the same file resends
+// from there: the scans taken while no Run ran arrive.
+func TestRunPosition(t *testing.T) {
+	l := listen(t, "127.0.0.1:0")
+	defer l.close()
+	pos := filepath.Join(t.TempDir(), "carbon.pos")
+	src := &memSource{n: 1}
+	base := int64(1_700_000_000_000)
+	src.add(base)
+	c := &Client{PositionPath: pos}
+	run := func() (context.CancelFunc, chan error) {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- c.Run(ctx, l.ln.Addr().String(), 10*time.Millisecond, src) }()
+		return cancel, done
+	}
+	cancel, done := run()
+	waitLines(t, l, 1)
+	src.add(base + 1000)
+	waitLines(t, l, 2)
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if b, _ := os.ReadFile(pos); string(b) == strconv.FormatInt(base+1000, 10) {
+			break
+		}
+		if time.Now().After(deadline) {
+			b, _ := os.ReadFile(pos)
+			t.Fatalf("position file holds %q; want %d", b, base+1000)
+		}
+	}
+	cancel()
+	<-done
+	// Scans while the agent is "down", then a new Run.
+	src.add(base + 2000)
+	src.add(base + 3000)
+	cancel, done = run()
+	defer func() { cancel(); <-done }()
+	got := received(t, waitLines(t, l, 4))
+	for path, ts := range got {
+		if !slices.Contains(ts, base/1000+2) || !slices.Contains(ts, base/1000+3) {
+			t.Errorf("%s: %v; the scans taken between the runs are missing", path, ts)
+		}
+	}
+}
+
+func FuzzParsePosition(f *testing.F) {
+	for _, s := range []string{"1700000000000", " 1700000000000\n", "", "0", "-5", "1e12", "99999999999999999999", "\x00"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		v, err := parsePosition(b)
+		if err == nil && (v <= 0 || strconv.FormatInt(v, 10) != strings.TrimSpace(string(b)) && strings.TrimLeft(strings.TrimSpace(string(b)), "+0") != strconv.FormatInt(v, 10)) {
+			t.Fatalf("parsePosition(%q) = %d", b, v)
+		}
+		if err != nil && strings.Contains(err.Error(), string(b)) && len(b) > 3 {
+			t.Fatalf("error quotes the file: %v", err)
+		}
+	})
 }
 
 // TestRunBudget holds a backlog larger than the budget: it arrives over several rounds,
