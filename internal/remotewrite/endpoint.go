@@ -91,6 +91,7 @@ type Endpoint struct {
 	limit     int   // points per series in one read
 	curN      int   // points of the current series so far
 	cut       int64 // earliest time a series reached limit
+	sending   int   // series the last read found to send
 	savedPos  int64
 	saveError bool
 
@@ -227,8 +228,13 @@ func (e *Endpoint) catchUp(ctx context.Context) error {
 			return nil
 		}
 		from := max(pos+1, st.OldestMs)
-		// At most limit points of each series at once (Queue.ReadBytes of points in all).
-		limit := e.cfg.Queue.ReadBytes / (int(max(st.Series, 1)) * 24)
+		// At most limit points of each series sent at once (Queue.ReadBytes of points in all):
+		// the series the last read sent (those match selects), all of them before one.
+		nsent := st.Series
+		if e.gen > 0 {
+			nsent = e.sending
+		}
+		limit := e.cfg.Queue.ReadBytes / (max(nsent, 1) * 24)
 		limit = min(max(limit, 1), 64)
 		to := e.read(from, st.LatestMs, limit)
 		e.log.Debug("remote write: read from the history", "from", from, "to", to, "points", len(e.sorted), "series", len(e.active))
@@ -245,6 +251,7 @@ func (e *Endpoint) catchUp(ctx context.Context) error {
 // or the earliest time at which a series reached its limit.
 func (e *Endpoint) read(from, to int64, limit int) int64 {
 	e.gen++
+	e.sending = 0
 	e.active = e.active[:0]
 	e.pts = e.pts[:0]
 	e.from, e.to, e.limit, e.cut = from, to, limit, to
@@ -316,6 +323,7 @@ func (e *Endpoint) readSeries(id history.ID, key string, kind series.Kind) bool 
 	if !si.send {
 		return true
 	}
+	e.sending++
 	e.curIdx, e.curN = int32(len(e.active)), 0
 	n := len(e.pts)
 	e.opt.Source.Range(id, e.from, e.to, e.rangeFn)
