@@ -238,3 +238,34 @@ func TestValueScale(t *testing.T) {
 		t.Errorf("value = %v; want -0.0025", got)
 	}
 }
+
+// TestEndpointTooManyRequests: a 429 is retried (its Retry-After capped by max_backoff), not
+// dropped.
+func TestEndpointTooManyRequests(t *testing.T) {
+	rcv, srv := newReceiver(t)
+	var mu sync.Mutex
+	left := 3
+	rcv.status = func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		if left > 0 {
+			left--
+			return http.StatusTooManyRequests
+		}
+		return 0
+	}
+	h := history.New(history.Options{Retention: time.Hour, Interval: 2 * time.Second})
+	t0 := time.Now().UnixMilli() - 60_000
+	scans(t, h, t0, 0, 4)
+	e := newEndpoint(t, srv.URL, h, "")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- e.Run(ctx) }()
+	waitFor(t, "delivery", func() bool { return e.Status().PositionMs == t0+3*2000 })
+	cancel()
+	<-done
+	if st := e.Status(); st.Retries != 3 || st.DroppedSamples != 0 || st.SamplesSent != 6 {
+		t.Errorf("status %+v; want 3 retries, 6 samples sent, none dropped", st)
+	}
+	checkCounter(t, rcv.samples(counterKey), t0, 4)
+}
