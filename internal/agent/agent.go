@@ -120,7 +120,9 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 		}
 	}
 	a := &Agent{cfg: cfg, log: log, started: time.Now(), segClosed: make(chan struct{}, 1)}
-	hopt := history.Options{Retention: cfg.History, Interval: cfg.Interval, BlockScans: segmentScans(cfg)}
+	// GraceScans: a closing segment leaves its last 8 scans open, so that a late pushed point
+	// (ingest) can always go 8 scans back, even right after a close.
+	hopt := history.Options{Retention: cfg.History, Interval: cfg.Interval, BlockScans: segmentScans(cfg), GraceScans: 8}
 	a.hist = history.New(hopt)
 	if cfg.StateDir != "" {
 		if err := a.openStateDir(); err != nil {

@@ -15,7 +15,9 @@
 // falls in (the first scan at or after it, within MaxSlot), the open scan or a committed one of
 // the open segment (late.go: copy-on-write of its chunk at Commit); older points are refused
 // (ErrTooOld), since closed segments are immutable, and a point after the open scan is the
-// caller's to keep for a later one (ErrFuture).
+// caller's to keep for a later one (ErrFuture). With Options.GraceScans, a closing segment
+// leaves its newest scans in the open staging (carried over, published with the segment in
+// one view), so that late points find at least that many scans even right after a close.
 //
 // # Layout
 //

@@ -471,8 +471,9 @@ func parseHead(b []byte, each segParse) (*head, error) {
 		switch flag[0] {
 		case 0:
 		case 1:
-			h.open = parseSegBody(r, h.scans, false, each)
-			if r.err == nil && len(h.open.ts) >= h.scans {
+			// Up to a full staging: the segment's scans and those a close carries over.
+			h.open = parseSegBody(r, h.scans+graceScans(h.scans, chunkScans), false, each)
+			if r.err == nil && len(h.open.ts) > h.scans+graceScans(h.scans, chunkScans) {
 				r.fail("open segment of %d scans", len(h.open.ts))
 			}
 			if r.err == nil && len(h.segs) > 0 && h.open.ts[0] <= h.segs[len(h.segs)-1].first {

@@ -498,6 +498,9 @@ func (sv *Saver) load(hb []byte, opt Options) (*Store, error) {
 		}
 	}
 	opt.BlockScans = h.scans
+	if open != nil { // saved with carried-over scans (Options.GraceScans): room for them
+		opt.GraceScans = max(opt.GraceScans, len(open.ts)-h.scans)
+	}
 	s := restoreStore(opt, live, last, segs, open)
 	return s, errors.Join(errs...)
 }
@@ -532,6 +535,9 @@ func restoreStore(opt Options, table []*meta, last []int64, segs []*segment, ope
 		s.w.lastTS0 = segs[len(segs)-1].last()
 	}
 	s.view.Store(&view{segs: segs, open: s.w.st, gen: s.w.st.gen.Load()})
+	if s.w.j == s.cap { // a full staging, saved between its last Commit and the close
+		s.closeSegment()
+	}
 	return s
 }
 

@@ -46,9 +46,16 @@ func (s *Store) WriteSnapshot(w io.Writer) error {
 	for i := range t.m {
 		table[i] = t.m[i].Load()
 	}
-	var partial *segment
-	if n > 0 {
-		partial = compressStaging(v.open, n, table, new(encoder), new(segWriter))
+	// A staging holds up to graceScans scans beyond a segment (carried over at a close): its
+	// first s.scans scans are then written as a full segment, the rest as the partial one.
+	var full, partial *segment
+	lo := 0
+	if n >= s.scans {
+		full = compressStagingRange(v.open, 0, s.scans, table, new(encoder), new(segWriter))
+		lo = s.scans
+	}
+	if n > lo { // at most s.scans scans: graceScans ≤ s.scans
+		partial = compressStagingRange(v.open, lo, n, table, new(encoder), new(segWriter))
 	}
 	s.release(v)
 
@@ -62,9 +69,12 @@ func (s *Store) WriteSnapshot(w io.Writer) error {
 			live = append(live, entry{ID(i), m})
 		}
 	}
-	segs := v.segs
+	segs := v.segs[:len(v.segs):len(v.segs)]
+	if full != nil {
+		segs = append(segs, full)
+	}
 	if partial != nil {
-		segs = append(segs[:len(segs):len(segs)], partial)
+		segs = append(segs, partial)
 	}
 
 	h := crc32.New(castagnoli)
@@ -142,27 +152,33 @@ func (s *Store) WriteSnapshot(w io.Writer) error {
 // The segment returned shares its index and data with sw, which must not be reset while it is
 // in use; enc and sw are scratch that a caller may keep for the next call.
 func compressStaging(st *staging, n int, table []*meta, enc *encoder, sw *segWriter) *segment {
+	return compressStagingRange(st, 0, n, table, enc, sw)
+}
+
+// compressStagingRange is compressStaging of the committed scans [lo, hi) of st.
+func compressStagingRange(st *staging, lo, hi int, table []*meta, enc *encoder, sw *segWriter) *segment {
 	var vals [MaxBlockScans]uint64
 	var pres [MaxBlockScans]uint8
 	sw.reset()
+	n := hi - lo
 	for id, m := range table {
 		sw.begin()
 		start := len(sw.data)
-		if m == nil || !st.row(ID(id), n, &vals, &pres) {
+		if m == nil || !st.row(ID(id), hi, &vals, &pres) {
 			sw.end(0)
 			continue
 		}
-		for j := 0; j < n; j++ {
+		for j := lo; j < hi; j++ {
 			if st.ts[j] < m.born {
 				pres[j] = 0
 			}
 		}
-		sw.data = enc.appendBlock(sw.data, m.kind, vals[:n], pres[:n], n)
+		sw.data = enc.appendBlock(sw.data, m.kind, vals[lo:hi], pres[lo:hi], n)
 		sw.end(len(sw.data) - start)
 	}
 	sw.flushRun()
 	return &segment{
-		ts:      append([]int64(nil), st.ts[:n]...),
+		ts:      append([]int64(nil), st.ts[lo:hi]...),
 		lens:    sw.lens,
 		chk:     sw.chk,
 		lensOff: sw.lensOff,

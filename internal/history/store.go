@@ -33,6 +33,12 @@ type Options struct {
 	// per series; larger segments compress better and cost more uncompressed memory
 	// (9 bytes per series per scan).
 	BlockScans int
+	// GraceScans is how many of its newest scans a segment leaves in the open staging when it
+	// closes (carried over into the next one, the segment still holding BlockScans scans), so
+	// that a late point (AddAt) finds at least that many committed scans to go to even right
+	// after a close. At most 8, BlockScans and MaxBlockScans-BlockScans; default 0. Snapshots
+	// written with it load with any value (a longer open segment is closed on load).
+	GraceScans int
 	// Now is the clock used when loading a snapshot to drop data older than Retention
 	// (default time.Now). The writer's own expiry uses the scans' timestamps instead.
 	Now func() time.Time
@@ -49,6 +55,7 @@ func (o Options) withDefaults() Options {
 		o.BlockScans = DefaultBlockScans
 	}
 	o.BlockScans = min(o.BlockScans, MaxBlockScans)
+	o.GraceScans = graceScans(o.BlockScans, o.GraceScans)
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -243,15 +250,16 @@ type view struct {
 // which readers hold for one map access.
 type Store struct {
 	opt   Options
-	scans int
+	scans int // per segment
+	cap   int // per staging: scans + Options.GraceScans
+
+	empty *staging // a staging without rows, open while a segment is being swapped
 
 	view  atomic.Pointer[view]
 	metas atomic.Pointer[metaTable]
 
 	mu    sync.RWMutex // guards byKey; written by the writer only
 	byKey map[string]ID
-
-	empty *staging // a staging without rows, open while a segment is being swapped
 
 	nseries       atomic.Int64
 	stagingPoints atomic.Int64
@@ -283,8 +291,9 @@ type writer struct {
 func New(opt Options) *Store {
 	opt = opt.withDefaults()
 	s := &Store{opt: opt, scans: opt.BlockScans, byKey: map[string]ID{}, empty: newStaging(opt.BlockScans)}
+	s.cap = s.scans + opt.GraceScans
 	s.w.lastTS0 = math.MinInt64
-	s.w.st = newStaging(s.scans)
+	s.w.st = newStaging(s.cap)
 	s.view.Store(&view{open: s.w.st, gen: s.w.st.gen.Load()})
 	s.metas.Store(&metaTable{})
 	return s
@@ -430,63 +439,100 @@ func (s *Store) Commit() {
 	w.lastTS0 = w.ts
 	s.stagingPoints.Add(int64(w.adds))
 	w.j++
-	if w.j == s.scans {
+	if w.j == s.cap {
 		s.closeSegment()
 	}
 }
 
-// closeSegment compresses the full open staging into a segment and opens a fresh staging.
+// graceScans bounds Options.GraceScans: at most one chunk (8 scans), a segment's length and
+// what MaxBlockScans leaves.
+func graceScans(scans, want int) int {
+	return max(0, min(want, chunkScans, scans, MaxBlockScans-scans))
+}
+
+// closeSegment compresses the first s.scans scans of the full open staging into a segment and
+// opens the next staging with the newest graceScans scans carried over, published together:
+// readers see every point in the segment or in the open staging, never neither nor both.
 func (s *Store) closeSegment() {
 	w := &s.w
 	st := w.st
+	n, carry := s.scans, w.j-s.scans
+	var next *staging
+	if carry > 0 {
+		// The carried scans are copied into another staging, published with the segment.
+		if next = s.sweep(); next == nil {
+			next = newStaging(s.cap)
+		}
+		next.reset()
+		copy(next.ts, st.ts[n:n+carry])
+	}
 	sw := &w.sw
 	sw.reset()
 	var vals [MaxBlockScans]uint64
 	var pres [MaxBlockScans]uint8
+	carried := 0
 	for id := range w.kinds {
 		sw.begin()
 		start := len(sw.data)
-		if k := w.kinds[id]; k != 0 && st.row(ID(id), st.scans, &vals, &pres) {
-			sw.data = w.enc.appendBlock(sw.data, k, vals[:st.scans], pres[:st.scans], st.scans)
-			for j := st.scans - 1; j >= 0; j-- {
+		if k := w.kinds[id]; k != 0 && st.row(ID(id), n+carry, &vals, &pres) {
+			sw.data = w.enc.appendBlock(sw.data, k, vals[:n], pres[:n], n)
+			for j := n - 1; j >= 0; j-- {
 				if pres[j] != 0 {
 					w.lastTS[id] = max(w.lastTS[id], st.ts[j])
 					break
 				}
 			}
+			for j := range carry { // all in next's first chunk period (carry ≤ chunkScans)
+				if pres[n+j] != 0 && next.set(ID(id), j, vals[n+j]) {
+					carried++
+				}
+			}
 		}
 		sw.end(len(sw.data) - start)
 	}
-	sw.points = int(s.stagingPoints.Load())
-	seg := sw.segment(st.ts)
+	sw.points = int(s.stagingPoints.Load()) - carried
+	seg := sw.segment(st.ts[:n])
 
 	v := s.view.Load()
 	segs := make([]*segment, len(v.segs)+1)
 	copy(segs, v.segs)
 	segs[len(v.segs)] = seg
-	s.stagingPoints.Store(0)
-	// Every point of st is in seg now: publish that with an empty open segment, then reuse st
-	// at once unless a reader still holds it (then take another buffer; never wait).
-	s.view.Store(&view{segs: segs, open: s.empty, gen: s.empty.gen.Load()})
-	st.gen.Add(1) // readers that acquire st from now on see the change and retry
-	next := s.sweep()
-	if st.readers.Load() == 0 {
-		next = st
-	} else {
-		w.retired = append(w.retired, st)
-		if next == nil {
-			next = newStaging(s.scans)
+	s.stagingPoints.Store(int64(carried))
+	if carry > 0 {
+		next.n.Store(int32(carry))
+		s.view.Store(&view{segs: segs, open: next, gen: next.gen.Load()})
+		st.gen.Add(1) // readers that acquire st from now on see the change and retry
+		// st is not reused: its memory goes back to the collector, so that two stagings are
+		// not held; one a reader still holds waits in retired for a later close.
+		if st.readers.Load() != 0 {
+			w.retired = append(w.retired, st)
 		}
+	} else {
+		// Every point of st is in seg now: publish that with an empty open segment, then
+		// reuse st at once unless a reader still holds it (then take another buffer; never
+		// wait).
+		s.view.Store(&view{segs: segs, open: s.empty, gen: s.empty.gen.Load()})
+		st.gen.Add(1) // readers that acquire st from now on see the change and retry
+		next = s.sweep()
+		if st.readers.Load() == 0 {
+			next = st
+		} else {
+			w.retired = append(w.retired, st)
+			if next == nil {
+				next = newStaging(s.cap)
+			}
+		}
+		next.reset()
+		s.view.Store(&view{segs: segs, open: next, gen: next.gen.Load()})
 	}
-	next.reset()
 	w.st = next
-	w.j = 0
-	s.view.Store(&view{segs: segs, open: next, gen: next.gen.Load()})
+	w.j = carry
 	s.closed.Add(1)
 }
 
 // Closed returns how many segments the Store has closed since it was made. Right after a close
-// the open segment is empty, so a Saver's Save costs little more than writing the new segment's
+// the open segment holds only the scans carried over (graceScans), so a Saver's Save costs
+// little more than writing the new segment's
 // file; a caller that saves then (see Saver) compresses nothing twice. Safe for any goroutine.
 func (s *Store) Closed() int64 { return s.closed.Load() }
 
