@@ -79,6 +79,7 @@ func (s *Server) Register(mux *http.ServeMux) {
 	handle(mux, "/api/v1/metrics", map[string]http.HandlerFunc{"GET": s.metrics})
 	handle(mux, "/api/v1/history", map[string]http.HandlerFunc{"GET": s.history})
 	handle(mux, "/api/v1/stats", map[string]http.HandlerFunc{"GET": s.stats})
+	handle(mux, "/api/v1/labels", map[string]http.HandlerFunc{"GET": s.labels})
 	handle(mux, "/api/v1/peers", map[string]http.HandlerFunc{"GET": s.peers, "POST": s.addPeer})
 	handle(mux, "/api/v1/ws", map[string]http.HandlerFunc{"GET": s.ws})
 	s.registerCluster(mux)

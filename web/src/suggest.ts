@@ -1,35 +1,18 @@
 // Suggest: autocomplete for selector boxes and free-text search over metric names and label
-// values, from the series the agent lists (/api/v1/metrics without a selector: every series
-// the caller may see, already filtered by the agent's privacy rules). The index is fetched
-// when a box is first used and again after a minute. Single-threaded (UI); owned by its page.
-import { getJSON, type Labels, type Series } from "./api";
+// values, from /api/v1/labels?q=TEXT (the agent's small read-only search route: distinct metric
+// names and label values containing the text, at most 40 of each, only of series the caller may
+// see). Asked as the person types (debounced); single-threaded (UI); owned by its page.
+import { getJSON, type Labels } from "./api";
 import { h } from "./dom";
 
-/** SeriesIndex is the metric names and label values of the agent's series. */
-export interface SeriesIndex {
+/** LabelsAnswer is the /api/v1/labels answer. */
+export interface LabelsAnswer {
   metrics: string[];
-  /** labels: "key\u0000value" pairs (not metric), sorted. */
-  labels: [string, string][];
+  labels: { key: string; value: string }[];
+  truncated: boolean;
 }
 
-const MAX_LABEL_VALUES = 20000;
 const MAX_SUGGESTIONS = 40;
-
-/** buildIndex collects the distinct metric names and label values of series. */
-export function buildIndex(series: { labels: Labels }[]): SeriesIndex {
-  const metrics = new Set<string>();
-  const labels = new Map<string, [string, string]>();
-  for (const s of series) {
-    for (const [k, v] of Object.entries(s.labels)) {
-      if (k === "metric") metrics.add(v);
-      else if (labels.size < MAX_LABEL_VALUES) labels.set(`${k}\u0000${v}`, [k, v]);
-    }
-  }
-  return {
-    metrics: [...metrics].sort(),
-    labels: [...labels.values()].sort((a, b) => (a[0] + a[1] < b[0] + b[1] ? -1 : 1)),
-  };
-}
 
 /** Suggestion is one completion: the text put in the box and what it is. */
 export interface Suggestion {
@@ -38,23 +21,21 @@ export interface Suggestion {
 }
 
 /**
- * suggest returns completions for text: metric names containing it (as bare names), then label
- * values containing it (as {key="value"} selectors), names starting with the text first.
+ * suggest turns an answer into completions for text: metric names (as bare names), then label
+ * values (as {key="value"} selectors), those starting with the text first.
  */
-export function suggest(ix: SeriesIndex, text: string, max = MAX_SUGGESTIONS): Suggestion[] {
+export function suggest(ans: LabelsAnswer, text: string, max = MAX_SUGGESTIONS): Suggestion[] {
   const q = text.trim().toLowerCase();
   if (!q || q.startsWith("{")) return [];
-  const out: Suggestion[] = [];
   const rank = (s: string) => (s.toLowerCase().startsWith(q) ? 0 : 1);
-  const ms = ix.metrics.filter((m) => m.toLowerCase().includes(q)).sort((a, b) => rank(a) - rank(b));
-  for (const m of ms) {
+  const out: Suggestion[] = [];
+  for (const m of [...ans.metrics].sort((a, b) => rank(a) - rank(b))) {
     if (out.length >= max) return out;
     out.push({ value: m, label: "metric" });
   }
-  const ls = ix.labels.filter(([, v]) => v.toLowerCase().includes(q)).sort((a, b) => rank(a[1]) - rank(b[1]));
-  for (const [k, v] of ls) {
+  for (const l of [...ans.labels].sort((a, b) => rank(a.value) - rank(b.value))) {
     if (out.length >= max) break;
-    out.push({ value: `{${k}=${JSON.stringify(v)}}`, label: `label ${k}` });
+    out.push({ value: `{${l.key}=${JSON.stringify(l.value)}}`, label: `label ${l.key}` });
   }
   return out;
 }
@@ -71,18 +52,16 @@ export function matchesText(l: Labels, q: string): boolean {
  * isSelector tells a selector from free text: a braced matcher list, or a bare name that is a
  * metric the agent has. Anything else is searched as text.
  */
-export function isSelector(ix: SeriesIndex | null, text: string): boolean {
+export function isSelector(ans: LabelsAnswer | null, text: string): boolean {
   const t = text.trim();
   if (t.startsWith("{")) return true;
-  if (!ix) return /^[A-Za-z_][\w.:-]*$/.test(t);
-  return ix.metrics.includes(t);
+  if (!ans) return false;
+  return ans.metrics.includes(t);
 }
 
 /** Suggester attaches a datalist of completions to a text box. */
 export class Suggester {
-  private ix: SeriesIndex | null = null;
-  private at = 0;
-  private loading: Promise<SeriesIndex | null> | null = null;
+  private cache = new Map<string, Promise<LabelsAnswer | null>>();
   readonly list: HTMLDataListElement;
 
   constructor(private input: HTMLInputElement) {
@@ -90,33 +69,33 @@ export class Suggester {
     input.setAttribute("list", this.list.id);
     input.after(this.list);
     let timer: number | undefined;
-    input.addEventListener("focus", () => void this.index());
     input.addEventListener("input", () => {
       clearTimeout(timer);
-      timer = window.setTimeout(() => void this.fill(), 80);
+      timer = window.setTimeout(() => void this.fill(), 150);
     });
   }
 
-  /** index returns the series index, fetching it when missing or older than a minute. */
-  index(): Promise<SeriesIndex | null> {
-    if (this.ix && Date.now() - this.at < 60e3) return Promise.resolve(this.ix);
-    if (!this.loading) {
-      this.loading = getJSON<{ series: Series[] }>("/api/v1/metrics")
-        .then((ans) => {
-          this.ix = buildIndex(ans.series ?? []);
-          this.at = Date.now();
-          return this.ix;
-        })
-        .catch(() => this.ix)
-        .finally(() => (this.loading = null));
+  /** lookup asks the agent for metric names and label values containing text (cached per text). */
+  lookup(text: string): Promise<LabelsAnswer | null> {
+    const q = text.trim();
+    if (!q || q.startsWith("{")) return Promise.resolve(null);
+    let p = this.cache.get(q);
+    if (!p) {
+      p = getJSON<LabelsAnswer>(`/api/v1/labels?q=${encodeURIComponent(q)}&limit=${MAX_SUGGESTIONS}`).catch(() => {
+        this.cache.delete(q);
+        return null;
+      });
+      if (this.cache.size > 100) this.cache.clear();
+      this.cache.set(q, p);
     }
-    return this.loading;
+    return p;
   }
 
   private async fill() {
-    const ix = await this.index();
-    if (!ix) return;
-    const opts = suggest(ix, this.input.value);
+    const text = this.input.value;
+    const ans = await this.lookup(text);
+    if (text !== this.input.value) return; // typed on meanwhile
+    const opts = ans ? suggest(ans, text) : [];
     this.list.replaceChildren(...opts.map((o) => h("option", { value: o.value, label: o.label })));
     this.input.dataset.suggestions = String(opts.length);
   }

@@ -52,7 +52,7 @@ export function seriesList(ctx: Ctx) {
     const v = input.value.trim();
     if (!v) return ctx.go("/series");
     // A selector goes to the agent; a word is searched in metric names and label values.
-    const sel = isSelector(await suggester.index(), v);
+    const sel = isSelector(await suggester.lookup(v), v);
     if (ctx.alive()) ctx.go(sel ? `/series?match=${encodeURIComponent(v)}` : `/series?q=${encodeURIComponent(v)}`);
   });
   const count = h("p", { class: "count", role: "status", id: "series-count" }, "loading…");
@@ -63,7 +63,7 @@ export function seriesList(ctx: Ctx) {
     h("span", {}, "Series"), h("span", {}, "Kind"), h("span", { class: "num" }, "Value (counters per second)"), h("span", {}, "Last 5 min"));
   root.append(
     heading("Metrics", "Every series the agent keeps. Type a word to search metric names and label values (suggestions as you type); a bare metric name selects it; {key=\"v\", key!=\"v\", key=~\"re\", key!~\"re\"} match labels. Counters show their rate."),
-    form, h("p", { id: "sel-help", class: "suggest-note" }, "Suggestions come from the series this agent has; Enter applies."), count, err, head, viewport,
+    form, h("p", { id: "sel-help", class: "suggest-note" }, "Suggestions: metric names and label values of this agent's series containing what you type; Enter applies."), count, err, head, viewport,
   );
 
   let byKey = new Map<string, Series>();
