@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cantal-go/cantal/internal/access"
+	"github.com/cantal-go/cantal/internal/selector"
 	"github.com/cantal-go/cantal/internal/series"
 )
 
@@ -73,5 +74,33 @@ func FuzzLabelsQuery(f *testing.F) {
 		if len(ans.Metrics) > limit || len(ans.Labels) > limit {
 			t.Fatal(fmt.Sprintf("%d metrics, %d labels over limit %d", len(ans.Metrics), len(ans.Labels), limit))
 		}
+	})
+}
+
+// BenchmarkSuggest: one suggestion lookup over 100k live series, /api/v1/labels (FindLabels)
+// side by side with what the UI did before it, the whole /api/v1/metrics answer (LatestJSON).
+func BenchmarkSuggest(b *testing.B) {
+	reg, ts, _ := fixture(b)
+	ts.Close()
+	reg.Begin(time.Now().UnixMilli())
+	for i := 0; i < 100_000; i++ {
+		h := reg.Series(series.Labels{"metric": fmt.Sprintf("app%d.requests", i%500), "pid": fmt.Sprint(1000 + i/500), "appname": fmt.Sprintf("app%d", i%500)}, series.Counter)
+		reg.Put(h, uint64(i))
+	}
+	reg.Commit()
+	b.Run("labels", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			FindLabels(reg.View(), nil, "app42", 40)
+		}
+	})
+	b.Run("all-series", func(b *testing.B) {
+		b.ReportAllocs()
+		q := Query{Sel: selector.MustParse("")}
+		var n int
+		for b.Loop() {
+			n = len(LatestJSON(make([]byte, 0, 4096), reg, q))
+		}
+		b.ReportMetric(float64(n), "answer-bytes")
 	})
 }
