@@ -85,6 +85,7 @@ func BenchmarkClusterFleet(b *testing.B) {
 			b.ReportMetric(rep.Whole.Seconds(), "heal-whole-s")
 			b.ReportMetric(rep.AllOKAfterHeal.Seconds(), "heal-allok-s")
 			b.ReportMetric(float64(rep.CPUPerPeerPerInterval)/1e3, "cpu-us/peer/interval")
+			b.ReportMetric(float64(rep.SubsCPUPerPeerPerInterval)/1e3, "subs-cpu-us/peer/interval")
 			b.ReportMetric(float64(rep.RSSPerPeer)/1024, "rss-KiB/peer")
 			b.ReportMetric(rep.LogRate, "log-lines/s/node")
 			b.ReportMetric(rep.Load, "loadavg")

@@ -375,12 +375,19 @@ func cutAndHeal(t *testing.T, nodes []*node) {
 		}
 		return allOK(ans, nodes, 1)
 	})
-	// a has fetched e's history before the cut (and may keep that connection for reuse).
-	if ans, _, err := a.cluster("/api/v1/cluster/history", loadSel, "window", "1m"); err != nil {
-		t.Fatal(err)
-	} else if err := allOK(ans, nodes, 1); err != nil {
-		t.Fatalf("cluster history at a before the cut: %v", err)
-	}
+	// a has e's history before the cut. A peer whose scan runs late on a loaded machine is
+	// stale for a moment (its stream missed an interval), so this waits for an answer with all
+	// ok, as the metrics query above does.
+	waitFor(t, 10*time.Second, func() error {
+		ans, _, err := a.cluster("/api/v1/cluster/history", loadSel, "window", "1m")
+		if err != nil {
+			return err
+		}
+		if err := allOK(ans, nodes, 1); err != nil {
+			return fmt.Errorf("cluster history at a before the cut: %w", err)
+		}
+		return nil
+	})
 
 	cutAt := time.Now()
 	if err := e.host.Cut(ctx); err != nil {
@@ -401,8 +408,11 @@ func cutAndHeal(t *testing.T, nodes []*node) {
 	if htook > 3*time.Second {
 		t.Errorf("cluster history at a took %s with e cut; want it bounded by the 1 s peer timeout", htook)
 	}
-	if err := allOK(hans, nodes[:4], 1); err != nil {
-		t.Errorf("cluster history during the cut: %v", err)
+	// a..d answer with their points, ok or, when a scan ran late, stale; never unreachable.
+	for _, n := range nodes[:4] {
+		if cn := hans[n.name]; cn.Status == "unreachable" || len(cn.Series) < 1 {
+			t.Errorf("cluster history during the cut: %s = %s with %d series; want its series, ok or stale (%s)", n.name, cn.Status, len(cn.Series), summary(hans))
+		}
 	}
 	var slowest, firstNotOK, unreachable time.Duration
 	othersNotOK := 0

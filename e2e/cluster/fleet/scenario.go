@@ -39,13 +39,18 @@ type Report struct {
 	FirstNotOK                 []string      // nodes not ok in the first metrics answer
 
 	Steady QueryStats // during Steady
-	// Answering node's cost over Steady, less a non-answering node's (node 2), per peer:
+	// Answering node's cost over Steady (queries at node 1 back to back, a metrics and a
+	// history query about every 200 ms), less a non-answering node's (node 2), per peer:
 	CPUPerPeerPerInterval time.Duration
 	RSSPerPeer            int64
 	AnsweringCPU          time.Duration // node 1's CPU time per interval
 	BaselineCPU           time.Duration // node 2's CPU time per interval
 	AnsweringRSS          int64
 	BaselineRSS           int64
+	// The same over Steady without queries (the subscriptions stay, one update per peer and
+	// scan): node 1's and node 2's CPU per interval, and the difference per peer.
+	SubsCPU, SubsBaselineCPU  time.Duration
+	SubsCPUPerPeerPerInterval time.Duration
 
 	// Partition: half/half, node 1 in the first half.
 	Cut             QueryStats
@@ -133,6 +138,16 @@ type querier struct {
 
 func (q *querier) run(ctx context.Context) {
 	for ctx.Err() == nil {
+		q.mu.Lock()
+		paused := q.cur == nil
+		q.mu.Unlock()
+		if paused {
+			select {
+			case <-ctx.Done():
+			case <-time.After(50 * time.Millisecond):
+			}
+			continue
+		}
 		qctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		ma, merr := q.at.Cluster(qctx, "/api/v1/cluster/metrics", q.s.Match)
 		ha, herr := q.at.Cluster(qctx, "/api/v1/cluster/history", q.s.Match, "window", q.s.Window)
@@ -288,6 +303,21 @@ func (s *Scenario) Run(ctx context.Context, f *Fleet) (*Report, error) {
 	rep.RSSPerPeer = int64(float64(rep.AnsweringRSS-rep.BaselineRSS) / peers)
 	s.Logf("steady: %v; node 1 CPU %s/interval (node 2: %s), RSS %d MiB (node 2: %d MiB)",
 		rep.Steady, r(rep.AnsweringCPU), r(rep.BaselineCPU), rep.AnsweringRSS>>20, rep.BaselineRSS>>20)
+	// The same without queries: what keeping the subscriptions (one update per peer and scan)
+	// costs.
+	ua0, err1 = a.Usage()
+	ub0, err2 = base.Usage()
+	time.Sleep(s.Steady)
+	ua1, err3 = a.Usage()
+	ub1, err4 = base.Usage()
+	if err := errors.Join(err1, err2, err3, err4); err != nil {
+		return rep, err
+	}
+	rep.SubsCPU = time.Duration(float64(ua1.CPU-ua0.CPU) / intervals)
+	rep.SubsBaselineCPU = time.Duration(float64(ub1.CPU-ub0.CPU) / intervals)
+	rep.SubsCPUPerPeerPerInterval = time.Duration(float64(rep.SubsCPU-rep.SubsBaselineCPU) / peers)
+	s.Logf("no queries: node 1 CPU %s/interval (node 2: %s): %s per peer and interval for the subscriptions alone",
+		r(rep.SubsCPU), r(rep.SubsBaselineCPU), rep.SubsCPUPerPeerPerInterval)
 
 	// Partition: the second half goes to its own bridge.
 	half := len(f.Nodes) / 2
