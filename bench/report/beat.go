@@ -112,7 +112,7 @@ func runBeat(ctx context.Context, o beatOpts) (string, error) {
 	var md strings.Builder
 	fmt.Fprintf(&md, "Load: %d alive, %.0f started/s (lifetime %s–%s, 1 in 10 with CANTAL_PATH); %d alive at the end.\n\n",
 		o.Churn, float64(s1-s0)/res[0].r.Window.Seconds(), o.ChurnLife/2, o.ChurnLife*3/2, alive)
-	fmt.Fprintf(&md, "| agent | window | load avg start → end | processes | apps | scans | period ms p50 / p99 / max | scan ms p50 / p99 | CPU ms/scan | CPU % of a core | RSS start / peak / end MiB | shed scans | details shed | busy skipped | details deferred |\n")
+	fmt.Fprintf(&md, "| agent | window | load avg start → end | processes | apps | scans | period ms p50 / p99 / max | scan ms p50 / p99 | CPU ms/scan | CPU %% of a core | RSS start / peak / end MiB | shed scans | details shed | busy skipped | details deferred |\n")
 	fmt.Fprintf(&md, "|---|---:|---|---:|---:|---:|---|---|---:|---:|---|---:|---:|---:|---:|\n")
 	for _, rs := range res {
 		if rs.err != nil {
