@@ -43,6 +43,7 @@ type Config struct {
 	RemoteWrite      []string      // Prometheus remote-write URLs, default settings each
 	RemoteWriteFile  string        // --remote-write-config: remote_write list with per-endpoint settings
 	MetricsPerPID    bool          // /metrics: per-process series per pid instead of per group
+	MetricsNoTS      bool          // /metrics: no sample timestamps (Prometheus stamps the scrape)
 	Pprof            bool          // serve /debug/pprof
 	TimerSlack       time.Duration // timer slack of the agent's threads (at most Interval/10); 0 = the kernel's
 	LogLevel         string
@@ -133,6 +134,7 @@ func ParseFlags(name string, args []string, getenv func(string) string) (Config,
 	fs.Var(listFlag{&c.RemoteWrite}, "remote-write", "Prometheus remote-write URL to send every held point to, from a position kept in --state-dir (repeatable, or comma-separated; settings per endpoint: --remote-write-config)")
 	fs.StringVar(&c.RemoteWriteFile, "remote-write-config", c.RemoteWriteFile, "YAML file with a remote_write list as Prometheus's: url, headers, basic_auth, authorization, tls_config, match, external_labels, queue_config (see docs/remote-write.md)")
 	fs.BoolVar(&c.MetricsPerPID, "metrics-per-pid", c.MetricsPerPID, "export per-process series in /metrics per pid (labels pid, process, cgroup) instead of summed per group (label groupname)")
+	fs.BoolVar(&c.MetricsNoTS, "metrics-no-timestamps", c.MetricsNoTS, "leave the scan time out of /metrics samples: Prometheus then stamps each sample with the scrape's time (and marks a vanished series stale at once) instead of storing it at the time the agent read it")
 	fs.BoolVar(&c.Pprof, "pprof", c.Pprof, "serve /debug/pprof on the HTTP listener")
 	fs.DurationVar(&c.TimerSlack, "timer-slack", c.TimerSlack, "how late the kernel may wake the agent's threads, to batch wake-ups; at most a tenth of --interval is used (0: the kernel's default)")
 	fs.StringVar(&c.WebConfig, "web-config", c.WebConfig, "exporter-toolkit web config file: TLS, client certificates (also the node's identity towards its peers), bcrypt basic auth")

@@ -31,7 +31,8 @@ func (a *Agent) samples() []series.Sample {
 // ingest (POST /write, POST /api/v2/write, /ping for clients that check the server first).
 // The exports show each caller only the series it may see (api.Server.SeriesVisible).
 func (a *Agent) ecosystemRoutes(s *api.Server) {
-	a.mux.Handle("GET /metrics", export.PrometheusHandler(a.samples, export.Options{Visible: s.SeriesVisible, PerPID: a.cfg.MetricsPerPID}))
+	a.mux.Handle("GET /metrics", export.PrometheusHandler(a.samples, export.Options{Visible: s.SeriesVisible, PerPID: a.cfg.MetricsPerPID,
+		Timestamps: !a.cfg.MetricsNoTS}))
 	a.mux.Handle("GET "+a.cfg.InfluxPath, export.InfluxHandler(a.samples, export.Influx{Visible: s.SeriesVisible,
 		HostTag: a.cfg.InfluxHostTag, Host: a.cfg.NodeName}))
 	a.mux.Handle("POST /write", a.push.WriteHandler())

@@ -35,8 +35,8 @@
 // exports the same families per pid instead (labels pid, process, cgroup) and no num_procs.
 //
 // HELP of a machine family is node_exporter's; of an application family it names the original
-// metric. Timestamps are left out unless Options.Timestamps is set, as exporters are advised:
-// Prometheus stamps the scrape.
+// metric. Timestamps are left out unless Options.Timestamps is set (the agent sets it unless
+// --metrics-no-timestamps: its samples were read at their scan, not at the scrape).
 package export
 
 import (

@@ -136,6 +136,13 @@ func dynamicRule(metric string) *rule {
 			c += "_total"
 		}
 		return &rule{name: n, self: c, typ: Gauge, scale: 1, help: "The agent's own " + metric + " (see README)."}
+	case strings.HasPrefix(metric, "conntrack.stat."):
+		f := metric[len("conntrack.stat."):]
+		if !validName(f) {
+			return nil
+		}
+		return &rule{name: "cantal_nf_conntrack_stat_" + f + "_total", typ: Counter, kind: series.Counter, scale: 1,
+			help: "Conntrack statistic " + f + " (/proc/net/stat/nf_conntrack), summed over the CPUs."}
 	case strings.HasPrefix(metric, "vmstat."):
 		f := metric[len("vmstat."):]
 		if !validName(f) {
@@ -357,6 +364,31 @@ var fixedRules = func() map[string]*rule {
 	} {
 		add("timex."+cantal, r(ne.name, ne.typ, 0, 1, ne.help, nil))
 	}
+
+	// Softnet, ARP, UDP queues, conntrack statistics, clock source, time zone, SELinux, disk
+	// identity: node_exporter's softnet, arp, udp_queues, conntrack, time, selinux and
+	// diskstats collectors.
+	for _, f := range []string{"processed", "dropped", "times_squeezed"} {
+		add("softnet."+f, r("node_softnet_"+f+"_total", Counter, series.Counter, 1, "Number of softnet "+f+" packets or events, per CPU.", cpuLabels))
+	}
+	add("net.arp.entries", r("node_arp_entries", Gauge, series.Level, 1, "ARP entries by device", netLabels))
+	add("udp.tx_queue", r("node_udp_queues", Gauge, series.Level, 1, "Number of allocated memory in the kernel for UDP datagrams in bytes.", []string{"ip"}, "queue=tx"))
+	add("udp.rx_queue", r("node_udp_queues", Gauge, series.Level, 1, "Number of allocated memory in the kernel for UDP datagrams in bytes.", []string{"ip"}, "queue=rx"))
+	for _, c := range []string{"found", "invalid", "ignore", "insert", "insert_failed", "drop", "early_drop", "search_restart"} {
+		// node_exporter types these counters gauges.
+		add("conntrack.stat."+c, r("node_nf_conntrack_stat_"+c, Gauge, series.Counter, 1, "Conntrack statistic "+c+", summed over the CPUs.", nil))
+	}
+	info("system.clocksource.available", "node_time_clocksource_available_info", "Available clocksources read from '/sys/devices/system/clocksource'.", "device", "clocksource")
+	info("system.clocksource.current", "node_time_clocksource_current_info", "Current clocksource read from '/sys/devices/system/clocksource'.", "device", "clocksource")
+	add("system.time_zone_offset_s", r("node_time_zone_offset_seconds", Gauge, series.Level, 1, "System time zone offset in seconds.", []string{"time_zone"}))
+	add("selinux.enabled", r("node_selinux_enabled", Gauge, series.Level, 1, "SELinux is enabled, 1 is true, 0 is false", nil))
+	add("selinux.current_mode", r("node_selinux_current_mode", Gauge, series.Level, 1, "SELinux is enforcing, 1 is true, 0 is false", nil))
+	add("selinux.config_mode", r("node_selinux_config_mode", Gauge, series.Level, 1, "Configured SELinux enforcement mode", nil))
+	info("disk.info", "node_disk_info", "Info of /sys/block/<block_device>.", "device", "major", "minor", "path", "wwn", "model", "serial", "revision")
+	m["disk.info"].disk = true // the devices node_disk_* has
+	nh := r("node_network_receive_nohandler_total", Counter, series.Counter, 1, "Network device statistic receive_nohandler.", netLabels)
+	nh.netdev = true
+	add("net.interface.rx.nohandler", nh)
 
 	// Filesystems, as node_exporter's filesystem collector.
 	fsl := []string{"device", "mountpoint", "fstype"}
