@@ -38,7 +38,9 @@ type lateAdd struct {
 }
 
 // MaxSlot returns how long after a point's time its scan may come for AddAt to place the point
-// on it: 5 × Options.Interval. A scan normally comes within one interval of any time; the
+// on it: 5 × Options.Interval. It bounds the distance between a point's own time and the scan
+// it is stored at, not how far back from the newest scan a late point may land: that is any
+// committed scan of the open segment, after BackfillFrom. A scan normally comes within one interval of any time; the
 // margin keeps the points of a machine so loaded that its scans come late, and still refuses
 // those of a time the agent was not running (a restart's gap).
 func (s *Store) MaxSlot() int64 { return s.opt.Interval.Milliseconds() * 5 }
@@ -124,6 +126,10 @@ func (s *Store) lowerBorn(id ID, tsMs int64, j int) error {
 // BackfillFrom returns the time after which AddAt can place a point (unix ms, exclusive): the
 // slot of the first scan of the open segment begins there. Points at or before it are refused
 // with ErrTooOld. Before the first scan it returns MinInt64. Safe for concurrent use.
+//
+// A reader that streams history by position (an exporter resending from where it left off)
+// and must not miss late points re-reads, for the series that may get them (pushed ones), the
+// scans after BackfillFrom: a scan at or before it never changes again.
 func (s *Store) BackfillFrom() int64 {
 	v := s.acquire()
 	defer s.release(v)
