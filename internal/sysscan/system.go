@@ -64,6 +64,7 @@ type System struct {
 	osRel    stateSeries
 
 	nc       netClass
+	th       thermal
 	x        sysExtra
 	lastRare uint64 // the scan that last read the rare sources
 }
@@ -176,6 +177,7 @@ func NewSystem(opt Options) *System {
 		arp:  map[string]*arpRef{},
 		nc:   newNetClass(),
 		x:    newSysExtra(),
+		th:   newThermal(),
 	}
 	s.x.udpFn = s.x.udpLine
 	return s
@@ -188,6 +190,7 @@ func (s *System) Close() error {
 		s.files[i].close()
 	}
 	s.nc.close()
+	s.th.close()
 	return nil
 }
 
@@ -274,6 +277,7 @@ func (s *System) Collect(ctx context.Context, sink series.Sink) error {
 		}
 	}
 	s.nc.collect(s.opt.Sys, sink, s.gen, rare)
+	s.th.collect(s.opt.Sys, sink, s.gen, rare)
 	return ctx.Err()
 }
 

@@ -104,6 +104,7 @@ func TestSystemFixture(t *testing.T) {
 	for _, absent := range []string{
 		`{"interface":"lo","metric":"net.interface.name_assign_type"}`, // no file
 		`{"interface":"bonding_masters","metric":"net.interface.up"}`,
+		`{"metric":"thermal.zone.temp_c","type":"acpitz","zone":"1"}`,
 	} {
 		if _, ok := r.Values[absent]; ok {
 			t.Errorf("%s: present", absent)
