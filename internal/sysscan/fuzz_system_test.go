@@ -176,3 +176,17 @@ func FuzzParseDiskIDsUdev(f *testing.F) {
 		}
 	})
 }
+
+func FuzzParseSchedstat(f *testing.F) {
+	addFixtures(f, "proc/schedstat")
+	f.Fuzz(func(t *testing.T, b []byte) {
+		cs, err := parseSchedstat(b, nil)
+		if err == nil {
+			for _, c := range cs {
+				if c.CPU < 0 {
+					t.Errorf("cpu %d", c.CPU)
+				}
+			}
+		}
+	})
+}

@@ -104,3 +104,45 @@ func parseARP(b []byte, dst []arpCount) ([]arpCount, error) {
 	}
 	return dst, nil
 }
+
+// schedCPU is a cpu line of /proc/schedstat.
+type schedCPU struct {
+	CPU                          int
+	Running, Waiting, Timeslices uint64
+}
+
+// parseSchedstat parses the cpu lines of /proc/schedstat (version 15 and later):
+//
+//	cpu0 0 0 1210 540 661 270 2469390768 225588934 8432
+//
+// the 7th to 9th numbers are rq_cpu_time and run_delay (ns) and pcount. Other lines (version,
+// timestamp, domain) are skipped.
+func parseSchedstat(b []byte, dst []schedCPU) ([]schedCPU, error) {
+	for pos := 0; pos < len(b); {
+		var line []byte
+		line, pos = nextLine(b, pos)
+		name, p := field(line, 0)
+		if !bytes.HasPrefix(name, []byte("cpu")) {
+			continue
+		}
+		cpu, ok := atoiCPU(name[3:])
+		if !ok {
+			return dst, parseError("schedstat", line, errSyntax)
+		}
+		var v [9]uint64
+		for i := range v {
+			var f []byte
+			f, p = field(line, p)
+			if f == nil {
+				return dst, parseError("schedstat", line, fmt.Errorf("%d values, want 9", i))
+			}
+			n, err := parseUint(f)
+			if err != nil {
+				return dst, parseError("schedstat", line, err)
+			}
+			v[i] = n
+		}
+		dst = append(dst, schedCPU{CPU: cpu, Running: v[6], Waiting: v[7], Timeslices: v[8]})
+	}
+	return dst, nil
+}

@@ -332,3 +332,19 @@ func TestParseDiskIDsUdev(t *testing.T) {
 		t.Errorf("udev %q", u)
 	}
 }
+
+func TestParseSchedstat(t *testing.T) {
+	got, err := parseSchedstat(readFixture(t, "proc/schedstat"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []schedCPU{{0, 2469390768, 225588934, 8432}, {1, 1000, 2000, 30}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %v, want %v", got, want)
+	}
+	for _, bad := range []string{"cpu0 1 2 3\n", "cpux 0 0 0 0 0 0 0 0 0\n", "cpu0 0 0 0 0 0 0 x 0 0\n"} {
+		if _, err := parseSchedstat([]byte(bad), nil); err == nil {
+			t.Errorf("%q: no error", bad)
+		}
+	}
+}

@@ -49,6 +49,8 @@ type System struct {
 	md    map[string]*mdRefs
 	mds   []mdArray
 	sn    map[int]*softnetRefs
+	sched map[int]*softnetRefs // same shape: three counters per CPU
+	scs   []schedCPU
 	sns   []softnetCPU
 	arp   map[string]*arpRef
 	arps  []arpCount
@@ -92,6 +94,7 @@ var systemFiles = [...]struct {
 	sfSoftnet:     {name: "net/softnet_stat"},
 	sfARP:         {name: "net/arp", optional: true},
 	sfCTStat:      {name: "net/stat/nf_conntrack", optional: true},
+	sfSchedstat:   {name: "schedstat", optional: true},
 	sfStat:        {name: "stat"},
 }
 
@@ -111,6 +114,7 @@ const (
 	sfSoftnet
 	sfARP
 	sfCTStat
+	sfSchedstat
 	sfStat // read apart, every rareEvery scans, for btime
 )
 
@@ -167,17 +171,18 @@ func sameLabels(a, b series.Labels) bool {
 func NewSystem(opt Options) *System {
 	opt = opt.withDefaults()
 	s := &System{
-		opt:  opt,
-		buf:  make([]byte, 0, 16<<10),
-		vm:   map[string]*series.Ref{},
-		sock: map[string]*sockRefs{},
-		net6: map[string]*series.Ref{},
-		md:   map[string]*mdRefs{},
-		sn:   map[int]*softnetRefs{},
-		arp:  map[string]*arpRef{},
-		nc:   newNetClass(),
-		x:    newSysExtra(),
-		th:   newThermal(),
+		opt:   opt,
+		buf:   make([]byte, 0, 16<<10),
+		vm:    map[string]*series.Ref{},
+		sock:  map[string]*sockRefs{},
+		net6:  map[string]*series.Ref{},
+		md:    map[string]*mdRefs{},
+		sn:    map[int]*softnetRefs{},
+		sched: map[int]*softnetRefs{},
+		arp:   map[string]*arpRef{},
+		nc:    newNetClass(),
+		x:     newSysExtra(),
+		th:    newThermal(),
 	}
 	s.x.udpFn = s.x.udpLine
 	return s
@@ -269,6 +274,11 @@ func (s *System) Collect(ctx context.Context, sink series.Sink) error {
 			delete(s.sn, k)
 		}
 	}
+	for k, r := range s.sched {
+		if r.seen != s.gen {
+			delete(s.sched, k)
+		}
+	}
 	if (s.gen-1)%arpEvery == 0 {
 		for k, r := range s.arp {
 			if r.seen != s.gen {
@@ -299,6 +309,8 @@ func (s *System) collectFile(i int, b []byte, sink series.Sink) error {
 		return s.collectARP(b, sink)
 	case sfCTStat:
 		return s.collectConntrackStat(b, sink)
+	case sfSchedstat:
+		return s.collectSchedstat(b, sink)
 	}
 	v, err := parseIntValue(b)
 	if err != nil {
@@ -637,6 +649,29 @@ func (s *System) collectARP(b []byte, sink series.Sink) error {
 		}
 		r.seen, r.n = s.gen, a.N
 		sink.Put(r.ref, uint64(a.N))
+	}
+	return err
+}
+
+var schedMetrics = [3]string{"schedstat.running_ns", "schedstat.waiting_ns", "schedstat.timeslices"}
+
+func (s *System) collectSchedstat(b []byte, sink series.Sink) error {
+	var err error
+	s.scs, err = parseSchedstat(b, s.scs[:0])
+	for _, c := range s.scs {
+		r := s.sched[c.CPU]
+		if r == nil {
+			r = &softnetRefs{}
+			cpu := strconv.Itoa(c.CPU)
+			for i, m := range schedMetrics {
+				r.refs[i] = sink.Series(series.Labels{"metric": m, "cpu": cpu}, series.Counter)
+			}
+			s.sched[c.CPU] = r
+		}
+		r.seen = s.gen
+		sink.Put(r.refs[0], c.Running)
+		sink.Put(r.refs[1], c.Waiting)
+		sink.Put(r.refs[2], c.Timeslices)
 	}
 	return err
 }
