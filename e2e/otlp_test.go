@@ -196,3 +196,35 @@ func TestOTLPJSONCurl(t *testing.T) {
 		return nil
 	})
 }
+
+// TestOTLPPartialSuccessOTelSDK: the SDK reads the agent's ExportMetricsServiceResponse: a data
+// point the agent refuses (an attribute named "metric") comes back as a partial success that
+// the SDK reports with the agent's reason, and the other metrics are stored.
+func TestOTLPPartialSuccessOTelSDK(t *testing.T) {
+	a := startAgent(t)
+	app, err := otelappOnce()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// ForceFlush returns the partial success as an error: the app says it and exits 1.
+	out, _ := exec.Command(app, "-endpoint", strings.TrimPrefix(a.URL, "http://"), "-service", "partial",
+		"-rounds", "1", "-reserved").CombinedOutput()
+	for _, want := range []string{"OTLP partial success", `attribute "metric" is reserved`, "(1 metric data points rejected)"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the SDK's report lacks %q:\n%s", want, out)
+		}
+	}
+	waitFor(t, 10*time.Second, func() error {
+		ss, err := a.series("/api/v1/metrics", `{appname="partial"}`)
+		if err != nil {
+			return err
+		}
+		if s := find(ss, "app.temperature"); s == nil || num(s.Value) != 22.5 {
+			return fmt.Errorf("app.temperature = %+v; want 22.5 (stored beside the refused point)", s)
+		}
+		if s := find(ss, "app.requests"); s != nil {
+			return fmt.Errorf("app.requests stored: %+v", s)
+		}
+		return nil
+	})
+}

@@ -29,14 +29,15 @@ func main() {
 	rounds := flag.Int("rounds", 3, "rounds of recording, each flushed")
 	pause := flag.Duration("pause", 2500*time.Millisecond, "time between rounds")
 	delta := flag.Bool("delta", false, "export with delta temporality")
+	reserved := flag.Bool("reserved", false, `give the counter the attribute metric="x", which the agent refuses`)
 	flag.Parse()
-	if err := run(*endpoint, *service, *instance, *rounds, *pause, *delta); err != nil {
+	if err := run(*endpoint, *service, *instance, *rounds, *pause, *delta, *reserved); err != nil {
 		fmt.Fprintln(os.Stderr, "otelapp:", err)
 		os.Exit(1)
 	}
 }
 
-func run(endpoint, service, instance string, rounds int, pause time.Duration, delta bool) error {
+func run(endpoint, service, instance string, rounds int, pause time.Duration, delta, reserved bool) error {
 	ctx := context.Background()
 	opts := []otlpmetrichttp.Option{otlpmetrichttp.WithEndpoint(endpoint), otlpmetrichttp.WithInsecure(),
 		otlpmetrichttp.WithURLPath("/v1/metrics"), otlpmetrichttp.WithTimeout(10 * time.Second)}
@@ -68,6 +69,9 @@ func run(endpoint, service, instance string, rounds int, pause time.Duration, de
 		return err
 	}
 	route := metric.WithAttributes(attribute.String("route", "/a"))
+	if reserved {
+		route = metric.WithAttributes(attribute.String("route", "/a"), attribute.String("metric", "x"))
+	}
 	for k := 1; k <= rounds; k++ {
 		requests.Add(ctx, 5, route)
 		temp.Record(ctx, float64(k)+21.5)
