@@ -133,14 +133,14 @@ applyTheme();
 // ---- health: is this agent live, are its peers? ----
 // The header says "● live" only while the WebSocket is open AND scans keep arriving: a node
 // that stops answering (hung, partitioned, its host gone without closing the socket) turns the
-// badge to "no data" after four scan intervals (at least 8 s: a scan late under load is not a
+// badge to "no data" after four scan intervals (at least 6 s: a scan late under load is not a
 // dead node), every page alike.
 let lastTick = Date.now();
 let intervalMs = 2000;
 function showConn() {
   const s = live.state;
   const silent = Date.now() - lastTick;
-  const late = s === "live" && silent > Math.max(8000, 4 * intervalMs);
+  const late = s === "live" && silent > Math.max(6000, 4 * intervalMs);
   connBadge.textContent = late ? `● no data for ${fmtDuration(silent / 1000)}` : s === "live" ? "● live" : s === "connecting" ? "connecting…" : "reconnecting…";
   connBadge.className = `conn ${late ? "silent" : s}`;
   connBadge.title = late ? "The agent's WebSocket is open but no scan arrived: the node may be hung or cut off" : "";

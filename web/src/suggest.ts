@@ -76,17 +76,18 @@ export class Suggester {
   }
 
   /** lookup asks the agent for metric names and label values containing text (cached per text). */
-  lookup(text: string): Promise<LabelsAnswer | null> {
+  lookup(text: string, limit = MAX_SUGGESTIONS): Promise<LabelsAnswer | null> {
     const q = text.trim();
     if (!q || q.startsWith("{")) return Promise.resolve(null);
-    let p = this.cache.get(q);
+    const key = `${limit}\u0000${q}`;
+    let p = this.cache.get(key);
     if (!p) {
-      p = getJSON<LabelsAnswer>(`/api/v1/labels?q=${encodeURIComponent(q)}&limit=${MAX_SUGGESTIONS}`).catch(() => {
-        this.cache.delete(q);
+      p = getJSON<LabelsAnswer>(`/api/v1/labels?q=${encodeURIComponent(q)}&limit=${limit}`).catch(() => {
+        this.cache.delete(key);
         return null;
       });
       if (this.cache.size > 100) this.cache.clear();
-      this.cache.set(q, p);
+      this.cache.set(key, p);
     }
     return p;
   }

@@ -1,7 +1,7 @@
 // Metrics: every series matching a selector (the API's syntax), live, with a sparkline each.
 // The list is virtualised: only the rows in view exist in the DOM, and sparkline history is
 // fetched only for rows that have been in view, so 10k+ series stay responsive.
-import { exactSelector, getJSON, num, seriesName, type HistorySeries, type Series } from "../api";
+import { exactSelector, getJSON, num, reQuote, seriesName, type HistorySeries, type Series } from "../api";
 import { drawSpark } from "../chart";
 import { h } from "../dom";
 import { fmtDuration, fmtUnit, guessUnit } from "../format";
@@ -33,7 +33,7 @@ function sparkValue(s: Series): number | null {
   return s.kind === "counter" ? num(s.rate ?? null) : num(s.value);
 }
 
-export function seriesList(ctx: Ctx) {
+export async function seriesList(ctx: Ctx) {
   const t0 = performance.now();
   const root = ctx.root;
   const q = ctx.params.get("q") ?? "";
@@ -180,40 +180,69 @@ export function seriesList(ctx: Ctx) {
   };
 
   // ---- live data ----
-  ctx.sub(match, {
-    onUpdate(_ts, all) {
-      const series = q ? all.filter((s) => matchesText(s.labels, q)) : all;
-      const next = new Map<string, Series>();
-      let changed = series.length !== byKey.size;
-      for (const s of series) {
-        const k = JSON.stringify(s.labels); // the agent writes labels with sorted keys
-        next.set(k, s);
-        if (!changed && !byKey.has(k)) changed = true;
-        const sp = sparks.get(k);
-        if (sp && sp.length >= 0) {
-          const v = sparkValue(s);
-          sp.push(v);
-          if (sp.length > SPARK_POINTS) sp.shift();
-        }
+  const apply = (all: Series[]) => {
+    const series = q ? all.filter((s) => matchesText(s.labels, q)) : all;
+    const next = new Map<string, Series>();
+    let changed = series.length !== byKey.size;
+    for (const s of series) {
+      const k = JSON.stringify(s.labels); // the agent writes labels with sorted keys
+      next.set(k, s);
+      if (!changed && !byKey.has(k)) changed = true;
+      const sp = sparks.get(k);
+      if (sp && sp.length >= 0) {
+        const v = sparkValue(s);
+        sp.push(v);
+        if (sp.length > SPARK_POINTS) sp.shift();
       }
-      byKey = next;
-      if (changed) keys = [...next.keys()].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
-      count.textContent = `${keys.length.toLocaleString("en-US")} series${match ? ` match ${match}` : q ? ` contain “${q}” in their name or a label` : ""}`;
-      count.dataset.count = String(keys.length);
-      err.replaceChildren();
-      if (keys.length === 0) err.replaceChildren(message("info", "No live series match this selector."));
-      renderRows();
-      ctx.ready();
-    },
-    onError(msg) {
-      count.textContent = "0 series";
-      count.dataset.count = "0";
-      err.replaceChildren(message("error", msg));
-      keys = [];
-      byKey = new Map();
-      renderRows();
-      ctx.ready();
-    },
-  });
-
+    }
+    byKey = next;
+    if (changed) keys = [...next.keys()].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+    count.textContent = `${keys.length.toLocaleString("en-US")} series${match ? ` match ${match}` : q ? ` contain “${q}” in their name or a label${searchNote}` : ""}`;
+    count.dataset.count = String(keys.length);
+    err.replaceChildren();
+    if (keys.length === 0) err.replaceChildren(message("info", q ? `No live series has “${q}” in its name or a label.` : "No live series match this selector."));
+    renderRows();
+    ctx.ready();
+  };
+  const onError = (msg: string) => {
+    count.textContent = "0 series";
+    count.dataset.count = "0";
+    err.replaceChildren(message("error", msg));
+    keys = [];
+    byKey = new Map();
+    renderRows();
+    ctx.ready();
+  };
+  let searchNote = "";
+  if (!q) {
+    ctx.sub(match, { onUpdate: (_ts, all) => apply(all), onError });
+    return;
+  }
+  // Free text: the agent names the metrics and label values containing it (/api/v1/labels);
+  // one subscription per label key (and one for the metric names) selects exactly those, and
+  // their updates are merged, so a search never streams every series of a large node.
+  const ans = await suggester.lookup(q, 200);
+  if (!ctx.alive()) return;
+  if (!ans) return onError("Search failed: the agent did not answer /api/v1/labels.");
+  if (ans.truncated) searchNote = " (more names match: the first 200 of each kind are shown; type more to narrow)";
+  const groups = new Map<string, string[]>();
+  if (ans.metrics.length) groups.set("metric", ans.metrics);
+  for (const l of ans.labels) {
+    let g = groups.get(l.key);
+    if (!g) groups.set(l.key, (g = []));
+    g.push(l.value);
+  }
+  if (groups.size === 0) return apply([]);
+  const latest = new Map<string, Series[]>();
+  for (const [key, values] of groups) {
+    const re = values.map(reQuote).join("|");
+    const sel = `{${key}=~${JSON.stringify(re)}}`;
+    ctx.sub(sel, {
+      onUpdate: (_ts, got) => {
+        latest.set(key, got);
+        apply([...latest.values()].flat());
+      },
+      onError,
+    });
+  }
 }
