@@ -20,6 +20,11 @@
 // Counters are counters, levels and floats gauges. A state is an info-like gauge: the series'
 // labels plus state="<text>", value 1; a series with no state (since 0) is left out.
 //
+// A statsd timer (internal/ingest: pushed series <name>.count, .sum and the percentiles
+// .median, .p90, ... of one label set) is a summary <name>: quantile="0.5", "0.9", ... from the
+// percentiles, which cover the values of the latest scan interval, and <name>_sum and
+// <name>_count over every value received; its .min, .max and .mean stay gauges.
+//
 // # Process groups
 //
 // Per-process series are summed per group, as process-exporter does: the group of a process
