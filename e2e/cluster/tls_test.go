@@ -297,7 +297,7 @@ func TestFinding10_TLSCluster(t *testing.T) {
 			if ans, _, err = a.cluster("/api/v1/cluster/metrics", loadSel); err != nil {
 				return err
 			}
-			return allOK(ans, members, 1)
+			return allAnswered(ans, members, 1)
 		})
 		t.Logf("MEASURE TLS cluster: cluster/metrics at a has a, b, c ok with series after %s: %s", took.Round(time.Millisecond), summary(ans))
 		if len(ans) != 3 {
@@ -307,7 +307,7 @@ func TestFinding10_TLSCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := allOK(hans, members, 1); err != nil {
+		if err := allAnswered(hans, members, 1); err != nil {
 			t.Errorf("cluster/history at a: %v", err)
 		}
 	})
