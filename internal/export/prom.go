@@ -151,6 +151,7 @@ type Prom struct {
 	tIdx   map[string]int32
 	key    []byte
 	lbuf   []promname.Label
+	extra  promname.Series // scratch of MapExtra
 }
 
 type family struct {
@@ -251,6 +252,13 @@ func (e *Prom) append(dst []byte, samples []series.Sample, f Format, trackGroups
 		}
 		if e.mapped[i].Clock && timeTS < 0 {
 			timeTS = s.TS
+		}
+		if e.mapped[i].Machine && s.Kind == series.State {
+			if v, ok := e.Mapper.MapExtra(&e.extra, s.Labels, s.Kind); ok {
+				x := e.extra
+				x.Labels = slices.Clone(e.extra.Labels)
+				e.grp = append(e.grp, groupItem{s: x, v: v, ts: s.TS})
+			}
 		}
 		if !e.mapped[i].Machine && s.Labels["source"] == "push" {
 			e.timerPart(s, &e.mapped[i], int32(i))

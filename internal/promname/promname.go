@@ -11,6 +11,8 @@
 package promname
 
 import (
+	"math"
+	"strconv"
 	"strings"
 	"sync"
 	"unicode/utf8"
@@ -251,6 +253,33 @@ func (m *Mapper) cached(k appKey) string {
 	m.app[k] = n
 	m.mu.Unlock()
 	return n
+}
+
+// MapExtra maps the second series a Cantal series gives, if it has one, into *s (reusing
+// s.Labels) and returns its value: node_os_version, whose value is the major.minor number of
+// system.os's version_id label. It reports false for every other series, and for a version_id
+// that is not a number.
+func (m *Mapper) MapExtra(s *Series, l series.Labels, kind series.Kind) (float64, bool) {
+	r := m.lookup(l["metric"])
+	if r == nil || r.extra == nil || !r.matches(l, kind) {
+		return 0, false
+	}
+	x := r.extra
+	v := l[x.valueOf]
+	if i := strings.IndexByte(v, '.'); i >= 0 { // major.minor, as node_exporter
+		if j := strings.IndexByte(v[i+1:], '.'); j >= 0 {
+			v = v[:i+1+j]
+		}
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, false
+	}
+	lbuf := s.Labels[:0]
+	*s = x.series()
+	s.Labels = x.appendLabels(lbuf, l)
+	sortLabels(s.Labels)
+	return f, true
 }
 
 // Name converts an application's metric name (metric true) or label name to a Prometheus

@@ -107,6 +107,24 @@ func TestMapNewCollectors(t *testing.T) {
 	}
 }
 
+func TestMapExtra(t *testing.T) {
+	m := New(Options{})
+	l := series.Labels{"metric": "system.os", "name": "Debian GNU/Linux", "id": "debian", "id_like": "", "version_id": "12.4.1", "pretty_name": "x"}
+	var s Series
+	v, ok := m.MapExtra(&s, l, series.State)
+	want := []Label{{"id", "debian"}, {"id_like", ""}, {"name", "Debian GNU/Linux"}}
+	if !ok || v != 12.4 || s.Name != "node_os_version" || !reflect.DeepEqual(s.Labels, want) {
+		t.Errorf("got %v %v %s %v", v, ok, s.Name, s.Labels)
+	}
+	l["version_id"] = "rolling"
+	if _, ok := m.MapExtra(&s, l, series.State); ok {
+		t.Error("a version_id that is no number gave node_os_version")
+	}
+	if _, ok := m.MapExtra(&s, series.Labels{"metric": "system.uname"}, series.State); ok {
+		t.Error("system.uname has an extra series")
+	}
+}
+
 func TestMapState(t *testing.T) {
 	m := New(Options{})
 	s, _ := m.Map(series.Labels{"metric": "worker.state", "state": "x", "pid": "1"}, series.State)

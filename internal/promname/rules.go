@@ -28,6 +28,8 @@ type rule struct {
 	netdev   bool   // label "interface" is checked against NetDevicesExclude
 	drop     bool   // the series is not exported
 	self     string // the agent's own series: its name as a counter (name is the gauge's)
+	extra    *rule  // a second series the same Cantal series gives (see Mapper.MapExtra)
+	valueOf  string // extra: the label whose number is the value
 	dropBare bool   // the series with no label but metric is not exported (all-CPU cpu.*)
 }
 
@@ -308,6 +310,9 @@ var fixedRules = func() map[string]*rule {
 		"sysname", "release", "version", "machine", "nodename", "domainname")
 	info("system.os", "node_os_info", "A metric with a constant '1' value labeled by build_id, id, id_like, image_id, image_version, name, pretty_name, variant, variant_id, version, version_codename, version_id.",
 		"name", "id", "id_like", "pretty_name", "version", "version_id", "version_codename", "build_id", "variant", "variant_id", "image_id", "image_version")
+	osv := r("node_os_version", Gauge, series.State, 1, "Metric containing the major.minor part of the OS version.", []string{"id?", "id_like?", "name?"})
+	osv.empty, osv.valueOf = true, "version_id"
+	m["system.os"].extra = osv
 	info("net.interface.info", "node_network_info", "Non-numeric data from /sys/class/net/<iface>, value is always 1.",
 		"interface=device", "address", "broadcast", "duplex", "operstate", "ifalias")
 
