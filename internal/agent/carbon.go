@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"math"
 	"strings"
 
 	"github.com/cantal-go/cantal/internal/carbon"
@@ -22,13 +23,32 @@ func carbonPrefix(cfg Config) string {
 }
 
 // carbonSource is the agent's history as the carbon output's carbon.Source. It is used by the
-// carbon goroutine only (pts is its scratch space); the history and registry it reads are safe
-// to read while the scan goroutine writes.
+// carbon goroutine only (pts and the late-point records are its state); the history and
+// registry it reads are safe to read while the scan goroutine writes.
+//
+// Late pushed points: a pushed point is stored at the scan its own time falls in, which may be
+// any committed scan of the history's open segment (after history.Store.BackfillFrom), one the
+// carbon output has already sent. So for each pushed series (source="push") Points keeps a
+// hash of its points after BackfillFrom up to the window's end; when the next window follows
+// on (the previous one was sent), the hash over that same range is taken again, and if it
+// changed (a late point, or a value replaced) the series is sent again from BackfillFrom.
+// Scanned series never get late points: they are read once.
 type carbonSource struct {
 	hist  *history.Store
 	reg   *registry.Registry
 	match *selector.Selector // nil: every series
 	pts   []history.Point
+
+	// committed is the record of the last window known sent (the next window followed on from
+	// it), pending the one of the last window read.
+	committed, pending *lateRecord
+}
+
+// lateRecord holds, for the window that ended at to, each pushed series' hash of its points in
+// (bf, to].
+type lateRecord struct {
+	bf, to int64
+	hash   map[history.ID]uint64
 }
 
 func (s *carbonSource) Span() (oldestMs, newestMs int64) {
@@ -36,12 +56,25 @@ func (s *carbonSource) Span() (oldestMs, newestMs int64) {
 	return st.OldestMs, st.LatestMs
 }
 
-// Points reads pushed series (source="push") from history.Store.MaxSlot earlier than fromMs: a
-// pushed point is stored at the scan its own time falls in, which may be a scan already sent
-// (history.Store.AddAt places late points up to MaxSlot back), so each round sends such a
-// series' recent points again, and with them any that arrived late. Graphite keeps one value
-// per slot: a point sent twice is stored once.
+// FNV-1a over (ts, bits) pairs, oldest first.
+const (
+	hashBasis = 14695981039346656037
+	hashPrime = 1099511628211
+)
+
+func hashPoint(h uint64, p history.Point) uint64 {
+	h = (h ^ uint64(p.TS)) * hashPrime
+	return (h ^ p.Bits) * hashPrime
+}
+
 func (s *carbonSource) Points(fromMs, toMs int64, fn func(series.Labels, series.Kind, []history.Point) bool) {
+	if s.pending != nil && fromMs == s.pending.to+1 {
+		s.committed = s.pending
+	}
+	bf := s.hist.BackfillFrom()
+	rec := &lateRecord{bf: bf, to: toMs, hash: map[history.ID]uint64{}}
+	s.pending = rec
+	c := s.committed
 	s.reg.View().Each(func(h registry.Handle) bool {
 		kind := h.Kind()
 		if kind == series.State {
@@ -51,18 +84,50 @@ func (s *carbonSource) Points(fromMs, toMs int64, fn func(series.Labels, series.
 		if s.match != nil && !s.match.Match(labels) {
 			return true
 		}
-		from := fromMs
-		if labels[registry.PushLabel] == registry.PushValue {
-			from -= s.hist.MaxSlot()
+		pushed := labels[registry.PushLabel] == registry.PushValue
+		lo := fromMs
+		if pushed {
+			lo = min(lo, max(bf, math.MinInt64+1)+1)
+			if c != nil {
+				lo = min(lo, c.bf+1)
+			}
 		}
 		s.pts = s.pts[:0]
-		s.hist.Range(h.HistoryID(), from, toMs, func(ts int64, bits uint64) bool {
+		s.hist.Range(h.HistoryID(), lo, toMs, func(ts int64, bits uint64) bool {
 			s.pts = append(s.pts, history.Point{TS: ts, Bits: bits})
 			return true
 		})
-		if len(s.pts) == 0 {
+		pts := s.pts
+		if pushed {
+			id := h.HistoryID()
+			sendFrom := fromMs
+			if c != nil {
+				old := uint64(hashBasis)
+				for _, p := range pts {
+					if p.TS > c.bf && p.TS <= c.to {
+						old = hashPoint(old, p)
+					}
+				}
+				if want, ok := c.hash[id]; old != want && (ok || old != hashBasis) {
+					sendFrom = min(sendFrom, c.bf+1) // late points since: send the series again
+				}
+			}
+			cur := uint64(hashBasis)
+			for _, p := range pts {
+				if p.TS > bf {
+					cur = hashPoint(cur, p)
+				}
+			}
+			rec.hash[id] = cur
+			i := 0
+			for i < len(pts) && pts[i].TS < sendFrom {
+				i++
+			}
+			pts = pts[i:]
+		}
+		if len(pts) == 0 {
 			return true
 		}
-		return fn(labels, kind, s.pts)
+		return fn(labels, kind, pts)
 	})
 }

@@ -23,8 +23,10 @@ func TestCarbonPrefix(t *testing.T) {
 	}
 }
 
-// TestCarbonSourceLatePush: a pushed point stored late, at a scan the carbon output has already
-// read, is read again by the next window; a scanned series' points are read once.
+// TestCarbonSourceLatePush: pushed points stored late, at scans the carbon output has already
+// read (one just behind, one ten scans back), are read again by the next window, also when
+// that window is read twice (the sender shrinks a window over its budget); scanned series are
+// read once.
 func TestCarbonSourceLatePush(t *testing.T) {
 	hist := history.New(history.Options{Retention: time.Hour, Interval: 2 * time.Second})
 	reg := registry.New(hist, time.Hour, slog.New(slog.DiscardHandler))
@@ -40,8 +42,6 @@ func TestCarbonSourceLatePush(t *testing.T) {
 		}
 		reg.Commit()
 	}
-	scan(t0, nil)
-	scan(t0+2000, nil)
 	read := func(from, to int64) map[string][]int64 {
 		got := map[string][]int64{}
 		src.Points(from, to, func(l series.Labels, _ series.Kind, pts []history.Point) bool {
@@ -52,21 +52,58 @@ func TestCarbonSourceLatePush(t *testing.T) {
 		})
 		return got
 	}
-	if got := read(t0, t0+2000); len(got["m"]) != 2 || len(got["p"]) != 0 {
-		t.Fatalf("first window = %v", got)
+	// Rounds of one scan each, as the sender makes them.
+	sent := t0 - 1
+	round := func(ts int64, push func()) map[string][]int64 {
+		scan(ts, push)
+		got := read(sent+1, ts)
+		sent = ts
+		return got
 	}
-	// The next scan brings a pushed point stamped before the previous scan: it is stored at
-	// that scan, which the first window already covered.
-	scan(t0+4000, func() {
-		if at, err := reg.PutAt(pushed, t0+1500, 7); err != nil || at != t0+2000 {
-			t.Fatalf("PutAt = %d, %v; want the scan at +2000", at, err)
+	for i := range 12 {
+		ts := t0 + int64(i)*2000
+		got := round(ts, nil)
+		if len(got["m"]) != 1 || got["m"][0] != ts || len(got["p"]) != 0 {
+			t.Fatalf("round at %d = %v", i, got)
+		}
+	}
+	// A pushed point stamped before the previous scan lands at that scan (already sent).
+	got := round(t0+24000, func() {
+		if at, err := reg.PutAt(pushed, t0+21500, 7); err != nil || at != t0+22000 {
+			t.Fatalf("PutAt = %d, %v; want the scan at +22000", at, err)
 		}
 	})
-	got := read(t0+2001, t0+4000)
-	if len(got["m"]) != 1 || got["m"][0] != t0+4000 {
-		t.Errorf("machine series in the second window = %v; want only the new scan", got["m"])
+	// The point is outside the window [+22001, +24000], but the window follows on from the
+	// last one, whose range now holds a new point: the series is sent again.
+	if len(got["m"]) != 1 || got["m"][0] != t0+24000 {
+		t.Errorf("machine series = %v; want only the new scan", got["m"])
 	}
-	if len(got["p"]) != 1 || got["p"][0] != t0+2000 {
-		t.Errorf("pushed series in the second window = %v; want the late point at +2000", got["p"])
+	if len(got["p"]) != 1 || got["p"][0] != t0+22000 {
+		t.Errorf("pushed series = %v; want the late point at +22000", got["p"])
+	}
+	// No change since: not sent again.
+	for _, ts := range []int64{t0 + 26000, t0 + 28000} {
+		if got = round(ts, nil); len(got["p"]) != 0 || len(got["m"]) != 1 {
+			t.Errorf("round at %d = %v; want the machine's scan only", ts, got)
+		}
+	}
+	// A point ten scans back (stamped 0.5 s before that scan, which came in time), read by a
+	// window that the sender reads twice.
+	scan(t0+30000, func() {
+		if at, err := reg.PutAt(pushed, t0+9500, 9); err != nil || at != t0+10000 {
+			t.Fatalf("PutAt = %d, %v; want the scan at +10000", at, err)
+		}
+	})
+	scan(t0+32000, nil)
+	first := read(sent+1, t0+32000)
+	second := read(sent+1, t0+30000) // the window shrunk: only this one is sent
+	sent = t0 + 30000
+	for _, g := range []map[string][]int64{first, second} {
+		if len(g["p"]) != 2 || g["p"][0] != t0+10000 || g["p"][1] != t0+22000 {
+			t.Errorf("pushed series after a point ten scans back = %v; want +10000 and +22000", g["p"])
+		}
+	}
+	if got = read(sent+1, t0+32000); len(got["p"]) != 0 || len(got["m"]) != 1 {
+		t.Errorf("next window = %v; want the machine's scan only", got)
 	}
 }
