@@ -133,17 +133,17 @@ func (f *ncIface) closeDir() {
 
 // collect lists sysDir/class/net and reads each interface's attributes.
 func (n *netClass) collect(sysDir string, sink series.Sink, gen uint64, rare bool) {
-	dir := filepath.Join(sysDir, "class/net")
+	dir := func() string { return filepath.Join(sysDir, "class/net") } // for errors only: no allocation per scan
 	if !n.open {
-		fd, err := openDir(dir)
+		fd, err := openDir(dir())
 		if err != nil {
-			sink.Problem(dir, err.Error())
+			sink.Problem(dir(), err.Error())
 			return
 		}
 		n.classfd, n.open = fd, true
 	}
 	if _, err := unix.Seek(n.classfd, 0, 0); err != nil {
-		sink.Problem(dir, "rewind: "+err.Error())
+		sink.Problem(dir(), "rewind: "+err.Error())
 		n.close()
 		return
 	}
@@ -153,7 +153,7 @@ func (n *netClass) collect(sysDir string, sink series.Sink, gen uint64, rare boo
 			continue
 		}
 		if err != nil {
-			sink.Problem(dir, "list: "+err.Error())
+			sink.Problem(dir(), "list: "+err.Error())
 			n.close()
 			return
 		}

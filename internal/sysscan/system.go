@@ -65,6 +65,8 @@ type System struct {
 	uname    stateSeries
 	osRel    stateSeries
 
+	procfd   int // Options.Proc, kept open (closed by Close)
+	procOpen bool
 	nc       netClass
 	th       thermal
 	x        sysExtra
@@ -196,6 +198,10 @@ func (s *System) Close() error {
 	}
 	s.nc.close()
 	s.th.close()
+	if s.procOpen {
+		unix.Close(s.procfd)
+		s.procOpen = false
+	}
 	return nil
 }
 
@@ -207,11 +213,14 @@ func isAbsent(err error) bool {
 
 // Collect implements series.Collector.
 func (s *System) Collect(ctx context.Context, sink series.Sink) error {
-	procfd, err := openDir(s.opt.Proc)
-	if err != nil {
-		return fmt.Errorf("scan system: %w", err)
+	if !s.procOpen {
+		fd, err := openDir(s.opt.Proc)
+		if err != nil {
+			return fmt.Errorf("scan system: %w", err)
+		}
+		s.procfd, s.procOpen = fd, true
 	}
-	defer unix.Close(procfd)
+	procfd := s.procfd
 	s.gen++
 	rare := (s.gen-1)%rareEvery == 0
 	for i := range len(systemFiles) {

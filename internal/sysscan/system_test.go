@@ -349,3 +349,34 @@ func TestNetClassVanish(t *testing.T) {
 		t.Errorf("interfaces %d, kept descriptors %d after a0 went", len(s.nc.ifs), s.nc.kept)
 	}
 }
+
+// TestSystemSteadyScanAllocs: once its series are registered, a scan that is not one of the
+// every-15th (uname, os-release, clock sources, disk identities) allocates nothing.
+func TestSystemSteadyScanAllocs(t *testing.T) {
+	opt := fixtureOptions()
+	opt.Udev = "testdata/run/udev"
+	s := NewSystem(opt)
+	defer s.Close()
+	sink := &series.Discard{}
+	ctx := context.Background()
+	for range rareEvery { // scans 1..15: the first registers everything
+		if err := s.Collect(ctx, sink); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.Collect(ctx, sink); err != nil { // scan 16: rare
+		t.Fatal(err)
+	}
+	// scans 17..30, every-5th ones (UDP, ARP, thermal) included
+	allocs := testing.AllocsPerRun(rareEvery-2, func() {
+		if err := s.Collect(ctx, sink); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if s.gen%rareEvery == 1 {
+		t.Fatalf("the measured scans reached a rare scan (gen %d)", s.gen)
+	}
+	if allocs != 0 {
+		t.Errorf("%.1f allocations per steady scan", allocs)
+	}
+}

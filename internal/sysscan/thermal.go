@@ -62,13 +62,13 @@ func (th *thermal) collect(sysDir string, sink series.Sink, gen uint64, rare boo
 }
 
 func (th *thermal) read(sysDir string, sink series.Sink, gen uint64) {
-	dir := filepath.Join(sysDir, "class/thermal")
+	dir := func() string { return filepath.Join(sysDir, "class/thermal") } // for errors only
 	if !th.open {
-		fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		fd, err := unix.Open(dir(), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			th.missing = err == unix.ENOENT
 			if !th.missing {
-				sink.Problem(dir, err.Error())
+				sink.Problem(dir(), err.Error())
 			}
 			clear(th.devs)
 			return
@@ -76,7 +76,7 @@ func (th *thermal) read(sysDir string, sink series.Sink, gen uint64) {
 		th.fd, th.open, th.missing = fd, true, false
 	}
 	if _, err := unix.Seek(th.fd, 0, 0); err != nil {
-		sink.Problem(dir, "rewind: "+err.Error())
+		sink.Problem(dir(), "rewind: "+err.Error())
 		th.close()
 		return
 	}
@@ -86,7 +86,7 @@ func (th *thermal) read(sysDir string, sink series.Sink, gen uint64) {
 			continue
 		}
 		if err != nil {
-			sink.Problem(dir, "list: "+err.Error())
+			sink.Problem(dir(), "list: "+err.Error())
 			th.close()
 			return
 		}
