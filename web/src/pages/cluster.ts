@@ -208,6 +208,8 @@ export async function cluster(ctx: Ctx) {
         const ma = num(ms.find((s) => s.labels.metric === "memory.MemAvailable")?.value ?? null);
         const ld = num(find(load, node)?.series[0]?.value ?? null);
         const status = find(cpu, node)?.status ?? find(load, node)?.status ?? "?";
+        // An unreachable node's values are its last known ones: not shown as current.
+        if (status === "unreachable") return { node, status, cpu: null, mem: null, load: null };
         return { node, status, cpu: total > 0 ? (100 * (total - idle)) / total : null, mem: mt && ma !== null ? { used: mt - ma, total: mt } : null, load: ld };
       });
       const bar = (pct: number | null) => pct === null ? "–" : `<span class="bar" style="--p:${Math.min(100, Math.max(0, pct)).toFixed(0)}%"></span> ${pct.toFixed(0)} %`;
