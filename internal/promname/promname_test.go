@@ -89,6 +89,8 @@ func TestMapNewCollectors(t *testing.T) {
 			[]Label{{"device", "/dev/vda1"}, {"fstype", "ext4"}, {"mountpoint", "/"}}, 3, 3},
 		{series.Labels{"metric": "net.interface.info", "interface": "lo", "address": "00", "duplex": ""}, series.State, "node_network_info",
 			[]Label{{"address", "00"}, {"device", "lo"}, {"duplex", ""}}, 0, 0},
+		{series.Labels{"metric": "hwmon.temp_c", "chip": "platform_coretemp_0", "sensor": "temp1"}, series.Float, "node_hwmon_temp_celsius",
+			[]Label{{"chip", "platform_coretemp_0"}, {"sensor", "temp1"}}, 45.5, 45.5},
 		{series.Labels{"metric": "ingest.statsd.lines"}, series.Counter, "cantal_ingest_statsd_lines_total", nil, 3, 3},
 		{series.Labels{"metric": "ingest.bytes"}, series.Level, "cantal_ingest_bytes", nil, 3, 3},
 		{series.Labels{"metric": "timex.pps_jitter_count"}, series.Counter, "node_timex_pps_jitter_total", nil, 3, 3},

@@ -395,6 +395,16 @@ var fixedRules = func() map[string]*rule {
 	nh.netdev = true
 	add("net.interface.rx.nohandler", nh)
 
+	// Hardware sensors, as node_exporter's hwmon collector.
+	hw := []string{"chip", "sensor"}
+	add("hwmon.temp_c", r("node_hwmon_temp_celsius", Gauge, series.Float, 1, "Hardware monitor for temperature (input)", hw))
+	add("hwmon.temp_crit_c", r("node_hwmon_temp_crit_celsius", Gauge, series.Float, 1, "Hardware monitor for temperature (crit)", hw))
+	add("hwmon.temp_max_c", r("node_hwmon_temp_max_celsius", Gauge, series.Float, 1, "Hardware monitor for temperature (max)", hw))
+	add("hwmon.fan_rpm", r("node_hwmon_fan_rpm", Gauge, series.Level, 1, "Hardware monitor for fan revolutions per minute (input)", hw))
+	add("hwmon.in_v", r("node_hwmon_in_volts", Gauge, series.Float, 1, "Hardware monitor for voltage (input)", hw))
+	info("hwmon.chip", "node_hwmon_chip_names", "Annotation metric for human-readable chip names", "chip", "chip_name")
+	info("hwmon.sensor", "node_hwmon_sensor_label", "Label for given chip and sensor", "chip", "sensor", "label")
+
 	// Filesystems, as node_exporter's filesystem collector.
 	fsl := []string{"device", "mountpoint", "fstype"}
 	for cantal, ne := range map[string]string{
