@@ -31,8 +31,10 @@ func carbonPrefix(cfg Config) string {
 // carbon output has already sent. So for each pushed series (source="push") Points keeps a
 // hash of its points after BackfillFrom up to the window's end; when the next window follows
 // on (the previous one was sent), the hash over that same range is taken again, and if it
-// changed (a late point, or a value replaced) the series is sent again from BackfillFrom.
-// Scanned series never get late points: they are read once.
+// changed (a late point, or a value replaced) the series is sent again from BackfillFrom. The
+// record lives in memory: the first window after a start sends pushed series from one segment
+// and MaxSlot earlier, where a point that came late before the restart may lie. Scanned
+// series never get late points: they are read once.
 type carbonSource struct {
 	hist  *history.Store
 	reg   *registry.Registry
@@ -72,6 +74,14 @@ func (s *carbonSource) Points(fromMs, toMs int64, fn func(series.Labels, series.
 		s.committed = s.pending
 	}
 	bf := s.hist.BackfillFrom()
+	// The first window after a start has no record of what was sent before: pushed series are
+	// read from one segment and MaxSlot before it, where a point that came late before a restart
+	// may lie.
+	first := int64(math.MaxInt64)
+	if s.committed == nil && s.pending == nil {
+		o := s.hist.Options()
+		first = fromMs - int64(o.BlockScans)*o.Interval.Milliseconds() - s.hist.MaxSlot()
+	}
 	rec := &lateRecord{bf: bf, to: toMs, hash: map[history.ID]uint64{}}
 	s.pending = rec
 	c := s.committed
@@ -87,7 +97,7 @@ func (s *carbonSource) Points(fromMs, toMs int64, fn func(series.Labels, series.
 		pushed := labels[registry.PushLabel] == registry.PushValue
 		lo := fromMs
 		if pushed {
-			lo = min(lo, max(bf, math.MinInt64+1)+1)
+			lo = min(lo, max(bf, math.MinInt64+1)+1, first)
 			if c != nil {
 				lo = min(lo, c.bf+1)
 			}
@@ -100,7 +110,7 @@ func (s *carbonSource) Points(fromMs, toMs int64, fn func(series.Labels, series.
 		pts := s.pts
 		if pushed {
 			id := h.HistoryID()
-			sendFrom := fromMs
+			sendFrom := min(fromMs, first)
 			if c != nil {
 				old := uint64(hashBasis)
 				for _, p := range pts {
