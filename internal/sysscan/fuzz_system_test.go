@@ -99,7 +99,7 @@ func FuzzParseOSRelease(f *testing.F) {
 }
 
 func FuzzParseSysfsValues(f *testing.F) {
-	for _, s := range []string{"1500\n", "-1\n", "0x1003\n", "btime 1700000000\n", "up\n"} {
+	for _, s := range []string{"1500\n", "-1\n", "0x1003\n", "btime 1700000000\n", "up\n", "temp1_input", "coretemp.0"} {
 		f.Add([]byte(s))
 	}
 	addFixtures(f, "real/stat")
@@ -108,6 +108,14 @@ func FuzzParseSysfsValues(f *testing.F) {
 		parseHexValue(b)
 		parseBtime(b)
 		hasOption(b, "ro")
+		if typ, sensor, prop, ok := splitSensorFile(string(b)); ok && (typ == "" || sensor == "" || prop == "") {
+			t.Errorf("split %q into %q %q %q", b, typ, sensor, prop)
+		}
+		for _, c := range []byte(cleanHwmonName(string(b))) {
+			if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == ':' || c == '_') {
+				t.Errorf("cleanHwmonName(%q) has %q", b, c)
+			}
+		}
 	})
 }
 

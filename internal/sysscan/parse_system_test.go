@@ -348,3 +348,29 @@ func TestParseSchedstat(t *testing.T) {
 		}
 	}
 }
+
+func TestHwmonNames(t *testing.T) {
+	for in, want := range map[string]string{"coretemp.0": "coretemp_0", "0000:00:18.3": "0000:00:18_3", "-ACPI Tz-": "acpi_tz", "__": ""} {
+		if got := cleanHwmonName(in); got != want {
+			t.Errorf("cleanHwmonName(%q) = %q, want %q", in, got, want)
+		}
+	}
+	type split struct{ typ, sensor, prop string }
+	for in, want := range map[string]*split{"temp1_input": {"temp", "temp1", "input"}, "in0_input": {"in", "in0", "input"},
+		"fan12_min": {"fan", "fan12", "min"}, "name": nil, "uevent": nil, "temp_input": nil, "1_input": nil, "temp1_": nil} {
+		typ, sensor, prop, ok := splitSensorFile(in)
+		if want == nil {
+			if ok {
+				t.Errorf("%q: split as %q %q %q", in, typ, sensor, prop)
+			}
+		} else if !ok || (split{typ, sensor, prop}) != *want {
+			t.Errorf("%q: %q %q %q %v", in, typ, sensor, prop, ok)
+		}
+	}
+	if got := hwmonChipName("testdata/sys/class/hwmon/hwmon1"); got != "platform_coretemp_0" {
+		t.Errorf("chip with a device link: %q", got)
+	}
+	if got := hwmonChipName("testdata/sys/class/hwmon/hwmon2"); got != "acpitz" {
+		t.Errorf("chip with a name file: %q", got)
+	}
+}

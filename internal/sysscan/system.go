@@ -69,6 +69,7 @@ type System struct {
 	procOpen bool
 	nc       netClass
 	th       thermal
+	hw       hwmon
 	x        sysExtra
 	lastRare uint64 // the scan that last read the rare sources
 }
@@ -185,6 +186,7 @@ func NewSystem(opt Options) *System {
 		nc:    newNetClass(),
 		x:     newSysExtra(),
 		th:    newThermal(),
+		hw:    newHwmon(),
 	}
 	s.x.udpFn = s.x.udpLine
 	return s
@@ -297,6 +299,7 @@ func (s *System) Collect(ctx context.Context, sink series.Sink) error {
 	}
 	s.nc.collect(s.opt.Sys, sink, s.gen, rare)
 	s.th.collect(s.opt.Sys, sink, s.gen, rare)
+	s.hw.collect(s.opt.Sys, sink, s.gen, rare)
 	return ctx.Err()
 }
 

@@ -113,7 +113,7 @@ func TestSystemFixture(t *testing.T) {
 	if _, ok := r.Values[`{"metric":"conntrack.stat.entries"}`]; ok {
 		t.Errorf("conntrack.stat.entries: the table size is not a counter")
 	}
-	var clocks, disks []string
+	var clocks, disks, hw []string
 	var info, osInfo, uname bool
 	for k, st := range r.States {
 		l := refs[k].Labels
@@ -135,6 +135,8 @@ func TestSystemFixture(t *testing.T) {
 			clocks = append(clocks, l["metric"][len("system.clocksource."):]+":"+l["device"]+":"+l["clocksource"]+":"+st.Text)
 		case "disk.info":
 			disks = append(disks, strings.Join([]string{l["device"], l["major"], l["minor"], l["path"], l["wwn"], l["model"], l["serial"], l["revision"], st.Text}, " "))
+		case "hwmon.chip", "hwmon.sensor":
+			hw = append(hw, l["metric"]+" "+l["chip"]+" "+l["chip_name"]+l["sensor"]+" "+l["label"]+" "+st.Text)
 		case "system.uname":
 			uname = true
 			if l["sysname"] != "Linux" || l["release"] == "" || st.Since != 1700000000_000 {
@@ -152,6 +154,11 @@ func TestSystemFixture(t *testing.T) {
 		"vda1 254 1      vda1",
 	}; !slices.Equal(disks, want) {
 		t.Errorf("disk.info %q, want %q", disks, want)
+	}
+	slices.Sort(hw)
+	if want := []string{"hwmon.chip acpitz acpitz  acpitz", "hwmon.chip platform_coretemp_0 coretemp  coretemp",
+		"hwmon.sensor platform_coretemp_0 temp1 Package id 0 Package id 0"}; !slices.Equal(hw, want) {
+		t.Errorf("hwmon states %q, want %q", hw, want)
 	}
 	tz := 0
 	for k, ref := range refs {
