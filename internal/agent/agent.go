@@ -28,6 +28,7 @@ import (
 	"github.com/oklog/run"
 
 	"github.com/cantal-go/cantal/internal/access"
+	"github.com/cantal-go/cantal/internal/alerts"
 	"github.com/cantal-go/cantal/internal/api"
 	"github.com/cantal-go/cantal/internal/apps"
 	"github.com/cantal-go/cantal/internal/carbon"
@@ -64,6 +65,8 @@ type Agent struct {
 	apps  *apps.Collector
 	push  *ingest.Push
 	colls []namedCollector
+
+	alerts *alerts.Engine // threshold rules, evaluated after each scan (alerts.go)
 
 	// remoteWrite are the --remote-write endpoints, each reading hist (remotewrite.go).
 	remoteWrite []*remotewrite.Endpoint
@@ -175,6 +178,10 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 		a.colls = append(a.colls, namedCollector{"rrdd", rrddscan.New(cfg.RRDDDir, rrddscan.Options{})})
 	}
 
+	if err := a.openAlerts(); err != nil {
+		a.Close()
+		return nil, err
+	}
 	if err := a.openWeb(); err != nil {
 		a.Close()
 		return nil, err
@@ -343,6 +350,7 @@ func (a *Agent) scan(ctx context.Context) {
 		}
 	}
 	a.reg.Commit()
+	a.alerts.Eval(a.reg.View(), a.hist)
 	a.notifyRemoteWrite()
 	if c := a.hist.Closed(); c != a.closedSeen {
 		a.closedSeen = c
@@ -414,6 +422,7 @@ func (a *Agent) routes() {
 		MaxWindow:      a.cfg.History,
 		NodeName:       a.cfg.NodeName,
 		ClusterTimeout: time.Second,
+		Alerts:         a.alerts.Alerts,
 	}
 	if a.gossip != nil {
 		s.Peers = a.gossip

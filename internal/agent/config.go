@@ -55,6 +55,13 @@ type Config struct {
 	PrivateProcesses string   // auto (when /proc is mounted hidepid), on or off
 	ShowCmdlines     bool     // serve command lines whole instead of redacted
 	MaxConnections   int      // open HTTP connections at most; 0: half the descriptor limit
+
+	AlertRules    string        // YAML rules file (docs/alerts.md); "" = built-in rules only
+	AlertCPU      float64       // cpu_busy above this % (0: off)
+	AlertMemory   float64       // memory_low: available below this % (0: off)
+	AlertDisk     float64       // filesystem_full: available below this % (0: off)
+	AlertFor      time.Duration // how long the built-in machine rules must hold before firing
+	AlertNodeDown bool          // node_down: a peer suspect or dead
 }
 
 // DefaultConfig returns the embedded defaults.
@@ -81,6 +88,11 @@ func DefaultConfig() Config {
 		LogFormat:        "text",
 		TimerSlack:       5 * time.Millisecond,
 		PrivateProcesses: "auto",
+		AlertCPU:         90,
+		AlertMemory:      10,
+		AlertDisk:        10,
+		AlertFor:         5 * time.Minute,
+		AlertNodeDown:    true,
 	}
 }
 
@@ -143,6 +155,12 @@ func ParseFlags(name string, args []string, getenv func(string) string) (Config,
 	fs.StringVar(&c.PrivateProcesses, "private-processes", c.PrivateProcesses, "serve each local caller only its own processes and anonymous network callers none: auto (when /proc is mounted hidepid), on, off")
 	fs.BoolVar(&c.ShowCmdlines, "show-cmdlines", c.ShowCmdlines, "serve process command lines whole (default: values that look like secrets are redacted)")
 	fs.IntVar(&c.MaxConnections, "max-connections", c.MaxConnections, "open HTTP connections at most (0: half the descriptor limit)")
+	fs.StringVar(&c.AlertRules, "alert-rules", c.AlertRules, "YAML file of threshold rules (selector, fn, op, threshold, for, severity, summary; see docs/alerts.md)")
+	fs.Float64Var(&c.AlertCPU, "alert-cpu", c.AlertCPU, "alert cpu_busy when the CPUs are busy above this percentage for --alert-for (0: off)")
+	fs.Float64Var(&c.AlertMemory, "alert-memory", c.AlertMemory, "alert memory_low when MemAvailable is below this percentage of MemTotal for --alert-for (0: off)")
+	fs.Float64Var(&c.AlertDisk, "alert-disk", c.AlertDisk, "alert filesystem_full when a mount's available space is below this percentage of its size for --alert-for (0: off)")
+	fs.DurationVar(&c.AlertFor, "alert-for", c.AlertFor, "how long the CPU, memory and disk conditions must hold before their alert fires")
+	fs.BoolVar(&c.AlertNodeDown, "alert-node-down", c.AlertNodeDown, "alert node_down when a peer is suspect or dead in the membership for 10 s")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "text or json")
 
@@ -201,6 +219,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--max-connections %d is negative", c.MaxConnections)
 	case !strings.HasPrefix(c.InfluxPath, "/"):
 		return fmt.Errorf("--influx-path must start with /")
+	case !(c.AlertCPU >= 0 && c.AlertCPU <= 100), !(c.AlertMemory >= 0 && c.AlertMemory <= 100), !(c.AlertDisk >= 0 && c.AlertDisk <= 100):
+		return fmt.Errorf("--alert-cpu, --alert-memory and --alert-disk are percentages between 0 and 100")
+	case c.AlertFor < 0:
+		return fmt.Errorf("--alert-for %s is negative", c.AlertFor)
 	}
 	if _, err := excludeRegexp(c.FSMountsExclude); err != nil {
 		return fmt.Errorf("--fs-mount-points-exclude: %w", err)

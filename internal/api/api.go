@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cantal-go/cantal/internal/alerts"
 	"github.com/cantal-go/cantal/internal/history"
 	"github.com/cantal-go/cantal/internal/registry"
 	"github.com/cantal-go/cantal/internal/selector"
@@ -64,6 +65,9 @@ type Server struct {
 	// (peers, the cantal CLI, any non-browser client) is always accepted.
 	WSOriginPatterns []string
 
+	// Alerts returns the latest evaluation of the alert rules (/api/v1/alerts); nil: none.
+	Alerts func() *alerts.Snapshot
+
 	// wsBudget bounds the bytes of answers waiting on one WebSocket connection; 0:
 	// defaultWSBudget. Tests make it small.
 	wsBudget int
@@ -82,6 +86,8 @@ func (s *Server) Register(mux *http.ServeMux) {
 	handle(mux, "/api/v1/labels", map[string]http.HandlerFunc{"GET": s.labels})
 	handle(mux, "/api/v1/peers", map[string]http.HandlerFunc{"GET": s.peers, "POST": s.addPeer})
 	handle(mux, "/api/v1/ws", map[string]http.HandlerFunc{"GET": s.ws})
+	handle(mux, "/api/v1/alerts", map[string]http.HandlerFunc{"GET": s.alerts})
+	handle(mux, "/api/v1/cluster/alerts", map[string]http.HandlerFunc{"GET": s.clusterAlerts})
 	s.registerCluster(mux)
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		Error(w, http.StatusNotFound, fmt.Sprintf("no such API route: %s", r.URL.Path))

@@ -1,0 +1,161 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/cantal-go/cantal/internal/alerts"
+	"github.com/cantal-go/cantal/internal/remote"
+	"github.com/cantal-go/cantal/internal/series"
+)
+
+// maxAlertsBody bounds a peer's /api/v1/alerts answer.
+const maxAlertsBody = 8 << 20
+
+// alertsAnswer is the JSON of /api/v1/alerts and /api/v1/cluster/alerts (nodes only in the
+// cluster answer).
+type alertsAnswer struct {
+	Alerts []alerts.Alert `json:"alerts"`
+	Nodes  []alertsNode   `json:"nodes,omitempty"`
+}
+
+type alertsNode struct {
+	Node   string `json:"node"`
+	Status string `json:"status"` // ok or unreachable
+	Error  string `json:"error,omitempty"`
+	Firing int    `json:"firing"`
+}
+
+// localAlerts returns this node's alerts as the caller in ctx may see them: the labels of an
+// alert over a series it may not see are left out (the alert itself stays: that something
+// fires is not the series' data).
+func (s *Server) localAlerts(ctx context.Context) []alerts.Alert {
+	if s.Alerts == nil {
+		return []alerts.Alert{}
+	}
+	snap := s.Alerts()
+	out := make([]alerts.Alert, len(snap.Alerts))
+	copy(out, snap.Alerts)
+	visible := s.SeriesVisible(ctx)
+	for i := range out {
+		if visible != nil && !visible(out[i].Labels) {
+			out[i].Labels = series.Labels{}
+		}
+	}
+	return out
+}
+
+func (s *Server) alerts(w http.ResponseWriter, r *http.Request) {
+	WriteJSON(w, alertsAnswer{Alerts: s.localAlerts(r.Context())})
+}
+
+// clusterAlerts merges this node's alerts and every peer's, fetched in parallel from their
+// /api/v1/alerts (a down or silent peer is listed unreachable, never waited for beyond
+// ClusterTimeout plus 5 s). Each alert carries its node.
+func (s *Server) clusterAlerts(w http.ResponseWriter, r *http.Request) {
+	local := s.localAlerts(r.Context())
+	ans := alertsAnswer{Alerts: local, Nodes: []alertsNode{{Node: s.NodeName, Status: "ok", Firing: firing(local)}}}
+	if s.Cluster != nil {
+		peerVisible := s.PeerSeriesVisible(r.Context())
+		members := s.Cluster.Members()
+		type result struct {
+			node   alertsNode
+			alerts []alerts.Alert
+		}
+		rs := make([]result, len(members))
+		ctx, cancel := context.WithTimeout(r.Context(), s.ClusterTimeout+5*time.Second)
+		defer cancel()
+		sem := make(chan struct{}, maxHistoryFetches)
+		var wg sync.WaitGroup
+		for i, m := range members {
+			rs[i].node = alertsNode{Node: m.Name, Status: "ok"}
+			if m.HTTP == "" || !m.Up {
+				rs[i].node.Status, rs[i].node.Error = "unreachable", "peer is down"
+				continue
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				select {
+				case sem <- struct{}{}:
+					defer func() { <-sem }()
+				case <-ctx.Done():
+					rs[i].node.Status, rs[i].node.Error = "unreachable", ctx.Err().Error()
+					return
+				}
+				as, err := s.fetchAlerts(ctx, m)
+				if err != nil {
+					rs[i].node.Status, rs[i].node.Error = "unreachable", err.Error()
+					return
+				}
+				for j := range as {
+					as[j].Node = m.Name
+					if as[j].Labels == nil || peerVisible != nil && !peerVisible(as[j].Labels) {
+						as[j].Labels = series.Labels{}
+					}
+				}
+				rs[i].alerts = as
+				rs[i].node.Firing = firing(as)
+			}()
+		}
+		wg.Wait()
+		sort.Slice(rs, func(i, j int) bool { return rs[i].node.Node < rs[j].node.Node })
+		for _, res := range rs {
+			ans.Nodes = append(ans.Nodes, res.node)
+			ans.Alerts = append(ans.Alerts, res.alerts...)
+		}
+		sort.SliceStable(ans.Alerts, func(i, j int) bool {
+			return ans.Alerts[i].State == "firing" && ans.Alerts[j].State != "firing"
+		})
+	}
+	WriteJSON(w, ans)
+}
+
+func firing(as []alerts.Alert) int {
+	n := 0
+	for _, a := range as {
+		if a.State == "firing" {
+			n++
+		}
+	}
+	return n
+}
+
+// fetchAlerts reads a peer's /api/v1/alerts, as fetchHistory does its history.
+func (s *Server) fetchAlerts(ctx context.Context, m remote.Member) ([]alerts.Alert, error) {
+	scheme := "http://"
+	if m.TLS != nil {
+		scheme = "https://"
+		ctx = context.WithValue(ctx, peerTLSKey{}, m.TLS)
+	}
+	req, err := http.NewRequestWithContext(ctx, "GET", scheme+m.HTTP+"/api/v1/alerts", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := s.client().Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAlertsBody+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(body) > maxAlertsBody {
+		return nil, fmt.Errorf("alerts answer larger than %d bytes", maxAlertsBody)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("alerts: %s", resp.Status)
+	}
+	var a alertsAnswer
+	if err := json.Unmarshal(body, &a); err != nil {
+		return nil, fmt.Errorf("alerts answer: %w", err)
+	}
+	return a.Alerts, nil
+}
