@@ -170,3 +170,12 @@ func TestPercentQuantile(t *testing.T) {
 		}
 	}
 }
+
+func TestAppendMillisAsSeconds(t *testing.T) {
+	for ts, want := range map[int64]string{1700000000123: "1700000000.123", 1700000000000: "1700000000",
+		1700000000100: "1700000000.1", 1700000000020: "1700000000.02", 5: "0.005", -1500: "-1.5"} {
+		if got := string(appendMillisAsSeconds(nil, ts)); got != want {
+			t.Errorf("appendMillisAsSeconds(%d) = %s; want %s", ts, got, want)
+		}
+	}
+}

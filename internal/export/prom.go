@@ -650,8 +650,8 @@ func (e *Prom) appendLine(dst []byte, fm *family, labels []promname.Label, extra
 func (e *Prom) appendEnd(dst []byte, ts int64, f Format) []byte {
 	if e.Timestamps {
 		dst = append(dst, ' ')
-		if f == FormatOpenMetrics { // seconds
-			dst = strconv.AppendFloat(dst, float64(ts)/1000, 'f', -1, 64)
+		if f == FormatOpenMetrics { // seconds, with the milliseconds as decimals
+			dst = appendMillisAsSeconds(dst, ts)
 		} else {
 			dst = strconv.AppendInt(dst, ts, 10)
 		}
@@ -703,6 +703,24 @@ func appendLabel(dst []byte, n int, name, value string) []byte {
 	dst = append(dst, `="`...)
 	dst = appendEscaped(dst, value, true)
 	return append(dst, '"')
+}
+
+// appendMillisAsSeconds appends unix-ms ts in seconds: 1700000000123 → 1700000000.123,
+// 1700000000000 → 1700000000.
+func appendMillisAsSeconds(dst []byte, ts int64) []byte {
+	if ts < 0 {
+		return strconv.AppendFloat(dst, float64(ts)/1000, 'f', -1, 64)
+	}
+	dst = strconv.AppendInt(dst, ts/1000, 10)
+	ms := ts % 1000
+	if ms == 0 {
+		return dst
+	}
+	dst = append(dst, '.', byte('0'+ms/100), byte('0'+ms/10%10), byte('0'+ms%10))
+	for dst[len(dst)-1] == '0' {
+		dst = dst[:len(dst)-1]
+	}
+	return dst
 }
 
 func appendFloat(dst []byte, f float64) []byte {
