@@ -355,7 +355,9 @@ func BenchmarkRemoteWriteOutage100k(b *testing.B) {
 		<-sampled
 		st := e.Status()
 		sent := float64(st.SamplesSent - st0.SamplesSent)
-		b.ReportMetric(float64((heap1-heap0)-(hist1-hist0))/(1<<20), "outage-heap-MiB-beyond-history")
+		// The heap's growth over the outage, history included (the history's own bytes
+		// alongside): the endpoint holds nothing that grows with the outage.
+		b.ReportMetric(float64(heap1-heap0)/(1<<20), "outage-heap-growth-MiB")
 		b.ReportMetric(float64(hist1-hist0)/(1<<20), "history-growth-MiB")
 		b.ReportMetric(float64(peak.Load()-heap1)/(1<<20), "catchup-peak-extra-MiB")
 		b.ReportMetric(float64(cpu.Nanoseconds())/sent, "catchup-cpu-ns/sample")
