@@ -3,6 +3,7 @@
 // the agent's WebSocket through one shared Live connection.
 import "./style.css";
 import { getJSON, type Peer, type Status } from "./api";
+import { alertsBadge } from "./alerts";
 import { ChartGroup } from "./chart";
 import { h } from "./dom";
 import { fmtDuration } from "./format";
@@ -109,7 +110,7 @@ const navEl = h("nav", { "aria-label": "Pages" },
 const main = h("main", { id: "content", tabindex: "-1" });
 document.body.append(
   h("a", { class: "skip", href: "#content" }, "Skip to content"),
-  h("header", {}, h("a", { class: "brand", href: "/" }, "cantal"), hostEl, h("span", { class: "spacer" }), peersBadge, connBadge, themeBtn),
+  h("header", {}, h("a", { class: "brand", href: "/" }, "cantal"), hostEl, h("span", { class: "spacer" }), alertsBadge(), peersBadge, connBadge, themeBtn),
   navEl,
   main,
 );
