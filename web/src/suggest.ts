@@ -92,10 +92,15 @@ export class Suggester {
     return p;
   }
 
-  private async fill() {
+  private async fill(attempt = 0) {
     const text = this.input.value;
     const ans = await this.lookup(text);
     if (text !== this.input.value) return; // typed on meanwhile
+    if (!ans && text.trim() && !text.trim().startsWith("{") && attempt < 3) {
+      // The agent was busy or away: ask again shortly, while the text stays the same.
+      window.setTimeout(() => void this.fill(attempt + 1), 1000 * (attempt + 1));
+      return;
+    }
     const opts = ans ? suggest(ans, text) : [];
     this.list.replaceChildren(...opts.map((o) => h("option", { value: o.value, label: o.label })));
     this.input.dataset.suggestions = String(opts.length);
