@@ -121,7 +121,9 @@ func (a *agent) start() {
 	}
 	a.done = make(chan error, 1)
 	go func() { a.done <- a.cmd.Wait() }()
-	waitFor(a.t, 15*time.Second, func() error {
+	// A readiness wait, not a timing assertion: an agent reloading a large history on a loaded
+	// machine can take tens of seconds before its first scan.
+	waitFor(a.t, 60*time.Second, func() error {
 		var st struct {
 			LastScan struct{ Scans int } `json:"last_scan"`
 		}
