@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -116,17 +117,48 @@ func TestFinding12_HidePIDPrivacy(t *testing.T) {
 	if strings.Contains(out, `pid="`+roots.pid()+`"`) {
 		t.Errorf("nobody's /metrics has root's process %s", roots.pid())
 	}
+	// /metrics sums processes per group (not per pid): nobody's groups count only the processes
+	// nobody may see, root's count more (its own test process at least).
+	waitFor(t, 10e9, func() error {
+		m, _ := unixGet(t, sock, nobody, "/metrics")
+		p, _ := unixGet(t, sock, nobody, "/api/v1/processes")
+		if n, want := numProcs(m), len(processesOf(t, p)); n != want || n == 0 {
+			return fmt.Errorf("nobody's /metrics counts %d processes in its groups, its process list %d", n, want)
+		}
+		return nil
+	})
+	mine0, _ := unixGet(t, sock, nobody, "/metrics")
+	all0, _ := unixGet(t, sock, 0, "/metrics")
+	if numProcs(all0) <= numProcs(mine0) {
+		t.Errorf("root's /metrics counts %d grouped processes, nobody's %d: root must see more", numProcs(all0), numProcs(mine0))
+	}
 	// An anonymous network caller: no process at all.
 	code, body := a.raw("GET", "/api/v1/processes", "")
 	if code == 200 && len(processesOf(t, body)) > 0 {
 		t.Errorf("an anonymous network caller got %d processes under hidepid", len(processesOf(t, body)))
 	}
 	_, body = a.raw("GET", "/metrics", "")
-	if strings.Contains(body, `pid="`) {
-		t.Errorf("an anonymous network caller's /metrics has per-process series under hidepid")
+	if strings.Contains(body, `pid="`) || numProcs(body) != 0 {
+		t.Errorf("an anonymous network caller's /metrics has per-process series under hidepid (%d processes in groups)", numProcs(body))
 	}
 	_, body = a.raw("GET", "/api/v1/metrics?match=%7Bpid%3D~%22.%2B%22%7D", "")
 	if strings.Contains(body, `"pid":"`) {
 		t.Errorf("an anonymous network caller's /api/v1/metrics has per-process series under hidepid")
 	}
+}
+
+// numProcs sums the cantal_process_num_procs samples of a /metrics exposition.
+func numProcs(exposition string) int {
+	n := 0
+	for line := range strings.SplitSeq(exposition, "\n") {
+		if !strings.HasPrefix(line, "cantal_process_num_procs{") {
+			continue
+		}
+		_, rest, _ := strings.Cut(line, "} ")
+		v, err := strconv.ParseFloat(strings.Fields(rest + " x")[0], 64)
+		if err == nil {
+			n += int(v)
+		}
+	}
+	return n
 }
