@@ -10,6 +10,7 @@ import (
 	"github.com/oklog/run"
 
 	"github.com/cantal-go/cantal/internal/promname"
+	"github.com/cantal-go/cantal/internal/registry"
 	"github.com/cantal-go/cantal/internal/remotewrite"
 	"github.com/cantal-go/cantal/internal/series"
 )
@@ -63,6 +64,7 @@ func (a *Agent) openRemoteWrite() error {
 			Namer:         namer,
 			Interval:      a.cfg.Interval,
 			DefaultLabels: defaults,
+			Late:          pushedSeries,
 			Logger:        a.log.With("subsystem", "remote-write"),
 		}
 		if dir != "" {
@@ -76,6 +78,11 @@ func (a *Agent) openRemoteWrite() error {
 	}
 	return nil
 }
+
+// pushedSeries tells the series that may get late points: pushed ones (/write, statsd, OTLP),
+// which history.Store.AddAt stores at the scan their own time falls in, possibly one already
+// sent. Remote write holds them back until their scans are final (package remotewrite).
+func pushedSeries(l series.Labels) bool { return l[registry.PushLabel] == registry.PushValue }
 
 // promNamer names series as /metrics does (internal/promname: node_exporter's names for the
 // machine, with their units' scale). Per-process series are sent per pid (pid, process, cgroup

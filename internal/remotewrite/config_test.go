@@ -129,6 +129,8 @@ func FuzzParseFile(f *testing.F) {
 func FuzzParsePosition(f *testing.F) {
 	f.Add([]byte(`{"url":"http://h/w","acked_ms":1700000000000}`))
 	f.Add([]byte(`{"acked_ms":-1}`))
+	f.Add([]byte(`{"url":"http://h/w","acked_ms":1700000000000,"late_ms":1699999940000}`))
+	f.Add([]byte(`{"acked_ms":1,"late_ms":-5}`))
 	f.Add([]byte(`{} {}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		p, err := ParsePosition(b)
@@ -138,7 +140,7 @@ func FuzzParsePosition(f *testing.F) {
 			}
 			return
 		}
-		if p.AckedMs < 0 {
+		if p.AckedMs < 0 || p.LateMs < 0 {
 			t.Fatalf("negative position accepted")
 		}
 	})

@@ -18,6 +18,18 @@
 // refuse what it had not stored yet: a repeated sample is either one the receiver already has
 // at that time with that value (accepted) or older than its newest (refused, and already there).
 //
+// # Late points
+//
+// A pushed point (/write, statsd, OTLP) is stored at the scan its own time falls in, which may
+// be a scan already sent (history.Store.AddAt, anywhere after Source.BackfillFrom). Sending it
+// then would put it behind newer samples of its series at the receiver, and Prometheus refuses
+// an out-of-order sample (with the whole request, in 2.x). So the series Options.Late names
+// are held back: a second pass, with its own position (Status.LatePositionMs, Position.LateMs),
+// sends them scan by scan only up to BackfillFrom, the last scan that can no longer change.
+// Every point the agent acknowledged reaches the receiver once and in order, at the cost of a
+// delay for pushed series of up to one history segment and its grace scans. Scanned series
+// never get late points and are sent as their scans are committed.
+//
 // Errors: a network error, a 5xx or a 429 is retried with exponential backoff and full jitter
 // (429's Retry-After honoured up to MaxBackoff) until the receiver takes the request; the
 // position does not move meanwhile, so an outage costs no memory beyond the request at hand.

@@ -29,6 +29,9 @@ type Source interface {
 	Each(fn func(id history.ID, key string, kind series.Kind) bool)
 	Range(id history.ID, fromMs, toMs int64, fn func(tsMs int64, bits uint64) bool)
 	Stats() history.Stats
+	// BackfillFrom is the time at or before which no scan changes any more (history's rule for
+	// position readers: a late point lands only after it).
+	BackfillFrom() int64
 }
 
 // Options are what an Endpoint needs from the agent.
@@ -43,15 +46,22 @@ type Options struct {
 	Interval time.Duration
 	// DefaultLabels (instance, node) are added to series that lack them, after ExternalLabels.
 	DefaultLabels []Label
-	Logger        *slog.Logger
+	// Late tells the series that may get points late, at a scan already taken (pushed ones:
+	// /write, statsd, OTLP); nil: none. They are held back until their scans are final
+	// (Source.BackfillFrom), see the package comment.
+	Late   func(series.Labels) bool
+	Logger *slog.Logger
 }
 
 // Status is an endpoint's part of the agent's status.
 type Status struct {
-	Name           string  `json:"name"`
-	URL            string  `json:"url"`         // without credentials or query
-	PositionMs     int64   `json:"position_ms"` // last scan the receiver acknowledged whole
-	LagS           float64 `json:"lag_s"`       // latest scan held minus position
+	Name       string `json:"name"`
+	URL        string `json:"url"`         // without credentials or query
+	PositionMs int64  `json:"position_ms"` // last scan the receiver acknowledged whole
+	// LatePositionMs is the same for the series that may get late points (pushed ones), which
+	// are sent only up to the history's final scans (BackfillFrom); 0 before any.
+	LatePositionMs int64   `json:"late_position_ms"`
+	LagS           float64 `json:"lag_s"` // latest scan held minus position
 	SamplesSent    uint64  `json:"samples_sent"`
 	RequestsSent   uint64  `json:"requests_sent"`
 	BytesSent      uint64  `json:"bytes_sent"`      // snappy-compressed request bodies acknowledged
@@ -93,6 +103,8 @@ type Endpoint struct {
 	cut       int64 // earliest time a series reached limit
 	sending   int   // series the last read found to send
 	savedPos  int64
+	savedLate int64
+	late      bool // the pass under way reads (and positions) the late series
 	saveError bool
 
 	mu sync.Mutex
@@ -103,6 +115,7 @@ type seriesInfo struct {
 	key    string
 	kind   series.Kind
 	send   bool
+	late   bool // may get points late: sent by the late pass only
 	scale  float64
 	div    float64 // 1/scale when that is an integer (values divided, exact as /metrics's)
 	labels []byte  // encoded TimeSeries.labels
@@ -163,6 +176,11 @@ func New(cfg EndpointConfig, opt Options) (*Endpoint, error) {
 			e.log.Warn("remote write position unreadable; sending all history held", "err", err)
 		}
 		e.st.PositionMs, e.savedPos = p.AckedMs, p.AckedMs
+		// A file written before late positions existed: late series were sent with the others.
+		if p.LateMs == 0 {
+			p.LateMs = p.AckedMs
+		}
+		e.st.LatePositionMs, e.savedLate = p.LateMs, p.LateMs
 	}
 	return e, nil
 }
@@ -189,9 +207,13 @@ func (e *Endpoint) Status() Status {
 	return s
 }
 
+// position is the position of the pass under way (late series or the others).
 func (e *Endpoint) position() int64 {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.late {
+		return e.st.LatePositionMs
+	}
 	return e.st.PositionMs
 }
 
@@ -219,12 +241,31 @@ func (e *Endpoint) Run(ctx context.Context) error {
 }
 
 // catchUp sends every scan held after the position, oldest first, in chunks of at most
-// Queue.ReadBytes of points.
+// Queue.ReadBytes of points: first the series that never get late points up to the newest
+// scan, then the late series up to the last final scan (Source.BackfillFrom).
 func (e *Endpoint) catchUp(ctx context.Context) error {
+	e.late = false
+	if err := e.pass(ctx); err != nil {
+		return err
+	}
+	if e.opt.Late == nil {
+		return nil
+	}
+	e.late = true
+	defer func() { e.late = false }()
+	return e.pass(ctx)
+}
+
+// pass is one catch-up of the series of e.late's kind.
+func (e *Endpoint) pass(ctx context.Context) error {
 	for {
 		st := e.opt.Source.Stats()
+		if e.late {
+			// Only final scans: a late point never lands before one already sent.
+			st.LatestMs = min(st.LatestMs, e.opt.Source.BackfillFrom())
+		}
 		pos := e.position()
-		if st.LatestMs <= pos || st.LatestMs == 0 {
+		if st.LatestMs <= pos || st.LatestMs <= 0 {
 			return nil
 		}
 		from := max(pos+1, st.OldestMs)
@@ -237,7 +278,7 @@ func (e *Endpoint) catchUp(ctx context.Context) error {
 		limit := e.cfg.Queue.ReadBytes / (max(nsent, 1) * 24)
 		limit = min(max(limit, 1), 64)
 		to := e.read(from, st.LatestMs, limit)
-		e.log.Debug("remote write: read from the history", "from", from, "to", to, "points", len(e.sorted), "series", len(e.active))
+		e.log.Debug("remote write: read from the history", "late", e.late, "from", from, "to", to, "points", len(e.sorted), "series", len(e.active))
 		if err := e.sendScans(ctx); err != nil {
 			return err
 		}
@@ -320,7 +361,7 @@ func (e *Endpoint) read(from, to int64, limit int) int64 {
 // readSeries appends the points of one series in [e.from, e.to] (Each's callback).
 func (e *Endpoint) readSeries(id history.ID, key string, kind series.Kind) bool {
 	si := e.info(id, key, kind)
-	if !si.send {
+	if !si.send || si.late != e.late {
 		return true
 	}
 	e.sending++
@@ -366,6 +407,7 @@ func (e *Endpoint) info(id history.ID, key string, kind series.Kind) *seriesInfo
 		return si
 	}
 	si.send, si.scale = true, scale
+	si.late = e.opt.Late != nil && e.opt.Late(l)
 	if scale != 0 && scale != 1 {
 		if d := math.Round(1 / scale); d > 1 && 1/d == scale {
 			si.div = d
@@ -429,10 +471,15 @@ func (e *Endpoint) sendScans(ctx context.Context) error {
 	return nil
 }
 
+// setPosition moves the position of the pass under way forward to ts.
 func (e *Endpoint) setPosition(ts int64) {
 	e.mu.Lock()
-	if ts > e.st.PositionMs {
-		e.st.PositionMs = ts
+	p := &e.st.PositionMs
+	if e.late {
+		p = &e.st.LatePositionMs
+	}
+	if ts > *p {
+		*p = ts
 	}
 	e.mu.Unlock()
 }
@@ -442,12 +489,14 @@ func (e *Endpoint) persist(force bool) {
 	if e.opt.PositionPath == "" {
 		return
 	}
-	pos := e.position()
-	if pos == e.savedPos || (!force && time.Since(e.lastSave) < time.Second) {
+	e.mu.Lock()
+	pos, late := e.st.PositionMs, e.st.LatePositionMs
+	e.mu.Unlock()
+	if (pos == e.savedPos && late == e.savedLate) || (!force && time.Since(e.lastSave) < time.Second) {
 		return
 	}
 	e.lastSave = time.Now()
-	if err := SavePosition(e.opt.PositionPath, Position{URL: e.url, AckedMs: pos}); err != nil {
+	if err := SavePosition(e.opt.PositionPath, Position{URL: e.url, AckedMs: pos, LateMs: late}); err != nil {
 		if !e.saveError && e.lim.Allow() {
 			e.log.Error("remote write position not saved", "err", err)
 		}
@@ -455,7 +504,7 @@ func (e *Endpoint) persist(force bool) {
 		return
 	}
 	e.saveError = false
-	e.savedPos = pos
+	e.savedPos, e.savedLate = pos, late
 }
 
 // errPermanent is a response that retrying cannot change.

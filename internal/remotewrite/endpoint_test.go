@@ -269,3 +269,105 @@ func TestEndpointTooManyRequests(t *testing.T) {
 	}
 	checkCounter(t, rcv.samples(counterKey), t0, 4)
 }
+
+// TestEndpointLatePoints: a pushed series (Options.Late) gets a point late, at a scan the
+// endpoint has already sent the other series of. It reaches the receiver, once, and every
+// series arrives in strictly ascending time (Prometheus's in-order rule), because late series
+// are sent only up to the history's final scans (BackfillFrom).
+func TestEndpointLatePoints(t *testing.T) {
+	rcv, srv := newReceiver(t)
+	h := history.New(history.Options{Retention: time.Hour, Interval: 2 * time.Second, BlockScans: 16, GraceScans: 8})
+	cfg, err := FromURL(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Queue.MinBackoff, cfg.Queue.MaxBackoff = 1e6, 1e7
+	pos := filepath.Join(t.TempDir(), PositionFile(srv.URL))
+	e, err := New(cfg, Options{Source: h, PositionPath: pos, Interval: 2 * time.Second,
+		DefaultLabels: []Label{{"instance", "n1:22682"}, {"node", "n1"}},
+		Late:          func(l series.Labels) bool { return l["source"] == "push" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := h.Series(`{"metric":"requests"}`, series.Counter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := h.Series(`{"metric":"jobs","source":"push"}`, series.Level)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const pushedKey = "__name__=jobs,instance=n1:22682,node=n1,source=push,"
+	t0 := time.Now().Add(-10 * time.Minute).UnixMilli()
+	at := func(i int) int64 { return t0 + int64(i)*2000 }
+	ctx := context.Background()
+	const n = 60
+	var lateSentAt, maxBehind int64
+	for i := range n {
+		h.Begin(at(i))
+		h.Add(c, uint64(i))
+		if i%2 == 0 { // pushed at even scans only
+			h.Add(p, uint64(i))
+		}
+		if i == 7 { // the point of scan 3, pushed 8 s late: scan 3 is already sent
+			if ts, err := h.AddAt(p, at(3)-500, 3); err != nil || ts != at(3) {
+				t.Fatalf("AddAt: %d, %v", ts, err)
+			}
+			if st := e.Status(); st.PositionMs < at(3) {
+				t.Fatalf("scan 3 not sent before the late point: %+v", st)
+			}
+		}
+		h.Commit()
+		if err := e.catchUp(ctx); err != nil {
+			t.Fatal(err)
+		}
+		st := e.Status()
+		if st.PositionMs != at(i) {
+			t.Fatalf("scan %d: position %d; want %d (scanned series are not held back)", i, st.PositionMs, at(i))
+		}
+		if bf := h.BackfillFrom(); st.LatePositionMs > bf {
+			t.Fatalf("scan %d: late position %d after BackfillFrom %d", i, st.LatePositionMs, bf)
+		}
+		if i > 30 {
+			maxBehind = max(maxBehind, (at(i)-st.LatePositionMs)/2000)
+		}
+		if lateSentAt == 0 && len(rcv.samples(pushedKey)) > 2 {
+			lateSentAt = int64(i)
+		}
+	}
+	e.persist(true)
+	for _, key := range []string{counterKey, pushedKey} {
+		got := rcv.samples(key)
+		for i := 1; i < len(got); i++ {
+			if got[i].TS <= got[i-1].TS {
+				t.Fatalf("%s: sample %d at %d after %d: out of order for Prometheus", key, i, got[i].TS, got[i-1].TS)
+			}
+		}
+	}
+	checkCounter(t, rcv.samples(counterKey), t0, n)
+	got := rcv.samples(pushedKey)
+	final := e.Status().LatePositionMs
+	var want []sample
+	for i := 0; at(i) <= final; i++ {
+		if i%2 == 0 || i == 3 {
+			want = append(want, sample{TS: at(i), V: float64(i)})
+		}
+	}
+	if len(want) < 10 || len(got) != len(want) {
+		t.Fatalf("pushed series: %d samples %v; want %d up to %d", len(got), got, len(want), final)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("pushed sample %d = %+v; want %+v", i, got[i], want[i])
+		}
+	}
+	pf, err := LoadPosition(pos)
+	if err != nil || pf.AckedMs != at(n-1) || pf.LateMs != final {
+		t.Fatalf("position file %+v, %v; want acked %d, late %d", pf, err, at(n-1), final)
+	}
+	// The hold-back: at most one segment, the grace scans and MaxSlot behind the newest scan.
+	if maxBehind > 16+8+5 {
+		t.Errorf("pushed series held back up to %d scans; want at most 29", maxBehind)
+	}
+	t.Logf("pushed series: first sent at scan %d; held back at most %d scans (16-scan segments, 8 grace)", lateSentAt, maxBehind)
+}

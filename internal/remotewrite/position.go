@@ -17,6 +17,9 @@ import (
 type Position struct {
 	URL     string `json:"url"`      // redacted (RedactURL), for whoever reads the directory
 	AckedMs int64  `json:"acked_ms"` // unix ms; 0: nothing acknowledged yet
+	// LateMs is AckedMs of the series that may get late points (Options.Late), which are sent
+	// only up to final scans; 0: as AckedMs (a file from before it existed).
+	LateMs int64 `json:"late_ms,omitempty"`
 }
 
 const maxPositionBytes = 4096
@@ -46,6 +49,9 @@ func ParsePosition(b []byte) (Position, error) {
 	}
 	if p.AckedMs < 0 {
 		return Position{}, errors.New("position file: negative acked_ms")
+	}
+	if p.LateMs < 0 {
+		return Position{}, errors.New("position file: negative late_ms")
 	}
 	return p, nil
 }
