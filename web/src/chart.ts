@@ -302,7 +302,7 @@ export class TimeChart {
           label: narrow ? undefined : axisLabel(unit),
           labelSize: narrow ? 0 : 20,
           // Wide enough for the longest tick label (≈7 px a character at 12 px) plus the label.
-          size: (_u, values) => Math.max(40, ...(values ?? []).map((v) => String(v).length * 7.2 + (narrow ? 12 : 30))),
+          size: (_u, values) => Math.max(40, ...(values ?? []).map((v) => String(v).length * 7.2 + (narrow ? 24 : 30))),
           values: (_u, splits) => splits.map((v) => fmtUnit(v, unit)),
         },
       ],
