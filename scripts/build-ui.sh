@@ -1,6 +1,8 @@
 #!/bin/sh
 # build-ui.sh builds the web UI (web/: TypeScript + uPlot, bundled by esbuild) into
-# internal/web/dist, which the agent embeds with go:embed. `npm ci` installs exactly the
+# internal/web/dist, which the agent embeds with go:embed. dist is committed (go install needs
+# it); after changing web/, commit the rebuilt dist with the sources (TestDistMatchesSources
+# fails otherwise). CANTAL_UI_SOURCEMAP=1 adds source maps (gitignored, never committed). `npm ci` installs exactly the
 # versions in web/package-lock.json from the npm registry (nothing is fetched at run time:
 # no CDN). Idempotent: skips the install when node_modules matches the lockfile and the build
 # when dist is newer than every source.
