@@ -186,6 +186,7 @@ type rwStatus struct {
 	Name           string  `json:"name"`
 	URL            string  `json:"url"`
 	PositionMs     int64   `json:"position_ms"`
+	LatePositionMs int64   `json:"late_position_ms"`
 	LagS           float64 `json:"lag_s"`
 	SamplesSent    uint64  `json:"samples_sent"`
 	FailedBatches  uint64  `json:"failed_batches"`
@@ -474,4 +475,122 @@ func (r *receiver) raw(node string, fromMs int64) ([]rawPoint, error) {
 		out = append(out, rawPoint{int64(math.Round(ts * 1000)), f})
 	}
 	return out, nil
+}
+
+// TestRemoteWriteLatePush: /write points that arrive after remote write already sent the scan
+// their own time falls in reach a real Prometheus (in-order ingestion, no out-of-order window)
+// all the same: one pushed 2 s before a point of the same series that is already stored, one
+// after. The agent holds pushed series back until their scans are final (docs/remote-write.md);
+// short segments (--snapshot-interval 16s at --interval 1s: 16 scans) keep the wait under 30 s.
+func TestRemoteWriteLatePush(t *testing.T) {
+	const node = "rw-late"
+	prom := &receiver{t: t, name: "prometheus", prog: need(t, "prometheus"), dir: t.TempDir(), addr: freePort(t)}
+	prom.args = []string{"--config.file=" + writeFile(t, prom.dir, "prometheus.yml", "global: {}\n"),
+		"--storage.tsdb.path=" + filepath.Join(prom.dir, "data"), "--web.listen-address=" + prom.addr,
+		"--web.enable-remote-write-receiver", "--log.level=warn"}
+	prom.start()
+	t.Cleanup(prom.stop)
+	cfg := fmt.Sprintf(`remote_write:
+  - url: http://%s/api/v1/write
+    name: prometheus
+    match: '{metric="late_probe.value"}'
+    queue_config: {min_backoff: 100ms, max_backoff: 1s}
+`, prom.addr)
+	a := startAgent(t, "--interval", "1s", "--snapshot-interval", "16s", "--node-name", node,
+		"--remote-write-config", writeFile(t, t.TempDir(), "rw.yml", cfg))
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("agent output:\n%s", tail(a.out.String(), 8000))
+			if prom.p != nil {
+				t.Logf("prometheus output:\n%s", tail(prom.p.out.String(), 3000))
+			}
+		}
+	})
+	status := func() rwStatus {
+		t.Helper()
+		var st struct {
+			RemoteWrite []rwStatus `json:"remote_write"`
+		}
+		if err := a.get("/api/v1/status", &st); err != nil {
+			t.Fatal(err)
+		}
+		if len(st.RemoteWrite) != 1 {
+			t.Fatalf("status lists %d remote_write endpoints; want 1", len(st.RemoteWrite))
+		}
+		return st.RemoteWrite[0]
+	}
+	push := func(v int, ts int64) {
+		t.Helper()
+		if code, body := a.raw("POST", "/write?precision=ms", fmt.Sprintf("late_probe value=%d %d\n", v, ts)); code != 204 {
+			t.Fatalf("POST /write value=%d at %d = %d %s", v, ts, code, body)
+		}
+	}
+	waitFor(t, 30*time.Second, func() error {
+		if st := status(); st.PositionMs == 0 {
+			return fmt.Errorf("nothing sent yet: %+v", st)
+		}
+		return nil
+	})
+
+	// 1 at t1; once remote write has sent t1's scan, 2 stamped at the scan before (read from
+	// a series with a point every scan, so that 2 lands in its own scan however the scans
+	// were spaced); then 3, current.
+	t1 := time.Now().UnixMilli()
+	push(1, t1)
+	waitFor(t, 10*time.Second, func() error {
+		if st := status(); st.PositionMs < t1 {
+			return fmt.Errorf("scan of %d not sent yet: %+v", t1, st)
+		}
+		return nil
+	})
+	ss, err := a.series("/api/v1/history?window=1m", `{metric="cpu.idle_ms", cpu="0"}`)
+	if err != nil || len(ss) != 1 {
+		t.Fatalf("agent history of cpu.idle_ms: %v, %d series", err, len(ss))
+	}
+	var t0 int64 // the last scan before t1's
+	for _, p := range ss[0].Points {
+		if ts := int64(p[0]); ts < t1 {
+			t0 = ts
+		}
+	}
+	if t0 < t1-4000 {
+		t.Fatalf("no scan in the 4 s before %d (last %d): the machine is too slow for this test", t1, t0)
+	}
+	push(2, t0)
+	time.Sleep(1500 * time.Millisecond)
+	push(3, time.Now().UnixMilli())
+
+	// The agent stored each once at its own scan; Prometheus must get exactly those.
+	var want []rawPoint
+	waitFor(t, 10*time.Second, func() error {
+		ss, err := a.series("/api/v1/history?window=5m", `{metric="late_probe.value"}`)
+		if err != nil || len(ss) != 1 {
+			return fmt.Errorf("agent history: %v, %d series", err, len(ss))
+		}
+		p := &agentPoints{pts: map[int64]float64{}}
+		p.add(ss[0].Points)
+		want = p.sorted()
+		if len(want) != 3 || want[0].v != 2 || want[1].v != 1 || want[2].v != 3 {
+			return fmt.Errorf("agent history holds %v; want 2, 1, 3 in time order", want)
+		}
+		return nil
+	})
+	start := time.Now()
+	var got []rawPoint
+	waitFor(t, 60*time.Second, func() error {
+		var err error
+		if got, err = prom.raw(node, want[0].ts-60_000); err != nil {
+			return err
+		}
+		if !slices.Equal(got, want) {
+			return fmt.Errorf("prometheus holds %v; want %v (status %+v)", got, want, status())
+		}
+		return nil
+	})
+	st := status()
+	if st.FailedBatches != 0 || st.DroppedSamples != 0 {
+		t.Fatalf("remote write refused requests: %+v", st)
+	}
+	t.Logf("prometheus holds %v, %.1f s after the last push; pushed series sent up to %d ms behind the position",
+		got, time.Since(start).Seconds(), st.PositionMs-st.LatePositionMs)
 }
