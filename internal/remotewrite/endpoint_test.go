@@ -7,7 +7,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -370,4 +372,76 @@ func TestEndpointLatePoints(t *testing.T) {
 		t.Errorf("pushed series held back up to %d scans; want at most 29", maxBehind)
 	}
 	t.Logf("pushed series: first sent at scan %d; held back at most %d scans (16-scan segments, 8 grace)", lateSentAt, maxBehind)
+}
+
+// BenchmarkSteadyLate: one scan of 5000 scanned and 1000 pushed series committed and sent per
+// op, with the pushed series held back until final (late=on: a second pass over the history
+// once per segment) and without (late=off: every series sent as committed), side by side.
+func BenchmarkSteadyLate(b *testing.B) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	for _, late := range []bool{false, true} {
+		name := "late=off"
+		if late {
+			name = "late=on"
+		}
+		b.Run(name, func(b *testing.B) {
+			h := history.New(history.Options{Retention: time.Hour, Interval: 2 * time.Second, BlockScans: 64, GraceScans: 8})
+			var ids []history.ID
+			for i := range 6000 {
+				key := `{"metric":"m","i":"` + strconv.Itoa(i) + `"}`
+				if i >= 5000 {
+					key = `{"metric":"p","i":"` + strconv.Itoa(i) + `","source":"push"}`
+				}
+				id, err := h.Series(key, series.Level)
+				if err != nil {
+					b.Fatal(err)
+				}
+				ids = append(ids, id)
+			}
+			cfg, err := FromURL(srv.URL)
+			if err != nil {
+				b.Fatal(err)
+			}
+			opt := Options{Source: h, Interval: 2 * time.Second}
+			if late {
+				opt.Late = func(l series.Labels) bool { return l["source"] == "push" }
+			}
+			e, err := New(cfg, opt)
+			if err != nil {
+				b.Fatal(err)
+			}
+			ctx := context.Background()
+			t0 := time.Now().Add(-time.Hour).UnixMilli()
+			b.ReportAllocs()
+			b.ResetTimer()
+			cpu0 := cpuTime()
+			for i := 0; i < b.N; i++ {
+				h.Begin(t0 + int64(i)*2000)
+				for j, id := range ids {
+					h.Add(id, uint64(i+j))
+				}
+				h.Commit()
+				if err := e.catchUp(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			// CPU time of the process (the test receiver included), not wall time: the machine
+			// is shared.
+			b.ReportMetric(float64(cpuTime()-cpu0)/float64(b.N), "cpu-ns/op")
+			st := e.Status()
+			b.ReportMetric(float64(st.SamplesSent)/float64(b.N), "samples/op")
+		})
+	}
+}
+
+// cpuTime is the process's user and system CPU time.
+func cpuTime() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
