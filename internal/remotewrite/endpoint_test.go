@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -444,4 +445,35 @@ func cpuTime() time.Duration {
 	var ru syscall.Rusage
 	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// TestLatePositionOldFile: a position file from before late positions existed (pushed series
+// were sent with the others) resumes the pushed series from acked_ms, not from the oldest point
+// held; a file with late_ms resumes them from there.
+func TestLatePositionOldFile(t *testing.T) {
+	h := history.New(history.Options{Retention: time.Hour, Interval: 2 * time.Second})
+	dir := t.TempDir()
+	for _, c := range []struct {
+		file string
+		want int64
+	}{
+		{`{"url":"http://h/w","acked_ms":1700000000000}`, 1700000000000},
+		{`{"url":"http://h/w","acked_ms":1700000000000,"late_ms":1699999900000}`, 1699999900000},
+	} {
+		pos := filepath.Join(dir, "p.json")
+		if err := os.WriteFile(pos, []byte(c.file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := FromURL("http://h/w")
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := New(cfg, Options{Source: h, PositionPath: pos})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st := e.Status(); st.PositionMs != 1700000000000 || st.LatePositionMs != c.want {
+			t.Errorf("%s: position %d, late %d; want late %d", c.file, st.PositionMs, st.LatePositionMs, c.want)
+		}
+	}
 }
