@@ -98,10 +98,10 @@ type Endpoint struct {
 	rangeFn   func(ts int64, bits uint64) bool // appends to pts; made once, so Range does not allocate
 	eachFn    func(id history.ID, key string, kind series.Kind) bool
 	from, to  int64
-	limit     int   // points per series in one read
-	curN      int   // points of the current series so far
-	cut       int64 // earliest time a series reached limit
-	sending   int   // series the last read found to send
+	limit     int    // points per series in one read
+	curN      int    // points of the current series so far
+	cut       int64  // earliest time a series reached limit
+	sending   [2]int // series the last read of each pass (others, late) found to send; -1: none yet
 	savedPos  int64
 	savedLate int64
 	late      bool // the pass under way reads (and positions) the late series
@@ -148,12 +148,13 @@ func New(cfg EndpointConfig, opt Options) (*Endpoint, error) {
 		return nil, err
 	}
 	e := &Endpoint{
-		cfg:    cfg,
-		opt:    opt,
-		hc:     hc,
-		url:    RedactURL(cfg.URL),
-		notify: make(chan struct{}, 1),
-		cache:  map[history.ID]*seriesInfo{},
+		cfg:     cfg,
+		opt:     opt,
+		hc:      hc,
+		url:     RedactURL(cfg.URL),
+		notify:  make(chan struct{}, 1),
+		sending: [2]int{-1, -1},
+		cache:   map[history.ID]*seriesInfo{},
 	}
 	name := cfg.Name
 	if name == "" {
@@ -272,8 +273,8 @@ func (e *Endpoint) pass(ctx context.Context) error {
 		// At most limit points of each series sent at once (Queue.ReadBytes of points in all):
 		// the series the last read sent (those match selects), all of them before one.
 		nsent := st.Series
-		if e.gen > 0 {
-			nsent = e.sending
+		if n := e.sending[e.passIndex()]; n >= 0 {
+			nsent = n
 		}
 		limit := e.cfg.Queue.ReadBytes / (max(nsent, 1) * 24)
 		limit = min(max(limit, 1), 64)
@@ -292,7 +293,7 @@ func (e *Endpoint) pass(ctx context.Context) error {
 // or the earliest time at which a series reached its limit.
 func (e *Endpoint) read(from, to int64, limit int) int64 {
 	e.gen++
-	e.sending = 0
+	e.sending[e.passIndex()] = 0
 	e.active = e.active[:0]
 	e.pts = e.pts[:0]
 	e.from, e.to, e.limit, e.cut = from, to, limit, to
@@ -364,7 +365,7 @@ func (e *Endpoint) readSeries(id history.ID, key string, kind series.Kind) bool 
 	if !si.send || si.late != e.late {
 		return true
 	}
-	e.sending++
+	e.sending[e.passIndex()]++
 	e.curIdx, e.curN = int32(len(e.active)), 0
 	n := len(e.pts)
 	e.opt.Source.Range(id, e.from, e.to, e.rangeFn)
@@ -469,6 +470,14 @@ func (e *Endpoint) sendScans(ctx context.Context) error {
 		e.persist(false)
 	}
 	return nil
+}
+
+// passIndex is 1 in the late series' pass, 0 in the other.
+func (e *Endpoint) passIndex() int {
+	if e.late {
+		return 1
+	}
+	return 0
 }
 
 // setPosition moves the position of the pass under way forward to ts.
