@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -28,106 +30,14 @@ func TestBrowserAlertBadge(t *testing.T) {
 		t.Fatalf("chromium not found (%v): run `make setup` (scripts/install-deps-ui.sh installs Debian's chromium)", err)
 	}
 	root := repoRoot(t)
-	shots := filepath.Join(root, "artifacts", "ui")
-	if a := os.Getenv("ARTIFACTS"); a != "" {
-		shots = filepath.Join(a, "ui")
-	}
-	if err := os.MkdirAll(shots, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	shots := uiArtifacts(t)
 	tmp := t.TempDir()
-	bin := filepath.Join(tmp, "cantal-agent")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/cantal-agent")
-	build.Dir = root
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/cantal-agent: %v\n%s", err, out)
-	}
-	rules := filepath.Join(tmp, "rules.yaml")
-	if err := os.WriteFile(rules, []byte(`rules:
-  - name: probe_high
-    selector: '{metric="alertprobe.value", source="push"}'
-    op: ">"
-    threshold: 10
-    for: 0s
-    severity: critical
-    summary: the pushed probe is over 10
-`), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	addr := freeAddr(t)
-	// The built-in machine rules are off: on a loaded test machine the CPU rule could fire too.
-	var log bytes.Buffer
-	cmd := exec.Command(bin, "--listen", addr, "--interval", "500ms", "--state-dir", "", "--rrdd-dir", "",
-		"--node-name", "alert-node", "--alert-rules", rules, "--alert-cpu", "0", "--alert-memory", "0", "--alert-disk", "0",
-		"--log-level", "warn")
-	cmd.Stdout, cmd.Stderr = &log, &log
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start agent: %v", err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
-		if t.Failed() {
-			t.Logf("agent log:\n%s", log.String())
-		}
-	})
-	base := "http://" + addr
-	ag := &agentProc{t: t, addr: addr}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		resp, err := http.Get(base + "/api/v1/status")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				break
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("agent did not answer on %s within 60s: %v\n%s", addr, err, log.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
-	push := func(v float64) {
-		t.Helper()
-		resp, err := http.Post(base+"/write", "text/plain", strings.NewReader(fmt.Sprintf("alertprobe value=%g\n", v)))
-		if err != nil {
-			t.Fatalf("POST /write: %v", err)
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusNoContent {
-			t.Fatalf("POST /write = %s; want 204", resp.Status)
-		}
-	}
+	bin, rules := buildAlertAgent(t, root, tmp)
+	ag := startAlertAgent(t, bin, "alert-node", "--alert-rules", rules)
+	base := "http://" + ag.addr
+	probe := startProber(t, ag, 1)
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:0:0],
-		chromedp.ExecPath(chrome),
-		chromedp.Flag("headless", true),
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.NoFirstRun,
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.Flag("hide-scrollbars", true),
-		chromedp.UserDataDir(filepath.Join(tmp, "chromium-profile")),
-		chromedp.WindowSize(1400, 900),
-	)
-	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelA()
-	console := &consoleLog{}
-	bctx, cancelB := chromedp.NewContext(actx, chromedp.WithListener(console.listen))
-	defer cancelB()
-	ctx, cancel := context.WithTimeout(bctx, 3*time.Minute)
-	defer cancel()
+	ctx, console := alertBrowser(t, chrome, tmp)
 	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/")); err != nil {
 		t.Fatalf("navigate /: %v", err)
 	}
@@ -146,14 +56,14 @@ func TestBrowserAlertBadge(t *testing.T) {
 		t.Errorf("badge drawn while nothing fires; want it hidden")
 	}
 
-	push(11)
+	probe.set(11)
 	// The badge: drawn (a box of its own, not display:none), its text 1 alert, in the header.
 	const badgeShown = `(() => { const b = document.querySelector("header .alerts-badge"); if (!b) return false;
 		const r = b.getBoundingClientRect(); return b.dataset.firing === "1" && r.width > 0 && r.height > 0 &&
 		getComputedStyle(b).visibility === "visible" && r.top >= 0 && r.bottom <= innerHeight })()`
 	if err := waitJS(ctx, badgeShown); err != nil {
 		var ans any
-		ag.getJSON(t, "/api/v1/alerts", &ans)
+		getJSONClient(http.DefaultClient, ag.url("/api/v1/alerts"), &ans)
 		t.Fatalf("badge after pushing 11 over a threshold of 10: %v; /api/v1/alerts = %v", err, ans)
 	}
 	text, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("header .alerts-badge").innerText`))
@@ -192,7 +102,7 @@ func TestBrowserAlertBadge(t *testing.T) {
 	}
 
 	// Back under the threshold: the badge clears (and the open list closes).
-	push(5)
+	probe.set(5)
 	if err := waitJS(ctx, `(() => { const b = document.querySelector("header .alerts-badge");
 		return b.dataset.firing === "0" && b.getBoundingClientRect().width === 0 && document.querySelector(".alerts-panel").hidden })()`); err != nil {
 		t.Fatalf("badge after pushing 5 under the threshold: %v", err)
@@ -200,4 +110,220 @@ func TestBrowserAlertBadge(t *testing.T) {
 	for _, e := range console.take() {
 		t.Errorf("console: %s", e)
 	}
+}
+
+// TestBrowserAlertBadgeCluster: the badge counts the cluster's alerts. An alert firing on n2
+// shows on n1's pages with n2 named in the list; when n2 is killed, n1's badge shows node_down
+// for n2 and the list names n2 as not answering.
+func TestBrowserAlertBadgeCluster(t *testing.T) {
+	if !Built(Dist()) {
+		t.Fatal("the web UI is not built (internal/web/dist has no index.html): run `make setup` (scripts/build-ui.sh) first")
+	}
+	chrome, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Fatalf("chromium not found (%v): run `make setup` (scripts/install-deps-ui.sh installs Debian's chromium)", err)
+	}
+	shots := uiArtifacts(t)
+	tmp := t.TempDir()
+	bin, rules := buildAlertAgent(t, repoRoot(t), tmp)
+	n1 := startAlertAgent(t, bin, "n1", "--alert-rules", rules, "--cluster-name", "alerts-ui")
+	n2 := startAlertAgent(t, bin, "n2", "--alert-rules", rules, "--cluster-name", "alerts-ui", "--peer", n1.addr)
+	client := &http.Client{Timeout: 2 * time.Second}
+	waitUntil(t, 60*time.Second, "n1 and n2 know each other", func() error {
+		for _, n := range []*fleetNode{n1, n2} {
+			var ans struct {
+				Peers []struct{ Name, Status string } `json:"peers"`
+			}
+			if err := getJSONClient(client, n.url("/api/v1/peers"), &ans); err != nil {
+				return err
+			}
+			if len(ans.Peers) != 1 || ans.Peers[0].Status != "alive" {
+				return fmt.Errorf("%s's peers: %+v", n.name, ans.Peers)
+			}
+		}
+		return nil
+	})
+	startProber(t, n2, 11)
+
+	ctx, console := alertBrowser(t, chrome, tmp)
+	if err := chromedp.Do(ctx, chromedp.Navigate(n1.url("/"))); err != nil {
+		t.Fatalf("navigate n1's /: %v", err)
+	}
+	if err := waitJS(ctx, `document.body.dataset.ready === "/"`); err != nil {
+		t.Fatalf("n1's overview: %v", err)
+	}
+	const badge = `document.querySelector("header .alerts-badge")`
+	if err := waitJS(ctx, badge+`.dataset.firing === "1" && `+badge+`.getBoundingClientRect().width > 0`); err != nil {
+		t.Fatalf("n1's badge for n2's alert: %v", err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`header .alerts-badge`))); err != nil {
+		t.Fatalf("click the badge: %v", err)
+	}
+	rows := `[...document.querySelectorAll(".alerts-list tbody tr")].map((r) => r.innerText).join("\\n")`
+	if err := waitJS(ctx, rows+`.includes("probe_high")`); err != nil {
+		t.Fatalf("n1's alert list: %v", err)
+	}
+	got, err := chromedp.Run(ctx, chromedp.Evaluate[string](rows))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(got, "firing\tn2\tprobe_high") {
+		t.Errorf("n1's list %q; want n2's probe_high firing, named with its node", got)
+	}
+	if shot, err := chromedp.Run(ctx, chromedp.CaptureScreenshot()); err == nil {
+		os.WriteFile(filepath.Join(shots, "alerts-cluster.png"), shot, 0o644)
+	}
+
+	// n2 dies: n1 names it down.
+	n2.cmd.Process.Kill()
+	n2.cmd.Wait()
+	killed := time.Now()
+	// Until node_down has held 10 s nothing fires (the badge hides and its list closes); then
+	// the one firing alert is n1's own.
+	if err := waitJS(ctx, badge+`.dataset.firing === "1" && `+badge+`.title.includes("firing on n1")`); err != nil {
+		title, _ := chromedp.Run(ctx, chromedp.Evaluate[string](badge+`.title`))
+		t.Fatalf("n1's badge after n2 was killed: %v; title %q", err, title)
+	}
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`header .alerts-badge`))); err != nil {
+		t.Fatalf("click the badge: %v", err)
+	}
+	if err := waitJS(ctx, rows+`.includes("node_down") && `+rows+`.includes("peer=n2")`); err != nil {
+		got, _ := chromedp.Run(ctx, chromedp.Evaluate[string](rows))
+		t.Fatalf("n1's list after n2 was killed: %v; rows %q", err, got)
+	}
+	t.Logf("node_down for n2 firing on n1's page %v after the kill (suspect or dead for 10 s, then the 3 s poll)", time.Since(killed).Round(100*time.Millisecond))
+	text, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector(".alerts-panel").innerText`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(text, "Not answering: n2") {
+		t.Errorf("n1's alert list %q; want n2 named as not answering", text)
+	}
+	if shot, err := chromedp.Run(ctx, chromedp.CaptureScreenshot()); err == nil {
+		os.WriteFile(filepath.Join(shots, "alerts-node-down.png"), shot, 0o644)
+	}
+	for _, e := range console.take() {
+		t.Errorf("console: %s", e)
+	}
+}
+
+const probeRules = `rules:
+  - name: probe_high
+    selector: '{metric="alertprobe.value", source="push"}'
+    op: ">"
+    threshold: 10
+    for: 0s
+    severity: critical
+    summary: the pushed probe is over 10
+`
+
+// buildAlertAgent builds the agent into dir and writes probeRules beside it.
+func buildAlertAgent(t *testing.T, root, dir string) (bin, rules string) {
+	t.Helper()
+	bin = filepath.Join(dir, "cantal-agent")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/cantal-agent")
+	build.Dir = root
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./cmd/cantal-agent: %v\n%s", err, out)
+	}
+	rules = filepath.Join(dir, "rules.yaml")
+	if err := os.WriteFile(rules, []byte(probeRules), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return bin, rules
+}
+
+// startAlertAgent starts an agent named name (1 s scans, nothing kept) and waits until it
+// answers. The built-in machine rules are off: on a loaded test machine the CPU rule could
+// fire too. It is stopped when the test ends (its log shown if the test failed).
+func startAlertAgent(t *testing.T, bin, name string, args ...string) *fleetNode {
+	t.Helper()
+	n := &fleetNode{name: name, addr: freeAddr(t), log: new(bytes.Buffer)}
+	n.cmd = exec.Command(bin, append([]string{"--listen", n.addr, "--interval", "1s", "--state-dir", "", "--rrdd-dir", "",
+		"--node-name", name, "--alert-cpu", "0", "--alert-memory", "0", "--alert-disk", "0", "--log-level", "warn"}, args...)...)
+	n.cmd.Stdout, n.cmd.Stderr = n.log, n.log
+	if err := n.cmd.Start(); err != nil {
+		t.Fatalf("start agent %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		if n.cmd.ProcessState == nil {
+			n.cmd.Process.Signal(syscall.SIGTERM)
+			done := make(chan struct{})
+			go func() { n.cmd.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(20 * time.Second):
+				n.cmd.Process.Kill()
+				<-done
+			}
+		}
+		if t.Failed() {
+			t.Logf("agent %s log:\n%s", name, n.log.String())
+		}
+	})
+	waitUntil(t, 60*time.Second, "agent "+name+" answers", func() error {
+		var st any
+		return getJSONClient(&http.Client{Timeout: 2 * time.Second}, n.url("/api/v1/status"), &st)
+	})
+	return n
+}
+
+// prober keeps writing alertprobe.value into an agent every 500 ms, as an application pushing
+// its value would: a single point can be refused on a loaded machine (no scan within one
+// interval after its time), a steady stream cannot be missed. set changes the value.
+type prober struct{ v atomic.Uint64 }
+
+func startProber(t *testing.T, n *fleetNode, v float64) *prober {
+	t.Helper()
+	p := &prober{}
+	p.set(v)
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { stop(); <-done })
+	go func() {
+		defer close(done)
+		c := &http.Client{Timeout: 2 * time.Second}
+		for {
+			body := fmt.Sprintf("alertprobe value=%g\n", math.Float64frombits(p.v.Load()))
+			if resp, err := c.Post(n.url("/write"), "text/plain", strings.NewReader(body)); err == nil {
+				resp.Body.Close()
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}()
+	return p
+}
+
+func (p *prober) set(v float64) { p.v.Store(math.Float64bits(v)) }
+
+// alertBrowser starts headless Chromium (1400×900) for the test; its context ends with it.
+func alertBrowser(t *testing.T, chrome, tmp string) (context.Context, *consoleLog) {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:0:0],
+		chromedp.ExecPath(chrome),
+		chromedp.Flag("headless", true),
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.NoFirstRun,
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.Flag("hide-scrollbars", true),
+		chromedp.UserDataDir(filepath.Join(tmp, "chromium-profile")),
+		chromedp.WindowSize(1400, 900),
+	)
+	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancelA)
+	console := &consoleLog{}
+	bctx, cancelB := chromedp.NewContext(actx, chromedp.WithListener(console.listen))
+	t.Cleanup(cancelB)
+	ctx, cancel := context.WithTimeout(bctx, 3*time.Minute)
+	t.Cleanup(cancel)
+	return ctx, console
 }
