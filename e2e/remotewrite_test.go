@@ -593,4 +593,45 @@ func TestRemoteWriteLatePush(t *testing.T) {
 	}
 	t.Logf("prometheus holds %v, %.1f s after the last push; pushed series sent up to %d ms behind the position",
 		got, time.Since(start).Seconds(), st.PositionMs-st.LatePositionMs)
+
+	// A point stamped at a scan already sent, then at once (once the agent holds it) a restart
+	// (SIGTERM, same state directory): the pushed series' position and the history carry it.
+	st = status()
+	ss, err = a.series("/api/v1/history?window=1m", `{metric="cpu.idle_ms", cpu="0"}`)
+	if err != nil || len(ss) != 1 {
+		t.Fatalf("agent history of cpu.idle_ms: %v, %d series", err, len(ss))
+	}
+	var t4 int64
+	for _, p := range ss[0].Points {
+		if ts := int64(p[0]); ts <= st.PositionMs {
+			t4 = ts
+		}
+	}
+	push(4, t4)
+	want = append(want, rawPoint{t4, 4})
+	waitFor(t, 10*time.Second, func() error {
+		ss, err := a.series("/api/v1/history?window=5m", `{metric="late_probe.value"}`)
+		if err != nil || len(ss) != 1 || len(ss[0].Points) != 4 {
+			return fmt.Errorf("agent history: %v, %v", err, ss)
+		}
+		return nil
+	})
+	held := status().LatePositionMs < t4
+	a.stop(syscall.SIGTERM)
+	restart(a, 30*time.Second)
+	start = time.Now()
+	waitFor(t, 60*time.Second, func() error {
+		var err error
+		if got, err = prom.raw(node, want[0].ts-60_000); err != nil {
+			return err
+		}
+		if !slices.Equal(got, want) {
+			return fmt.Errorf("after the restart prometheus holds %v; want %v (status %+v)", got, want, status())
+		}
+		return nil
+	})
+	if st := status(); st.FailedBatches != 0 || st.DroppedSamples != 0 {
+		t.Fatalf("remote write refused requests after the restart: %+v", st)
+	}
+	t.Logf("after the restart: the late point (held back at the stop: %v) arrived %.1f s after the restart", held, time.Since(start).Seconds())
 }
