@@ -22,7 +22,9 @@ const maxAlertsBody = 8 << 20
 // cluster answer).
 type alertsAnswer struct {
 	Alerts []alerts.Alert `json:"alerts"`
-	Nodes  []alertsNode   `json:"nodes,omitempty"`
+	// Truncated names this node's rules that matched more series than they may evaluate.
+	Truncated []string     `json:"truncated,omitempty"`
+	Nodes     []alertsNode `json:"nodes,omitempty"`
 }
 
 type alertsNode struct {
@@ -52,7 +54,11 @@ func (s *Server) localAlerts(ctx context.Context) []alerts.Alert {
 }
 
 func (s *Server) alerts(w http.ResponseWriter, r *http.Request) {
-	WriteJSON(w, alertsAnswer{Alerts: s.localAlerts(r.Context())})
+	ans := alertsAnswer{Alerts: s.localAlerts(r.Context())}
+	if s.Alerts != nil {
+		ans.Truncated = s.Alerts().Truncated
+	}
+	WriteJSON(w, ans)
 }
 
 // clusterAlerts merges this node's alerts and every peer's, fetched in parallel from their

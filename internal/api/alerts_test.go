@@ -42,15 +42,21 @@ func alertOf(name, state, node string, l series.Labels) alerts.Alert {
 // TestAlertsPrivacy: an alert over a process the caller may not see is listed without its
 // labels; one over no process keeps them.
 func TestAlertsPrivacy(t *testing.T) {
-	snap := &alerts.Snapshot{Alerts: []alerts.Alert{
+	snap := &alerts.Snapshot{Truncated: []string{"proc_hot"}, Alerts: []alerts.Alert{
 		alertOf("proc_hot", "firing", "a", series.Labels{"metric": "process.cpu", "pid": "200", "process": "theirs"}),
 		alertOf("load", "pending", "a", series.Labels{"metric": "load.one"}),
 	}}
 	ts := alertsServer(t, "a", snap, nil)
 	for caller, wantPid := range map[string]string{"all": "200", "own": "", "none": ""} {
-		var ans struct{ Alerts []alerts.Alert }
+		var ans struct {
+			Alerts    []alerts.Alert
+			Truncated []string
+		}
 		if err := json.Unmarshal(getAs(t, ts, caller, "/api/v1/alerts"), &ans); err != nil {
 			t.Fatal(err)
+		}
+		if len(ans.Truncated) != 1 || ans.Truncated[0] != "proc_hot" {
+			t.Errorf("as %s: truncated %v; want [proc_hot]", caller, ans.Truncated)
 		}
 		if len(ans.Alerts) != 2 {
 			t.Fatalf("as %s: %d alerts; want 2 (hidden labels, not hidden alerts)", caller, len(ans.Alerts))

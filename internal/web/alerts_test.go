@@ -101,6 +101,24 @@ func TestBrowserAlertBadge(t *testing.T) {
 		os.WriteFile(filepath.Join(shots, "alerts-list.png"), shot, 0o644)
 	}
 
+	// On a phone the badge stays in the header and its list fits the screen: no horizontal
+	// scroll. (The list is reopened so that it sits under the header as wrapped at 390 px.)
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(390, 844),
+		chromedp.Click(chromedp.CSS(`header .alerts-badge`)), chromedp.Click(chromedp.CSS(`header .alerts-badge`))); err != nil {
+		t.Fatalf("phone viewport: %v", err)
+	}
+	if err := waitJS(ctx, `(() => { const p = document.querySelector(".alerts-panel"), b = document.querySelector("header .alerts-badge");
+		if (p.hidden || innerWidth !== 390) return false;
+		const r = p.getBoundingClientRect(), rb = b.getBoundingClientRect();
+		return r.left >= 0 && r.right <= innerWidth && rb.width > 0 && rb.right <= innerWidth &&
+			document.documentElement.scrollWidth <= innerWidth })()`); err != nil {
+		geo, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`JSON.stringify({sw: document.documentElement.scrollWidth, w: innerWidth, p: document.querySelector(".alerts-panel").getBoundingClientRect()})`))
+		t.Errorf("alert list on a 390 px phone: %v; %s", err, geo)
+	}
+	if shot, err := chromedp.Run(ctx, chromedp.CaptureScreenshot()); err == nil {
+		os.WriteFile(filepath.Join(shots, "alerts-list-phone.png"), shot, 0o644)
+	}
+
 	// Back under the threshold: the badge clears (and the open list closes).
 	probe.set(5)
 	if err := waitJS(ctx, `(() => { const b = document.querySelector("header .alerts-badge");
