@@ -65,15 +65,20 @@ var benchRules = []Rule{
 // BenchmarkEval: one evaluation after a scan of 100k series with the four built-in rules and
 // three selector rules: "cached" is the engine (selectors matched once, each scan reads the
 // matched series' latest points); "rematch" matches every selector against every series at
-// every scan, as a rule answered through /api/v1/metrics would.
+// every scan, as a rule answered through /api/v1/metrics would; "builtin-rematch" is one pass
+// of the default agent (built-in rules only: CPU and memory series looked up by key, mounts
+// found by the pass), which runs at most every 30 scans.
 func BenchmarkEval(b *testing.B) {
 	reg, h, _ := benchRegistry(b, 100_000)
 	cfg := Config{Node: "n", Rules: benchRules, CPUBusy: 90, MemAvail: 10, FSAvail: 10, NodeDown: true, Peers: func() []PeerState { return nil }}
-	for _, mode := range []string{"cached", "rematch"} {
+	for _, mode := range []string{"cached", "rematch", "builtin-rematch"} {
 		b.Run(mode, func(b *testing.B) {
 			c := cfg
-			if mode == "rematch" {
+			switch mode {
+			case "rematch":
 				c.RematchScans = 1
+			case "builtin-rematch": // the default agent: no rules file, the pass finds mounts
+				c.RematchScans, c.Rules = 1, nil
 			}
 			e := New(c)
 			v := reg.View()
@@ -81,8 +86,8 @@ func BenchmarkEval(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for b.Loop() {
-				if mode == "rematch" {
-					e.needMatch = true
+				if mode != "cached" {
+					e.needMatch, e.sinceMatch = true, fsRematchScans
 				}
 				e.Eval(v, h)
 			}

@@ -4,7 +4,6 @@ import (
 	"log/slog"
 	"math"
 	"sort"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -24,6 +23,9 @@ const (
 	DefaultMaxSeriesPerRule = 1000
 	DefaultStale            = 5 * time.Minute
 	DefaultRematchScans     = 5
+	// fsRematchScans: without selector rules, the pass over the series that finds new mounts'
+	// fs.avail and fs.size runs at most this often (a new mount is seen within a minute).
+	fsRematchScans = 30
 )
 
 // Names of the built-in rules.
@@ -135,6 +137,7 @@ type Engine struct {
 
 	insts       map[instKey]*inst
 	seen        map[instKey]bool
+	hasUser     bool  // there are selector rules
 	lastRematch int64 // rematches done
 	sinceMatch  int   // scans since the last rematch
 	needMatch   bool  // series were added or a match is gone since the last rematch
@@ -178,6 +181,7 @@ func New(cfg Config) *Engine {
 	}
 	for _, r := range cfg.Rules {
 		e.rules = append(e.rules, &rule{kind: kindUser, Rule: r})
+		e.hasUser = true
 	}
 	e.snap.Store(&Snapshot{})
 	return e
@@ -195,7 +199,11 @@ func (e *Engine) Eval(v *registry.View, hist *history.Store) {
 	if v.Added > 0 {
 		e.needMatch = true
 	}
-	if e.lastRematch == 0 || e.needMatch && e.sinceMatch >= e.cfg.RematchScans {
+	every := e.cfg.RematchScans
+	if !e.hasUser {
+		every = max(every, fsRematchScans) // only mounts to find: they come and go rarely
+	}
+	if e.lastRematch == 0 || e.needMatch && e.sinceMatch >= every {
 		e.rematch(v, hist, now)
 	}
 	clear(e.seen)
@@ -344,8 +352,9 @@ func (e *Engine) value(hist *history.Store, m match, fn Fn, now int64) (float64,
 	return 0, false
 }
 
-// rematch finds the series of every rule in v: one pass over the view's series written within
-// Stale, each matched against every rule.
+// rematch finds the series of every rule in v: the machine's CPU and memory series by their
+// keys, and the others in one pass over the view's series written within Stale, each matched
+// against every selector rule (no pass when no rule needs one).
 func (e *Engine) rematch(v *registry.View, hist *history.Store, now int64) {
 	e.lastRematch++
 	e.sinceMatch, e.needMatch = 0, false
@@ -365,6 +374,25 @@ func (e *Engine) rematch(v *registry.View, hist *history.Store, now int64) {
 		}
 	}
 	e.cpu, e.memN, e.fs = map[string]match{}, [2]bool{}, map[string]*fsPair{}
+	byKey := func(l series.Labels) (match, bool) {
+		key := l.Key()
+		id, k, ok := hist.Lookup(key)
+		return match{key: key, labels: l, kind: k, hid: id}, ok
+	}
+	if wantCPU {
+		for mode := range cpuBusyModes {
+			if m, ok := byKey(series.Labels{"metric": "cpu." + mode + "_ms"}); ok && m.kind == series.Counter {
+				e.cpu[mode] = m
+			}
+		}
+	}
+	if wantMem {
+		e.mem[0], e.memN[0] = byKey(series.Labels{"metric": "memory.MemAvailable"})
+		e.mem[1], e.memN[1] = byKey(series.Labels{"metric": "memory.MemTotal"})
+	}
+	if len(users) == 0 && !wantFS {
+		return
+	}
 	horizon := now - e.cfg.Stale.Milliseconds()
 	max := e.cfg.MaxSeriesPerRule
 	v.Each(func(h registry.Handle) bool {
@@ -380,16 +408,7 @@ func (e *Engine) rematch(v *registry.View, hist *history.Store, now int64) {
 		l := h.Labels()
 		m := match{key: h.Key(), labels: l, kind: k, hid: h.HistoryID()}
 		name := l["metric"]
-		switch {
-		case wantCPU && len(l) == 1 && k == series.Counter && strings.HasPrefix(name, "cpu.") && strings.HasSuffix(name, "_ms"):
-			if mode := name[4 : len(name)-3]; cpuBusyModes[mode] {
-				e.cpu[mode] = m
-			}
-		case wantMem && len(l) == 1 && name == "memory.MemAvailable":
-			e.mem[0], e.memN[0] = m, true
-		case wantMem && len(l) == 1 && name == "memory.MemTotal":
-			e.mem[1], e.memN[1] = m, true
-		case wantFS && (name == "fs.avail" || name == "fs.size") && len(e.fs) < max:
+		if wantFS && (name == "fs.avail" || name == "fs.size") && len(e.fs) < max {
 			mount := make(series.Labels, len(l)-1)
 			for lk, lv := range l {
 				if lk != "metric" {
