@@ -158,10 +158,34 @@ export async function cluster(ctx: Ctx) {
 
   // Live: after every local scan, the latest values of every node.
   let busy = false;
+  // A tick skipped while the last question was still out leaves a hole the nodes' histories do
+  // not have: every 15th tick the last minute of history is asked again and merged (points at
+  // their own timestamps, so nothing is stored twice).
+  let ticks = 0;
+  const refill = async () => {
+    try {
+      const h = await getJSON<ClusterAnswer<HistorySeries>>(`/api/v1/cluster/history?match=${encodeURIComponent(match)}&window=1m${fn}`);
+      if (!ctx.alive()) return;
+      const m = h.nodes.some((n) => n.series.length > 1);
+      for (const n of h.nodes) {
+        for (const s of n.series) {
+          const l = lines.get(lineName(n.node, s.labels, m));
+          if (!l) continue;
+          for (const [ts, v] of s.points) {
+            const x = num(v);
+            if (x !== null && !l.pts.has(ts)) l.pts.set(ts, x);
+          }
+        }
+      }
+    } catch {
+      /* the next refill retries */
+    }
+  };
   ctx.onTick(async () => {
     if (busy) return;
     busy = true;
     try {
+      if (++ticks % 15 === 0) await refill();
       const cur = await getJSON<ClusterAnswer<Series>>(`/api/v1/cluster/metrics?match=${encodeURIComponent(match)}${fn}`);
       if (!ctx.alive()) return;
       const m = cur.nodes.some((n) => n.series.length > 1);
