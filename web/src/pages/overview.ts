@@ -1,12 +1,14 @@
-// Overview: the node at a glance, live: CPU, memory, load, network, disks, top processes and
-// the agent's own cost.
-import { getJSON, type Process } from "../api";
+// Overview: the node at a glance, live: CPU (total and per CPU), memory, load, network, disks
+// (throughput and latency), filesystem space, top processes and the agent's own cost.
+import { getJSON, type Process, type Series } from "../api";
 import { TimeChart } from "../chart";
 import { esc, h } from "../dom";
 import { fmtBytes, fmtDuration, fmtNum, round } from "../format";
 import type { Ctx } from "../main";
 import { align, combine, Store, sum, type Track } from "../store";
 import { card, heading, setText, SortTable } from "../widgets";
+import { fsRows, latency, perCPU } from "./machine";
+import "./overview.css";
 
 const WINDOW = "15m";
 const WINDOW_MS = 15 * 60e3;
@@ -15,6 +17,8 @@ const WINDOW_MS = 15 * 60e3;
  * cpu="total" (an absent label matches "", as in Prometheus).
  */
 export const CPU_TOTAL = `{metric=~"cpu\\\\..*_ms", cpu=~"total|"}`;
+/** CPU_EACH selects the per-CPU cpu.*_ms counters (cpu="0", "1", ...). */
+export const CPU_EACH = `{metric=~"cpu\\\\..*_ms", cpu=~"[0-9]+"}`;
 
 /** wholeDisks drops partitions when their disk is listed too (vda1 beside vda). */
 export function wholeDisks(names: string[]): Set<string> {
@@ -47,6 +51,13 @@ export async function overview(ctx: Ctx) {
   const loadChart = new TimeChart(grid, { group: ctx.charts, title: "Load average", unit: "load" });
   const netChart = new TimeChart(grid, { group: ctx.charts, title: "Network (all interfaces but lo)", unit: "bytes/s" });
   const diskChart = new TimeChart(grid, { group: ctx.charts, title: "Disk I/O", unit: "bytes/s" });
+  const cpusChart = new TimeChart(grid, { group: ctx.charts, title: "CPU busy per CPU (not idle, not iowait)", unit: "%", yMax: 100 });
+  const latChart = new TimeChart(grid, { group: ctx.charts, title: "Disk latency (average per request)", unit: "ms" });
+  const latNote = h("span", { class: "chart-note", role: "status" });
+  latChart.el.querySelector("figcaption")?.append(latNote);
+
+  const fsList = h("div", { class: "fs-list", role: "list", "aria-label": "Filesystem space" }, h("p", { class: "none" }, "waiting for data…"));
+  root.append(h("h2", {}, "Filesystems (fullest first, Use% as df shows it)"), fsList);
 
   const agentSec = h("section", { class: "charts", "aria-label": "The agent itself" });
   root.append(h("h2", {}, `The agent itself (pid ${st.pid})`), agentSec);
@@ -56,7 +67,7 @@ export async function overview(ctx: Ctx) {
   const topCPU = procTable("cpu", "Top processes by CPU");
   const topMem = procTable("rss", "Top processes by memory");
   root.append(h("h2", {}, "Top processes"), h("section", { class: "two" }, topCPU.el, topMem.el));
-  const charts = [cpuChart, memChart, loadChart, netChart, diskChart, agentCPU, agentMem];
+  const charts = [cpuChart, memChart, loadChart, netChart, diskChart, cpusChart, latChart, agentCPU, agentMem];
   ctx.cleanup(() => charts.forEach((c) => c.destroy()));
 
   setText(root, "ov-host", st.hostname);
@@ -84,6 +95,46 @@ export async function overview(ctx: Ctx) {
     history: WINDOW, fn: "rate",
     onHistory: (hs) => { cpu.history(hs); drawCPU(); },
     onUpdate: (ts, s) => { cpu.update(ts, s); drawCPU(); },
+  });
+
+  // Per CPU: one busy line per CPU.
+  const cpus = new Store(WINDOW_MS, true);
+  const drawCPUs = () => {
+    const p = perCPU(cpus.find());
+    if (p) cpusChart.set(p.data, p.names);
+  };
+  ctx.sub(CPU_EACH, {
+    history: WINDOW, fn: "rate",
+    onHistory: (hs) => { cpus.history(hs); drawCPUs(); },
+    onUpdate: (ts, s) => { cpus.update(ts, s); drawCPUs(); },
+  });
+
+  // Filesystem space: the latest fs.size/free/avail of each mount.
+  const drawFs = (series: Series[]) => {
+    const rows = fsRows(series);
+    fsList.replaceChildren(...(rows.length === 0 ? [h("p", { class: "none" }, "no mounted filesystem with space to show")] : rows.map((r) =>
+      h("div", { class: "fs-row", role: "listitem", "data-mountpoint": r.mountpoint, "data-use": String(r.usePct), title: `${r.device} (${r.fstype}), ${fmtBytes(r.size)}` },
+        h("span", { class: "fs-mount" }, r.mountpoint),
+        h("span", { class: "fs-bar", "aria-hidden": "true" }, h("span", { class: r.usePct >= 90 ? "full" : "", style: `width:${Math.min(100, r.usePct)}%` })),
+        h("span", { class: "fs-use" }, `${r.usePct} %`),
+        h("span", { class: "fs-avail" }, `${fmtBytes(r.avail)} free`)))));
+  };
+  ctx.sub(`{metric=~"fs\\\\.(size|free|avail)"}`, { onUpdate: (_ts, s) => drawFs(s) });
+
+  // Disk latency: rate(time_ms) / rate(ops) per whole disk, read and write.
+  const lat = new Store(WINDOW_MS, true);
+  const drawLat = () => {
+    const all = lat.find();
+    const l = latency(all, wholeDisks([...new Set(all.map((t) => t.labels.device))]));
+    if (!l) return;
+    latChart.set(l.data, l.names);
+    latChart.el.dataset.io = String(l.ios);
+    latNote.textContent = l.ios ? "" : " — no I/O in this window";
+  };
+  ctx.sub(`{metric=~"disk\\\\.(read|write)\\\\.(time_ms|ops)"}`, {
+    history: WINDOW, fn: "rate",
+    onHistory: (hs) => { lat.history(hs); drawLat(); },
+    onUpdate: (ts, s) => { lat.update(ts, s); drawLat(); },
   });
 
   const mem = new Store(WINDOW_MS, false);
