@@ -110,8 +110,13 @@ export async function overview(ctx: Ctx) {
   });
 
   // Filesystem space: the latest fs.size/free/avail of each mount.
+  let fsKey = "";
   const drawFs = (series: Series[]) => {
     const rows = fsRows(series);
+    // Rebuilt only when what it shows changed (mounts, Use%, free space as written).
+    const key = rows.map((r) => `${r.mountpoint}\u0000${r.usePct}\u0000${fmtBytes(r.avail)}`).join("\u0001");
+    if (key === fsKey) return;
+    fsKey = key;
     fsList.replaceChildren(...(rows.length === 0 ? [h("p", { class: "none" }, "no mounted filesystem with space to show")] : rows.map((r) =>
       h("div", { class: "fs-row", role: "listitem", "data-mountpoint": r.mountpoint, "data-use": String(r.usePct), title: `${r.device} (${r.fstype}), ${fmtBytes(r.size)}` },
         h("span", { class: "fs-mount" }, r.mountpoint),
