@@ -1,7 +1,6 @@
 package web
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"math"
@@ -257,7 +256,7 @@ func buildAlertAgent(t *testing.T, root, dir string) (bin, rules string) {
 // fire too. It is stopped when the test ends (its log shown if the test failed).
 func startAlertAgent(t *testing.T, bin, name string, args ...string) *fleetNode {
 	t.Helper()
-	n := &fleetNode{name: name, addr: freeAddr(t), log: new(bytes.Buffer)}
+	n := &fleetNode{name: name, addr: freeAddr(t), log: new(fleetLog)}
 	n.cmd = exec.Command(bin, append([]string{"--listen", n.addr, "--interval", "1s", "--state-dir", "", "--rrdd-dir", "",
 		"--node-name", name, "--alert-cpu", "0", "--alert-memory", "0", "--alert-disk", "0", "--log-level", "warn"}, args...)...)
 	n.cmd.Stdout, n.cmd.Stderr = n.log, n.log

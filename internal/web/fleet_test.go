@@ -29,7 +29,26 @@ import (
 type fleetNode struct {
 	name, addr string
 	cmd        *exec.Cmd
-	log        *bytes.Buffer
+	log        *fleetLog
+}
+
+// fleetLog is an agent's output: written by the exec package's copying goroutine while the test
+// reads it, so guarded by a mutex.
+type fleetLog struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *fleetLog) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *fleetLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
 }
 
 func (n *fleetNode) url(path string) string { return "http://" + n.addr + path }
@@ -71,7 +90,7 @@ func TestBrowserFleet(t *testing.T) {
 	// Three agents; n2 and n3 join n1.
 	var nodes []*fleetNode
 	for i, name := range []string{"n1", "n2", "n3"} {
-		n := &fleetNode{name: name, addr: freeAddr(t), log: new(bytes.Buffer)}
+		n := &fleetNode{name: name, addr: freeAddr(t), log: new(fleetLog)}
 		args := []string{"--listen", n.addr, "--interval", "1s", "--state-dir", "", "--rrdd-dir", "",
 			"--cluster-name", "ui-fleet", "--node-name", name, "--log-level", "warn"}
 		if i > 0 {
