@@ -3,8 +3,8 @@ package remotewrite
 import (
 	"sort"
 	"strings"
-	"unicode/utf8"
 
+	"github.com/cantal-go/cantal/internal/promname"
 	"github.com/cantal-go/cantal/internal/series"
 )
 
@@ -21,7 +21,7 @@ func DefaultNamer(l series.Labels, k series.Kind) (string, []Label, float64, boo
 	if k == series.State {
 		return "", nil, 0, false
 	}
-	name := promName(l["metric"], true)
+	name := promname.Name(l["metric"], true)
 	if k == series.Counter && !strings.HasSuffix(name, "_total") {
 		name += "_total"
 		if strings.HasPrefix(name, "__") {
@@ -33,56 +33,9 @@ func DefaultNamer(l series.Labels, k series.Kind) (string, []Label, float64, boo
 		if n == "metric" {
 			continue
 		}
-		out = append(out, Label{promName(n, false), v})
+		out = append(out, Label{promname.Name(n, false), v})
 	}
 	return name, out, 1, true
-}
-
-// promName converts s to a Prometheus metric or label name as promname.Name does (upper-case
-// letters become "_" and lower case at word boundaries, anything else "_").
-func promName(s string, metric bool) string {
-	var b strings.Builder
-	b.Grow(len(s) + 4)
-	prev := byte(0)
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'A' && c <= 'Z':
-			lower := c + ('a' - 'A')
-			nextLower := i+1 < len(s) && s[i+1] >= 'a' && s[i+1] <= 'z'
-			if b.Len() > 0 && ((prev >= 'a' && prev <= 'z') || (prev >= '0' && prev <= '9') ||
-				(prev >= 'A' && prev <= 'Z' && nextLower)) {
-				b.WriteByte('_')
-			}
-			b.WriteByte(lower)
-		case c >= 'a' && c <= 'z', c == '_':
-			b.WriteByte(c)
-		case c >= '0' && c <= '9':
-			if b.Len() == 0 {
-				b.WriteByte('_')
-			}
-			b.WriteByte(c)
-		case c >= utf8.RuneSelf:
-			_, size := utf8.DecodeRuneInString(s[i:])
-			i += size - 1
-			b.WriteByte('_')
-		default:
-			b.WriteByte('_')
-		}
-		prev = c
-	}
-	n := b.String()
-	if n == "" {
-		n = "_"
-	}
-	if strings.HasPrefix(n, "__") {
-		if metric {
-			n = "metric" + n
-		} else {
-			n = "label" + n
-		}
-	}
-	return n
 }
 
 // labelSet builds the label set sent for a series: __name__, the series' labels, then the
