@@ -9,44 +9,9 @@
 # their own carbon-cache on loopback with a temporary configuration).
 set -eu
 
-need=""
-command -v carbon-cache >/dev/null 2>&1 || need="$need graphite-carbon"
-command -v whisper-fetch >/dev/null 2>&1 || need="$need python3-whisper"
-command -v tmux >/dev/null 2>&1 || need="$need tmux"
+. "$(dirname "$0")/apt-lib.sh"
 
-if [ -z "$need" ]; then
-	exit 0
-fi
-
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then
-	SUDO="sudo"
-fi
-
-# Keep Debian's maintainer scripts from starting carbon-cache: a policy-rc.d that refuses every
-# action, only for the duration of this install and only if the machine has none.
-policy=/usr/sbin/policy-rc.d
-own_policy=0
-if [ ! -e "$policy" ]; then
-	printf '#!/bin/sh\nexit 101\n' | $SUDO tee "$policy" >/dev/null
-	$SUDO chmod 755 "$policy"
-	own_policy=1
-fi
-cleanup() {
-	if [ "$own_policy" -eq 1 ]; then
-		$SUDO rm -f "$policy"
-	fi
-}
-trap cleanup EXIT
-
-export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq >/dev/null
-# shellcheck disable=SC2086 # word splitting of $need is intended
-$SUDO apt-get install -y -qq --no-install-recommends $need >/dev/null
-
-for p in carbon-cache whisper-fetch tmux; do
-	if ! command -v "$p" >/dev/null 2>&1; then
-		echo "install-deps-carbon.sh: $p still missing after installing:$need" >&2
-		exit 1
-	fi
-done
+need_pkg carbon-cache graphite-carbon
+need_pkg whisper-fetch python3-whisper
+need_pkg tmux tmux
+install_needed install-deps-carbon.sh carbon-cache whisper-fetch tmux
