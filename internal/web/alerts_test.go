@@ -321,25 +321,7 @@ func (p *prober) set(v float64) { p.v.Store(math.Float64bits(v)) }
 // alertBrowser starts headless Chromium (1400×900) for the test; its context ends with it.
 func alertBrowser(t *testing.T, chrome, tmp string) (context.Context, *consoleLog) {
 	t.Helper()
-	opts := append(chromedp.DefaultExecAllocatorOptions[:0:0],
-		chromedp.ExecPath(chrome),
-		chromedp.Flag("headless", true),
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.NoFirstRun,
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.Flag("hide-scrollbars", true),
-		chromedp.UserDataDir(filepath.Join(tmp, "chromium-profile")),
-		chromedp.WindowSize(1400, 900),
-	)
-	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
-	t.Cleanup(cancelA)
-	console := &consoleLog{}
-	bctx, cancelB := chromedp.NewContext(actx, chromedp.WithListener(console.listen))
-	t.Cleanup(cancelB)
+	bctx, console := newBrowser(t, chrome, tmp, 1400, 900)
 	ctx, cancel := context.WithTimeout(bctx, 3*time.Minute)
 	t.Cleanup(cancel)
 	return ctx, console

@@ -298,28 +298,7 @@ func TestBrowser(t *testing.T) {
 	}
 	ag.getJSON(t, "/api/v1/status", &st)
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:0:0],
-		chromedp.ExecPath(chrome),
-		chromedp.Flag("headless", true),
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.NoFirstRun,
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.Flag("hide-scrollbars", true),
-		chromedp.UserDataDir(filepath.Join(tmp, "chromium-profile")),
-		chromedp.WindowSize(1400, 1000),
-	)
-	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelA()
-	console := &consoleLog{}
-	bctx, cancelB := chromedp.NewContext(actx, chromedp.WithListener(console.listen))
-	defer cancelB()
-	if err := chromedp.Do(bctx); err != nil {
-		t.Fatalf("start chromium %s: %v", chrome, err)
-	}
+	bctx, console := newBrowser(t, chrome, tmp, 1400, 1000)
 
 	step := func(t *testing.T, d time.Duration) context.Context {
 		ctx, cancel := context.WithTimeout(bctx, d)

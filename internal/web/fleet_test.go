@@ -184,25 +184,7 @@ func TestBrowserFleet(t *testing.T) {
 		return nil
 	})
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:0:0],
-		chromedp.ExecPath(chrome),
-		chromedp.Flag("headless", true),
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.NoFirstRun,
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.Flag("hide-scrollbars", true),
-		chromedp.UserDataDir(filepath.Join(tmp, "chromium-profile")),
-		chromedp.WindowSize(1400, 900),
-	)
-	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelA()
-	console := &consoleLog{}
-	bctx, cancelB := chromedp.NewContext(actx, chromedp.WithListener(console.listen))
-	defer cancelB()
+	bctx, console := newBrowser(t, chrome, tmp, 1400, 900)
 	if err := chromedp.Do(bctx, chromedp.EmulateViewport(1400, 900)); err != nil {
 		t.Fatalf("start chromium %s: %v", chrome, err)
 	}
