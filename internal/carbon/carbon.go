@@ -62,6 +62,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cantal-go/cantal/internal/atomicfile"
 	"github.com/cantal-go/cantal/internal/history"
 	"github.com/cantal-go/cantal/internal/series"
 )
@@ -222,12 +223,7 @@ func (s *sender) savePosition() {
 	if path == "" || s.accepted == s.saved {
 		return
 	}
-	tmp := path + ".tmp"
-	err := os.WriteFile(tmp, strconv.AppendInt(nil, s.accepted, 10), 0o600)
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
+	if err := atomicfile.WriteFile(path, strconv.AppendInt(nil, s.accepted, 10), 0o600); err != nil {
 		if !s.saveFailed {
 			s.log.Warn("carbon: cannot save the position", "path", path, "err", err)
 		}

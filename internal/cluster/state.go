@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/cantal-go/cantal/internal/atomicfile"
 )
 
 // File names inside Config.StateDir.
@@ -99,30 +101,12 @@ func writePeersState(dir string, s peersState) error {
 	return writeFileAtomic(filepath.Join(dir, PeersFile), append(b, '\n'))
 }
 
+// writeFileAtomic replaces path with b (atomicfile.WriteFile), creating its directory.
 func writeFileAtomic(path string, b []byte) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("create state dir: %w", err)
 	}
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
-	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	tmp := f.Name()
-	_, err = f.Write(b)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return nil
+	return atomicfile.WriteFile(path, b, 0o600)
 }
 
 // LoadNodeID returns the node id kept in dir, creating a random one (16 hex digits) on first

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/cantal-go/cantal/internal/atomicfile"
 	"github.com/cantal-go/cantal/internal/series"
 )
 
@@ -74,7 +75,7 @@ const minCompact = 256 << 10
 
 const (
 	headName  = "HEAD"
-	tmpSuffix = ".tmp"
+	tmpSuffix = atomicfile.TempSuffix
 )
 
 // NewSaver returns a Saver that keeps s's snapshot in dir, which need not exist. The first
@@ -238,34 +239,11 @@ func writeSegFile(dir string, g *segment) (headSeg, error) {
 	return hs, err
 }
 
-// writeFile writes parts to dir/name atomically and durably: a temporary file, fsynced, then
-// renamed. The caller syncs the directory.
-func writeFile(dir, name string, parts ...[]byte) (size int64, err error) {
-	path := filepath.Join(dir, name)
-	tmp := path + tmpSuffix
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o640)
+// writeFile writes parts to dir/name atomically (atomicfile.Write). The caller syncs the
+// directory, once for the files of a save.
+func writeFile(dir, name string, parts ...[]byte) (int64, error) {
+	size, err := atomicfile.Write(filepath.Join(dir, name), atomicfile.Options{Perm: 0o640, NoDirSync: true}, parts...)
 	if err != nil {
-		return 0, fmt.Errorf("save history: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	for _, p := range parts {
-		if _, err = f.Write(p); err != nil {
-			return 0, fmt.Errorf("save history %s: %w", path, err)
-		}
-		size += int64(len(p))
-	}
-	if err = f.Sync(); err != nil {
-		return 0, fmt.Errorf("save history %s: %w", path, err)
-	}
-	if err = f.Close(); err != nil {
-		return 0, fmt.Errorf("save history %s: %w", path, err)
-	}
-	if err = os.Rename(tmp, path); err != nil {
 		return 0, fmt.Errorf("save history: %w", err)
 	}
 	return size, nil
@@ -301,14 +279,8 @@ func appendLog(path string, off int64, batch []byte) error {
 }
 
 func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
+	if err := atomicfile.SyncDir(dir); err != nil {
 		return fmt.Errorf("save history: %w", err)
-	}
-	err = d.Sync()
-	d.Close()
-	if err != nil {
-		return fmt.Errorf("save history: sync %s: %w", dir, err)
 	}
 	return nil
 }

@@ -9,7 +9,8 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
+
+	"github.com/cantal-go/cantal/internal/atomicfile"
 )
 
 // Position is what an endpoint's position file holds: the time of the last scan the receiver
@@ -78,46 +79,14 @@ func LoadPosition(path string) (Position, error) {
 	return p, nil
 }
 
-// SavePosition replaces the position file at path atomically and durably: a temporary file in
-// the same directory, fsynced, renamed over path, then the directory fsynced. After it returns
-// a crash leaves either the old position or p, never a torn file. (The history's writer in
-// internal/history/snapdir.go does the same, unexported; the cluster's peers file skips the
-// directory fsync, which a position must not.)
-func SavePosition(path string, p Position) (err error) {
+// SavePosition replaces the position file at path atomically and durably (atomicfile.WriteFile:
+// a temporary file in the same directory, fsynced, renamed over path, then the directory
+// fsynced). After it returns a crash leaves either the old position or p, never a torn file.
+func SavePosition(path string, p Position) error {
 	b, _ := json.Marshal(p)
 	b = append(b, '\n')
-	dir := filepath.Dir(path)
-	tmp := path + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	if err != nil {
+	if err := atomicfile.WriteFile(path, b, 0o600); err != nil {
 		return fmt.Errorf("save remote write position: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(tmp)
-		}
-	}()
-	if _, err = f.Write(b); err != nil {
-		return fmt.Errorf("save remote write position: %w", err)
-	}
-	if err = f.Sync(); err != nil {
-		return fmt.Errorf("save remote write position: %w", err)
-	}
-	if err = f.Close(); err != nil {
-		return fmt.Errorf("save remote write position: %w", err)
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("save remote write position: %w", err)
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("save remote write position: %w", err)
-	}
-	err = d.Sync()
-	d.Close()
-	if err != nil {
-		return fmt.Errorf("save remote write position: sync %s: %w", dir, err)
 	}
 	return nil
 }
