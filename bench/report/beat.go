@@ -33,6 +33,7 @@ type processScan struct {
 	ShedDetails    int64 `json:"shed_details"`
 	SkippedBusy    int64 `json:"skipped_busy"`
 	DeferredDetail int64 `json:"deferred_details"`
+	StatReused     int64 `json:"stat_reused"`
 }
 
 func fetchProcessScan(ctx context.Context, url string) (processScan, error) {
@@ -112,20 +113,20 @@ func runBeat(ctx context.Context, o beatOpts) (string, error) {
 	var md strings.Builder
 	fmt.Fprintf(&md, "Load: %d alive, %.0f started/s (lifetime %s–%s, 1 in 10 with CANTAL_PATH); %d alive at the end.\n\n",
 		o.Churn, float64(s1-s0)/res[0].r.Window.Seconds(), o.ChurnLife/2, o.ChurnLife*3/2, alive)
-	fmt.Fprintf(&md, "| agent | window | load avg start → end | processes | apps | scans | period ms p50 / p99 / max | scan ms p50 / p99 | CPU ms/scan | CPU %% of a core | RSS start / peak / end MiB | shed scans | details shed | busy skipped | details deferred |\n")
-	fmt.Fprintf(&md, "|---|---:|---|---:|---:|---:|---|---|---:|---:|---|---:|---:|---:|---:|\n")
+	fmt.Fprintf(&md, "| agent | window | load avg start → end | processes | apps | scans | period ms p50 / p99 / max | scan ms p50 / p99 | CPU ms/scan | CPU %% of a core | RSS start / peak / end MiB | shed scans | details shed | busy skipped | details deferred | stat lines reused per scan |\n")
+	fmt.Fprintf(&md, "|---|---:|---|---:|---:|---:|---|---|---:|---:|---|---:|---:|---:|---:|---:|\n")
 	for _, rs := range res {
 		if rs.err != nil {
 			return "", rs.err
 		}
 		r, ps0, ps1 := rs.r, rs.ps0, rs.ps1
 		c := r.Scan.Last.Counts
-		fmt.Fprintf(&md, "| %s | %s | %s → %s | %d | %d | %d | %.0f / %.0f / %.0f | %.1f / %.1f | %.1f | %.1f | %.0f / %.0f / %.0f | %d | %d | %d | %d |\n",
+		fmt.Fprintf(&md, "| %s | %s | %s → %s | %d | %d | %d | %.0f / %.0f / %.0f | %.1f / %.1f | %.1f | %.1f | %.0f / %.0f / %.0f | %d | %d | %d | %d | %.0f |\n",
 			r.Label, r.Window.Round(time.Second), r.LoadStart, r.LoadEnd, c.Processes, c.Apps, r.Scan.Scans,
 			r.Scan.PeriodP50, r.Scan.PeriodP99, r.Scan.PeriodMax, r.Scan.DurP50, r.Scan.DurP99,
 			r.CPU.Seconds()*1000/float64(max(1, r.Scan.Scans)), 100*r.CPU.Seconds()/r.Window.Seconds(), mib(r.RSSStart), mib(r.RSSPeak), mib(r.RSSEnd),
 			ps1.ShedScans-ps0.ShedScans, ps1.ShedDetails-ps0.ShedDetails, ps1.SkippedBusy-ps0.SkippedBusy,
-			ps1.DeferredDetail-ps0.DeferredDetail)
+			ps1.DeferredDetail-ps0.DeferredDetail, float64(ps1.StatReused-ps0.StatReused)/float64(max(1, ps1.Scans-ps0.Scans)))
 	}
 	if len(res) > 1 && res[0].r.CPU > 0 {
 		for _, rs := range res[1:] {

@@ -122,6 +122,17 @@ func FuzzParsePIDStat(f *testing.F) {
 	})
 }
 
+func FuzzParsePIDSchedstat(f *testing.F) {
+	addFixtures(f, "real/pid_schedstat", "proc/42/stat")
+	f.Add([]byte("0 0 0\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s, err := parsePIDSchedstat(b)
+		if err == nil && s.Slices > 0 && len(b) < 5 {
+			t.Errorf("%q parsed as %+v from fewer than three fields", b, s)
+		}
+	})
+}
+
 func FuzzParsePIDStatus(f *testing.F) {
 	addFixtures(f, "proc/42/status", "proc/2/status", "real/pid_status", "real/pid1_status")
 	f.Fuzz(func(t *testing.T, b []byte) {

@@ -246,3 +246,28 @@ func parseCgroupFile(b []byte, dst []cgroupLine) ([]cgroupLine, error) {
 	}
 	return dst, nil
 }
+
+// pidSchedstat is /proc/PID/schedstat: what the scheduler counts of a process's main thread.
+type pidSchedstat struct {
+	RunNs  uint64 // time spent on a CPU, ns
+	Slices uint64 // times it was given a CPU
+}
+
+// parsePIDSchedstat parses /proc/PID/schedstat ("run_ns wait_ns slices\n").
+func parsePIDSchedstat(b []byte) (pidSchedstat, error) {
+	var s pidSchedstat
+	run, pos := field(b, 0)
+	_, pos = field(b, pos)
+	slices, pos := field(b, pos)
+	if extra, _ := field(b, pos); extra != nil {
+		return s, parseError("/proc/PID/schedstat", b, errSyntax)
+	}
+	var err error
+	if s.RunNs, err = parseUint(run); err != nil {
+		return s, parseError("/proc/PID/schedstat", b, err)
+	}
+	if s.Slices, err = parseUint(slices); err != nil {
+		return s, parseError("/proc/PID/schedstat", b, err)
+	}
+	return s, nil
+}

@@ -256,6 +256,18 @@ func TestParsePIDStat(t *testing.T) {
 	}
 }
 
+func TestParsePIDSchedstat(t *testing.T) {
+	s, err := parsePIDSchedstat(readFixture(t, "real/pid_schedstat"))
+	if err != nil || s != (pidSchedstat{RunNs: 191756722, Slices: 642}) {
+		t.Errorf("parsePIDSchedstat(real) = %+v, %v", s, err)
+	}
+	for _, bad := range []string{"", "\n", "1 2\n", "1 2 3 4\n", "x 2 3\n", "1 2 y\n", "-1 2 3\n", "99999999999999999999999 0 1\n"} {
+		if _, err := parsePIDSchedstat([]byte(bad)); err == nil {
+			t.Errorf("parsePIDSchedstat(%q) = nil error; want one", bad)
+		}
+	}
+}
+
 func TestParsePIDStatus(t *testing.T) {
 	for _, tc := range []struct {
 		file string

@@ -87,10 +87,17 @@ type procState struct {
 	writeBytes uint64
 	haveIO     bool
 	ioDenied   bool
-	prevRSS    uint64 // RSS pages at prevAt
-	stirred    bool   // CPU or RSS moved since status was last read
-	envDone    bool   // environ read since the process was new or exec'd
-	details    bool   // status, io, cgroup and cmdline read since then (see Collect)
+	prevRSS    uint64       // RSS pages at prevAt
+	stirred    bool         // CPU or RSS moved since status was last read
+	last       pidStat      // the latest stat line read (without Comm), reused while the process does not run
+	haveLast   bool         // last is set
+	sched      pidSchedstat // at the latest schedstat read
+	haveSched  bool         // sched is set
+	noSched    bool         // its schedstat could not be read: its stat line is read at every scan
+	idle       uint8        // consecutive scans its stat line was reused (see sleeping), up to 255
+	scanGen    uint64       // the latest scan that found it alive
+	envDone    bool         // environ read since the process was new or exec'd
+	details    bool         // status, io, cgroup and cmdline read since then (see Collect)
 }
 
 // app reports whether the process names a CANTAL_PATH: its details are never deferred or shed.
@@ -115,7 +122,8 @@ type Processes struct {
 	forked  []int       // pids the process events announced since the last scan
 	events  *procEvents // nil: list /proc at every scan
 	evTried bool
-	lists   int // scans that listed /proc
+	schedOK int8 // 0: not checked yet; 1: <proc>/PID/schedstat counts run time; -1: it does not
+	lists   int  // scans that listed /proc
 	dirents []byte
 	path    []byte
 	buf     []byte
@@ -193,6 +201,7 @@ func (p *Processes) Collect(ctx context.Context, sink series.Sink) error {
 		}
 		p.scanPID(procfd, pid, sink, &sc)
 	}
+	p.fixReparented(procfd, sink)
 	// The details of the other processes, the work first shed when the scan runs late: first
 	// those never read (a process in its second scan, or one that exec'd), then the periodic
 	// re-reads. What is not read keeps its previous value; a process whose details were never
@@ -344,10 +353,11 @@ const (
 	pfIO
 	pfStatus
 	pfCgroup
+	pfSched
 	pfNum
 )
 
-var pidFiles = [pfNum]string{pfStat: "stat", pfIO: "io", pfStatus: "status", pfCgroup: "cgroup"}
+var pidFiles = [pfNum]string{pfStat: "stat", pfIO: "io", pfStatus: "status", pfCgroup: "cgroup", pfSched: "schedstat"}
 
 // readOccasional reads PID/status or PID/cgroup, which are read every few scans: through a
 // kept file when the budget has room for all four files of every known process, else with
@@ -458,6 +468,7 @@ type scanItem struct {
 	utime, stime, threads uint64
 	due                   uint8 // detail reads still to do: dueStatus | dueIO | dueCgroup | dueCmdline
 	gone                  bool  // exited while being read
+	reused                bool  // its stat line is the one of an earlier scan (see sleeping)
 }
 
 // Detail reads of a process, in scanItem.due.
@@ -482,6 +493,17 @@ const pfForkNoExec = 0x40
 // of each, then the periodic re-reads (statusEvery, ioEvery, cgroupEvery).
 func (p *Processes) scanPID(procfd, pid int, sink series.Sink, sc *scanCount) {
 	st := p.procs[pid]
+	if st != nil {
+		switch p.sleeping(procfd, st, sink) {
+		case schedIdle:
+			p.reuseStat(procfd, st, sink, sc)
+			return
+		case schedGone:
+			// The process we knew exited; the pid may already belong to another one.
+			p.forget(st)
+			st = nil
+		}
+	}
 	var b []byte
 	var gone bool
 	var err error
@@ -525,6 +547,8 @@ func (p *Processes) scanPID(procfd, pid int, sink series.Sink, sc *scanCount) {
 		st.files[pfStat] = *stat
 		p.procs[pid] = st
 	}
+	st.last, st.haveLast, st.idle = ps, true, 0
+	st.last.Comm = nil                                    // b is reused by the next read
 	if st.comm != string(ps.Comm) || st.prevAt.IsZero() { // no allocation when equal
 		if st.comm != string(ps.Comm) {
 			st.refs = [pmNum]*series.Ref{} // the process label changes
@@ -535,18 +559,7 @@ func (p *Processes) scanPID(procfd, pid int, sink series.Sink, sc *scanCount) {
 		st.envDone, st.details = false, false
 		st.env, st.cmdline = cantalEnv{}, nil
 	}
-	p.items = append(p.items, scanItem{st: st, utime: ps.UTime, stime: ps.STime, threads: ps.Threads})
-	it := &p.items[len(p.items)-1]
-	it.row = Process{
-		PID: pid, PPID: ps.PPID, Name: st.name, State: stateString(ps.State),
-		StartTime: p.btimeMs + int64(p.opt.ticksToMs(ps.StartTicks)),
-		Threads:   int(ps.Threads),
-		CPUUser:   float64(ps.UTime) / float64(p.opt.ClockTick),
-		CPUSystem: float64(ps.STime) / float64(p.opt.ClockTick),
-		RSS:       ps.RSSPages * uint64(p.opt.PageSize),
-		VSZ:       ps.VSize,
-	}
-
+	it := p.addItem(st, &ps)
 	if !st.envDone {
 		if st.scans == 0 && ps.Flags&pfForkNoExec != 0 {
 			sc.busy++ // forked, not exec'd yet: read at the next scan
@@ -555,6 +568,30 @@ func (p *Processes) scanPID(procfd, pid int, sink series.Sink, sc *scanCount) {
 			return
 		}
 	}
+	p.planDetails(procfd, it, &ps, sink, sc)
+}
+
+// addItem appends st's item for this scan, from its stat line ps, to p.items.
+func (p *Processes) addItem(st *procState, ps *pidStat) *scanItem {
+	st.scanGen = p.gen
+	p.items = append(p.items, scanItem{st: st, utime: ps.UTime, stime: ps.STime, threads: ps.Threads})
+	it := &p.items[len(p.items)-1]
+	it.row = Process{
+		PID: st.pid, PPID: ps.PPID, Name: st.name, State: stateString(ps.State),
+		StartTime: p.btimeMs + int64(p.opt.ticksToMs(ps.StartTicks)),
+		Threads:   int(ps.Threads),
+		CPUUser:   float64(ps.UTime) / float64(p.opt.ClockTick),
+		CPUSystem: float64(ps.STime) / float64(p.opt.ClockTick),
+		RSS:       ps.RSSPages * uint64(p.opt.PageSize),
+		VSZ:       ps.VSize,
+	}
+	return it
+}
+
+// planDetails sets it's due detail reads from its stat line ps and does them now for an
+// application (see scanPID).
+func (p *Processes) planDetails(procfd int, it *scanItem, ps *pidStat, sink series.Sink, sc *scanCount) {
+	st, pid := it.st, it.st.pid
 	cpu := ps.UTime + ps.STime
 	moved := cpu != st.prevCPU || ps.RSSPages != st.prevRSS
 	st.stirred = st.stirred || moved

@@ -19,23 +19,26 @@ import (
 //     exec under way); it is read at the next scan.
 //   - DeferredDetails: processes whose details waited for their second scan (most
 //     short-lived processes have none).
+//   - StatReused: stat lines not read again because the process had not run since the
+//     previous scan (see sleeping in idle.go); not work left out, work found unnecessary.
 type ScanStats struct {
 	Scans           int64 `json:"scans"`
 	ShedScans       int64 `json:"shed_scans"`
 	ShedDetails     int64 `json:"shed_details"`
 	SkippedBusy     int64 `json:"skipped_busy"`
 	DeferredDetails int64 `json:"deferred_details"`
+	StatReused      int64 `json:"stat_reused"`
 }
 
 // scanCount is what one scan left out; owned by Collect.
 type scanCount struct {
-	shed, busy, deferred int64
+	shed, busy, deferred, reused int64
 }
 
 // scanCounters are the totals behind ScanStats, read from any goroutine.
 type scanCounters struct {
-	scans, shedScans, shed, busy, deferred atomic.Int64
-	refs                                   [4]*series.Ref // owned by Collect
+	scans, shedScans, shed, busy, deferred, reused atomic.Int64
+	refs                                           [5]*series.Ref // owned by Collect
 }
 
 func (c *scanCounters) add(sc scanCount) {
@@ -46,6 +49,7 @@ func (c *scanCounters) add(sc scanCount) {
 	c.shed.Add(sc.shed)
 	c.busy.Add(sc.busy)
 	c.deferred.Add(sc.deferred)
+	c.reused.Add(sc.reused)
 }
 
 // SetBudget sets how long a scan may spend before it sheds the details of processes that are
@@ -59,18 +63,19 @@ func (p *Processes) Stats() ScanStats {
 	c := &p.stats
 	return ScanStats{
 		Scans: c.scans.Load(), ShedScans: c.shedScans.Load(), ShedDetails: c.shed.Load(),
-		SkippedBusy: c.busy.Load(), DeferredDetails: c.deferred.Load(),
+		SkippedBusy: c.busy.Load(), DeferredDetails: c.deferred.Load(), StatReused: c.reused.Load(),
 	}
 }
 
-var scanStatSeries = [4]string{
+var scanStatSeries = [5]string{
 	"process_scan.shed_scans", "process_scan.shed_details", "process_scan.skipped_busy", "process_scan.deferred_details",
+	"process_scan.stat_reused",
 }
 
 // putStats puts the ScanStats counters as series.
 func (p *Processes) putStats(sink series.Sink) {
 	c := &p.stats
-	vals := [4]int64{c.shedScans.Load(), c.shed.Load(), c.busy.Load(), c.deferred.Load()}
+	vals := [5]int64{c.shedScans.Load(), c.shed.Load(), c.busy.Load(), c.deferred.Load(), c.reused.Load()}
 	for i, v := range vals {
 		if c.refs[i] == nil {
 			c.refs[i] = sink.Series(series.Labels{"metric": scanStatSeries[i]}, series.Counter)

@@ -1,0 +1,154 @@
+package sysscan
+
+import (
+	"fmt"
+
+	"github.com/cantal-go/cantal/internal/series"
+	"golang.org/x/sys/unix"
+)
+
+// A scan re-reads the stat line of every process, and on a machine of thousands of processes
+// that is most of its cost: generating a stat line takes the kernel about 5 µs (it formats 52
+// fields and walks the process's threads and memory map), against about 1.4 µs for the
+// scheduler's three counters of /proc/PID/schedstat. Most processes sleep through most scans,
+// and a process that has not been given a CPU since the previous scan cannot have changed its
+// CPU times, state, thread count, command or memory map. So for a single-threaded process
+// (schedstat counts the main thread only) the scan reads schedstat first and reuses the stat
+// line of the previous scan when the process has not run (its run time and number of slices are
+// those of the previous read).
+//
+// What a process's stat line can show changed without the process running, and how it is caught:
+//   - its resident memory can shrink when the kernel reclaims or swaps out its pages: the stat
+//     line of a process that does not run is read anyway every statIdleEvery scans;
+//   - its parent can exit, making it the child of init or of a subreaper: a reused line whose
+//     parent is not alive in this scan is read again (fixReparented);
+//   - a zombie, or a process whose main thread has exited while another runs on, is always read.
+//
+// The stat file of a process whose line was reused statCloseIdle scans in a row is closed (a
+// kept /proc file holds a page of kernel memory): a sleeping process then costs one kept file,
+// a running one two.
+
+// statIdleEvery is how often (in scans) the stat line of a process that has not run is read
+// anyway: its RSS (and swap, see statusIdleEvery) may shrink while it sleeps when memory is
+// reclaimed, and shows so up to statIdleEvery scans (20 s at the default interval) late.
+const statIdleEvery = 10
+
+// statCloseIdle is how many scans in a row a process's stat line is reused before its kept stat
+// file is closed.
+const statCloseIdle = 2
+
+// schedVerdict is what sleeping tells of a process.
+type schedVerdict uint8
+
+const (
+	schedRead schedVerdict = iota // read its stat line
+	schedIdle                     // it has not run since the previous scan: reuse the line
+	schedGone                     // it exited
+)
+
+// sleeping reads the schedstat of st, a process known from earlier scans, when it can tell
+// whether the process ran since the previous scan, and says whether its stat line is to be
+// read. It must be called before the stat line is read in a scan, so that a process that runs
+// between the two reads shows as having run at the next scan.
+func (p *Processes) sleeping(procfd int, st *procState, sink series.Sink) schedVerdict {
+	if p.schedOK == 0 {
+		p.checkSched()
+	}
+	f := &st.files[pfSched]
+	if p.schedOK < 0 || st.noSched || !st.haveLast || !st.envDone || st.last.Threads != 1 ||
+		st.last.State == 'Z' || st.last.State == 'X' || (!f.open && p.kept >= p.opt.KeepOpen) {
+		if f.open { // it has threads now: schedstat would not tell
+			f.close()
+			p.kept--
+		}
+		st.haveSched = false
+		return schedRead
+	}
+	b, gone, err := p.readKept(procfd, st.pid, pfSched, f, 256)
+	switch {
+	case gone:
+		return schedGone
+	case err != nil:
+		st.noSched = true // the stat line's read reports what is wrong, if anything is
+		return schedRead
+	}
+	s, err := parsePIDSchedstat(b)
+	if err != nil {
+		st.noSched = true
+		sink.Problem(fmt.Sprintf("%s/%d/schedstat", p.opt.Proc, st.pid), err.Error())
+		return schedRead
+	}
+	prev, had := st.sched, st.haveSched
+	st.sched, st.haveSched = s, true
+	if !had || s != prev || s.RunNs == 0 || (uint64(st.pid)+p.gen)%statIdleEvery == 0 {
+		return schedRead
+	}
+	return schedIdle
+}
+
+// checkSched sets p.schedOK: whether this kernel's schedstat counts run time (it reads "0 0 0"
+// without CONFIG_SCHED_INFO's accounting, and is missing from other trees such as test fixtures).
+func (p *Processes) checkSched() {
+	p.schedOK = -1
+	b, err := readFileAt(unix.AT_FDCWD, []byte(p.opt.Proc+"/self/schedstat\x00"), &p.buf, 256)
+	if err != nil {
+		return
+	}
+	if s, err := parsePIDSchedstat(b); err == nil && s.RunNs > 0 && s.Slices > 0 {
+		p.schedOK = 1
+	}
+}
+
+// reuseStat adds st's item for this scan from its previous stat line (sleeping said it has not
+// run since).
+func (p *Processes) reuseStat(procfd int, st *procState, sink series.Sink, sc *scanCount) {
+	sc.reused++
+	if st.idle < 255 {
+		st.idle++
+	}
+	if st.idle >= statCloseIdle && st.files[pfStat].open {
+		st.files[pfStat].close()
+		p.kept--
+	}
+	ps := st.last
+	it := p.addItem(st, &ps)
+	it.reused = true
+	p.planDetails(procfd, it, &ps, sink, sc)
+}
+
+// fixReparented reads again the stat line of each process of this scan whose line was reused
+// and whose parent, as that line says, is not alive in this scan (or is a younger process that
+// took its pid): the kernel has given it another parent without it running.
+func (p *Processes) fixReparented(procfd int, sink series.Sink) {
+	for i := range p.items {
+		it := &p.items[i]
+		if !it.reused || it.gone || it.row.PPID <= 0 {
+			continue
+		}
+		if par := p.procs[it.row.PPID]; par != nil && par.scanGen == p.gen && par.startTicks <= it.st.startTicks {
+			continue
+		}
+		st := it.st
+		b, gone, err := p.readKept(procfd, st.pid, pfStat, &st.files[pfStat], 4096)
+		switch {
+		case gone:
+			it.gone = true
+			continue
+		case err != nil:
+			sink.Problem(fmt.Sprintf("%s/%d/stat", p.opt.Proc, st.pid), err.Error())
+			continue
+		case len(b) == 0:
+			continue
+		}
+		ps, err := parsePIDStat(b)
+		if err != nil {
+			sink.Problem(fmt.Sprintf("%s/%d/stat", p.opt.Proc, st.pid), err.Error())
+			continue
+		}
+		if ps.StartTicks != st.startTicks {
+			it.gone = true // it exited and its pid was reused since the scan began
+			continue
+		}
+		it.row.PPID, st.last.PPID = ps.PPID, ps.PPID
+	}
+}

@@ -1,0 +1,195 @@
+package sysscan
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cantal-go/cantal/internal/series"
+)
+
+// idleFixture is testdata/proc with schedstat files: the agent's own (so that the kernel is
+// taken to count run time) and pid 5000's (a single-threaded bash whose parent is pid 1).
+func idleFixture(t *testing.T) (Options, func(pid, file, content string)) {
+	t.Helper()
+	proc := copyTree(t, "testdata/proc")
+	write := func(pid, file, content string) {
+		t.Helper()
+		if err := os.WriteFile(filepath.Join(proc, pid, file), []byte(content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("self", "schedstat", "1000 0 1\n")
+	write("5000", "schedstat", "5000000 100 7\n")
+	opt := fixtureOptions()
+	opt.Proc = proc
+	return opt, write
+}
+
+func TestProcessesReuseStatWhileIdle(t *testing.T) {
+	opt, write := idleFixture(t)
+	stat5000 := strings.TrimSuffix(string(readFixture(t, "proc/5000/stat")), "\n")
+	p := NewProcesses(opt)
+	collect := func() *Process {
+		t.Helper()
+		if err := p.Collect(context.Background(), series.NewRecorder()); err != nil {
+			t.Fatal(err)
+		}
+		return findPID(p.Table(), 5000)
+	}
+	// Scans 1 and 2 read stat (the first has no schedstat to compare, the second sets it).
+	for range 2 {
+		if got := collect(); got == nil || got.CPUUser != 0.07 {
+			t.Fatalf("scan %d: %+v", p.gen, got)
+		}
+	}
+	// The stat line changes but schedstat says the process did not run: the scans between two
+	// periodic reads keep the line read before, and one periodic read takes the new one.
+	write("5000", "stat", replaceField(stat5000, 14, "9")+"\n")
+	sawOld, sawNew := false, false
+	for range statIdleEvery {
+		got := collect()
+		periodic := (5000+p.gen)%statIdleEvery == 0
+		switch {
+		case got == nil:
+			t.Fatalf("scan %d: pid 5000 missing", p.gen)
+		case periodic && got.CPUUser != 0.09:
+			t.Errorf("periodic scan %d: utime %v; want the new line's 0.09", p.gen, got.CPUUser)
+		case !periodic && !sawNew && got.CPUUser != 0.07:
+			t.Errorf("scan %d of a process that did not run: utime %v; want the line read before (0.07)", p.gen, got.CPUUser)
+		}
+		sawOld = sawOld || got.CPUUser == 0.07
+		sawNew = sawNew || got.CPUUser == 0.09
+	}
+	if !sawOld || !sawNew {
+		t.Errorf("within %d scans: old line seen %v, new line seen %v; want both", statIdleEvery, sawOld, sawNew)
+	}
+	reused := p.Stats().StatReused
+	if reused < statIdleEvery-2 {
+		t.Errorf("StatReused = %d after %d idle scans", reused, statIdleEvery)
+	}
+	if !p.procs[5000].files[pfSched].open || p.procs[5000].files[pfStat].open != (p.procs[5000].idle < statCloseIdle) {
+		t.Errorf("kept files of an idle process: schedstat open %v, stat open %v (idle %d scans)",
+			p.procs[5000].files[pfSched].open, p.procs[5000].files[pfStat].open, p.procs[5000].idle)
+	}
+
+	// It runs: the next scan, whichever it is, reads its stat line.
+	for i, v := range []string{"11", "13"} {
+		write("5000", "stat", replaceField(stat5000, 14, v)+"\n")
+		write("5000", "schedstat", "600000"+v+" 100 8\n")
+		want := map[string]float64{"11": 0.11, "13": 0.13}[v]
+		if got := collect(); got.CPUUser != want {
+			t.Errorf("run %d: utime %v after schedstat moved; want %v", i, got.CPUUser, want)
+		}
+	}
+	if got := p.Stats().StatReused; got != reused {
+		t.Errorf("StatReused went from %d to %d while the process ran", reused, got)
+	}
+
+	// With threads, schedstat (the main thread's) does not tell: stat is read at every scan.
+	write("5000", "stat", replaceField(replaceField(stat5000, 20, "2"), 14, "15")+"\n")
+	collect() // schedstat unchanged, the line reused unless periodic...
+	write("5000", "schedstat", "700000 100 9\n")
+	collect() // ...now read: 2 threads
+	reused = p.Stats().StatReused
+	for i := range 3 {
+		write("5000", "stat", replaceField(replaceField(stat5000, 20, "2"), 14, []string{"17", "19", "21"}[i])+"\n")
+		if got := collect(); got.Threads != 2 || got.CPUUser != []float64{0.17, 0.19, 0.21}[i] {
+			t.Errorf("multi-threaded scan %d: threads %d, utime %v", i, got.Threads, got.CPUUser)
+		}
+	}
+	if got := p.Stats().StatReused; got != reused {
+		t.Errorf("StatReused went from %d to %d for a multi-threaded process", reused, got)
+	}
+	if p.procs[5000].files[pfSched].open {
+		t.Errorf("schedstat of a multi-threaded process kept open")
+	}
+}
+
+func TestProcessesReuseStatReparented(t *testing.T) {
+	opt, write := idleFixture(t)
+	// pid 6000: a child of 5000, sleeping through the test.
+	proc := opt.Proc
+	if err := os.CopyFS(filepath.Join(proc, "6000"), os.DirFS(filepath.Join(proc, "4242"))); err != nil {
+		t.Fatal(err)
+	}
+	stat6000 := replaceField(replaceField(strings.TrimSuffix(string(readFixture(t, "proc/4242/stat")), "\n"), 4, "5000"), 22, "13000")
+	stat6000 = strings.Replace(stat6000, "4242", "6000", -1)
+	write("6000", "stat", stat6000+"\n")
+	write("6000", "schedstat", "3000 10 2\n")
+	p := NewProcesses(opt)
+	collect := func() *Process {
+		t.Helper()
+		if err := p.Collect(context.Background(), series.NewRecorder()); err != nil {
+			t.Fatal(err)
+		}
+		return findPID(p.Table(), 6000)
+	}
+	for range 3 {
+		if got := collect(); got == nil || got.PPID != 5000 {
+			t.Fatalf("scan %d: %+v", p.gen, got)
+		}
+	}
+	for (6000+p.gen+1)%statIdleEvery == 0 { // the next scan must not be a periodic read
+		collect()
+	}
+	before := p.Stats().StatReused
+	// 5000 exits; the kernel gives 6000 to init, without 6000 running.
+	if err := os.RemoveAll(filepath.Join(proc, "5000")); err != nil {
+		t.Fatal(err)
+	}
+	write("6000", "stat", replaceField(stat6000, 4, "1")+"\n")
+	if got := collect(); got == nil || got.PPID != 1 {
+		t.Errorf("after its parent exited: %+v; want PPID 1", got)
+	}
+	if p.Stats().StatReused == before {
+		t.Errorf("the scan did not reuse 6000's stat line: the test shows nothing")
+	}
+}
+
+func TestProcessesReuseStatRealProc(t *testing.T) {
+	sleeper := exec.Command("sleep", "300")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { sleeper.Process.Kill(); sleeper.Wait() }()
+	busy := exec.Command("sh", "-c", "while :; do :; done")
+	if err := busy.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { busy.Process.Kill(); busy.Wait() }()
+	p := NewProcesses(Options{})
+	defer p.Close()
+	var first, last *Process
+	for i := range 6 {
+		if err := p.Collect(context.Background(), series.NewRecorder()); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			first = findPID(p.Table(), busy.Process.Pid)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if p.schedOK != 1 {
+		t.Fatalf("this kernel's schedstat not taken as counting run time (schedOK %d)", p.schedOK)
+	}
+	st := p.procs[sleeper.Process.Pid]
+	if st == nil || st.idle == 0 {
+		t.Errorf("a sleeping process's stat line was not reused (state %+v)", st)
+	}
+	row := findPID(p.Table(), sleeper.Process.Pid)
+	if row == nil || row.Name != "sleep" || row.State != "S" || row.PPID != os.Getpid() || row.Threads != 1 {
+		t.Errorf("sleeping process's row %+v", row)
+	}
+	last = findPID(p.Table(), busy.Process.Pid)
+	if first == nil || last == nil || last.CPUUser+last.CPUSystem <= first.CPUUser+first.CPUSystem || last.State != "R" {
+		t.Errorf("a running process's CPU did not move: %+v then %+v", first, last)
+	}
+	if bst := p.procs[busy.Process.Pid]; bst == nil || bst.idle != 0 {
+		t.Errorf("a running process's stat line was reused: %+v", bst)
+	}
+}
