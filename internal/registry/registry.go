@@ -73,6 +73,7 @@ type Registry struct {
 	evictedP   int64                   // pushed series dropped by their limits, in all
 	evictedNow int                     // series dropped by the limits in this scan
 	free       []int32
+	evictTS    []int64             // evict's scratch
 	states     map[*entry]struct{} // the State entries, checked for expiry at each Commit
 	added      int                 // series added in this scan
 	removed    int                 // series removed in this scan
@@ -555,45 +556,41 @@ func (r *Registry) enforceMax() {
 }
 
 // evict drops series of one class (pushed or collected) not written by this scan, those written
-// longest ago first, with their history, until wantN series and wantBytes bytes (pushedCost)
-// are gone or no candidate is left. Collected states are never dropped (they have no history,
-// and are forgotten after the retention); pushed ones are.
+// longest ago first (of equal age, the lowest slot first), with their history, until wantN
+// series and wantBytes bytes (pushedCost) are gone or no candidate is left. Collected states are
+// never dropped (they have no history, and are forgotten after the retention); pushed ones are.
+//
+// Under process churn this runs every few scans over the whole table (hundreds of thousands of
+// slots): a count alone is met without sorting, by finding the age of the wantN-th oldest
+// candidate (evictCutoff) and dropping in slot order those older and enough of that age; only a
+// byte budget sorts the candidates. Its scratch is kept between calls.
 func (r *Registry) evict(pushed bool, wantN int, wantBytes int64) {
-	type cand struct {
-		ts   int64
-		slot int32
-	}
-	var cands []cand
-	for i := range r.nslots {
+	isCand := func(i int) bool {
 		e := r.slots[i].Load()
-		if e == nil || e.pushed != pushed || (!pushed && e.ref.Kind == series.State) {
-			continue
-		}
-		if ts := r.lastTS[i]; ts < r.scanTS {
-			cands = append(cands, cand{ts, int32(i)})
+		return e != nil && e.pushed == pushed && (pushed || e.ref.Kind != series.State) && r.lastTS[i] < r.scanTS
+	}
+	ages := r.evictTS[:0]
+	for i := range r.nslots {
+		if isCand(i) {
+			ages = append(ages, r.lastTS[i])
 		}
 	}
-	if len(cands) == 0 {
+	r.evictTS = ages[:0]
+	if len(ages) == 0 {
 		return
 	}
-	slices.SortFunc(cands, func(a, b cand) int { return cmp.Or(cmp.Compare(a.ts, b.ts), cmp.Compare(a.slot, b.slot)) })
 	if pushed && r.evictedP == 0 {
 		r.log.Warn("pushed series limit reached: dropping the pushed series written longest ago, with their history",
 			"limit", r.maxPushed, "limit_bytes", r.maxPushedB, "pushed", r.pushed, "pushed_bytes", r.pushedB)
 	} else if !pushed && r.evicted == r.evictedP {
 		r.log.Warn("series limit reached: dropping the series written longest ago, with their history",
-			"limit", r.maxSeries, "series", len(r.byKey)-r.pushed, "dropping", min(wantN, len(cands)))
+			"limit", r.maxSeries, "series", len(r.byKey)-r.pushed, "dropping", min(wantN, len(ages)))
 	}
-	for _, c := range cands {
-		if wantN <= 0 && wantBytes <= 0 {
-			break
-		}
-		e := r.slots[c.slot].Load()
+	drop := func(slot int) {
+		e := r.slots[slot].Load()
 		if e.ref.Kind != series.State {
 			r.hist.Drop(e.hid)
 		}
-		wantN--
-		wantBytes -= pushedCost(e.ref.Key)
 		r.remove(e.ref)
 		r.evicted++
 		r.evictedNow++
@@ -601,6 +598,96 @@ func (r *Registry) evict(pushed bool, wantN int, wantBytes int64) {
 			r.evictedP++
 		}
 	}
+	if wantBytes <= 0 {
+		if wantN <= 0 {
+			return
+		}
+		// Drop every candidate older than the wantN-th oldest's age, then, in slot order, as
+		// many of that age as are still wanted.
+		cut, older := evictCutoff(ages, wantN)
+		sameAge := wantN - older
+		for i := range r.nslots {
+			if !isCand(i) {
+				continue
+			}
+			switch ts := r.lastTS[i]; {
+			case ts < cut:
+				drop(i)
+			case ts == cut && sameAge > 0:
+				drop(i)
+				sameAge--
+			}
+		}
+		return
+	}
+	type cand struct {
+		ts   int64
+		slot int32
+	}
+	var cands []cand
+	for i := range r.nslots {
+		if isCand(i) {
+			cands = append(cands, cand{r.lastTS[i], int32(i)})
+		}
+	}
+	slices.SortFunc(cands, func(a, b cand) int { return cmp.Or(cmp.Compare(a.ts, b.ts), cmp.Compare(a.slot, b.slot)) })
+	for _, c := range cands {
+		if wantN <= 0 && wantBytes <= 0 {
+			break
+		}
+		wantN--
+		wantBytes -= pushedCost(r.slots[c.slot].Load().ref.Key)
+		drop(int(c.slot))
+	}
+}
+
+// evictCutoff returns the wantN-th smallest of ages (the largest when there are fewer) and how
+// many of ages are smaller than it. It reorders ages (a quickselect: linear on average, however
+// many there are).
+func evictCutoff(ages []int64, wantN int) (cut int64, older int) {
+	k := min(wantN, len(ages)) - 1 // the index the cut-off would have in sorted ages
+	lo, hi := 0, len(ages)
+	for hi-lo > 16 {
+		// Three-way partition of ages[lo:hi] around the median of three.
+		a, b, c := ages[lo], ages[lo+(hi-lo)/2], ages[hi-1]
+		pivot := max(min(a, b), min(max(a, b), c))
+		lt, i, gt := lo, lo, hi
+		for i < gt {
+			switch v := ages[i]; {
+			case v < pivot:
+				ages[lt], ages[i] = v, ages[lt]
+				lt++
+				i++
+			case v > pivot:
+				gt--
+				ages[gt], ages[i] = v, ages[gt]
+			default:
+				i++
+			}
+		}
+		switch {
+		case k < lt:
+			hi = lt
+		case k >= gt:
+			lo = gt
+		default:
+			cut = pivot
+			for _, v := range ages {
+				if v < cut {
+					older++
+				}
+			}
+			return cut, older
+		}
+	}
+	slices.Sort(ages[lo:hi])
+	cut = ages[k]
+	for _, v := range ages {
+		if v < cut {
+			older++
+		}
+	}
+	return cut, older
 }
 
 // coldAfter is how long a series goes unwritten before its labels are dropped from memory.

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"log/slog"
 	"math"
+	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -268,4 +270,30 @@ func mustID(t *testing.T, r *Registry, key string) history.ID {
 		t.Fatalf("%s not in history", key)
 	}
 	return id
+}
+
+// TestEvictCutoff checks evictCutoff against a sort, on ages with many repeats (scan times) and
+// without, for every wanted count.
+func TestEvictCutoff(t *testing.T) {
+	rng := rand.New(rand.NewPCG(5, 6))
+	for _, spread := range []int{1, 3, 40, 1 << 30} {
+		for _, n := range []int{1, 2, 17, 100, 1000} {
+			ages := make([]int64, n)
+			for i := range ages {
+				ages[i] = int64(rng.IntN(spread)) * 2000
+			}
+			sorted := slices.Clone(ages)
+			slices.Sort(sorted)
+			for want := 1; want <= n+1; want += 1 + n/50 {
+				cut, older := evictCutoff(slices.Clone(ages), want)
+				k := min(want, n) - 1
+				if cut != sorted[k] {
+					t.Fatalf("spread %d, n %d, want %d: cut %d; want %d", spread, n, want, cut, sorted[k])
+				}
+				if o, _ := slices.BinarySearch(sorted, cut); older != o {
+					t.Fatalf("spread %d, n %d, want %d: %d older; want %d", spread, n, want, older, o)
+				}
+			}
+		}
+	}
 }
