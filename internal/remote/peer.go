@@ -220,11 +220,13 @@ func (b *backoff) next(healthy bool) time.Duration {
 // session runs one connection until it fails.
 func (p *peer) session(ctx context.Context) error {
 	dctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
+	t0 := time.Now()
 	c, _, err := websocket.Dial(dctx, p.dial.scheme+"://"+p.http+"/api/v1/ws", &websocket.DialOptions{HTTPClient: p.dial.client})
 	cancel()
 	if err != nil {
 		return fmt.Errorf("dial %s: %w", p.http, err)
 	}
+	dialed := time.Since(t0)
 	c.SetReadLimit(64 << 20)
 	defer c.CloseNow()
 	sctx, stop := context.WithCancel(ctx)
@@ -237,7 +239,7 @@ func (p *peer) session(ctx context.Context) error {
 
 	errc := make(chan error, 2)
 	go func() { errc <- p.write(sctx, c) }()
-	go func() { errc <- p.read(sctx, c) }()
+	go func() { errc <- p.read(sctx, c, t0, dialed) }()
 	return <-errc
 }
 
@@ -283,16 +285,23 @@ func (p *peer) write(ctx context.Context, c *websocket.Conn) error {
 	}
 }
 
-// read applies the peer's messages to their subscriptions until c fails.
-func (p *peer) read(ctx context.Context, c *websocket.Conn) error {
-	for {
+// read applies the peer's messages to their subscriptions until c fails. The session's first
+// message is logged (debug) with where its time went: the dial (TCP, TLS, WebSocket upgrade),
+// the wait for the peer's answer to the subscriptions, and its decoding.
+func (p *peer) read(ctx context.Context, c *websocket.Conn, start time.Time, dialed time.Duration) error {
+	for first := true; ; first = false {
 		_, data, err := c.Read(ctx)
 		if err != nil {
 			return err
 		}
+		got := time.Now()
 		var m wireMsg
 		if err := json.Unmarshal(data, &m); err != nil {
 			return fmt.Errorf("bad message from %s: %w", p.http, err)
+		}
+		if first {
+			p.cfg.Log.Debug("peer session: first message", "peer", p.name, "dial", dialed,
+				"wait", got.Sub(start)-dialed, "decode", time.Since(got), "type", m.Type, "bytes", len(data))
 		}
 		if s := p.lookup(m.ID); s != nil {
 			s.receive(p.name, &m)

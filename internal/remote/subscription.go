@@ -129,7 +129,7 @@ func (s *sub) receive(node string, m *wireMsg) {
 				s.series[key] = sr
 			}
 			for _, pt := range ws.Points {
-				p := Point{TS: int64(anyNum(pt[0])), Value: anyNum(pt[1])}
+				p := Point{TS: pt.TS, Value: pt.Value}
 				sr.Points = insertPoint(sr.Points, p)
 				s.lastTS = max(s.lastTS, p.TS)
 			}

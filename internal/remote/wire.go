@@ -2,6 +2,7 @@ package remote
 
 import (
 	"encoding/json"
+	"errors"
 	"math"
 	"strconv"
 
@@ -29,7 +30,143 @@ type wireSeries struct {
 	Text   string          `json:"text"`
 	Since  int64           `json:"since"`
 	Fn     string          `json:"fn"`
-	Points [][2]any        `json:"points"`
+	Points wirePoints      `json:"points"`
+}
+
+// wirePoints are the points of a history chunk, [[ts, value], ...]: ts in unix ms, value a JSON
+// number or one of the strings "NaN", "+Inf", "-Inf" (series.AppendFloat). The array decodes
+// itself in one pass, without boxing each number in an interface: a new subscription's chunk is
+// 150 points per series at the default interval, and a first cluster query decodes one chunk
+// per peer.
+type wirePoints []wirePoint
+
+// wirePoint is one point of a history chunk.
+type wirePoint struct {
+	TS    int64
+	Value float64
+}
+
+// errBadPoint is a history point that is not [ts, value].
+var errBadPoint = errors.New("bad history point: want [unix ms, number]")
+
+// UnmarshalJSON decodes the array (null: none). encoding/json hands it one valid JSON value.
+func (ps *wirePoints) UnmarshalJSON(b []byte) error {
+	d := pointDecoder{b: b}
+	d.space()
+	if d.lit("null") {
+		*ps = nil
+		return nil
+	}
+	if !d.byte('[') {
+		return errBadPoint
+	}
+	out := (*ps)[:0]
+	d.space()
+	if d.byte(']') {
+		*ps = out
+		return nil
+	}
+	for {
+		var p wirePoint
+		if err := d.point(&p); err != nil {
+			return err
+		}
+		out = append(out, p)
+		d.space()
+		if d.byte(']') {
+			break
+		}
+		if !d.byte(',') {
+			return errBadPoint
+		}
+		d.space()
+	}
+	*ps = out
+	return nil
+}
+
+// pointDecoder reads wirePoints from valid JSON.
+type pointDecoder struct {
+	b []byte
+	i int
+}
+
+func (d *pointDecoder) space() {
+	for d.i < len(d.b) && (d.b[d.i] == ' ' || d.b[d.i] == '\t' || d.b[d.i] == '\n' || d.b[d.i] == '\r') {
+		d.i++
+	}
+}
+
+func (d *pointDecoder) byte(c byte) bool {
+	if d.i < len(d.b) && d.b[d.i] == c {
+		d.i++
+		return true
+	}
+	return false
+}
+
+func (d *pointDecoder) lit(s string) bool {
+	if len(d.b)-d.i >= len(s) && string(d.b[d.i:d.i+len(s)]) == s {
+		d.i += len(s)
+		return true
+	}
+	return false
+}
+
+// token returns the number at d.i (digits, sign, point, exponent).
+func (d *pointDecoder) token() []byte {
+	j := d.i
+	for j < len(d.b) {
+		c := d.b[j]
+		if c >= '0' && c <= '9' || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E' {
+			j++
+			continue
+		}
+		break
+	}
+	t := d.b[d.i:j]
+	d.i = j
+	return t
+}
+
+// point reads [ts, value].
+func (d *pointDecoder) point(p *wirePoint) error {
+	if !d.byte('[') {
+		return errBadPoint
+	}
+	d.space()
+	ts := d.token()
+	if n, err := strconv.ParseInt(string(ts), 10, 64); err == nil {
+		p.TS = n
+	} else if f, err := strconv.ParseFloat(string(ts), 64); err == nil && f == math.Trunc(f) && math.Abs(f) < 1<<62 {
+		p.TS = int64(f)
+	} else {
+		return errBadPoint
+	}
+	d.space()
+	if !d.byte(',') {
+		return errBadPoint
+	}
+	d.space()
+	switch {
+	case d.lit(`"NaN"`):
+		p.Value = math.NaN()
+	case d.lit(`"+Inf"`):
+		p.Value = math.Inf(1)
+	case d.lit(`"-Inf"`):
+		p.Value = math.Inf(-1)
+	default:
+		f, err := strconv.ParseFloat(string(d.token()), 64)
+		if err != nil && !errors.Is(err, strconv.ErrRange) {
+			return errBadPoint
+		}
+		p.Value = f
+	}
+	d.space()
+	if !d.byte(']') {
+		return errBadPoint
+	}
+	return nil
 }
 
 // sample returns the update's sample, and its value as a float.
@@ -53,16 +190,6 @@ func parseNum(raw json.RawMessage) float64 {
 	var str string
 	json.Unmarshal(raw, &str)
 	return parseFloatString(str)
-}
-
-func anyNum(v any) float64 {
-	switch x := v.(type) {
-	case float64:
-		return x
-	case string:
-		return parseFloatString(x)
-	}
-	return 0
 }
 
 func parseFloatString(s string) float64 {

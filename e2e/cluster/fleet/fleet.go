@@ -65,6 +65,9 @@ type Options struct {
 	Dir string
 	// Extra arguments for every agent.
 	Extra []string
+	// FirstExtra are more arguments for node 1 only, the answering node of a Scenario (e.g.
+	// --log-level debug to see where its first query's time goes).
+	FirstExtra []string
 	// OwnPIDs runs each agent in a PID namespace of its own (unshare --pid --mount-proc), so
 	// that it scans its own host's processes (itself) instead of each of N agents scanning
 	// the whole shared machine's (1100 processes here): the machine-wide scan cost would
@@ -153,6 +156,9 @@ func Start(ctx context.Context, opts Options) (*Fleet, error) {
 			}
 		}
 		args = append(args, opts.Extra...)
+		if i == 0 {
+			args = append(args, opts.FirstExtra...)
+		}
 		n.args = args
 		p, err := f.start(n)
 		if err != nil {

@@ -1,0 +1,131 @@
+package remote
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// chunkPeer is a peer's /api/v1/ws as the agent serves it to a new subscription: its history
+// chunk (one series, a point per interval over the window asked) and then its latest values.
+// The messages are built once, so that a benchmark's profile shows the querying hub's work.
+type chunkPeer struct {
+	history, update []byte
+}
+
+func newChunkPeer(points int, interval time.Duration) *chunkPeer {
+	now := time.Now().UnixMilli()
+	pts := make([]json.RawMessage, points)
+	for i := range pts {
+		pts[i] = json.RawMessage(fmt.Sprintf("[%d,%.2f]", now-int64(points-i)*interval.Milliseconds(), 0.25+float64(i%17)/100))
+	}
+	labels := map[string]string{"metric": "system.load_avg_1min"}
+	h, _ := json.Marshal(map[string]any{"type": "history", "id": "raw:system.load_avg_1min", "series": []any{
+		map[string]any{"labels": labels, "kind": "float", "points": pts}}})
+	u, _ := json.Marshal(map[string]any{"type": "update", "id": "raw:system.load_avg_1min", "ts": now, "series": []any{
+		map[string]any{"labels": labels, "kind": "float", "value": 0.42, "ts": now}}})
+	return &chunkPeer{history: h, update: u}
+}
+
+func (p *chunkPeer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	c, err := websocket.Accept(w, r, nil)
+	if err != nil {
+		return
+	}
+	defer c.CloseNow()
+	ctx := r.Context()
+	for {
+		_, data, err := c.Read(ctx)
+		if err != nil {
+			return
+		}
+		var req map[string]string
+		if json.Unmarshal(data, &req) != nil || req["type"] != "subscribe" {
+			continue
+		}
+		if req["history"] != "" && c.Write(ctx, websocket.MessageText, p.history) != nil {
+			return
+		}
+		if c.Write(ctx, websocket.MessageText, p.update) != nil {
+			return
+		}
+	}
+}
+
+// BenchmarkFirstQuery: the first cluster query of a hub with 149 peers (new subscriptions: a
+// WebSocket each, a 5-minute chunk of one series at 1 s scans, then the latest values), all
+// peers served by one in-process server whose messages are ready-made.
+func BenchmarkFirstQuery(b *testing.B) {
+	for _, n := range []int{9, 49, 149} {
+		b.Run(fmt.Sprintf("peers=%d", n), func(b *testing.B) {
+			srv := httptest.NewServer(newChunkPeer(300, time.Second))
+			defer srv.Close()
+			addr := strings.TrimPrefix(srv.URL, "http://")
+			members := make([]Member, n)
+			for i := range members {
+				members[i] = Member{ID: fmt.Sprint("p", i), Name: fmt.Sprintf("n%03d", i+2), HTTP: addr, Up: true}
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				h := New(Config{Members: func() []Member { return members }, Interval: time.Second, Timeout: 10 * time.Second})
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan struct{})
+				go func() { h.Run(ctx); close(done) }()
+				ans := h.Query(ctx, "system.load_avg_1min", false)
+				for _, a := range ans {
+					if a.Status != OK || len(a.Series) != 1 {
+						b.Fatalf("%s: %s, %d series", a.Node, a.Status, len(a.Series))
+					}
+				}
+				cancel()
+				<-done
+				srv.CloseClientConnections()
+			}
+		})
+	}
+}
+
+// anyMsg is the history message as it was decoded before wirePoint: each point a [2]any, its
+// numbers boxed. It is kept here as the benchmark's side-by-side reference.
+type anyMsg struct {
+	Type   string `json:"type"`
+	ID     string `json:"id"`
+	Series []struct {
+		Labels map[string]string `json:"labels"`
+		Kind   string            `json:"kind"`
+		Points [][2]any          `json:"points"`
+	} `json:"series"`
+}
+
+// BenchmarkDecodeChunk: one peer's history chunk (one series, 300 points: 5 minutes at 1 s
+// scans), decoded into wirePoints (now) and into [2]any (before), side by side.
+func BenchmarkDecodeChunk(b *testing.B) {
+	msg := newChunkPeer(300, time.Second).history
+	b.Run("wirePoint", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(msg)))
+		for b.Loop() {
+			var m wireMsg
+			if err := json.Unmarshal(msg, &m); err != nil || len(m.Series[0].Points) != 300 {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("any", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(msg)))
+		for b.Loop() {
+			var m anyMsg
+			if err := json.Unmarshal(msg, &m); err != nil || len(m.Series[0].Points) != 300 {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -1,0 +1,78 @@
+package remote
+
+import (
+	"encoding/json"
+	"math"
+	"strconv"
+	"testing"
+
+	"github.com/cantal-go/cantal/internal/series"
+)
+
+func TestWirePoints(t *testing.T) {
+	var m wireMsg
+	msg := `{"type":"history","id":"a","series":[{"labels":{"metric":"m"},"kind":"float","points":[ [1700000000000, 2.5] ,[1700000001000,"NaN"],[1700000002000,"+Inf"],[1700000003000,"-Inf"],[1.700000004e12,-1e-3],[1700000005000,1e999]]}]}`
+	if err := json.Unmarshal([]byte(msg), &m); err != nil {
+		t.Fatal(err)
+	}
+	got := m.Series[0].Points
+	want := []wirePoint{{1700000000000, 2.5}, {1700000001000, math.NaN()}, {1700000002000, math.Inf(1)}, {1700000003000, math.Inf(-1)}, {1700000004000, -1e-3}, {1700000005000, math.Inf(1)}}
+	if len(got) != len(want) {
+		t.Fatalf("points %v; want %v", got, want)
+	}
+	for i := range want {
+		if got[i].TS != want[i].TS || got[i].Value != want[i].Value && !(math.IsNaN(got[i].Value) && math.IsNaN(want[i].Value)) {
+			t.Errorf("point %d = %v; want %v", i, got[i], want[i])
+		}
+	}
+	for _, bad := range []string{`[[1]]`, `[[1,2,3]]`, `[["x",1]]`, `[[1,"x"]]`, `[[1.5,1]]`, `[{"ts":1}]`, `[[1,true]]`, `{"a":1}`, `"x"`} {
+		var ps wirePoints
+		if err := json.Unmarshal([]byte(bad), &ps); err == nil {
+			t.Errorf("%s decoded as %v; want an error", bad, ps)
+		}
+	}
+	var ps wirePoints
+	if err := json.Unmarshal([]byte(`null`), &ps); err != nil || ps != nil {
+		t.Errorf("null: %v, %v", ps, err)
+	}
+}
+
+// FuzzWireMessage: a peer's message decodes or fails with an error, never panics; the points
+// of one that decodes, written again as the agent writes them, decode to the same points.
+func FuzzWireMessage(f *testing.F) {
+	f.Add([]byte(`{"type":"history","id":"a","series":[{"labels":{"metric":"m"},"kind":"float","points":[[1,2.5],[2,"NaN"]]}]}`))
+	f.Add([]byte(`{"type":"update","id":"a","ts":5,"series":[{"labels":{"metric":"m"},"kind":"counter","value":18446744073709551615,"ts":5,"rate":1.5}]}`))
+	f.Add([]byte(`{"type":"history","series":[{"points":[[1e3 , -0],[ 2 ,1E+2]]}]}`))
+	f.Add([]byte(`{"type":"error","id":"a","error":"bad match"}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var m wireMsg
+		if json.Unmarshal(data, &m) != nil {
+			return
+		}
+		for _, ws := range m.Series {
+			ws.sample()
+			b := []byte{'['}
+			for i, p := range ws.Points {
+				if i > 0 {
+					b = append(b, ',')
+				}
+				b = append(b, '[')
+				b = strconv.AppendInt(b, p.TS, 10)
+				b = append(b, ',')
+				b = series.AppendFloat(b, p.Value)
+				b = append(b, ']')
+			}
+			b = append(b, ']')
+			var again wirePoints
+			if err := json.Unmarshal(b, &again); err != nil {
+				t.Fatalf("%s: %v", b, err)
+			}
+			for i, p := range again {
+				q := ws.Points[i]
+				if p.TS != q.TS || p.Value != q.Value && !(math.IsNaN(p.Value) && math.IsNaN(q.Value)) {
+					t.Fatalf("point %d: %v, again %v", i, q, p)
+				}
+			}
+		}
+	})
+}
