@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cantal-go/cantal/internal/alerts"
+	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/remote"
 	"github.com/cantal-go/cantal/internal/series"
 )
@@ -18,32 +19,25 @@ import (
 // maxAlertsBody bounds a peer's /api/v1/alerts answer.
 const maxAlertsBody = 8 << 20
 
-// alertsAnswer is the JSON of /api/v1/alerts and /api/v1/cluster/alerts (nodes only in the
-// cluster answer).
-type alertsAnswer struct {
-	Alerts []alerts.Alert `json:"alerts"`
-	// Truncated names this node's rules that matched more series than they may evaluate.
-	Truncated []string     `json:"truncated,omitempty"`
-	Nodes     []alertsNode `json:"nodes,omitempty"`
-}
-
-type alertsNode struct {
-	Node   string `json:"node"`
-	Status string `json:"status"` // ok or unreachable
-	Error  string `json:"error,omitempty"`
-	Firing int    `json:"firing"`
+// wireAlerts converts the engine's alerts to their wire type (apiwire.Alert): the same
+// members, with NaN and ±Inf values written as strings instead of failing the answer.
+func wireAlerts(as []alerts.Alert) []apiwire.Alert {
+	out := make([]apiwire.Alert, len(as))
+	for i, a := range as {
+		out[i] = apiwire.Alert{Name: a.Name, State: a.State, Severity: a.Severity, Node: a.Node, Labels: a.Labels,
+			Value: apiwire.StdFloat(a.Value), Op: a.Op, Threshold: apiwire.StdFloat(a.Threshold), SinceMs: a.SinceMs, Summary: a.Summary}
+	}
+	return out
 }
 
 // localAlerts returns this node's alerts as the caller in ctx may see them: the labels of an
 // alert over a series it may not see are left out (the alert itself stays: that something
 // fires is not the series' data).
-func (s *Server) localAlerts(ctx context.Context) []alerts.Alert {
+func (s *Server) localAlerts(ctx context.Context) []apiwire.Alert {
 	if s.Alerts == nil {
-		return []alerts.Alert{}
+		return []apiwire.Alert{}
 	}
-	snap := s.Alerts()
-	out := make([]alerts.Alert, len(snap.Alerts))
-	copy(out, snap.Alerts)
+	out := wireAlerts(s.Alerts().Alerts)
 	visible := s.SeriesVisible(ctx)
 	for i := range out {
 		if visible != nil && !visible(out[i].Labels) {
@@ -54,7 +48,7 @@ func (s *Server) localAlerts(ctx context.Context) []alerts.Alert {
 }
 
 func (s *Server) alerts(w http.ResponseWriter, r *http.Request) {
-	ans := alertsAnswer{Alerts: s.localAlerts(r.Context())}
+	ans := apiwire.AlertsAnswer{Alerts: s.localAlerts(r.Context())}
 	if s.Alerts != nil {
 		ans.Truncated = s.Alerts().Truncated
 	}
@@ -66,13 +60,13 @@ func (s *Server) alerts(w http.ResponseWriter, r *http.Request) {
 // ClusterTimeout plus 5 s). Each alert carries its node.
 func (s *Server) clusterAlerts(w http.ResponseWriter, r *http.Request) {
 	local := s.localAlerts(r.Context())
-	ans := alertsAnswer{Alerts: local, Nodes: []alertsNode{{Node: s.NodeName, Status: "ok", Firing: firing(local)}}}
+	ans := apiwire.AlertsAnswer{Alerts: local, Nodes: []apiwire.AlertsNode{{Node: s.NodeName, Status: "ok", Firing: firing(local)}}}
 	if s.Cluster != nil {
 		peerVisible := s.PeerSeriesVisible(r.Context())
 		members := s.Cluster.Members()
 		type result struct {
-			node   alertsNode
-			alerts []alerts.Alert
+			node   apiwire.AlertsNode
+			alerts []apiwire.Alert
 		}
 		rs := make([]result, len(members))
 		ctx, cancel := context.WithTimeout(r.Context(), s.ClusterTimeout+5*time.Second)
@@ -80,7 +74,7 @@ func (s *Server) clusterAlerts(w http.ResponseWriter, r *http.Request) {
 		sem := make(chan struct{}, maxHistoryFetches)
 		var wg sync.WaitGroup
 		for i, m := range members {
-			rs[i].node = alertsNode{Node: m.Name, Status: "ok"}
+			rs[i].node = apiwire.AlertsNode{Node: m.Name, Status: "ok"}
 			if m.HTTP == "" || !m.Up {
 				rs[i].node.Status, rs[i].node.Error = "unreachable", "peer is down"
 				continue
@@ -123,7 +117,7 @@ func (s *Server) clusterAlerts(w http.ResponseWriter, r *http.Request) {
 	WriteJSON(w, ans)
 }
 
-func firing(as []alerts.Alert) int {
+func firing(as []apiwire.Alert) int {
 	n := 0
 	for _, a := range as {
 		if a.State == "firing" {
@@ -134,7 +128,7 @@ func firing(as []alerts.Alert) int {
 }
 
 // fetchAlerts reads a peer's /api/v1/alerts, as fetchHistory does its history.
-func (s *Server) fetchAlerts(ctx context.Context, m remote.Member) ([]alerts.Alert, error) {
+func (s *Server) fetchAlerts(ctx context.Context, m remote.Member) ([]apiwire.Alert, error) {
 	scheme := "http://"
 	if m.TLS != nil {
 		scheme = "https://"
@@ -159,7 +153,7 @@ func (s *Server) fetchAlerts(ctx context.Context, m remote.Member) ([]alerts.Ale
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("alerts: %s", resp.Status)
 	}
-	var a alertsAnswer
+	var a apiwire.AlertsAnswer
 	if err := json.Unmarshal(body, &a); err != nil {
 		return nil, fmt.Errorf("alerts answer: %w", err)
 	}

@@ -7,6 +7,10 @@
 // Every answer holds only what the request's caller may see (privacy.go): the series of the
 // processes it may see (Server.SeriesVisible, from the access.Caller the Guard put in the
 // request's context) and the rows of /api/v1/processes its Processes func returns for it.
+//
+// The answers' Go types are in internal/apiwire: the hot routes are written here with
+// appenders, the others encoded from those types; both give the bytes apiwire encodes (a
+// test decodes and re-encodes every route's answer).
 package api
 
 import (
@@ -22,6 +26,7 @@ import (
 	"time"
 
 	"github.com/cantal-go/cantal/internal/alerts"
+	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/history"
 	"github.com/cantal-go/cantal/internal/registry"
 	"github.com/cantal-go/cantal/internal/selector"
@@ -119,7 +124,7 @@ func Error(w http.ResponseWriter, code int, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.WriteHeader(code)
-	b, _ := json.Marshal(map[string]string{"error": msg})
+	b, _ := json.Marshal(apiwire.ErrorAnswer{Error: msg})
 	w.Write(append(b, '\n'))
 }
 
@@ -341,16 +346,14 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) peers(w http.ResponseWriter, r *http.Request) {
 	if s.Peers == nil {
-		WriteJSON(w, map[string]any{"peers": []any{}})
+		WriteJSON(w, apiwire.PeersAnswer{Peers: []apiwire.Peer{}})
 		return
 	}
 	WriteJSON(w, s.Peers.PeersJSON())
 }
 
 func (s *Server) addPeer(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		Addr string `json:"addr"`
-	}
+	var req apiwire.AddPeerRequest
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 4096))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
@@ -374,7 +377,7 @@ func (s *Server) addPeer(w http.ResponseWriter, r *http.Request) {
 		Error(w, code, "join "+req.Addr+": "+err.Error())
 		return
 	}
-	WriteJSON(w, map[string]any{"joined": req.Addr})
+	WriteJSON(w, apiwire.AddPeerAnswer{Joined: req.Addr})
 }
 
 // StatsJSON appends the {"series": [{"labels", "kind", "count", "min", ...}]} answer for q to b:

@@ -1,0 +1,117 @@
+package apiwire
+
+import (
+	"encoding/json"
+	"math"
+	"strings"
+	"testing"
+)
+
+func TestNumberUnmarshal(t *testing.T) {
+	for _, c := range []struct {
+		in    string
+		f     float64
+		valid bool
+		out   string // re-encoded
+	}{
+		{"null", 0, false, "null"},
+		{"0", 0, true, "0"},
+		{"-12", -12, true, "-12"},
+		{"1152921504606846977", 1152921504606846977, true, "1152921504606846977"},
+		{"1.5e-07", 1.5e-7, true, "1.5e-07"},
+		{"1E+400", math.Inf(1), true, "1E+400"},
+		{`"NaN"`, math.NaN(), true, `"NaN"`},
+		{`"+Inf"`, math.Inf(1), true, `"+Inf"`},
+		{`"Inf"`, math.Inf(1), true, `"+Inf"`},
+		{`"-Inf"`, math.Inf(-1), true, `"-Inf"`},
+	} {
+		var n Number
+		if err := json.Unmarshal([]byte(c.in), &n); err != nil {
+			t.Errorf("Unmarshal(%s): %v", c.in, err)
+			continue
+		}
+		same := n.F == c.f || math.IsNaN(n.F) && math.IsNaN(c.f)
+		if !same || n.Valid != c.valid {
+			t.Errorf("Unmarshal(%s) = %+v; want %v valid %v", c.in, n, c.f, c.valid)
+		}
+		if out, _ := n.MarshalJSON(); string(out) != c.out {
+			t.Errorf("Unmarshal(%s) re-encoded as %s; want %s", c.in, out, c.out)
+		}
+	}
+	for _, in := range []string{`"nan"`, `"secret"`, "nan", "inf", "0x10", "1_000", "+1", "01", "1.", ".5", "1e", "true", "[1]", `{}`, ""} {
+		var n Number
+		err := n.UnmarshalJSON([]byte(in))
+		if err == nil {
+			t.Errorf("UnmarshalJSON(%s) = %+v; want an error", in, n)
+		} else if in != "" && strings.Contains(err.Error(), in) && len(in) > 3 {
+			t.Errorf("UnmarshalJSON(%s): error %q quotes the input", in, err)
+		}
+	}
+}
+
+func TestStdFloat(t *testing.T) {
+	for _, c := range []struct {
+		f   float64
+		out string
+	}{{1e21, "1e+21"}, {1e6, "1000000"}, {1.5e-7, "1.5e-7"}, {math.NaN(), `"NaN"`}, {math.Inf(-1), `"-Inf"`}} {
+		b, err := json.Marshal(StdFloat(c.f))
+		if err != nil || string(b) != c.out {
+			t.Errorf("Marshal(StdFloat(%v)) = %s, %v; want %s", c.f, b, err, c.out)
+		}
+		var back StdFloat
+		if err := json.Unmarshal(b, &back); err != nil || !(float64(back) == c.f || math.IsNaN(c.f) && math.IsNaN(float64(back))) {
+			t.Errorf("Unmarshal(%s) = %v, %v; want %v", b, back, err, c.f)
+		}
+	}
+}
+
+// TestSeriesState: a state's text comes from "text", or from "value" when "text" is absent,
+// and is never read as a number (a state whose text is "NaN").
+func TestSeriesState(t *testing.T) {
+	var s Series
+	if err := json.Unmarshal([]byte(`{"labels":{"metric":"p"},"kind":"state","value":"NaN","ts":1}`), &s); err != nil {
+		t.Fatal(err)
+	}
+	if s.Text != "NaN" || s.Value.Valid {
+		t.Errorf("state = %+v; want text NaN and no number", s)
+	}
+	if err := json.Unmarshal([]byte(`{"labels":{},"kind":"counter","value":"many","ts":1}`), &s); err == nil {
+		t.Errorf("counter with a string value decoded: %+v", s)
+	}
+	if err := json.Unmarshal([]byte(`[[1,2],[3]]`), &[]Point{}); err == nil {
+		t.Error("point with one member decoded")
+	}
+	if err := json.Unmarshal([]byte(`[[1.5,2]]`), &[]Point{}); err == nil {
+		t.Error("point with a fractional time decoded")
+	}
+}
+
+// FuzzNumber: whatever UnmarshalJSON accepts re-encodes as valid JSON that decodes to the same
+// value; what it refuses is refused with an error, never a panic.
+func FuzzNumber(f *testing.F) {
+	for _, s := range []string{"null", "0", "-0", "1e5", "1.5E-7", `"NaN"`, `"+Inf"`, `"Inf"`, `"-Inf"`, "1E+400",
+		"18446744073709551615", `"nan"`, "0x1p3", "1_0", "Infinity", "-", "00", "1.e3", `"`, "[]"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var n Number
+		if err := n.UnmarshalJSON(b); err != nil {
+			return
+		}
+		out, err := n.MarshalJSON()
+		if err != nil || !json.Valid(out) {
+			t.Fatalf("%q decoded to %+v, re-encoded as invalid JSON %q (%v)", b, n, out, err)
+		}
+		var back Number
+		if err := json.Unmarshal(out, &back); err != nil {
+			t.Fatalf("%q: re-encoded %q does not decode: %v", b, out, err)
+		}
+		if back.Valid != n.Valid || !(back.F == n.F || math.IsNaN(back.F) && math.IsNaN(n.F)) {
+			t.Fatalf("%q: %+v re-decoded as %+v", b, n, back)
+		}
+		var p Point
+		p.UnmarshalJSON(append(append([]byte("[1,"), b...), ']'))
+		var s Series
+		s.UnmarshalJSON(append(append([]byte(`{"kind":"float","value":`), b...), '}'))
+	})
+}

@@ -1,0 +1,244 @@
+package apiwire
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/cantal-go/cantal/internal/series"
+)
+
+// Series is one series' latest value (/api/v1/metrics, and each node's series in
+// /api/v1/cluster/metrics): {"labels", "kind", "value", "ts"} plus "rate" for a counter that
+// has one, and "text", "since" for a state (whose "value" is its text).
+type Series struct {
+	Labels series.Labels // written as series.Labels.Key writes them: sorted, no spaces
+	Kind   string        // counter, level, float or state
+	Value  Number        // numeric kinds; absent (null) for another kind
+	TS     int64         // unix ms of the value
+	Rate   Number        // per second; absent when the answer has none
+	Text   string        // a state's text
+	Since  int64         // a state's timestamp (unix ms, 0: none)
+}
+
+// AppendJSON appends s as series.Sample.AppendJSON writes it.
+func (s *Series) AppendJSON(b []byte) []byte {
+	b = append(b, `{"labels":`...)
+	b = append(b, s.Labels.Key()...)
+	b = append(b, `,"kind":`...)
+	b = series.AppendJSONString(b, s.Kind)
+	b = append(b, `,"value":`...)
+	if s.Kind == "state" {
+		b = series.AppendJSONString(b, s.Text)
+	} else {
+		b = s.Value.AppendJSON(b)
+	}
+	b = append(b, `,"ts":`...)
+	b = strconv.AppendInt(b, s.TS, 10)
+	if s.Rate.Valid {
+		b = append(b, `,"rate":`...)
+		b = s.Rate.AppendJSON(b)
+	}
+	if s.Kind == "state" {
+		b = append(b, `,"text":`...)
+		b = series.AppendJSONString(b, s.Text)
+		b = append(b, `,"since":`...)
+		b = strconv.AppendInt(b, s.Since, 10)
+	}
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler.
+func (s Series) MarshalJSON() ([]byte, error) { return s.AppendJSON(nil), nil }
+
+// UnmarshalJSON implements json.Unmarshaler. A state's text is taken from "text", or from
+// "value" when "text" is absent; a number that is not one is an error.
+func (s *Series) UnmarshalJSON(b []byte) error {
+	var w struct {
+		Labels series.Labels   `json:"labels"`
+		Kind   string          `json:"kind"`
+		Value  json.RawMessage `json:"value"`
+		TS     int64           `json:"ts"`
+		Rate   Number          `json:"rate"`
+		Text   *string         `json:"text"`
+		Since  int64           `json:"since"`
+	}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return fmt.Errorf("series: %w", err)
+	}
+	*s = Series{Labels: w.Labels, Kind: w.Kind, TS: w.TS, Rate: w.Rate, Since: w.Since}
+	switch {
+	case w.Kind == "state" && w.Text != nil:
+		s.Text = *w.Text
+	case w.Kind == "state":
+		if len(w.Value) > 0 && string(w.Value) != "null" {
+			if err := json.Unmarshal(w.Value, &s.Text); err != nil {
+				return fmt.Errorf("series: state value: %w", err)
+			}
+		}
+	case len(w.Value) > 0:
+		if err := s.Value.UnmarshalJSON(w.Value); err != nil {
+			return fmt.Errorf("series value: %w", err)
+		}
+	}
+	return nil
+}
+
+// MetricsAnswer is the answer of /api/v1/metrics: {"series": [...]}.
+type MetricsAnswer struct {
+	Series []Series `json:"series"`
+}
+
+// MarshalJSON implements json.Marshaler (an empty list is [], never null).
+func (a MetricsAnswer) MarshalJSON() ([]byte, error) {
+	b := append(make([]byte, 0, 64+128*len(a.Series)), `{"series":[`...)
+	for i := range a.Series {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = a.Series[i].AppendJSON(b)
+	}
+	return append(b, "]}"...), nil
+}
+
+// Point is one [unix_ms, value] pair of a history answer.
+type Point struct {
+	TS    int64
+	Value Number
+}
+
+// AppendJSON appends [ts,value].
+func (p Point) AppendJSON(b []byte) []byte {
+	b = append(b, '[')
+	b = strconv.AppendInt(b, p.TS, 10)
+	b = append(b, ',')
+	b = p.Value.AppendJSON(b)
+	return append(b, ']')
+}
+
+// MarshalJSON implements json.Marshaler.
+func (p Point) MarshalJSON() ([]byte, error) { return p.AppendJSON(nil), nil }
+
+// UnmarshalJSON implements json.Unmarshaler: exactly two members, an integer time and a value.
+func (p *Point) UnmarshalJSON(b []byte) error {
+	var pair []Number
+	if err := json.Unmarshal(b, &pair); err != nil {
+		return fmt.Errorf("point: %w", err)
+	}
+	if len(pair) != 2 || !pair[0].Valid || !pair[0].IsInt() {
+		return fmt.Errorf("point: want [unix_ms, value]")
+	}
+	ts, err := strconv.ParseInt(pair[0].Raw, 10, 64)
+	if err != nil {
+		return fmt.Errorf("point: time: %w", err)
+	}
+	*p = Point{TS: ts, Value: pair[1]}
+	return nil
+}
+
+// HistorySeries is one series of a history answer: its points in the window (a gap is a
+// missing timestamp), per second when Fn is "rate".
+type HistorySeries struct {
+	Labels series.Labels `json:"labels"`
+	Kind   string        `json:"kind"`
+	Fn     string        `json:"fn"` // "rate" when the points are a counter's rates, else ""
+	Points []Point       `json:"points"`
+}
+
+// appendHead appends {"labels":…,"kind":…[,"fn":…] (no closing brace).
+func appendHead(b []byte, l series.Labels, kind, fn string) []byte {
+	b = append(b, `{"labels":`...)
+	b = append(b, l.Key()...)
+	b = append(b, `,"kind":`...)
+	b = series.AppendJSONString(b, kind)
+	if fn != "" {
+		b = append(b, `,"fn":`...)
+		b = series.AppendJSONString(b, fn)
+	}
+	return b
+}
+
+// AppendJSON appends s as the history handler writes it.
+func (s *HistorySeries) AppendJSON(b []byte) []byte {
+	b = appendHead(b, s.Labels, s.Kind, s.Fn)
+	b = append(b, `,"points":[`...)
+	for i, p := range s.Points {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = p.AppendJSON(b)
+	}
+	return append(b, "]}"...)
+}
+
+// MarshalJSON implements json.Marshaler.
+func (s HistorySeries) MarshalJSON() ([]byte, error) { return s.AppendJSON(nil), nil }
+
+// HistoryAnswer is the answer of /api/v1/history: {"series": [...]}.
+type HistoryAnswer struct {
+	Series []HistorySeries `json:"series"`
+}
+
+// appendHistoryList appends [s,...].
+func appendHistoryList(b []byte, ss []HistorySeries) []byte {
+	b = append(b, '[')
+	for i := range ss {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = ss[i].AppendJSON(b)
+	}
+	return append(b, ']')
+}
+
+// MarshalJSON implements json.Marshaler.
+func (a HistoryAnswer) MarshalJSON() ([]byte, error) {
+	return append(appendHistoryList([]byte(`{"series":`), a.Series), '}'), nil
+}
+
+// StatsSeries is one series of /api/v1/stats: the statistics of its points (or rates) in the
+// window. A statistic with no value is NaN.
+type StatsSeries struct {
+	Labels                                       series.Labels `json:"labels"`
+	Kind                                         string        `json:"kind"`
+	Fn                                           string        `json:"fn"`
+	Count                                        int64         `json:"count"`
+	Min, Max, Mean, Median, P90, P95, P99, Slope Number        // Slope: least-squares change per second
+}
+
+// AppendJSON appends s as the stats handler writes it.
+func (s *StatsSeries) AppendJSON(b []byte) []byte {
+	b = appendHead(b, s.Labels, s.Kind, s.Fn)
+	b = append(b, `,"count":`...)
+	b = strconv.AppendInt(b, s.Count, 10)
+	for _, f := range [...]struct {
+		name string
+		v    Number
+	}{{"min", s.Min}, {"max", s.Max}, {"mean", s.Mean}, {"median", s.Median}, {"p90", s.P90}, {"p95", s.P95}, {"p99", s.P99}, {"slope", s.Slope}} {
+		b = append(b, `,"`...)
+		b = append(b, f.name...)
+		b = append(b, `":`...)
+		b = f.v.AppendJSON(b)
+	}
+	return append(b, '}')
+}
+
+// MarshalJSON implements json.Marshaler.
+func (s StatsSeries) MarshalJSON() ([]byte, error) { return s.AppendJSON(nil), nil }
+
+// StatsAnswer is the answer of /api/v1/stats: {"series": [...]}.
+type StatsAnswer struct {
+	Series []StatsSeries `json:"series"`
+}
+
+// MarshalJSON implements json.Marshaler.
+func (a StatsAnswer) MarshalJSON() ([]byte, error) {
+	b := []byte(`{"series":[`)
+	for i := range a.Series {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = a.Series[i].AppendJSON(b)
+	}
+	return append(b, "]}"...), nil
+}
