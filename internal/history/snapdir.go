@@ -495,7 +495,7 @@ func restoreStore(opt Options, table []*meta, last []int64, segs []*segment, ope
 		w.kinds[id] = m.kind
 		w.lastTS[id] = last[id]
 		mt.m[id].Store(m)
-		s.byKey[m.key] = ID(id)
+		s.keys.insert(m.key, ID(id))
 		s.nseries.Add(1)
 	}
 	s.metas.Store(mt)

@@ -258,8 +258,8 @@ type Store struct {
 	view  atomic.Pointer[view]
 	metas atomic.Pointer[metaTable]
 
-	mu    sync.RWMutex // guards byKey; written by the writer only
-	byKey map[string]ID
+	mu   sync.RWMutex // guards keys; written by the writer only
+	keys keyIndex
 
 	nseries       atomic.Int64
 	stagingPoints atomic.Int64
@@ -290,7 +290,7 @@ type writer struct {
 // New returns an empty Store.
 func New(opt Options) *Store {
 	opt = opt.withDefaults()
-	s := &Store{opt: opt, scans: opt.BlockScans, byKey: map[string]ID{}, empty: newStaging(opt.BlockScans)}
+	s := &Store{opt: opt, scans: opt.BlockScans, keys: newKeyIndex(), empty: newStaging(opt.BlockScans)}
 	s.cap = s.scans + opt.GraceScans
 	s.w.lastTS0 = math.MinInt64
 	s.w.st = newStaging(s.cap)
@@ -306,7 +306,7 @@ func (s *Store) Options() Options { return s.opt }
 // for an existing key is an error; so is a kind that is not Counter, Level or Float. Writer
 // goroutine only.
 func (s *Store) Series(key string, kind series.Kind) (ID, error) {
-	if id, ok := s.byKey[key]; ok { // the writer is the only mutator of byKey
+	if id, ok := s.keys.find(key, s.metas.Load()); ok { // the writer is the only mutator of keys
 		if k := s.w.kinds[id]; k != kind {
 			return 0, fmt.Errorf("history: series %s is a %v, not a %v", key, k, kind)
 		}
@@ -349,7 +349,7 @@ func (s *Store) register(key string, kind series.Kind, born int64) (ID, error) {
 	}
 	t.m[id].Store(&meta{key: key, kind: kind, born: born})
 	s.mu.Lock()
-	s.byKey[key] = id
+	s.keys.insert(key, id)
 	s.mu.Unlock()
 	s.nseries.Add(1)
 	return id, nil
@@ -358,7 +358,7 @@ func (s *Store) register(key string, kind series.Kind, born int64) (ID, error) {
 // Lookup returns the ID and kind of the series with this key. Safe for concurrent use.
 func (s *Store) Lookup(key string) (ID, series.Kind, bool) {
 	s.mu.RLock()
-	id, ok := s.byKey[key]
+	id, ok := s.keys.find(key, s.metas.Load())
 	s.mu.RUnlock()
 	if !ok {
 		return 0, 0, false
@@ -560,9 +560,18 @@ func (s *Store) sweep() *staging {
 // deletes the series left without any point and returns their keys. The IDs of deleted series
 // may be reused by later registrations. Writer goroutine only.
 func (s *Store) Expire() []string {
+	var gone []string
+	s.ExpireFunc(func(_ ID, key string) { gone = append(gone, key) })
+	return gone
+}
+
+// ExpireFunc is Expire calling fn with the ID and key of each deleted series instead of
+// returning the keys: the ID is free when fn is called, and reused by no registration before
+// ExpireFunc returns. Writer goroutine only.
+func (s *Store) ExpireFunc(fn func(id ID, key string)) {
 	w := &s.w
 	if w.lastTS0 == math.MinInt64 {
-		return nil
+		return
 	}
 	cutoff := w.lastTS0 - s.opt.Retention.Milliseconds()
 	v := s.view.Load()
@@ -571,7 +580,7 @@ func (s *Store) Expire() []string {
 		k++
 	}
 	if k == 0 {
-		return nil
+		return
 	}
 	segs := append([]*segment(nil), v.segs[k:]...)
 	s.view.Store(&view{segs: segs, open: v.open, gen: v.gen})
@@ -581,15 +590,13 @@ func (s *Store) Expire() []string {
 	} else if w.st.n.Load() > 0 {
 		oldest = w.st.ts[0]
 	}
-	var gone []string
 	t := s.metas.Load()
 	for id, k := range w.kinds {
 		if k == 0 || w.lastTS[id] >= oldest || s.hasOpenPoint(ID(id)) {
 			continue
 		}
-		gone = append(gone, s.delete(t, ID(id)))
+		fn(ID(id), s.delete(t, ID(id)))
 	}
-	return gone
 }
 
 // delete forgets series id and frees its ID. Points it left in closed segments stay until they
@@ -601,7 +608,7 @@ func (s *Store) delete(t *metaTable, id ID) string {
 	w.kinds[id] = 0
 	w.free = append(w.free, id)
 	s.mu.Lock()
-	delete(s.byKey, m.key)
+	s.keys.remove(m.key, id)
 	s.mu.Unlock()
 	s.nseries.Add(-1)
 	return m.key
