@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/stats"
 )
 
@@ -22,16 +23,8 @@ import (
 // hostLabels are the labels an aggregate drops by default, as the agent's api.HostLabels.
 var hostLabels = []string{"node", "pid", "process", "cgroup"}
 
-// clusterNodeHead is what every cluster answer says of a node.
-type clusterNodeHead struct {
-	Node   string `json:"node"`
-	Status string `json:"status"`
-	Since  int64  `json:"since"`
-	Error  string `json:"error"`
-}
-
 // nodesTable prints the nodes, their status and how many series each answered.
-func (c *CLI) nodesTable(heads []clusterNodeHead, counts []int) error {
+func (c *CLI) nodesTable(heads []apiwire.NodeHead, counts []int) error {
 	t := newTable(c.Stdout, "NODE", "STATUS", "SERIES", "NOTE")
 	for i, n := range heads {
 		note := "-"
@@ -100,20 +93,7 @@ func groupKey(o options) func(map[string]string) map[string]string {
 
 func (c *CLI) clusterMetrics(ctx context.Context, a *agent, o options) error {
 	const path = "/api/v1/cluster/metrics"
-	var ans struct {
-		Nodes []struct {
-			clusterNodeHead
-			Series []seriesJSON `json:"series"`
-		} `json:"nodes"`
-		Aggregate []struct {
-			Labels map[string]string `json:"labels"`
-			Kind   string            `json:"kind"`
-			Fn     string            `json:"fn"`
-			Value  num               `json:"value"`
-			Rate   num               `json:"rate"`
-			Nodes  int               `json:"nodes"`
-		} `json:"aggregate"`
-	}
+	var ans apiwire.ClusterMetricsAnswer
 	fn := ""
 	if o.rate {
 		fn = "rate"
@@ -121,25 +101,20 @@ func (c *CLI) clusterMetrics(ctx context.Context, a *agent, o options) error {
 	if ok, err := c.fetchInto(ctx, a, o, &ans, path, "match", o.match, "fn", fn, "agg", o.agg, "by", o.by, "without", o.without); !ok || err != nil {
 		return err
 	}
-	heads := make([]clusterNodeHead, len(ans.Nodes))
+	heads := make([]apiwire.NodeHead, len(ans.Nodes))
 	counts := make([]int, len(ans.Nodes))
 	type row struct{ node, name, kind, value, rate string }
 	var rows []row
 	for i, n := range ans.Nodes {
-		heads[i], counts[i] = n.clusterNodeHead, len(n.Series)
+		heads[i], counts[i] = n.NodeHead, len(n.Series)
 		for _, s := range n.Series {
 			r := row{node: n.Node, name: seriesName(without(s.Labels, "node")), kind: s.Kind, value: "-", rate: "-"}
 			unit := s.Labels["unit"]
 			if s.Kind == "state" {
-				if s.Text != nil {
-					r.value = strconv.Quote(*s.Text)
-				}
+				r.value = strconv.Quote(s.Text) // the API writes every state's text
 			} else {
-				var v num
-				if json.Unmarshal(s.Value, &v) == nil {
-					r.value = withUnit(v, unit)
-				}
-				if s.Rate.valid {
+				r.value = withUnit(s.Value, unit)
+				if s.Rate.Valid {
 					r.rate = withUnit(s.Rate, unit) + "/s"
 				}
 			}
@@ -168,7 +143,7 @@ func (c *CLI) clusterMetrics(ctx context.Context, a *agent, o options) error {
 	for _, g := range ans.Aggregate {
 		unit := g.Labels["unit"]
 		rate := "-"
-		if g.Rate.valid {
+		if g.Rate.Valid {
 			rate = withUnit(g.Rate, unit) + "/s"
 		}
 		t.row(seriesName(g.Labels), g.Kind, withUnit(g.Value, unit), rate, strconv.Itoa(g.Nodes))
@@ -192,17 +167,7 @@ func without(l map[string]string, key string) map[string]string {
 // ---- cluster history and stats ----
 
 // clusterHistoryAnswer is the agent's /api/v1/cluster/history answer.
-type clusterHistoryAnswer struct {
-	Nodes []struct {
-		clusterNodeHead
-		Series []struct {
-			Labels map[string]string `json:"labels"`
-			Kind   string            `json:"kind"`
-			Fn     string            `json:"fn"`
-			Points []point           `json:"points"`
-		} `json:"series"`
-	} `json:"nodes"`
-}
+type clusterHistoryAnswer apiwire.ClusterHistoryAnswer
 
 // member is one node's series in a group.
 type member struct {
@@ -211,7 +176,7 @@ type member struct {
 	labels map[string]string
 	kind   string
 	rate   bool
-	points []point
+	points []apiwire.Point
 }
 
 // group is the series that aggregate together.
@@ -268,7 +233,7 @@ func (g *group) step() int64 {
 	var steps []int64
 	for _, m := range g.members {
 		for i := 1; i < len(m.points); i++ {
-			steps = append(steps, m.points[i].ts-m.points[i-1].ts)
+			steps = append(steps, m.points[i].TS-m.points[i-1].TS)
 		}
 	}
 	if len(steps) == 0 {
@@ -293,7 +258,7 @@ func (g *group) slots() ([]int64, [][]float64) {
 	origin := int64(math.MaxInt64)
 	for _, m := range g.members {
 		if len(m.points) > 0 {
-			origin = min(origin, m.points[0].ts)
+			origin = min(origin, m.points[0].TS)
 		}
 	}
 	at := map[int64][]float64{}
@@ -312,15 +277,15 @@ func (g *group) slots() ([]int64, [][]float64) {
 		if len(m.points) == 0 {
 			continue
 		}
-		phase := m.points[0].ts
+		phase := m.points[0].TS
 		shift := floorDiv(phase-origin, step)
 		last := int64(math.MinInt64)
 		for _, p := range m.points {
-			idx := max(shift+roundDiv(p.ts-phase, step), last+1)
+			idx := max(shift+roundDiv(p.TS-phase, step), last+1)
 			last = idx
 			v := math.NaN()
-			if p.v.valid {
-				v = p.v.f
+			if p.Value.Valid {
+				v = p.Value.F
 			}
 			*cell(idx, i) = v
 		}
@@ -382,7 +347,7 @@ func floatNum(f float64) num {
 	if math.IsNaN(f) {
 		return num{}
 	}
-	return num{f: f, raw: strconv.FormatFloat(f, 'g', -1, 64), valid: true}
+	return num{F: f, Raw: strconv.FormatFloat(f, 'g', -1, 64), Valid: true}
 }
 
 func (c *CLI) fetchClusterHistory(ctx context.Context, a *agent, o options) (*clusterHistoryAnswer, []byte, error) {
@@ -402,31 +367,18 @@ func (c *CLI) fetchClusterHistory(ctx context.Context, a *agent, o options) (*cl
 	return &ans, body, nil
 }
 
-func (ans *clusterHistoryAnswer) heads() ([]clusterNodeHead, []int) {
-	heads := make([]clusterNodeHead, len(ans.Nodes))
+func (ans *clusterHistoryAnswer) heads() ([]apiwire.NodeHead, []int) {
+	heads := make([]apiwire.NodeHead, len(ans.Nodes))
 	counts := make([]int, len(ans.Nodes))
 	for i, n := range ans.Nodes {
-		heads[i], counts[i] = n.clusterNodeHead, len(n.Series)
+		heads[i], counts[i] = n.NodeHead, len(n.Series)
 	}
 	return heads, counts
 }
 
-// pointJSON writes a point as the API does: [ts, value], non-finite values as strings.
+// appendPoint writes a point as the API does: [ts, value], non-finite values as strings.
 func appendPoint(b []byte, ts int64, v float64) []byte {
-	b = append(b, '[')
-	b = strconv.AppendInt(b, ts, 10)
-	b = append(b, ',')
-	switch {
-	case math.IsNaN(v):
-		b = append(b, `"NaN"`...)
-	case math.IsInf(v, 1):
-		b = append(b, `"+Inf"`...)
-	case math.IsInf(v, -1):
-		b = append(b, `"-Inf"`...)
-	default:
-		b = strconv.AppendFloat(b, v, 'g', -1, 64)
-	}
-	return append(b, ']')
+	return apiwire.Point{TS: ts, Value: apiwire.Float(v)}.AppendJSON(b)
 }
 
 func (c *CLI) clusterHistory(ctx context.Context, a *agent, o options) error {
@@ -560,8 +512,8 @@ func (c *CLI) clusterStats(ctx context.Context, a *agent, o options) error {
 		for _, m := range g.members {
 			pts = pts[:0]
 			for _, p := range m.points {
-				if p.v.valid {
-					pts = append(pts, stats.Point{TS: p.ts, Value: p.v.f})
+				if p.Value.Valid {
+					pts = append(pts, stats.Point{TS: p.TS, Value: p.Value.F})
 				}
 			}
 			rows = append(rows, statRow{name: g.name, node: m.column, labels: m.labels, sum: z.Summarize(pts)})
@@ -583,7 +535,7 @@ func (c *CLI) clusterStats(ctx context.Context, a *agent, o options) error {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			head, _ := json.Marshal(n.clusterNodeHead)
+			head, _ := json.Marshal(n.NodeHead)
 			b = append(b, head[:len(head)-1]...)
 			b = append(b, `,"series":[`...)
 			k := 0

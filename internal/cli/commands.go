@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/cantal-go/cantal/internal/apiwire"
 )
 
 // passthrough writes the agent's JSON answer as it is.
@@ -269,11 +271,11 @@ func (c *CLI) processes(ctx context.Context, a *agent, o options) error {
 	slices.SortStableFunc(ps, func(a, b processJSON) int {
 		switch o.sort {
 		case "cpu":
-			if c := cmp.Compare(b.CPUPercent.f, a.CPUPercent.f); c != 0 {
+			if c := cmp.Compare(b.CPUPercent.F, a.CPUPercent.F); c != 0 {
 				return c
 			}
 		case "rss":
-			if c := cmp.Compare(b.RSS.f, a.RSS.f); c != 0 {
+			if c := cmp.Compare(b.RSS.F, a.RSS.F); c != 0 {
 				return c
 			}
 		}
@@ -293,12 +295,12 @@ func (c *CLI) processes(ctx context.Context, a *agent, o options) error {
 			cg = "-"
 		}
 		cpu := "-"
-		if p.CPUPercent.valid {
-			cpu = strconv.FormatFloat(p.CPUPercent.f, 'f', 1, 64)
+		if p.CPUPercent.Valid {
+			cpu = strconv.FormatFloat(p.CPUPercent.F, 'f', 1, 64)
 		}
 		rss := "-"
-		if p.RSS.valid {
-			rss = formatBytes(p.RSS.f)
+		if p.RSS.Valid {
+			rss = formatBytes(p.RSS.F)
 		}
 		t.row(strconv.Itoa(p.PID), strconv.Itoa(p.PPID), strconv.Itoa(p.UID), p.State, strconv.Itoa(p.Threads),
 			cpu, rss, cg, metrics, command(p.Name, p.Cmdline))
@@ -321,20 +323,10 @@ func command(name string, args []string) string {
 
 // ---- metrics ----
 
-type seriesJSON struct {
-	Labels map[string]string `json:"labels"`
-	Kind   string            `json:"kind"`
-	Value  json.RawMessage   `json:"value"`
-	TS     int64             `json:"ts"`
-	Rate   num               `json:"rate"`
-	Text   *string           `json:"text"`
-	Since  int64             `json:"since"`
-}
-
 func (c *CLI) metrics(ctx context.Context, a *agent, o options) error {
 	const path = "/api/v1/metrics"
 	var ans struct {
-		Series []seriesJSON `json:"series"`
+		Series []apiwire.Series `json:"series"`
 	}
 	if ok, err := c.fetchInto(ctx, a, o, &ans, path, "match", o.match); !ok || err != nil {
 		return err
@@ -343,7 +335,7 @@ func (c *CLI) metrics(ctx context.Context, a *agent, o options) error {
 }
 
 // seriesTable prints latest values sorted by series name (shared by metrics and values).
-func (c *CLI) seriesTable(ss []seriesJSON, match string) error {
+func (c *CLI) seriesTable(ss []apiwire.Series, match string) error {
 	if len(ss) == 0 {
 		return c.noSeries(match)
 	}
@@ -353,13 +345,7 @@ func (c *CLI) seriesTable(ss []seriesJSON, match string) error {
 		r := row{name: seriesName(s.Labels), kind: s.Kind, rate: "-"}
 		unit := s.Labels["unit"]
 		if s.Kind == "state" {
-			var text string
-			if s.Text != nil {
-				text = *s.Text
-			} else {
-				json.Unmarshal(s.Value, &text)
-			}
-			switch {
+			switch text := s.Text; {
 			case s.Since == 0 && text == "":
 				r.value = "-"
 			case s.Since == 0:
@@ -368,13 +354,8 @@ func (c *CLI) seriesTable(ss []seriesJSON, match string) error {
 				r.value = strconv.Quote(text) + " since " + c.age(s.Since)
 			}
 		} else {
-			var n num
-			if err := json.Unmarshal(s.Value, &n); err != nil {
-				r.value = "?"
-			} else {
-				r.value = withUnit(n, unit)
-			}
-			if s.Rate.valid {
+			r.value = withUnit(s.Value, unit)
+			if s.Rate.Valid {
 				r.rate = withUnit(s.Rate, unit) + "/s"
 			}
 		}
@@ -398,42 +379,13 @@ func (c *CLI) noSeries(match string) error {
 
 // ---- history ----
 
-// point is one [ts, value] pair of a history answer.
-type point struct {
-	ts int64
-	v  num
-}
-
-func (p *point) UnmarshalJSON(b []byte) error {
-	var pair []num
-	if err := json.Unmarshal(b, &pair); err != nil {
-		return err
-	}
-	if len(pair) != 2 || !pair[0].valid || !isIntLiteral(pair[0].raw) {
-		return fmt.Errorf("point %s: want [unix_ms, value]", b)
-	}
-	ts, err := strconv.ParseInt(pair[0].raw, 10, 64)
-	if err != nil {
-		return fmt.Errorf("point %s: %w", b, err)
-	}
-	*p = point{ts, pair[1]}
-	return nil
-}
-
 func (c *CLI) history(ctx context.Context, a *agent, o options) error {
 	const path = "/api/v1/history"
 	fn := ""
 	if o.rate {
 		fn = "rate"
 	}
-	var ans struct {
-		Series []struct {
-			Labels map[string]string `json:"labels"`
-			Kind   string            `json:"kind"`
-			Fn     string            `json:"fn"`
-			Points []point           `json:"points"`
-		} `json:"series"`
-	}
+	var ans apiwire.HistoryAnswer
 	if ok, err := c.fetchInto(ctx, a, o, &ans, path, "match", o.match, "window", o.window, "fn", fn); !ok || err != nil {
 		return err
 	}
@@ -464,10 +416,10 @@ func (c *CLI) history(ctx context.Context, a *agent, o options) error {
 		t := newTable(c.Stdout, "TIME", "VALUE")
 		maxStep := gapBound(s.Points)
 		for j, p := range s.Points {
-			if j > 0 && maxStep > 0 && p.ts-s.Points[j-1].ts > maxStep {
-				t.row("…", "(no data for "+formatDuration(time.Duration(p.ts-s.Points[j-1].ts)*time.Millisecond)+")")
+			if j > 0 && maxStep > 0 && p.TS-s.Points[j-1].TS > maxStep {
+				t.row("…", "(no data for "+formatDuration(time.Duration(p.TS-s.Points[j-1].TS)*time.Millisecond)+")")
 			}
-			t.row(time.UnixMilli(p.ts).In(c.loc()).Format("15:04:05"), withUnit(p.v, unit)+suffix)
+			t.row(time.UnixMilli(p.TS).In(c.loc()).Format("15:04:05"), withUnit(p.Value, unit)+suffix)
 		}
 		if err := t.flush(); err != nil {
 			return err
@@ -478,13 +430,13 @@ func (c *CLI) history(ctx context.Context, a *agent, o options) error {
 
 // gapBound returns 2.5 times the median step of pts in ms (0 when unknown): a longer step is
 // shown as a gap.
-func gapBound(pts []point) int64 {
+func gapBound(pts []apiwire.Point) int64 {
 	if len(pts) < 3 {
 		return 0
 	}
 	steps := make([]int64, 0, len(pts)-1)
 	for i := 1; i < len(pts); i++ {
-		steps = append(steps, pts[i].ts-pts[i-1].ts)
+		steps = append(steps, pts[i].TS-pts[i-1].TS)
 	}
 	slices.Sort(steps)
 	return steps[len(steps)/2] * 5 / 2
@@ -494,13 +446,7 @@ func gapBound(pts []point) int64 {
 
 func (c *CLI) stats(ctx context.Context, a *agent, o options) error {
 	const path = "/api/v1/stats"
-	var ans struct {
-		Series []struct {
-			Labels                                       map[string]string `json:"labels"`
-			Count                                        int64             `json:"count"`
-			Min, Max, Mean, Median, P90, P95, P99, Slope num
-		} `json:"series"`
-	}
+	var ans apiwire.StatsAnswer
 	if ok, err := c.fetchInto(ctx, a, o, &ans, path, "match", o.match, "window", o.window); !ok || err != nil {
 		return err
 	}
@@ -520,13 +466,13 @@ func (c *CLI) stats(ctx context.Context, a *agent, o options) error {
 		s := ss[i]
 		unit := s.Labels["unit"]
 		v := func(n num) string {
-			if unit == "bytes" && n.valid && !math.IsNaN(n.f) {
-				return formatBytes(n.f)
+			if unit == "bytes" && n.Valid && !math.IsNaN(n.F) {
+				return formatBytes(n.F)
 			}
-			if n.valid && math.IsNaN(n.f) {
+			if n.Valid && math.IsNaN(n.F) {
 				return "-"
 			}
-			return n.String()
+			return numString(n)
 		}
 		t.row(names[i], strconv.FormatInt(s.Count, 10), v(s.Min), v(s.Max), v(s.Mean), v(s.Median), v(s.P90), v(s.P95), v(s.P99), v(s.Slope))
 	}
@@ -535,20 +481,10 @@ func (c *CLI) stats(ctx context.Context, a *agent, o options) error {
 
 // ---- peers ----
 
-type peerJSON struct {
-	ID       string `json:"id"`
-	Name     string `json:"name"`
-	Addr     string `json:"addr"`
-	HTTP     string `json:"http"`
-	Status   string `json:"status"`
-	RTTMs    num    `json:"rtt_ms"`
-	LastSeen int64  `json:"last_seen"`
-}
-
 func (c *CLI) peers(ctx context.Context, a *agent, o options) error {
 	const path = "/api/v1/peers"
 	var ans struct {
-		Peers []peerJSON `json:"peers"`
+		Peers []apiwire.Peer `json:"peers"`
 	}
 	if ok, err := c.fetchInto(ctx, a, o, &ans, path); !ok || err != nil {
 		return err
@@ -558,14 +494,14 @@ func (c *CLI) peers(ctx context.Context, a *agent, o options) error {
 		return err
 	}
 	ps := ans.Peers
-	slices.SortFunc(ps, func(a, b peerJSON) int {
+	slices.SortFunc(ps, func(a, b apiwire.Peer) int {
 		return cmp.Or(strings.Compare(a.Name, b.Name), strings.Compare(a.Addr, b.Addr))
 	})
 	t := newTable(c.Stdout, "NAME", "ADDR", "HTTP", "STATUS", "RTT", "LAST SEEN", "ID")
 	for _, p := range ps {
 		rtt := "-"
-		if p.RTTMs.valid && !math.IsNaN(p.RTTMs.f) {
-			rtt = formatDuration(time.Duration(p.RTTMs.f * float64(time.Millisecond)))
+		if p.RTTMs.Valid && !math.IsNaN(p.RTTMs.F) {
+			rtt = formatDuration(time.Duration(p.RTTMs.F * float64(time.Millisecond)))
 		}
 		t.row(orDash(p.Name), orDash(p.Addr), orDash(p.HTTP), orDash(p.Status), rtt, c.age(p.LastSeen), orDash(p.ID))
 	}

@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
-	"fmt"
 	"io"
 	"math"
 	"sort"
@@ -12,6 +10,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/cantal-go/cantal/internal/apiwire"
 )
 
 // table writes tab-separated rows aligned in columns.
@@ -52,53 +52,19 @@ func clean(s string) string {
 }
 
 // num is a number of the API: a JSON number, or one of the strings "NaN", "+Inf", "-Inf" that
-// stand for the values JSON cannot carry. raw keeps the literal so that large integers print
-// exactly.
-type num struct {
-	f     float64
-	raw   string
-	valid bool
-}
+// stand for the values JSON cannot carry (apiwire.Number: its literal kept, so that large
+// integers print exactly).
+type num = apiwire.Number
 
-func (n *num) UnmarshalJSON(b []byte) error {
-	if string(b) == "null" {
-		*n = num{}
-		return nil
-	}
-	if len(b) > 0 && b[0] == '"' {
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
-			return err
-		}
-		switch s {
-		case "NaN":
-			*n = num{f: math.NaN(), raw: s, valid: true}
-		case "+Inf", "Inf":
-			*n = num{f: math.Inf(1), raw: "+Inf", valid: true}
-		case "-Inf":
-			*n = num{f: math.Inf(-1), raw: s, valid: true}
-		default:
-			return fmt.Errorf("number expected, got string %q", s)
-		}
-		return nil
-	}
-	f, err := strconv.ParseFloat(string(b), 64)
-	if err != nil {
-		return fmt.Errorf("number expected, got %s", b)
-	}
-	*n = num{f: f, raw: string(b), valid: true}
-	return nil
-}
-
-// String formats the number for a table: "-" when absent, integers exactly.
-func (n num) String() string {
-	if !n.valid {
+// numString formats a number for a table: "-" when absent, integers exactly.
+func numString(n num) string {
+	if !n.Valid {
 		return "-"
 	}
-	if isIntLiteral(n.raw) {
-		return n.raw
+	if n.IsInt() {
+		return n.Raw
 	}
-	return formatFloat(n.f)
+	return formatFloat(n.F)
 }
 
 func isIntLiteral(s string) bool {
@@ -152,16 +118,16 @@ func formatBytes(f float64) string {
 
 // withUnit formats a value with the unit a series declares in its "unit" label.
 func withUnit(n num, unit string) string {
-	if !n.valid {
+	if !n.Valid {
 		return "-"
 	}
 	switch unit {
 	case "":
-		return n.String()
+		return numString(n)
 	case "bytes", "byte", "B":
-		return formatBytes(n.f)
+		return formatBytes(n.F)
 	}
-	return n.String() + " " + unit
+	return numString(n) + " " + unit
 }
 
 // formatDuration prints d rounded to about three significant digits: 850ms, 12.3s, 3h12m5s.

@@ -3,7 +3,6 @@ package cli
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -13,6 +12,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/cantal-go/cantal/internal/apiwire"
 )
 
 // `cantal top`: a live view of a node, refreshed every --interval (2 s, the agent's scan) from
@@ -65,7 +66,7 @@ func (c *CLI) topFetch(ctx context.Context, a *agent, o options) (*topFrame, err
 		return nil, err
 	}
 	var ms struct {
-		Series []seriesJSON `json:"series"`
+		Series []apiwire.Series `json:"series"`
 	}
 	if err := decode(body, "/api/v1/metrics", &ms); err != nil {
 		return nil, err
@@ -84,12 +85,11 @@ func (c *CLI) topFetch(ctx context.Context, a *agent, o options) (*topFrame, err
 		if dev := s.Labels["device"]; dev != "" && partition(dev, devices[m]) {
 			continue // counted in its disk
 		}
-		var v num
-		if json.Unmarshal(s.Value, &v) == nil && v.valid {
-			f.vals[m] += v.f
+		if s.Value.Valid {
+			f.vals[m] += s.Value.F
 		}
-		if s.Rate.valid && !math.IsNaN(s.Rate.f) {
-			f.rates[m] += s.Rate.f
+		if s.Rate.Valid && !math.IsNaN(s.Rate.F) {
+			f.rates[m] += s.Rate.F
 			f.hasRate[m] = true
 		}
 	}
@@ -166,9 +166,9 @@ func (f *topFrame) render(width, height int, sortBy string, loc *time.Location) 
 	ps := slices.Clone(f.procs)
 	slices.SortStableFunc(ps, func(a, b processJSON) int {
 		if sortBy == "rss" {
-			return cmp.Or(cmp.Compare(b.RSS.f, a.RSS.f), cmp.Compare(b.CPUPercent.f, a.CPUPercent.f), cmp.Compare(a.PID, b.PID))
+			return cmp.Or(cmp.Compare(b.RSS.F, a.RSS.F), cmp.Compare(b.CPUPercent.F, a.CPUPercent.F), cmp.Compare(a.PID, b.PID))
 		}
-		return cmp.Or(cmp.Compare(b.CPUPercent.f, a.CPUPercent.f), cmp.Compare(b.RSS.f, a.RSS.f), cmp.Compare(a.PID, b.PID))
+		return cmp.Or(cmp.Compare(b.CPUPercent.F, a.CPUPercent.F), cmp.Compare(b.RSS.F, a.RSS.F), cmp.Compare(a.PID, b.PID))
 	})
 	add("%-8s %-6s %1s %4s %6s %9s  %s", "PID", "UID", "S", "THR", "CPU%", "RSS", "COMMAND")
 	for _, p := range ps {
@@ -176,11 +176,11 @@ func (f *topFrame) render(width, height int, sortBy string, loc *time.Location) 
 			break
 		}
 		cpu, rss := "-", "-"
-		if p.CPUPercent.valid {
-			cpu = strconv.FormatFloat(p.CPUPercent.f, 'f', 1, 64)
+		if p.CPUPercent.Valid {
+			cpu = strconv.FormatFloat(p.CPUPercent.F, 'f', 1, 64)
 		}
-		if p.RSS.valid {
-			rss = formatBytes(p.RSS.f)
+		if p.RSS.Valid {
+			rss = formatBytes(p.RSS.F)
 		}
 		add("%-8d %-6d %1s %4d %6s %9s  %s", p.PID, p.UID, clean(p.State), p.Threads, cpu, rss, clean(command(p.Name, p.Cmdline)))
 	}

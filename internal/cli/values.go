@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/series"
 	"github.com/cantal-go/cantal/shm"
 )
@@ -52,7 +53,7 @@ func (c *CLI) values(ctx context.Context, o options) error {
 		return err
 	}
 	var ans struct {
-		Series []seriesJSON `json:"series"`
+		Series []apiwire.Series `json:"series"`
 	}
 	if err := json.Unmarshal(b, &ans); err != nil {
 		return fmt.Errorf("values: %w", err) // our own JSON: cannot happen
