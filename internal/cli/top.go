@@ -47,12 +47,7 @@ var cpuModes = []string{"user", "nice", "system", "idle", "iowait", "irq", "soft
 
 func (c *CLI) topFetch(ctx context.Context, a *agent, o options) (*topFrame, error) {
 	f := &topFrame{at: c.now(), vals: map[string]float64{}, rates: map[string]float64{}, hasRate: map[string]bool{}}
-	var st struct {
-		NodeName string `json:"node_name"`
-		Counts   struct {
-			Processes int `json:"processes"`
-		} `json:"counts"`
-	}
+	var st apiwire.StatusHead
 	body, err := a.get(ctx, "/api/v1/status")
 	if err != nil {
 		return nil, err
