@@ -52,8 +52,12 @@ type Registry struct {
 	retention time.Duration
 	log       *slog.Logger
 
-	// Scanner-owned.
-	byKey      map[string]*series.Ref
+	// Scanner-owned. A series' numeric key is found through the history (Lookup, then slotOf),
+	// a state's in stateKeys: the registry keeps no map of its own keyed by the hundreds of
+	// thousands of keys of dead processes' series.
+	count      int                     // series in the table
+	slotOf     []int32                 // by history ID: the series' slot, -1: none
+	stateKeys  map[string]int32        // the slots of the State series, by key
 	slots      []atomic.Pointer[entry] // by Ref.ID; nil slots are free. Shared with the published Views
 	hot        []hotSlot               // by Ref.ID: what Put needs, without going through the entry
 	lastTS     []int64                 // by Ref.ID: ts of the scan that last wrote it; 0: never
@@ -73,11 +77,10 @@ type Registry struct {
 	evictedP   int64                   // pushed series dropped by their limits, in all
 	evictedNow int                     // series dropped by the limits in this scan
 	free       []int32
-	evictTS    []int64             // evict's scratch
-	states     map[*entry]struct{} // the State entries, checked for expiry at each Commit
-	added      int                 // series added in this scan
-	removed    int                 // series removed in this scan
-	live       int                 // series written in this scan
+	evictTS    []int64 // evict's scratch
+	added      int     // series added in this scan
+	removed    int     // series removed in this scan
+	live       int     // series written in this scan
 	scanTS     int64
 	probs      []Problem
 	logged     map[Problem]int64 // problems already logged, with the scan they were last seen in
@@ -89,11 +92,14 @@ type Registry struct {
 	subs   map[chan<- *View]struct{}
 }
 
+// entry is a series as readers see it. key, kind, hid and pushed never change; the entry is
+// dropped (never reused) when the series is forgotten.
 type entry struct {
-	ref     *series.Ref
+	key     string
+	kind    series.Kind
+	pushed  bool // labelled source="push"
 	hid     history.ID
-	pushed  bool                          // labelled source="push"
-	labels  atomic.Pointer[series.Labels] // nil once the series went cold (see sweepCold)
+	labels  atomic.Value                  // series.Labels, the linked Ref's; a nil map while the series is cold (see sweepCold)
 	stateTS atomic.Int64                  // states only: ts of the scan that last wrote it
 	state   atomic.Pointer[series.Sample] // states only: latest text and since
 }
@@ -104,8 +110,13 @@ type entry struct {
 // lookup, the history's and a bit set in liveBits; the rest of the bookkeeping (the time of the
 // last write, the live count, labels of a series that had gone cold) is done at Commit, for the
 // slots whose bit is set, in one pass in slot order. Scanner-owned.
+//
+// A slot is linked to at most one Ref (ref, whose ID is the slot): the one its collector writes
+// through. A series not written for coldAfter is unlinked (its Ref's ID set to -1, its labels
+// dropped from the entry): the collector of a dead process lets its Refs go, and then nothing
+// holds its labels; a Ref written again is linked again (attach), its labels with it.
 type hotSlot struct {
-	ref *series.Ref // the slot's Ref; nil when the slot is free
+	ref *series.Ref // the slot's linked Ref; nil when the slot is free or the series cold
 	hid history.ID
 }
 
@@ -164,9 +175,8 @@ func New(hist *history.Store, retention time.Duration, log *slog.Logger) *Regist
 		hist:      hist,
 		retention: retention,
 		log:       log,
-		byKey:     map[string]*series.Ref{},
+		stateKeys: map[string]int32{},
 		logged:    map[Problem]int64{},
-		states:    map[*entry]struct{}{},
 		batches:   map[**series.Ref]*batch{},
 		subs:      map[chan<- *View]struct{}{},
 	}
@@ -176,8 +186,7 @@ func New(hist *history.Store, retention time.Duration, log *slog.Logger) *Regist
 			log.Warn("history holds a series with an unreadable key", "key", key, "err", err)
 			return true
 		}
-		ref := &series.Ref{Labels: labels, Key: key, Kind: kind}
-		r.add(ref, id)
+		r.add(key, kind, id, labels, nil) // cold until a collector writes it
 		return true
 	})
 	r.publish()
@@ -187,21 +196,21 @@ func New(hist *history.Store, retention time.Duration, log *slog.Logger) *Regist
 // History returns the store behind the registry.
 func (r *Registry) History() *history.Store { return r.hist }
 
-func (r *Registry) add(ref *series.Ref, hid history.ID) *entry {
-	e := &entry{ref: ref, hid: hid}
-	l := ref.Labels
-	if l != nil {
-		e.labels.Store(&l)
-	} else {
-		l, _ = series.ParseKey(ref.Key) // a Ref that went cold, attached again
+// add gives a new series a slot and an entry, linked to ref when it is not nil; labels are the
+// series' (ref's when linked). It returns the slot.
+func (r *Registry) add(key string, kind series.Kind, hid history.ID, labels series.Labels, ref *series.Ref) int32 {
+	e := &entry{key: key, kind: kind, hid: hid}
+	if ref != nil && labels != nil {
+		e.labels.Store(labels)
 	}
-	if l[PushLabel] == PushValue {
+	if labels[PushLabel] == PushValue {
 		e.pushed = true
 		r.pushed++
-		r.pushedB += pushedCost(ref.Key)
+		r.pushedB += pushedCost(key)
 	}
+	var slot int32
 	if n := len(r.free); n > 0 {
-		ref.ID = r.free[n-1]
+		slot = r.free[n-1]
 		r.free = r.free[:n-1]
 	} else {
 		if r.nslots == len(r.slots) {
@@ -212,7 +221,7 @@ func (r *Registry) add(ref *series.Ref, hid history.ID) *entry {
 			}
 			r.slots = slots
 		}
-		ref.ID = int32(r.nslots)
+		slot = int32(r.nslots)
 		r.nslots++
 		r.hot = append(r.hot, hotSlot{})
 		r.lastTS = append(r.lastTS, 0)
@@ -220,15 +229,53 @@ func (r *Registry) add(ref *series.Ref, hid history.ID) *entry {
 			r.liveBits = append(r.liveBits, 0) // not published until Commit: grown in place
 		}
 	}
-	r.hot[ref.ID] = hotSlot{ref: ref, hid: hid}
-	r.lastTS[ref.ID] = 0
-	r.slots[ref.ID].Store(e)
-	r.byKey[ref.Key] = ref
-	if ref.Kind == series.State {
-		r.states[e] = struct{}{}
+	r.hot[slot] = hotSlot{ref: ref, hid: hid}
+	if ref != nil {
+		ref.ID = slot
 	}
+	r.lastTS[slot] = 0
+	r.slots[slot].Store(e)
+	if kind == series.State {
+		r.stateKeys[key] = slot
+	} else {
+		for int(hid) >= len(r.slotOf) {
+			r.slotOf = append(r.slotOf, -1)
+		}
+		r.slotOf[hid] = slot
+	}
+	r.count++
 	r.added++
-	return e
+	return slot
+}
+
+// find returns the slot of the series with key (-1: none) and, when the key is known (to the
+// registry or the history), its kind.
+func (r *Registry) find(key string) (slot int32, kind series.Kind, known bool) {
+	if id, k, ok := r.hist.Lookup(key); ok {
+		if int(id) < len(r.slotOf) && r.slotOf[id] >= 0 {
+			return r.slotOf[id], k, true
+		}
+		return -1, k, true // in the history only (its key did not parse at New)
+	}
+	if slot, ok := r.stateKeys[key]; ok {
+		return slot, series.State, true
+	}
+	return -1, 0, false
+}
+
+// link makes ref the Ref of slot, which holds its series: the Ref linked before, if another,
+// is unlinked; the entry gets ref's labels back if the series had gone cold.
+func (r *Registry) link(slot int32, ref *series.Ref) {
+	if old := r.hot[slot].ref; old != nil && old != ref {
+		old.ID = -1
+	}
+	r.hot[slot].ref = ref
+	ref.ID = slot
+	if e := r.slots[slot].Load(); ref.Labels != nil {
+		if l, _ := e.labels.Load().(series.Labels); l == nil {
+			e.labels.Store(ref.Labels)
+		}
+	}
 }
 
 // Begin starts a scan taken at tsMs (unix ms).
@@ -246,29 +293,35 @@ func (r *Registry) Begin(tsMs int64) {
 // Series implements series.Sink.
 func (r *Registry) Series(labels series.Labels, kind series.Kind) *series.Ref {
 	key := labels.Key()
-	if ref, ok := r.byKey[key]; ok {
-		if ref.Kind != kind {
-			// The same labels now carry another kind (an application changed a metric's type).
-			// The old series keeps its key until its history expires; the new values are
-			// refused meanwhile, and the status says why.
-			r.Problem(key, fmt.Sprintf("series changed kind from %s to %s; new values dropped until the old history expires", ref.Kind, kind))
-			return &series.Ref{Labels: labels, Key: key, Kind: kind, ID: -1}
+	slot, cur, known := r.find(key)
+	if known && cur != kind {
+		// The same labels now carry another kind (an application changed a metric's type).
+		// The old series keeps its key until its history expires; the new values are
+		// refused meanwhile, and the status says why.
+		r.Problem(key, fmt.Sprintf("series changed kind from %s to %s; new values dropped until the old history expires", cur, kind))
+		return &series.Ref{Labels: labels, Key: key, Kind: kind, ID: -1}
+	}
+	if slot >= 0 {
+		if ref := r.hot[slot].ref; ref != nil {
+			return ref
 		}
-		return ref
 	}
 	ref := &series.Ref{Labels: labels, Key: key, Kind: kind, ID: -1}
 	r.attach(ref)
 	return ref
 }
 
-// attach gives a detached Ref an entry. It fails (nil) when the key is taken by a series of
-// another kind, in the registry or in the history.
+// attach links a Ref without a slot to its series' entry, registering the series when new. It
+// fails (nil) when the key is taken by a series of another kind, in the registry or in the
+// history.
 func (r *Registry) attach(ref *series.Ref) *entry {
-	if cur, ok := r.byKey[ref.Key]; ok {
-		if cur.Kind != ref.Kind {
-			return nil
-		}
-		return r.slots[cur.ID].Load()
+	slot, cur, known := r.find(ref.Key)
+	if known && cur != ref.Kind {
+		return nil
+	}
+	if slot >= 0 {
+		r.link(slot, ref)
+		return r.slots[slot].Load()
 	}
 	var hid history.ID
 	if ref.Kind != series.State {
@@ -279,11 +332,11 @@ func (r *Registry) attach(ref *series.Ref) *entry {
 		}
 		hid = id
 	}
-	return r.add(ref, hid)
+	return r.slots[r.add(ref.Key, ref.Kind, hid, ref.Labels, ref)].Load()
 }
 
-// entry returns ref's entry. Invariant: ref.ID >= 0 exactly when slots[ref.ID].ref == ref. A Ref
-// whose series expired while its collector still held it is attached again.
+// entry returns ref's entry. Invariant: ref.ID >= 0 exactly when hot[ref.ID].ref == ref. A Ref
+// whose series went cold or expired while its collector still held it is attached again.
 func (r *Registry) entry(ref *series.Ref) *entry {
 	if ref.ID >= 0 {
 		return r.slots[ref.ID].Load()
@@ -413,23 +466,14 @@ func (r *Registry) sweepBatches() {
 }
 
 // markWritten ends the bookkeeping of the scan's writes: every slot written by the scan (its
-// bit set in liveBits) gets the scan's time as its last write, and the labels back if it had
-// gone cold; it returns their number.
+// bit set in liveBits) gets the scan's time as its last write; it returns their number. (A
+// written slot is linked, so its entry has its labels: see link.)
 func (r *Registry) markWritten() int {
-	coldTS := r.scanTS - coldAfter.Milliseconds()
 	n := 0
 	for w, word := range r.liveBits {
 		n += mathbits.OnesCount64(word)
 		for ; word != 0; word &= word - 1 {
-			slot := w<<6 + mathbits.TrailingZeros64(word)
-			if r.lastTS[slot] < coldTS { // sweepCold may have dropped its labels
-				if e := r.slots[slot].Load(); e != nil && e.labels.Load() == nil { // warm again
-					if l, err := series.ParseKey(e.ref.Key); err == nil {
-						e.labels.Store(&l)
-					}
-				}
-			}
-			r.lastTS[slot] = r.scanTS
+			r.lastTS[w<<6+mathbits.TrailingZeros64(word)] = r.scanTS
 		}
 	}
 	return n
@@ -461,23 +505,28 @@ func (r *Registry) Problem(source, reason string) {
 	r.logged[p] = r.scanTS
 }
 
-func (r *Registry) remove(ref *series.Ref) {
-	if r.byKey[ref.Key] == ref {
-		delete(r.byKey, ref.Key)
+// remove forgets the series of slot; its linked Ref, if any, is left without a slot.
+func (r *Registry) remove(slot int32) {
+	e := r.slots[slot].Load()
+	if e == nil {
+		return
 	}
-	if ref.ID >= 0 && int(ref.ID) < r.nslots {
-		if e := r.slots[ref.ID].Load(); e != nil && e.ref == ref {
-			if e.pushed {
-				r.pushed--
-				r.pushedB -= pushedCost(ref.Key)
-			}
-			delete(r.states, e)
-			r.slots[ref.ID].Store(nil)
-			r.hot[ref.ID] = hotSlot{}
-			r.free = append(r.free, ref.ID)
-		}
+	if e.pushed {
+		r.pushed--
+		r.pushedB -= pushedCost(e.key)
 	}
-	ref.ID = -1
+	if e.kind == series.State {
+		delete(r.stateKeys, e.key)
+	} else if int(e.hid) < len(r.slotOf) && r.slotOf[e.hid] == slot {
+		r.slotOf[e.hid] = -1
+	}
+	if ref := r.hot[slot].ref; ref != nil {
+		ref.ID = -1
+	}
+	r.slots[slot].Store(nil)
+	r.hot[slot] = hotSlot{}
+	r.free = append(r.free, slot)
+	r.count--
 	r.removed++
 }
 
@@ -486,16 +535,12 @@ func (r *Registry) remove(ref *series.Ref) {
 func (r *Registry) Commit() {
 	r.hist.Commit()
 	r.live = r.markWritten()
-	for _, key := range r.hist.Expire() {
-		if ref, ok := r.byKey[key]; ok && ref.Kind != series.State {
-			r.remove(ref)
-		}
-	}
+	r.hist.ExpireFunc(r.expired)
 	// States keep no history: forget one unseen for the retention period.
 	horizon := r.scanTS - r.retention.Milliseconds()
-	for e := range r.states {
-		if r.lastTS[e.ref.ID] < horizon {
-			r.remove(e.ref)
+	for _, slot := range r.stateKeys {
+		if r.lastTS[slot] < horizon {
+			r.remove(slot)
 		}
 	}
 	r.sweepCold()
@@ -536,8 +581,17 @@ func (r *Registry) SetMaxPushed(n int, bytes int64) {
 	r.maxPushed, r.maxPushedB = max(n, 0), max(bytes, 0)
 }
 
+// expired forgets the series whose history expired (history.Store.ExpireFunc).
+func (r *Registry) expired(hid history.ID, _ string) {
+	if int(hid) < len(r.slotOf) {
+		if slot := r.slotOf[hid]; slot >= 0 {
+			r.remove(slot)
+		}
+	}
+}
+
 func (r *Registry) enforceMax() {
-	if collected := len(r.byKey) - r.pushed; r.maxSeries > 0 && collected > r.maxSeries {
+	if collected := r.count - r.pushed; r.maxSeries > 0 && collected > r.maxSeries {
 		r.evict(false, collected-r.maxSeries*95/100, 0)
 	}
 	overN := r.maxPushed > 0 && r.pushed > r.maxPushed
@@ -567,7 +621,7 @@ func (r *Registry) enforceMax() {
 func (r *Registry) evict(pushed bool, wantN int, wantBytes int64) {
 	isCand := func(i int) bool {
 		e := r.slots[i].Load()
-		return e != nil && e.pushed == pushed && (pushed || e.ref.Kind != series.State) && r.lastTS[i] < r.scanTS
+		return e != nil && e.pushed == pushed && (pushed || e.kind != series.State) && r.lastTS[i] < r.scanTS
 	}
 	ages := r.evictTS[:0]
 	for i := range r.nslots {
@@ -584,14 +638,13 @@ func (r *Registry) evict(pushed bool, wantN int, wantBytes int64) {
 			"limit", r.maxPushed, "limit_bytes", r.maxPushedB, "pushed", r.pushed, "pushed_bytes", r.pushedB)
 	} else if !pushed && r.evicted == r.evictedP {
 		r.log.Warn("series limit reached: dropping the series written longest ago, with their history",
-			"limit", r.maxSeries, "series", len(r.byKey)-r.pushed, "dropping", min(wantN, len(ages)))
+			"limit", r.maxSeries, "series", r.count-r.pushed, "dropping", min(wantN, len(ages)))
 	}
 	drop := func(slot int) {
-		e := r.slots[slot].Load()
-		if e.ref.Kind != series.State {
+		if e := r.slots[slot].Load(); e.kind != series.State {
 			r.hist.Drop(e.hid)
 		}
-		r.remove(e.ref)
+		r.remove(int32(slot))
 		r.evicted++
 		r.evictedNow++
 		if pushed {
@@ -636,7 +689,7 @@ func (r *Registry) evict(pushed bool, wantN int, wantBytes int64) {
 			break
 		}
 		wantN--
-		wantBytes -= pushedCost(r.slots[c.slot].Load().ref.Key)
+		wantBytes -= pushedCost(r.slots[c.slot].Load().key)
 		drop(int(c.slot))
 	}
 }
@@ -693,10 +746,13 @@ func evictCutoff(ages []int64, wantN int) (cut int64, older int) {
 // coldAfter is how long a series goes unwritten before its labels are dropped from memory.
 const coldAfter = 30 * time.Second
 
-// sweepCold drops the labels of series not written for coldAfter, a sixteenth of the table per
-// scan. A dead process's series stay for the whole history retention; their labels, a map per
-// series, are most of what they cost outside the history, and the key holds the same
-// information: Handle.Labels parses it for a cold series (readers match mostly live ones).
+// sweepCold unlinks the series not written for coldAfter, a sixteenth of the table per scan:
+// their Refs lose their slot (ID -1; a Ref written again is linked again) and their entries the
+// labels. A dead process's series stay for the whole history retention (or until the series
+// limit drops them); their labels, a map per series, would be most of what they cost outside
+// the history, and the key holds the same information: Handle.Labels parses it for a cold
+// series (readers match mostly live ones). The Refs themselves are not changed otherwise: their
+// labels stay theirs, as series.Ref promises.
 func (r *Registry) sweepCold() {
 	n := max(1024, r.nslots/16)
 	horizon := r.scanTS - coldAfter.Milliseconds()
@@ -707,14 +763,19 @@ func (r *Registry) sweepCold() {
 				return
 			}
 		}
-		e := r.slots[r.coldCursor].Load()
-		ts := r.lastTS[r.coldCursor]
+		c := r.coldCursor
 		r.coldCursor++
-		if e == nil || e.ref.Kind == series.State || ts >= horizon || e.labels.Load() == nil {
+		e := r.slots[c].Load()
+		if e == nil || e.kind == series.State || r.lastTS[c] >= horizon {
 			continue
 		}
-		e.labels.Store(nil)
-		e.ref.Labels = nil // the scanner's goroutine owns the Ref; readers use e.labels
+		if ref := r.hot[c].ref; ref != nil {
+			ref.ID = -1
+			r.hot[c].ref = nil
+		}
+		if l, _ := e.labels.Load().(series.Labels); l != nil {
+			e.labels.Store(series.Labels(nil))
+		}
 	}
 }
 
@@ -723,7 +784,7 @@ func (r *Registry) publish() {
 		Evicted: r.evicted, EvictedNow: r.evictedNow, EvictedPushed: r.evictedP, Pushed: r.pushed, PushedBytes: r.pushedB}
 	r.added, r.removed, r.live, r.evictedNow = 0, 0, 0, 0
 	// The View shares the slots: publishing costs nothing per series, however many there are.
-	v.slots, v.n = r.slots[:r.nslots], len(r.byKey)
+	v.slots, v.n = r.slots[:r.nslots], r.count
 	// The live bits go with the View, which never changes them; the next scan gets new ones
 	// (one allocation of a bit per slot per scan).
 	v.live = r.liveBits
@@ -786,10 +847,10 @@ type Handle struct {
 func (h Handle) Labels() series.Labels { return h.e.Labels() }
 
 func (e *entry) Labels() series.Labels {
-	if l := e.labels.Load(); l != nil {
-		return *l
+	if l, _ := e.labels.Load().(series.Labels); l != nil {
+		return l
 	}
-	l, err := series.ParseKey(e.ref.Key)
+	l, err := series.ParseKey(e.key)
 	if err != nil {
 		return series.Labels{} // unreachable: keys are made by Labels.Key
 	}
@@ -797,10 +858,10 @@ func (e *entry) Labels() series.Labels {
 }
 
 // Key returns the series' canonical key.
-func (h Handle) Key() string { return h.e.ref.Key }
+func (h Handle) Key() string { return h.e.key }
 
 // Kind returns the series' kind.
-func (h Handle) Kind() series.Kind { return h.e.ref.Kind }
+func (h Handle) Kind() series.Kind { return h.e.kind }
 
 // HistoryID returns the series' id in the history store; meaningless for states.
 func (h Handle) HistoryID() history.ID { return h.e.hid }
@@ -817,7 +878,7 @@ func (h Handle) Live() bool {
 // are consecutive without a reset. ok is false for a series with no value yet.
 func (h Handle) Latest(hist *history.Store, scratch []history.Point) (s series.Sample, ok bool) {
 	s.Labels = h.e.Labels()
-	s.Kind = h.e.ref.Kind
+	s.Kind = h.e.kind
 	if s.Kind == series.State {
 		st := h.e.state.Load()
 		if st == nil {

@@ -297,3 +297,88 @@ func TestEvictCutoff(t *testing.T) {
 		}
 	}
 }
+
+// TestColdRefKeepsLabels: a series not written for coldAfter is unlinked from its Ref, but the
+// Ref's labels stay as they were (series.Ref promises they never change); readers get the
+// labels from the key meanwhile, and the Ref written again, or a new Ref asked for the same
+// labels, writes the same series.
+func TestColdRefKeepsLabels(t *testing.T) {
+	r, _ := newReg(t, time.Hour)
+	labels := series.Labels{"metric": "process.threads", "pid": "42", "process": "sleep"}
+	ref := r.Series(labels, series.Level)
+	ts := int64(1_700_000_000_000)
+	r.Begin(ts)
+	r.Put(ref, 1)
+	r.Commit()
+	for range 20 { // 40 s without a write: cold
+		ts += 2000
+		r.Begin(ts)
+		r.Commit()
+	}
+	if len(ref.Labels) != 3 || ref.Labels["pid"] != "42" || ref.Key != labels.Key() || ref.Kind != series.Level {
+		t.Fatalf("cold Ref changed: labels %v, key %s, kind %v", ref.Labels, ref.Key, ref.Kind)
+	}
+	handleLabels := func() series.Labels {
+		var got series.Labels
+		r.View().Each(func(h Handle) bool {
+			if h.Key() == labels.Key() {
+				got = h.Labels()
+			}
+			return true
+		})
+		return got
+	}
+	if got := handleLabels(); got["pid"] != "42" || len(got) != 3 {
+		t.Fatalf("cold series' labels as readers see them: %v", got)
+	}
+	ts += 2000
+	r.Begin(ts)
+	r.Put(ref, 2) // linked again
+	r.Commit()
+	again := r.Series(series.Labels{"metric": "process.threads", "pid": "42", "process": "sleep"}, series.Level)
+	if again != ref {
+		t.Errorf("Series for a linked series' labels gave another Ref")
+	}
+	if v := r.View(); v.Live != 1 || v.Len() != 1 || v.Added != 0 {
+		t.Errorf("after the write: %d live, %d series, %d added; want 1, 1, 0", v.Live, v.Len(), v.Added)
+	}
+	if got := handleLabels(); got["pid"] != "42" || len(got) != 3 {
+		t.Fatalf("labels after the series came back: %v", got)
+	}
+	pts := points(r, labels.Key(), ts)
+	if len(pts) != 2 || pts[0].Bits != 1 || pts[1].Bits != 2 {
+		t.Errorf("points %v; want the two written, one series", pts)
+	}
+	// Cold again, then a new Ref for the same labels (the collector lost the old one).
+	for range 20 {
+		ts += 2000
+		r.Begin(ts)
+		r.Commit()
+	}
+	fresh := r.Series(series.Labels{"metric": "process.threads", "pid": "42", "process": "sleep"}, series.Level)
+	ts += 2000
+	r.Begin(ts)
+	r.Put(fresh, 3)
+	r.Put(ref, 4) // the old Ref too: the same series, the last value kept
+	r.Commit()
+	if v := r.View(); v.Live != 1 || v.Len() != 1 {
+		t.Errorf("two Refs of one series: %d live, %d series; want 1, 1", v.Live, v.Len())
+	}
+	if pts := points(r, labels.Key(), ts); len(pts) != 3 || pts[2].Bits != 4 {
+		t.Errorf("points %v; want 1, 2, 4", pts)
+	}
+}
+
+// points returns the points of the series with key up to toMs.
+func points(r *Registry, key string, toMs int64) []history.Point {
+	id, _, ok := r.History().Lookup(key)
+	if !ok {
+		return nil
+	}
+	var pts []history.Point
+	r.History().Range(id, 0, toMs, func(ts int64, bits uint64) bool {
+		pts = append(pts, history.Point{TS: ts, Bits: bits})
+		return true
+	})
+	return pts
+}

@@ -119,9 +119,10 @@ func ParseKey(key string) (Labels, error) {
 }
 
 // Ref is a registered series: the handle a collector keeps between scans so that writing a value
-// costs no lookup. Refs are made by Sink.Series; Labels, Kind and Key never change after that.
-// ID belongs to the Sink (it may re-number a Ref whose history has expired); collectors must not
-// touch it.
+// costs no lookup. Refs are made by Sink.Series; Labels, Kind and Key never change after that
+// (the Sink neither changes nor clears them). ID belongs to the Sink (it may re-number a Ref
+// whose series went unwritten for a while or whose history expired: the next write through it
+// finds the series again by Key); collectors must not touch it.
 type Ref struct {
 	Labels Labels
 	Key    string
