@@ -22,7 +22,6 @@ type StatusHead struct {
 		Scans      int64    `json:"scans"`
 		Added      int      `json:"series_added"`
 		Removed    int      `json:"series_removed"`
-		Late       int64    `json:"late"` // scans that started more than 1.5 intervals late
 	} `json:"last_scan"`
 	Counts struct {
 		Series        int   `json:"series"`

@@ -46,7 +46,7 @@ func TestStatusHead(t *testing.T) {
 	}
 	var s agent.Status
 	s.NodeID, s.NodeName, s.UptimeS, s.ClusterName = "4f2a", "web-1", 12.5, "c"
-	s.LastScan.DurationMs, s.LastScan.Late, s.Counts.Processes = 3.25, 2, 310
+	s.LastScan.DurationMs, s.LastScan.Scans, s.Counts.Processes = 3.25, 2, 310
 	b, err := json.Marshal(s)
 	if err != nil {
 		t.Fatal(err)
@@ -56,7 +56,7 @@ func TestStatusHead(t *testing.T) {
 		t.Fatalf("%v in %s", err, b)
 	}
 	if h.NodeID != "4f2a" || h.NodeName != "web-1" || h.UptimeS != 12.5 || h.ClusterName != "c" ||
-		h.LastScan.DurationMs != 3.25 || h.LastScan.Late != 2 || h.Counts.Processes != 310 {
+		h.LastScan.DurationMs != 3.25 || h.LastScan.Scans != 2 || h.Counts.Processes != 310 {
 		t.Errorf("decoded %+v from %s", h, b)
 	}
 }
