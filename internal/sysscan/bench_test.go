@@ -81,3 +81,24 @@ func BenchmarkParseTCPLine(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkProcessesIdle5000 is one process scan of the real /proc with 5000 sleeping processes
+// more, side by side: every stat line read at every scan (as before issue 22's reuse) and the
+// stat lines of processes that have not run reused (see idle.go).
+func BenchmarkProcessesIdle5000(b *testing.B) {
+	startSleepers(b, 5000)
+	for _, mode := range []struct {
+		name  string
+		sched int8
+	}{{"stat-every-scan", -1}, {"reuse-idle", 0}} {
+		b.Run(mode.name, func(b *testing.B) {
+			p := NewProcesses(Options{})
+			defer p.Close()
+			p.schedOK = mode.sched
+			benchScan(b, p)
+			if mode.sched == 0 && p.Stats().StatReused == 0 {
+				b.Fatal("no stat line reused")
+			}
+		})
+	}
+}

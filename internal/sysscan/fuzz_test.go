@@ -122,10 +122,13 @@ func FuzzParsePIDStat(f *testing.F) {
 	})
 }
 
+// FuzzParsePIDSchedstat also fuzzes parseSwapsUsed.
 func FuzzParsePIDSchedstat(f *testing.F) {
 	addFixtures(f, "real/pid_schedstat", "proc/42/stat")
 	f.Add([]byte("0 0 0\n"))
+	f.Add([]byte("Filename Type Size Used Priority\n/dev/sda2 partition 8388604 1024 -2\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
+		parseSwapsUsed(b)
 		s, err := parsePIDSchedstat(b)
 		if err == nil && s.Slices > 0 && len(b) < 5 {
 			t.Errorf("%q parsed as %+v from fewer than three fields", b, s)

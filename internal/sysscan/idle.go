@@ -30,12 +30,20 @@ import (
 
 // statIdleEvery is how often (in scans) the stat line of a process that has not run is read
 // anyway: its RSS (and swap, see statusIdleEvery) may shrink while it sleeps when memory is
-// reclaimed, and shows so up to statIdleEvery scans (20 s at the default interval) late.
-const statIdleEvery = 10
+// reclaimed, and shows so up to statIdleEvery scans (30 s at the default interval) late, as
+// the I/O of a process that ran for less than a clock tick did before schedstat (ioEvery).
+const statIdleEvery = 15
 
 // statCloseIdle is how many scans in a row a process's stat line is reused before its kept stat
 // file is closed.
 const statCloseIdle = 2
+
+// What sleeping learnt of a process in this scan, in procState.schedNow.
+const (
+	schedUntracked = iota // nothing: it has threads, or no schedstat baseline yet, or the kernel has none
+	schedQuiet            // it has not run since the previous scan
+	schedRan              // it has
+)
 
 // schedVerdict is what sleeping tells of a process.
 type schedVerdict uint8
@@ -55,6 +63,7 @@ func (p *Processes) sleeping(procfd int, st *procState, sink series.Sink) schedV
 		p.checkSched()
 	}
 	f := &st.files[pfSched]
+	st.schedNow = schedUntracked
 	if p.schedOK < 0 || st.noSched || !st.haveLast || !st.envDone || st.last.Threads != 1 ||
 		st.last.State == 'Z' || st.last.State == 'X' || (!f.open && p.kept >= p.opt.KeepOpen) {
 		if f.open { // it has threads now: schedstat would not tell
@@ -80,7 +89,15 @@ func (p *Processes) sleeping(procfd int, st *procState, sink series.Sink) schedV
 	}
 	prev, had := st.sched, st.haveSched
 	st.sched, st.haveSched = s, true
-	if !had || s != prev || s.RunNs == 0 || (uint64(st.pid)+p.gen)%statIdleEvery == 0 {
+	switch {
+	case !had || s.RunNs == 0:
+		return schedRead
+	case s != prev:
+		st.schedNow = schedRan
+		return schedRead
+	}
+	st.schedNow = schedQuiet
+	if (uint64(st.pid)+p.gen)%statIdleEvery == 0 {
 		return schedRead
 	}
 	return schedIdle
@@ -151,4 +168,17 @@ func (p *Processes) fixReparented(procfd int, sink series.Sink) {
 		}
 		it.row.PPID, st.last.PPID = ps.PPID, ps.PPID
 	}
+}
+
+// readSwapInUse reports whether any swap is in use (the Used column of <proc>/swaps): while none
+// is, no process has swap, and the status file of a process that has not run since it was last
+// read has nothing new. When the file cannot be read or parsed, it reports true.
+func (p *Processes) readSwapInUse(procfd int) bool {
+	p.path = append(p.path[:0], "swaps\x00"...)
+	b, err := readFileAt(procfd, p.path, &p.buf, 64<<10)
+	if err != nil {
+		return true
+	}
+	used, err := parseSwapsUsed(b)
+	return err != nil || used > 0
 }

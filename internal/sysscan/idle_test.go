@@ -193,3 +193,49 @@ func TestProcessesReuseStatRealProc(t *testing.T) {
 		t.Errorf("a running process's stat line was reused: %+v", bst)
 	}
 }
+
+func TestProcessesIdleDetails(t *testing.T) {
+	opt, write := idleFixture(t)
+	const noSwap = "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n"
+	write(".", "swaps", noSwap)
+	p := NewProcesses(opt)
+	collect := func() *Process {
+		t.Helper()
+		if err := p.Collect(context.Background(), series.NewRecorder()); err != nil {
+			t.Fatal(err)
+		}
+		return findPID(p.Table(), 5000)
+	}
+	for range 3 {
+		collect()
+	}
+	io := string(readFixture(t, "proc/5000/io"))
+	status := string(readFixture(t, "proc/5000/status"))
+	first := collect()
+	// It does not run: neither its I/O nor its uid can change, and no swap is in use. Files
+	// changed behind the scan's back are not read again, through every periodic slot of
+	// ioEvery and statusIdleEvery.
+	write("5000", "io", strings.Replace(io, "write_bytes: ", "write_bytes: 7", 1))
+	write("5000", "status", strings.Replace(status, "VmSwap:", "VmSwap:\t99 kB\nX:", 1))
+	for range statusIdleEvery + 1 {
+		got := collect()
+		if got.WriteBytes != first.WriteBytes || got.Swap != first.Swap {
+			t.Fatalf("scan %d of a process that did not run, without swap in use: write_bytes %d, swap %d; want %d, %d",
+				p.gen, got.WriteBytes, got.Swap, first.WriteBytes, first.Swap)
+		}
+	}
+	// Swap in use: the periodic status read comes back.
+	write(".", "swaps", noSwap+"/dev/sda2 partition 8388604 1024 -2\n")
+	sawSwap := false
+	for range statusIdleEvery {
+		sawSwap = sawSwap || collect().Swap == 99<<10
+	}
+	if !sawSwap {
+		t.Errorf("swap in use: status not read again within %d scans", statusIdleEvery)
+	}
+	// It runs (schedstat moves, not its CPU ticks): its I/O is read at that scan.
+	write("5000", "schedstat", "5000001 100 8\n")
+	if got := collect(); got.WriteBytes == first.WriteBytes {
+		t.Errorf("scan after the process ran: write_bytes %d not read again", got.WriteBytes)
+	}
+}

@@ -271,3 +271,33 @@ func parsePIDSchedstat(b []byte) (pidSchedstat, error) {
 	}
 	return s, nil
 }
+
+// parseSwapsUsed returns the swap in use, in kB, summed over the devices of /proc/swaps
+// ("Filename Type Size Used Priority", a header line then one line per device; the kernel
+// escapes spaces in file names).
+func parseSwapsUsed(b []byte) (uint64, error) {
+	line, pos := nextLine(b, 0)
+	if !bytes.HasPrefix(line, []byte("Filename")) {
+		return 0, parseError("/proc/swaps", line, errSyntax)
+	}
+	var used uint64
+	for pos < len(b) {
+		line, pos = nextLine(b, pos)
+		name, p := field(line, 0)
+		if name == nil {
+			continue
+		}
+		_, p = field(line, p)
+		_, p = field(line, p)
+		f, _ := field(line, p)
+		v, err := parseUint(f)
+		if err != nil {
+			return 0, parseError("/proc/swaps", line, err)
+		}
+		if used+v < used {
+			return 0, parseError("/proc/swaps", line, errRange)
+		}
+		used += v
+	}
+	return used, nil
+}

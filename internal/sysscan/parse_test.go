@@ -268,6 +268,25 @@ func TestParsePIDSchedstat(t *testing.T) {
 	}
 }
 
+func TestParseSwapsUsed(t *testing.T) {
+	for in, want := range map[string]uint64{
+		"Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n":                                                                        0,
+		"Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n/dev/sda2                               partition\t8388604\t\t0\t\t-2\n": 0,
+		"Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n/dev/sda2 partition 8388604 1024 -2\n/swap\\040file file 1000 12 -3\n\n": 1036,
+	} {
+		if got, err := parseSwapsUsed([]byte(in)); err != nil || got != want {
+			t.Errorf("parseSwapsUsed(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "/dev/sda2 partition 1 1 -2\n", "Filename Type Size Used Priority\n/dev/sda2 partition 1\n",
+		"Filename Type Size Used Priority\n/dev/sda2 partition 1 x -2\n",
+		"Filename Type Size Used Priority\na p 1 18446744073709551615 -2\nb p 1 1 -2\n"} {
+		if _, err := parseSwapsUsed([]byte(bad)); err == nil {
+			t.Errorf("parseSwapsUsed(%q) = nil error; want one", bad)
+		}
+	}
+}
+
 func TestParsePIDStatus(t *testing.T) {
 	for _, tc := range []struct {
 		file string

@@ -95,6 +95,7 @@ type procState struct {
 	haveSched  bool         // sched is set
 	noSched    bool         // its schedstat could not be read: its stat line is read at every scan
 	idle       uint8        // consecutive scans its stat line was reused (see sleeping), up to 255
+	schedNow   uint8        // what schedstat told in this scan: schedUntracked, schedQuiet or schedRan
 	scanGen    uint64       // the latest scan that found it alive
 	envDone    bool         // environ read since the process was new or exec'd
 	details    bool         // status, io, cgroup and cmdline read since then (see Collect)
@@ -118,16 +119,17 @@ type Processes struct {
 	kept    int   // files open in procs[*].files
 	btimeMs int64 // boot time, read once so start times stay stable
 
-	pids    []int
-	forked  []int       // pids the process events announced since the last scan
-	events  *procEvents // nil: list /proc at every scan
-	evTried bool
-	schedOK int8 // 0: not checked yet; 1: <proc>/PID/schedstat counts run time; -1: it does not
-	lists   int  // scans that listed /proc
-	dirents []byte
-	path    []byte
-	buf     []byte
-	big     []byte
+	pids      []int
+	forked    []int       // pids the process events announced since the last scan
+	events    *procEvents // nil: list /proc at every scan
+	evTried   bool
+	schedOK   int8 // 0: not checked yet; 1: <proc>/PID/schedstat counts run time; -1: it does not
+	swapInUse bool // some swap was in use at the start of the scan (see readSwapInUse)
+	lists     int  // scans that listed /proc
+	dirents   []byte
+	path      []byte
+	buf       []byte
+	big       []byte
 
 	budget time.Duration // see SetBudget; 0: none
 	now    time.Time     // of the scan under way
@@ -187,6 +189,7 @@ func (p *Processes) Collect(ctx context.Context, sink series.Sink) error {
 			return fmt.Errorf("scan processes: %w", err)
 		}
 	}
+	p.swapInUse = p.readSwapInUse(procfd)
 	if err := p.listPIDs(procfd, sink); err != nil {
 		return fmt.Errorf("scan processes: %w", err)
 	}
@@ -593,17 +596,23 @@ func (p *Processes) addItem(st *procState, ps *pidStat) *scanItem {
 func (p *Processes) planDetails(procfd int, it *scanItem, ps *pidStat, sink series.Sink, sc *scanCount) {
 	st, pid := it.st, it.st.pid
 	cpu := ps.UTime + ps.STime
-	moved := cpu != st.prevCPU || ps.RSSPages != st.prevRSS
+	moved := cpu != st.prevCPU || ps.RSSPages != st.prevRSS || st.schedNow == schedRan
 	st.stirred = st.stirred || moved
 	st.prevRSS = ps.RSSPages
+	// With schedstat (st.schedNow set) whether the process ran since the previous scan is known
+	// to the nanosecond; else from its CPU time, in clock ticks, and the periodic reads catch a
+	// process that ran for less than a tick. A process that did not run changed neither its uid
+	// nor its I/O; its swap can grow (swap-out), which only matters while swap is in use.
+	tracked := st.schedNow != schedUntracked
 	switch {
 	case !st.details:
 		it.due = dueAll
 	default:
-		if k := uint64(pid) + p.gen; st.stirred && k%statusEvery == 0 || k%statusIdleEvery == 0 {
+		k := uint64(pid) + p.gen
+		if st.stirred && k%statusEvery == 0 || k%statusIdleEvery == 0 && (p.swapInUse || !tracked) {
 			it.due |= dueStatus
 		}
-		if k := uint64(pid) + p.gen; !st.haveIO || cpu != st.prevCPU || k%ioEvery == 0 {
+		if !st.haveIO || cpu != st.prevCPU || st.schedNow == schedRan || !tracked && k%ioEvery == 0 {
 			it.due |= dueIO
 		}
 		if st.cgroup == nil || (uint64(pid)+p.gen)%cgroupEvery == 0 {
