@@ -17,7 +17,8 @@ import (
 // convergence after the last start, a rejoin, the first cluster queries at node 1, 20 s of
 // steady-state queries with the answering node's CPU time and memory less a non-answering
 // node's (per peer), a half/half partition of 60 s and its heal with queries all along, and
-// the log line rate. Each size runs once (b.N is ignored: it is a scenario, not a loop); the
+// the log line rate, and every node's scan periods (scans on time: p99, max, late scans, from
+// each agent's own history) in the steady state and through the partition and heal. Each size runs once (b.N is ignored: it is a scenario, not a loop); the
 // figures are reported as metrics and logged. It needs root and iproute2 and fails without.
 //
 //	cd bench && go test -run '^$' -bench ClusterFleet -benchtime 1x -timeout 60m -v
@@ -89,6 +90,11 @@ func BenchmarkClusterFleet(b *testing.B) {
 			b.ReportMetric(float64(rep.RSSPerPeer)/1024, "rss-KiB/peer")
 			b.ReportMetric(rep.LogRate, "log-lines/s/node")
 			b.ReportMetric(rep.Load, "loadavg")
+			b.ReportMetric(ms(rep.ScansDisturbed.P99), "scan-period-p99-ms")
+			b.ReportMetric(ms(rep.ScansDisturbed.Max), "scan-period-max-ms")
+			b.ReportMetric(float64(rep.ScansDisturbed.Late), "late-scans")
+			b.ReportMetric(100*rep.ScansDisturbed.WorstLateShare, "worst-node-late-%")
+			b.Logf("N=%d: scans, steady state: %v; partition and heal: %v", n, rep.ScansSteady, rep.ScansDisturbed)
 			b.Logf("N=%d: node 1 CPU %s/interval, node 2 %s; RSS %d / %d KiB; first metrics not ok: %v; cut never not ok: %v; query errors cut %d heal %d; %d log lines",
 				n, rep.AnsweringCPU, rep.BaselineCPU, rep.AnsweringRSS>>10, rep.BaselineRSS>>10, rep.FirstNotOK, rep.CutNotOKMissing,
 				len(rep.Cut.Errors), len(rep.Heal.Errors), rep.LogTotal)

@@ -16,6 +16,12 @@ const (
 	maxWhole        = 5 * time.Second // membership whole again after the heal
 	maxCutNotOK     = 3 * time.Second // every node of the other side shown not ok
 	maxLogRate      = 10.0            // log lines per second per node, partition and heal included
+	// Scans on time through the partition and heal, on every node: at most this share of a
+	// node's scans late (started more than 1.5 intervals after the previous one) beyond the
+	// fleet's late share in the steady state just before, and no scan period longer than the
+	// steady state's longest plus maxScanGapExtra.
+	maxLateShare    = 0.05
+	maxScanGapExtra = 2 * interval
 )
 
 // TestPartitionAndHeal20 runs the fleet scenario (e2e/cluster/fleet) at 20 agents, one per
@@ -23,8 +29,11 @@ const (
 // with cluster metrics and history queries at node 1 all along. It checks issue 24's bounds:
 // no metrics query over 1 s and no history query over 2 s during the partition and the heal,
 // every node of the other half shown not ok within 3 s of the cut, the membership whole within
-// 5 s of the heal (from the peers' own status-change times, not the polling), and no node
-// logging more than 10 lines a second meanwhile.
+// 5 s of the heal (from the peers' own status-change times, not the polling), no node
+// logging more than 10 lines a second meanwhile, and every node's scans on time throughout:
+// from each agent's own history (a point per scan, at its start), no node with more than 5 %
+// of its scans late (over 1.5 intervals after the previous one) beyond the steady state's late
+// share, and no scan period longer than the steady state's longest plus 2 intervals.
 //
 // The query bounds are what a partition may add: each is the issue's bound plus the slowest
 // query of the same kind in the steady state just before, which is what this machine's load
@@ -55,8 +64,8 @@ func TestPartitionAndHeal20(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("MEASURE 20 nodes (load average %.1f): converged %s, rejoin %s, first metrics %s, first history %s; steady %v; cut %v, other half not ok after %s; heal %v, whole after %s; worst log rate %.2f lines/s",
-		rep.Load, rep.Converged, rep.Join, rep.FirstMetrics, rep.FirstHistory, rep.Steady, rep.Cut, rep.CutNotOK, rep.Heal, rep.Whole, rep.LogRate)
+	t.Logf("MEASURE 20 nodes (load average %.1f): converged %s, rejoin %s, first metrics %s, first history %s; steady %v; cut %v, other half not ok after %s; heal %v, whole after %s; worst log rate %.2f lines/s; scans steady: %v; scans partition and heal: %v",
+		rep.Load, rep.Converged, rep.Join, rep.FirstMetrics, rep.FirstHistory, rep.Steady, rep.Cut, rep.CutNotOK, rep.Heal, rep.Whole, rep.LogRate, rep.ScansSteady, rep.ScansDisturbed)
 	for _, ph := range []struct {
 		name string
 		q    fleet.QueryStats
@@ -82,6 +91,18 @@ func TestPartitionAndHeal20(t *testing.T) {
 	}
 	if rep.Whole > maxWhole {
 		t.Errorf("membership whole %s after the heal; want within %s", rep.Whole, maxWhole)
+	}
+	steadyLate := float64(rep.ScansSteady.Late) / float64(max(rep.ScansSteady.Periods, 1))
+	if rep.ScansDisturbed.Nodes != len(f.Nodes) || rep.ScansDisturbed.Periods == 0 {
+		t.Errorf("scan periods measured on %d of %d nodes (%d periods)", rep.ScansDisturbed.Nodes, len(f.Nodes), rep.ScansDisturbed.Periods)
+	}
+	if share := rep.ScansDisturbed.WorstLateShare; share > maxLateShare+steadyLate {
+		t.Errorf("node %s: %d late scans (%.1f %% of its scans) during the partition and heal; want at most %.0f %% + the steady state's %.1f %%",
+			rep.ScansDisturbed.WorstLateNode, rep.ScansDisturbed.WorstLate, 100*share, 100*maxLateShare, 100*steadyLate)
+	}
+	if m, bound := rep.ScansDisturbed.Max, rep.ScansSteady.Max+maxScanGapExtra; m > bound {
+		t.Errorf("node %s: a scan period of %s during the partition and heal; want at most the steady state's longest (%s) + %s",
+			rep.ScansDisturbed.MaxNode, m, rep.ScansSteady.Max, maxScanGapExtra)
 	}
 	if rep.LogRate > maxLogRate {
 		t.Errorf("node %s logged %.1f lines/s during the partition and heal; want at most %.0f", rep.LogRateNode, rep.LogRate, maxLogRate)

@@ -83,6 +83,11 @@ type Agent struct {
 	rrddRPC    atomic.Pointer[rrddrpc.Server] // the plugin RPC server while --rrdd-rpc is served
 	lastScanNs atomic.Int64
 	scans      atomic.Int64
+	// lateScans counts scans that started more than 1.5 intervals after the previous one (a
+	// tick skipped: the previous scan overran, or the agent got no CPU); lastScanStart is the
+	// previous scan's start (scan goroutine only).
+	lateScans     atomic.Int64
+	lastScanStart time.Time
 
 	// segClosed tells saveLoop that the scan closed a history segment; closedSeen is the
 	// history's count of closed segments at the last scan (scan goroutine only).
@@ -343,6 +348,10 @@ var _ series.BatchSink = (*registry.Registry)(nil)
 // scan runs every collector once into the registry.
 func (a *Agent) scan(ctx context.Context) {
 	start := time.Now()
+	if !a.lastScanStart.IsZero() && start.Sub(a.lastScanStart) > a.cfg.Interval*3/2 {
+		a.lateScans.Add(1)
+	}
+	a.lastScanStart = start
 	a.reg.Begin(start.UnixMilli())
 	for _, nc := range a.colls {
 		if err := nc.c.Collect(ctx, a.reg); err != nil {

@@ -31,6 +31,8 @@ type Status struct {
 		Scans      int64   `json:"scans"`
 		Added      int     `json:"series_added"`
 		Removed    int     `json:"series_removed"`
+		// Late counts the scans that started more than 1.5 intervals after the previous one.
+		Late int64 `json:"late"`
 	} `json:"last_scan"`
 	Counts struct {
 		Series  int   `json:"series"`
@@ -109,6 +111,7 @@ func (a *Agent) status(ctx context.Context) any {
 	s.LastScan.TS = v.TS
 	s.LastScan.DurationMs = float64(a.lastScanNs.Load()) / 1e6
 	s.LastScan.Scans = a.scans.Load()
+	s.LastScan.Late = a.lateScans.Load()
 	s.LastScan.Added, s.LastScan.Removed = v.Added, v.Removed
 	s.Counts.Series = v.Len()
 	s.Counts.LiveSeries = v.Live

@@ -68,6 +68,11 @@ type Report struct {
 	LogRateNode string
 	LogTotal    int
 
+	// Scans on time: every node's scan periods (from its own history, ScanPeriods) in the
+	// steady state (from the end of the settling to the cut) and through the partition and
+	// its heal (from the cut to the end).
+	ScansSteady, ScansDisturbed ScanStats
+
 	Load float64 // 1-minute load average at the end
 }
 
@@ -283,6 +288,7 @@ func (s *Scenario) Run(ctx context.Context, f *Fleet) (*Report, error) {
 	q.phase(&rep.Steady, nil)
 	// Let the subscriptions settle (the first answers' history chunks) before measuring.
 	time.Sleep(2 * f.opts.Interval)
+	scansFrom := time.Now()
 	ua0, err1 := a.Usage()
 	ub0, err2 := base.Usage()
 	time.Sleep(s.Steady)
@@ -408,6 +414,15 @@ func (s *Scenario) Run(ctx context.Context, f *Fleet) (*Report, error) {
 	logTime := time.Since(logStart).Seconds()
 	stop()
 	qwg.Wait()
+	end := time.Now()
+	if rep.ScansSteady, err = MeasureScans(ctx, f.Nodes, f.opts.Interval, scansFrom, cutAt); err != nil {
+		return rep, err
+	}
+	if rep.ScansDisturbed, err = MeasureScans(ctx, f.Nodes, f.opts.Interval, cutAt, end); err != nil {
+		return rep, err
+	}
+	s.Logf("scans, steady state: %v", rep.ScansSteady)
+	s.Logf("scans, partition and heal: %v", rep.ScansDisturbed)
 	q.mu.Lock()
 	rep.AllOKAfterHeal = allOK
 	q.mu.Unlock()
