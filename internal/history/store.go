@@ -284,6 +284,7 @@ type writer struct {
 	enc     encoder
 	sw      segWriter
 	retired []*staging
+	pages   pagePool  // the pages of retired stagings, for the next ones
 	late    []lateAdd // AddAt's points for committed scans of the open segment (late.go)
 }
 
@@ -294,6 +295,7 @@ func New(opt Options) *Store {
 	s.cap = s.scans + opt.GraceScans
 	s.w.lastTS0 = math.MinInt64
 	s.w.st = newStaging(s.cap)
+	s.w.st.usePool(&s.w.pages)
 	s.view.Store(&view{open: s.w.st, gen: s.w.st.gen.Load()})
 	s.metas.Store(&metaTable{})
 	return s
@@ -462,6 +464,7 @@ func (s *Store) closeSegment() {
 		// The carried scans are copied into another staging, published with the segment.
 		if next = s.sweep(); next == nil {
 			next = newStaging(s.cap)
+			next.usePool(&w.pages)
 		}
 		next.reset()
 		copy(next.ts, st.ts[n:n+carry])
@@ -502,10 +505,13 @@ func (s *Store) closeSegment() {
 		next.n.Store(int32(carry))
 		s.view.Store(&view{segs: segs, open: next, gen: next.gen.Load()})
 		st.gen.Add(1) // readers that acquire st from now on see the change and retry
-		// st is not reused: its memory goes back to the collector, so that two stagings are
-		// not held; one a reader still holds waits in retired for a later close.
+		// st is not reused whole (two stagings would be held): its pages go to the pool that
+		// next grows from, at once or, if a reader still holds it, from retired at a later
+		// close.
 		if st.readers.Load() != 0 {
 			w.retired = append(w.retired, st)
+		} else {
+			st.recycle()
 		}
 	} else {
 		// Every point of st is in seg now: publish that with an empty open segment, then
@@ -520,6 +526,7 @@ func (s *Store) closeSegment() {
 			w.retired = append(w.retired, st)
 			if next == nil {
 				next = newStaging(s.cap)
+				next.usePool(&w.pages)
 			}
 		}
 		next.reset()
@@ -537,7 +544,7 @@ func (s *Store) closeSegment() {
 func (s *Store) Closed() int64 { return s.closed.Load() }
 
 // sweep forgets the retired stagings that no reader holds any more and returns one of them,
-// if any, for reuse.
+// if any, for reuse; the pages of the others go to the pool.
 func (s *Store) sweep() *staging {
 	w := &s.w
 	var reuse *staging
@@ -549,6 +556,8 @@ func (s *Store) sweep() *staging {
 			k++
 		case reuse == nil:
 			reuse = r
+		default:
+			r.recycle()
 		}
 	}
 	clear(w.retired[k:])
