@@ -54,6 +54,7 @@ func (a *Agent) startGossip() error {
 	ccfg.KeyFile = a.cfg.GossipKey
 	ccfg.StateDir = a.cfg.StateDir
 	ccfg.Peers = a.cfg.Peers
+	ccfg.SizeHint = a.cfg.ClusterSize
 	ccfg.Logger = a.log.With("subsystem", "cluster")
 	var clientTLS func() *tls.Config
 	if a.web != nil && a.web.MutualTLS() {

@@ -20,6 +20,7 @@ type Config struct {
 	GossipListen     string        // UDP gossip address; "" = same as Listen
 	ClusterName      string        // enables gossip when not empty
 	Peers            []string      // peers to join at start
+	ClusterSize      int           // expected cluster size for gossip's timing (0: what the node knows)
 	GossipKey        string        // file with the gossip encryption key
 	StateDir         string        // history snapshot, node id, peers; "" = nothing persisted
 	Interval         time.Duration // scan interval
@@ -123,6 +124,7 @@ func ParseFlags(name string, args []string, getenv func(string) string) (Config,
 	fs.StringVar(&c.GossipListen, "gossip-listen", c.GossipListen, "UDP gossip address (default: the address and port of --listen)")
 	fs.StringVar(&c.ClusterName, "cluster-name", c.ClusterName, "cluster name; enables gossip with peers of the same name")
 	fs.Var(listFlag{&c.Peers}, "peer", "peer gossip address to join (repeatable, or comma-separated)")
+	fs.IntVar(&c.ClusterSize, "cluster-size", c.ClusterSize, "expected number of nodes, for the gossip settings that scale with it (probe timeout, fan-out), read once at start (0: the peers remembered in --state-dir and given by --peer, plus one)")
 	fs.StringVar(&c.GossipKey, "gossip-key", c.GossipKey, "file holding the gossip encryption key (16, 24 or 32 bytes, raw or base64)")
 	fs.StringVar(&c.StateDir, "state-dir", c.StateDir, "directory for the history snapshot, node id and peers (empty: keep nothing)")
 	fs.DurationVar(&c.Interval, "interval", c.Interval, "scan interval")
@@ -217,6 +219,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--private-processes %q: want auto, on or off", c.PrivateProcesses)
 	case c.MaxConnections < 0:
 		return fmt.Errorf("--max-connections %d is negative", c.MaxConnections)
+	case c.ClusterSize < 0:
+		return fmt.Errorf("--cluster-size %d is negative", c.ClusterSize)
 	case !strings.HasPrefix(c.InfluxPath, "/"):
 		return fmt.Errorf("--influx-path must start with /")
 	case !(c.AlertCPU >= 0 && c.AlertCPU <= 100), !(c.AlertMemory >= 0 && c.AlertMemory <= 100), !(c.AlertDisk >= 0 && c.AlertDisk <= 100):

@@ -206,10 +206,7 @@ func New(cfg Config) (*Cluster, error) {
 	}
 
 	mlc := memberlistConfig()
-	size := cfg.SizeHint
-	if size <= 0 {
-		size = 1 + max(len(c.peers), len(c.seeds))
-	}
+	size := max(cfg.SizeHint, 1+max(len(c.peers), len(c.seeds)))
 	scaleForSize(mlc, size)
 	mlc.Name = c.id
 	mlc.Label = labelPrefix + cfg.ClusterName
@@ -249,7 +246,8 @@ func New(cfg Config) (*Cluster, error) {
 	ln := c.ml.LocalNode()
 	c.port = int(ln.Port)
 	c.log.Info("gossip started", "id", c.id, "name", cfg.NodeName, "cluster", cfg.ClusterName,
-		"addr", ln.Address(), "encrypted", mlc.Keyring != nil, "tls", tlsOn)
+		"addr", ln.Address(), "encrypted", mlc.Keyring != nil, "tls", tlsOn,
+		"sized_for", size, "probe_timeout", mlc.ProbeTimeout, "gossip_nodes", mlc.GossipNodes)
 	return c, nil
 }
 

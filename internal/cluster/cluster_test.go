@@ -518,3 +518,33 @@ func TestScaleForSize(t *testing.T) {
 		t.Errorf("n=40: probe timeout %s; want between 500 and 800 ms", mc.ProbeTimeout)
 	}
 }
+
+// TestSizeHintAtStart: a node started fresh with a few seeds gets the small-cluster settings
+// unless told the size it will grow to (SizeHint, the agent's --cluster-size); with fewer
+// remembered or seed peers than the hint the hint wins, with more they do.
+func TestSizeHintAtStart(t *testing.T) {
+	var network memnet.Network
+	for _, c := range []struct {
+		hint, seeds int
+		timeout     time.Duration
+		fanout      int
+	}{{0, 3, 500 * time.Millisecond, 4}, {150, 3, 800 * time.Millisecond, 5}, {10, 200, 800 * time.Millisecond, 5}} {
+		tr, err := network.NewTransport("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg := testConfig(t, fmt.Sprint("h", c.hint), "memnet")
+		cfg.Transport = tr
+		cfg.SizeHint = c.hint
+		for i := range c.seeds {
+			cfg.Peers = append(cfg.Peers, fmt.Sprintf("10.9.%d.%d:22682", i/250, 1+i%250))
+		}
+		var got *memberlist.Config
+		cfg.Tune = func(mc *memberlist.Config) { got = mc }
+		n := start(t, cfg)
+		if got == nil || got.ProbeTimeout != c.timeout || got.GossipNodes != c.fanout {
+			t.Errorf("hint %d, %d seeds: memberlist config %+v; want probe timeout %s, fan-out %d", c.hint, c.seeds, got, c.timeout, c.fanout)
+		}
+		n.Shutdown()
+	}
+}

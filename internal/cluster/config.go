@@ -88,7 +88,9 @@ type Config struct {
 	// AdvertiseAddr and StreamsViaHTTP are then unused.
 	Transport memberlist.Transport
 	// SizeHint is the cluster size the node expects, for the settings that scale with it
-	// (see scaleForSize). 0: the number of remembered peers (StateDir) and Peers, plus one.
+	// (see scaleForSize; the agent's --cluster-size). The larger of it and the number of
+	// remembered peers (StateDir) or Peers, plus one, is used: memberlist reads these settings
+	// once, at creation, and changing them afterwards would race with its goroutines.
 	SizeHint int
 	// Tune, when set, may adjust the memberlist configuration New built, just before it is used.
 	Tune func(*memberlist.Config)
