@@ -87,6 +87,11 @@ func BenchmarkChurnScan(b *testing.B) {
 		slices.Sort(gcCPU)
 		b.ReportMetric(float64(gcCPU[1].Nanoseconds())/1e6, "fullgc-cpu-ms")
 		b.ReportMetric(float64(c.r.View().Evicted-ev0)/scans, "evicted/scan")
+		if f := os.Getenv("CHURN_HEAPPROFILE"); f != "" { // go tool pprof -sample_index=inuse_space
+			if err := writeHeapProfile(f); err != nil {
+				b.Fatal(err)
+			}
+		}
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
 		b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap-MiB")
