@@ -314,6 +314,12 @@ func (s *Store) Series(key string, kind series.Kind) (ID, error) {
 		}
 		return id, nil
 	}
+	return s.Register(key, kind)
+}
+
+// Register is Series for a key that the writer has just looked up (Lookup) and not found: it
+// registers it without looking it up again. Writer goroutine only.
+func (s *Store) Register(key string, kind series.Kind) (ID, error) {
 	if kind != series.Counter && kind != series.Level && kind != series.Float {
 		return 0, fmt.Errorf("history: series %s: kind %v has no history", key, kind)
 	}

@@ -307,7 +307,11 @@ func (r *Registry) Series(labels series.Labels, kind series.Kind) *series.Ref {
 		}
 	}
 	ref := &series.Ref{Labels: labels, Key: key, Kind: kind, ID: -1}
-	r.attach(ref)
+	if slot >= 0 {
+		r.link(slot, ref)
+	} else {
+		r.register(ref, known)
+	}
 	return ref
 }
 
@@ -323,9 +327,20 @@ func (r *Registry) attach(ref *series.Ref) *entry {
 		r.link(slot, ref)
 		return r.slots[slot].Load()
 	}
+	return r.register(ref, known)
+}
+
+// register gives ref's series, which has no slot, a slot linked to ref, registering it in the
+// history unless inHistory (the key is there already). It fails (nil) when the history refuses
+// the series.
+func (r *Registry) register(ref *series.Ref, inHistory bool) *entry {
 	var hid history.ID
 	if ref.Kind != series.State {
-		id, err := r.hist.Series(ref.Key, ref.Kind)
+		register := r.hist.Register // the key was just looked up: not there
+		if inHistory {
+			register = r.hist.Series
+		}
+		id, err := register(ref.Key, ref.Kind)
 		if err != nil {
 			r.Problem(ref.Key, err.Error())
 			return nil
