@@ -8,8 +8,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -20,6 +22,7 @@ import (
 	"github.com/cantal-go/cantal/internal/history"
 	"github.com/cantal-go/cantal/internal/registry"
 	"github.com/cantal-go/cantal/internal/remote"
+	"github.com/cantal-go/cantal/internal/selector"
 	"github.com/cantal-go/cantal/internal/series"
 )
 
@@ -295,4 +298,115 @@ func TestAlertsNonFinite(t *testing.T) {
 		!math.IsInf(float64(ans.Alerts[1].Threshold), -1) {
 		t.Errorf("alerts = %s; want +Inf, then NaN with threshold -Inf", body)
 	}
+}
+
+// BenchmarkMetricsWire: a /api/v1/metrics answer of 1000 counters (with rates), encoded by the
+// handler's appender (LatestJSON, what the agent serves) and by apiwire.MetricsAnswer from the
+// decoded answer, side by side; and decoded into apiwire.MetricsAnswer (what the CLI does) and
+// into map[string]any (a client without types).
+//
+//	go test -run '^$' -bench MetricsWire ./internal/api/
+func BenchmarkMetricsWire(b *testing.B) {
+	h := history.New(history.Options{Retention: time.Hour, Interval: time.Second})
+	reg := registry.New(h, time.Hour, slog.New(slog.DiscardHandler))
+	var refs []*series.Ref
+	for i := range 1000 {
+		refs = append(refs, reg.Series(series.Labels{"metric": "app.requests", "pid": strconv.Itoa(1000 + i), "process": "web"}, series.Counter))
+	}
+	now := time.Now().UnixMilli()
+	for s := range int64(3) {
+		reg.Begin(now - 4000 + s*2000)
+		for i, r := range refs {
+			reg.Put(r, uint64(int64(i)*s*7))
+		}
+		reg.Commit()
+	}
+	sel, err := selector.Parse("")
+	if err != nil {
+		b.Fatal(err)
+	}
+	q := Query{Sel: sel}
+	body := LatestJSON(nil, reg, q)
+	var ans apiwire.MetricsAnswer
+	if err := json.Unmarshal(body, &ans); err != nil {
+		b.Fatal(err)
+	}
+	runCPU(b, "encode/LatestJSON", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(body)))
+		buf := make([]byte, 0, len(body)+64)
+		for range b.N {
+			buf = LatestJSON(buf[:0], reg, q)
+		}
+	})
+	runCPU(b, "encode/apiwire", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(body)))
+		for range b.N {
+			if _, err := ans.MarshalJSON(); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	runCPU(b, "decode/apiwire", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(body)))
+		for range b.N {
+			var a apiwire.MetricsAnswer
+			if err := json.Unmarshal(body, &a); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	runCPU(b, "decode/cli-before", func(b *testing.B) {
+		// The CLI's own struct before apiwire (value kept raw, decoded per row).
+		type seriesJSON struct {
+			Labels map[string]string `json:"labels"`
+			Kind   string            `json:"kind"`
+			Value  json.RawMessage   `json:"value"`
+			TS     int64             `json:"ts"`
+			Rate   apiwire.Number    `json:"rate"`
+			Text   *string           `json:"text"`
+			Since  int64             `json:"since"`
+		}
+		b.ReportAllocs()
+		b.SetBytes(int64(len(body)))
+		for range b.N {
+			var a struct {
+				Series []seriesJSON `json:"series"`
+			}
+			if err := json.Unmarshal(body, &a); err != nil {
+				b.Fatal(err)
+			}
+			for _, s := range a.Series {
+				var n apiwire.Number
+				if err := json.Unmarshal(s.Value, &n); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+	runCPU(b, "decode/map", func(b *testing.B) {
+		b.ReportAllocs()
+		b.SetBytes(int64(len(body)))
+		for range b.N {
+			var a map[string]any
+			if err := json.Unmarshal(body, &a); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// runCPU is b.Run that also reports the process's CPU time per op (rusage: user + system),
+// which a busy machine disturbs less than the wall time.
+func runCPU(b *testing.B, name string, f func(b *testing.B)) {
+	b.Run(name, func(b *testing.B) {
+		var ru0, ru1 syscall.Rusage
+		syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+		f(b)
+		syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+		cpu := ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano()
+		b.ReportMetric(float64(cpu)/float64(b.N), "cpu-ns/op")
+	})
 }

@@ -1,6 +1,7 @@
 package apiwire
 
 import (
+	"encoding/json"
 	"strconv"
 
 	"github.com/cantal-go/cantal/internal/series"
@@ -55,6 +56,33 @@ type Aggregate struct {
 type ClusterMetricsAnswer struct {
 	Nodes     []ClusterMetricsNode `json:"nodes"`
 	Aggregate []Aggregate          `json:"aggregate"`
+}
+
+// UnmarshalJSON implements json.Unmarshaler, as Series.UnmarshalJSON for each series.
+func (a *ClusterMetricsAnswer) UnmarshalJSON(b []byte) error {
+	var w struct {
+		Nodes []struct {
+			NodeHead
+			Series []seriesWire `json:"series"`
+		} `json:"nodes"`
+		Aggregate []Aggregate `json:"aggregate"`
+	}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	var nodes []ClusterMetricsNode
+	if w.Nodes != nil {
+		nodes = make([]ClusterMetricsNode, len(w.Nodes))
+	}
+	for i, n := range w.Nodes {
+		ss, err := seriesList(n.Series)
+		if err != nil {
+			return err
+		}
+		nodes[i] = ClusterMetricsNode{NodeHead: n.NodeHead, Series: ss}
+	}
+	a.Nodes, a.Aggregate = nodes, w.Aggregate
+	return nil
 }
 
 // MarshalJSON implements json.Marshaler, as the handler writes the answer.

@@ -51,42 +51,88 @@ func (s *Series) AppendJSON(b []byte) []byte {
 // MarshalJSON implements json.Marshaler.
 func (s Series) MarshalJSON() ([]byte, error) { return s.AppendJSON(nil), nil }
 
-// UnmarshalJSON implements json.Unmarshaler. A state's text is taken from "text", or from
-// "value" when "text" is absent; a number that is not one is an error.
-func (s *Series) UnmarshalJSON(b []byte) error {
-	var w struct {
-		Labels series.Labels   `json:"labels"`
-		Kind   string          `json:"kind"`
-		Value  json.RawMessage `json:"value"`
-		TS     int64           `json:"ts"`
-		Rate   Number          `json:"rate"`
-		Text   *string         `json:"text"`
-		Since  int64           `json:"since"`
-	}
-	if err := json.Unmarshal(b, &w); err != nil {
-		return fmt.Errorf("series: %w", err)
-	}
-	*s = Series{Labels: w.Labels, Kind: w.Kind, TS: w.TS, Rate: w.Rate, Since: w.Since}
+// seriesWire is Series as encoding/json decodes it; lists of series are decoded into it in
+// one pass (a Series.UnmarshalJSON per element would scan each element twice).
+type seriesWire struct {
+	Labels series.Labels   `json:"labels"`
+	Kind   string          `json:"kind"`
+	Value  json.RawMessage `json:"value"`
+	TS     int64           `json:"ts"`
+	Rate   Number          `json:"rate"`
+	Text   *string         `json:"text"`
+	Since  int64           `json:"since"`
+}
+
+// series converts w: a state's text from "text", or from "value" when "text" is absent; a
+// value that is not a number is an error for the other kinds.
+func (w *seriesWire) series() (Series, error) {
+	s := Series{Labels: w.Labels, Kind: w.Kind, TS: w.TS, Rate: w.Rate, Since: w.Since}
 	switch {
 	case w.Kind == "state" && w.Text != nil:
 		s.Text = *w.Text
 	case w.Kind == "state":
 		if len(w.Value) > 0 && string(w.Value) != "null" {
 			if err := json.Unmarshal(w.Value, &s.Text); err != nil {
-				return fmt.Errorf("series: state value: %w", err)
+				return s, fmt.Errorf("series: state value: %w", err)
 			}
 		}
 	case len(w.Value) > 0:
 		if err := s.Value.UnmarshalJSON(w.Value); err != nil {
-			return fmt.Errorf("series value: %w", err)
+			return s, fmt.Errorf("series value: %w", err)
 		}
 	}
+	return s, nil
+}
+
+// seriesList converts a decoded list.
+func seriesList(ws []seriesWire) ([]Series, error) {
+	if ws == nil {
+		return nil, nil
+	}
+	out := make([]Series, len(ws))
+	for i := range ws {
+		var err error
+		if out[i], err = ws[i].series(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// UnmarshalJSON implements json.Unmarshaler. A state's text is taken from "text", or from
+// "value" when "text" is absent; a number that is not one is an error.
+func (s *Series) UnmarshalJSON(b []byte) error {
+	var w seriesWire
+	if err := json.Unmarshal(b, &w); err != nil {
+		return fmt.Errorf("series: %w", err)
+	}
+	v, err := w.series()
+	if err != nil {
+		return err
+	}
+	*s = v
 	return nil
 }
 
 // MetricsAnswer is the answer of /api/v1/metrics: {"series": [...]}.
 type MetricsAnswer struct {
 	Series []Series `json:"series"`
+}
+
+// UnmarshalJSON implements json.Unmarshaler, as Series.UnmarshalJSON for each series.
+func (a *MetricsAnswer) UnmarshalJSON(b []byte) error {
+	var w struct {
+		Series []seriesWire `json:"series"`
+	}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return err
+	}
+	ss, err := seriesList(w.Series)
+	if err != nil {
+		return err
+	}
+	a.Series = ss
+	return nil
 }
 
 // MarshalJSON implements json.Marshaler (an empty list is [], never null).

@@ -325,9 +325,7 @@ func command(name string, args []string) string {
 
 func (c *CLI) metrics(ctx context.Context, a *agent, o options) error {
 	const path = "/api/v1/metrics"
-	var ans struct {
-		Series []apiwire.Series `json:"series"`
-	}
+	var ans apiwire.MetricsAnswer
 	if ok, err := c.fetchInto(ctx, a, o, &ans, path, "match", o.match); !ok || err != nil {
 		return err
 	}

@@ -60,9 +60,7 @@ func (c *CLI) topFetch(ctx context.Context, a *agent, o options) (*topFrame, err
 	if err != nil {
 		return nil, err
 	}
-	var ms struct {
-		Series []apiwire.Series `json:"series"`
-	}
+	var ms apiwire.MetricsAnswer
 	if err := decode(body, "/api/v1/metrics", &ms); err != nil {
 		return nil, err
 	}

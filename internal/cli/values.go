@@ -52,9 +52,7 @@ func (c *CLI) values(ctx context.Context, o options) error {
 		_, err := c.Stdout.Write(b)
 		return err
 	}
-	var ans struct {
-		Series []apiwire.Series `json:"series"`
-	}
+	var ans apiwire.MetricsAnswer
 	if err := json.Unmarshal(b, &ans); err != nil {
 		return fmt.Errorf("values: %w", err) // our own JSON: cannot happen
 	}
