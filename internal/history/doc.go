@@ -45,8 +45,12 @@
 // immutable and published through an atomic pointer; the open segment's committed scans are
 // published by an atomic count, and a reader pins the open segment with a reader count so the
 // writer does not recycle it underneath; the writer never waits for a pinned one, it uses
-// another buffer instead. Registering or deleting a series takes a mutex that readers hold
-// only for one map lookup (Lookup). Reader callbacks (Range's fn) run without anything pinned.
+// another buffer instead (a retired staging's pages go to a pool the next stagings grow from
+// once no reader holds it). Registering or deleting a series takes a mutex that readers hold
+// only for one lookup in the key index (Lookup; keyindex.go: a table without pointers or
+// tombstones, so that the churn of short-lived processes' series neither lengthens lookups nor
+// gives the garbage collector a map of strings to scan). Reader callbacks (Range's fn) run
+// without anything pinned.
 //
 // # Persistence
 //
