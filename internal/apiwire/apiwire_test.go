@@ -115,3 +115,86 @@ func FuzzNumber(f *testing.F) {
 		s.UnmarshalJSON(append(append([]byte(`{"kind":"float","value":`), b...), '}'))
 	})
 }
+
+// FuzzAnswers: any input an answer type decodes re-encodes as valid JSON that decodes again and
+// re-encodes to the same bytes (the encoding is a fixed point after one round).
+func FuzzAnswers(f *testing.F) {
+	for _, s := range []string{
+		`{"series":[{"labels":{"metric":"a<&>","pid":"1"},"kind":"counter","value":18446744073709551615,"ts":1,"rate":"NaN"},{"labels":{},"kind":"state","value":"x","ts":1,"text":"x","since":5}]}`,
+		`{"series":[{"labels":{"metric":"a"},"kind":"level","fn":"rate","points":[[1,2],[3,"+Inf"],[4,1e400]]}]}`,
+		`{"series":[{"labels":{"m":"\u00e9\ud800"},"kind":"float","count":1,"min":1,"max":"NaN","slope":null}]}`,
+		`{"nodes":[{"node":"a","status":"ok","series":[{"labels":{"metric":"m","node":"a"},"kind":"counter","value":1,"ts":1,"rate":2}]},{"node":"b","status":"unreachable","since":4,"error":"x","series":[]}],"aggregate":[{"labels":{"metric":"m"},"kind":"counter","fn":"sum","value":1,"rate":"NaN","nodes":1}]}`,
+		`{"nodes":[{"node":"a","status":"stale","since":9,"series":[{"labels":{"metric":"m"},"kind":"level","points":[[1000,1],[-3000,"-Inf"]]}]}]}`,
+		`{"peers":[{"id":"x","name":"a","addr":"h:1","http":"h:1","status":"alive","rtt_ms":0.25,"last_seen":3,"since":2}]}`,
+		`{"alerts":[{"name":"a","state":"firing","labels":{"x":"<"},"value":"NaN","threshold":1e21,"since_ms":1}],"truncated":["r"],"nodes":[{"node":"n","status":"ok","firing":1}]}`,
+		`{"series":null}`, `{}`, `[]`, `null`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		fixed(t, b, &MetricsAnswer{}, func() any { return &MetricsAnswer{} })
+		fixed(t, b, &HistoryAnswer{}, func() any { return &HistoryAnswer{} })
+		fixed(t, b, &StatsAnswer{}, func() any { return &StatsAnswer{} })
+		fixed(t, b, &ClusterMetricsAnswer{}, func() any { return &ClusterMetricsAnswer{} })
+		fixed(t, b, &ClusterHistoryAnswer{}, func() any { return &ClusterHistoryAnswer{} })
+		fixed(t, b, &PeersAnswer{}, func() any { return &PeersAnswer{} })
+		fixed(t, b, &AlertsAnswer{}, func() any { return &AlertsAnswer{} })
+	})
+}
+
+// encode encodes v with its MarshalJSON when it has one, else with json.Marshal.
+func encode(t *testing.T, v any) []byte {
+	t.Helper()
+	var out []byte
+	var err error
+	if m, ok := v.(json.Marshaler); ok {
+		out, err = m.MarshalJSON()
+	} else {
+		out, err = json.Marshal(v)
+	}
+	if err != nil {
+		t.Fatalf("encode %T: %v", v, err)
+	}
+	return out
+}
+
+// fixed decodes b into v; when it decodes, the encoding must be valid JSON that decodes into a
+// fresh value whose encoding is the same.
+func fixed(t *testing.T, b []byte, v any, fresh func() any) {
+	t.Helper()
+	if json.Unmarshal(b, v) != nil {
+		return
+	}
+	once := encode(t, deref(v))
+	if !json.Valid(once) {
+		t.Fatalf("%T from %q re-encoded as invalid JSON %q", v, b, once)
+	}
+	w := fresh()
+	if err := json.Unmarshal(once, w); err != nil {
+		t.Fatalf("%T: re-encoded %q does not decode: %v", v, once, err)
+	}
+	if twice := encode(t, deref(w)); string(twice) != string(once) {
+		t.Fatalf("%T from %q: re-encoded\n%s\nthen\n%s", v, b, once, twice)
+	}
+}
+
+// deref returns the value v points to (the types' MarshalJSON have value receivers).
+func deref(v any) any {
+	switch p := v.(type) {
+	case *MetricsAnswer:
+		return *p
+	case *HistoryAnswer:
+		return *p
+	case *StatsAnswer:
+		return *p
+	case *ClusterMetricsAnswer:
+		return *p
+	case *ClusterHistoryAnswer:
+		return *p
+	case *PeersAnswer:
+		return *p
+	case *AlertsAnswer:
+		return *p
+	}
+	return v
+}
