@@ -72,6 +72,7 @@ func BenchmarkClusterFleet(b *testing.B) {
 			b.ReportMetric(rep.Converged.Seconds(), "converge-s")
 			b.ReportMetric(rep.Join.Seconds(), "join-s")
 			b.ReportMetric(ms(rep.FirstMetrics), "first-metrics-ms")
+			b.ReportMetric(ms(rep.FirstMetricsCPU), "first-metrics-node1-cpu-ms")
 			b.ReportMetric(ms(rep.FirstHistory), "first-history-ms")
 			b.ReportMetric(ms(fleet.Quantile(rep.Steady.Metrics, .5)), "metrics-p50-ms")
 			b.ReportMetric(ms(fleet.Quantile(rep.Steady.Metrics, .99)), "metrics-p99-ms")

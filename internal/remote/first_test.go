@@ -59,13 +59,15 @@ func (p *chunkPeer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// BenchmarkFirstQuery: the first cluster query of a hub with 149 peers (new subscriptions: a
-// WebSocket each, a 5-minute chunk of one series at 1 s scans, then the latest values), all
-// peers served by one in-process server whose messages are ready-made.
+// BenchmarkFirstQuery: the first cluster query of a hub with 9 to 149 peers (new
+// subscriptions: a WebSocket each, a chunk of one series, 5 minutes at 1 s scans or the 5
+// points of a fleet just started, then the latest values), all peers served by one in-process
+// server whose messages are ready-made.
 func BenchmarkFirstQuery(b *testing.B) {
-	for _, n := range []int{9, 49, 149} {
-		b.Run(fmt.Sprintf("peers=%d", n), func(b *testing.B) {
-			srv := httptest.NewServer(newChunkPeer(300, time.Second))
+	for _, c := range []struct{ n, points int }{{9, 300}, {49, 300}, {149, 300}, {149, 5}} {
+		n := c.n
+		b.Run(fmt.Sprintf("peers=%d/points=%d", n, c.points), func(b *testing.B) {
+			srv := httptest.NewServer(newChunkPeer(c.points, time.Second))
 			defer srv.Close()
 			addr := strings.TrimPrefix(srv.URL, "http://")
 			members := make([]Member, n)

@@ -37,6 +37,9 @@ type Report struct {
 
 	FirstMetrics, FirstHistory time.Duration // the first cluster queries at node 1
 	FirstNotOK                 []string      // nodes not ok in the first metrics answer
+	// FirstMetricsCPU is node 1's CPU time (schedstat) over its first metrics query: opening
+	// a connection per peer, subscribing, decoding the first answers, answering.
+	FirstMetricsCPU time.Duration
 
 	Steady QueryStats // during Steady
 	// Answering node's cost over Steady (queries at node 1 back to back, a metrics and a
@@ -231,17 +234,26 @@ func (s *Scenario) Run(ctx context.Context, f *Fleet) (*Report, error) {
 	s.Logf("converged: all %d list all alive %s after the last agent's start", len(f.Nodes), r(rep.Converged))
 
 	// First queries at node 1: new subscriptions to every peer.
+	c0, err := a.SchedCPU()
+	if err != nil {
+		return rep, err
+	}
 	ma, err := a.Cluster(ctx, "/api/v1/cluster/metrics", s.Match)
 	if err != nil {
 		return rep, err
 	}
-	rep.FirstMetrics, rep.FirstNotOK = ma.Took, ma.NotOK(f.Nodes)
+	c1, err := a.SchedCPU()
+	if err != nil {
+		return rep, err
+	}
+	rep.FirstMetrics, rep.FirstNotOK, rep.FirstMetricsCPU = ma.Took, ma.NotOK(f.Nodes), c1-c0
 	ha, err := a.Cluster(ctx, "/api/v1/cluster/history", s.Match, "window", s.Window)
 	if err != nil {
 		return rep, err
 	}
 	rep.FirstHistory = ha.Took
-	s.Logf("first cluster queries at %s: metrics %s (%d not ok), history %s", a.Name, r(rep.FirstMetrics), len(rep.FirstNotOK), r(rep.FirstHistory))
+	s.Logf("first cluster queries at %s: metrics %s (%d not ok; node 1 CPU %s, %s per peer), history %s; load %.1f", a.Name, r(rep.FirstMetrics), len(rep.FirstNotOK),
+		r(rep.FirstMetricsCPU), rep.FirstMetricsCPU/time.Duration(len(f.Nodes)-1), r(rep.FirstHistory), LoadAvg())
 
 	// A rejoin: the last node stops (goodbye), everyone sees it go, it starts again.
 	last := f.Nodes[len(f.Nodes)-1]
