@@ -2,7 +2,9 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -31,17 +33,7 @@ func BenchmarkClusterFleet(b *testing.B) {
 	if err := netns.Available(); err != nil {
 		b.Fatalf("the fleet benchmark needs network namespaces (root, iproute2: scripts/install-deps-cluster.sh): %v", err)
 	}
-	sizes := []int{10, 50, 150}
-	if v := os.Getenv("FLEET_SIZES"); v != "" {
-		sizes = nil
-		for _, s := range strings.Split(v, ",") {
-			n, err := strconv.Atoi(strings.TrimSpace(s))
-			if err != nil {
-				b.Fatalf("FLEET_SIZES: %v", err)
-			}
-			sizes = append(sizes, n)
-		}
-	}
+	sizes := fleetSizes(b)
 	interval := envDuration(b, "FLEET_INTERVAL", time.Second)
 	partition := envDuration(b, "FLEET_PARTITION", 60*time.Second)
 	dir := b.TempDir()
@@ -113,4 +105,112 @@ func envDuration(b *testing.B, name string, def time.Duration) time.Duration {
 		b.Fatalf("%s: %v", name, err)
 	}
 	return d
+}
+
+// BenchmarkClusterFirstQuery shows where the first cluster metrics query's time goes at 10, 50
+// and 150 nodes (FLEET_SIZES): real agents as in BenchmarkClusterFleet, node 1 at
+// --log-level debug, which logs each new peer session's first message with its dial (TCP and
+// WebSocket upgrade), wait (until the peer's answer to the subscription arrived) and decode
+// times. After convergence one metrics query at node 1; reported: its wall time, node 1's CPU
+// time over it (schedstat), and p50 / p99 / max of the per-peer phases.
+//
+//	cd bench && go test -run '^$' -bench ClusterFirstQuery -benchtime 1x -timeout 30m -v
+func BenchmarkClusterFirstQuery(b *testing.B) {
+	if err := netns.Available(); err != nil {
+		b.Fatalf("the fleet benchmark needs network namespaces (root, iproute2: scripts/install-deps-cluster.sh): %v", err)
+	}
+	sizes := fleetSizes(b)
+	interval := envDuration(b, "FLEET_INTERVAL", time.Second)
+	dir := b.TempDir()
+	agent, err := fleet.Build(context.Background(), "..", dir)
+	if err != nil {
+		b.Fatal(err)
+	}
+	phase := regexp.MustCompile(`peer session: first message.* dial=(\S+) wait=(\S+) decode=(\S+)`)
+	for _, n := range sizes {
+		b.Run("nodes="+strconv.Itoa(n), func(b *testing.B) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+			defer cancel()
+			f, err := fleet.Start(ctx, fleet.Options{Agent: agent, N: n, Subnet: "10.77.125", Interval: interval, Dir: b.TempDir(), OwnPIDs: true,
+				FirstExtra: []string{"--log-level", "debug"}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer f.Close()
+			if _, err := f.WaitScanned(ctx, 5*time.Minute); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := fleet.Poll(ctx, 5*time.Minute, 250*time.Millisecond, func() error { return fleet.AllKnow(ctx, f.Nodes, nil) }); err != nil {
+				b.Fatal(err)
+			}
+			a := f.Nodes[0]
+			skip := a.LogLines()
+			b.ResetTimer()
+			c0, err1 := a.SchedCPU()
+			ans, err2 := a.Cluster(ctx, "/api/v1/cluster/metrics", fleet.ScanMatch)
+			c1, err3 := a.SchedCPU()
+			b.StopTimer()
+			if err := errors.Join(err1, err2, err3); err != nil {
+				b.Fatal(err)
+			}
+			var dial, wait, decode []time.Duration
+			deadline := time.Now().Add(5 * time.Second)
+			for {
+				dial, wait, decode = nil, nil, nil
+				for _, l := range strings.Split(fleet.LogSample(a, skip, 1<<20), "\n") {
+					m := phase.FindStringSubmatch(l)
+					if m == nil {
+						continue
+					}
+					d1, e1 := time.ParseDuration(m[1])
+					d2, e2 := time.ParseDuration(m[2])
+					d3, e3 := time.ParseDuration(m[3])
+					if err := errors.Join(e1, e2, e3); err != nil {
+						b.Fatalf("%q: %v", l, err)
+					}
+					dial, wait, decode = append(dial, d1), append(wait, d2), append(decode, d3)
+				}
+				if len(dial) >= n-1 || time.Now().After(deadline) {
+					break
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+			if len(dial) != n-1 {
+				b.Fatalf("node 1 logged %d first messages; want one per peer, %d", len(dial), n-1)
+			}
+			ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
+			b.ReportMetric(ms(ans.Took), "first-metrics-ms")
+			b.ReportMetric(ms(c1-c0), "node1-cpu-ms")
+			b.ReportMetric(float64(c1-c0)/float64(n-1)/1e3, "node1-cpu-us/peer")
+			for _, p := range []struct {
+				name string
+				ds   []time.Duration
+			}{{"dial", dial}, {"wait", wait}, {"decode", decode}} {
+				b.ReportMetric(ms(fleet.Quantile(p.ds, .5)), p.name+"-p50-ms")
+				b.ReportMetric(ms(fleet.Quantile(p.ds, 1)), p.name+"-max-ms")
+			}
+			b.Logf("N=%d: first metrics %s (%d not ok), node 1 CPU %s; per peer: dial p50 %s p99 %s max %s, wait p50 %s p99 %s max %s, decode p50 %s max %s; load %.1f",
+				n, ans.Took, len(ans.NotOK(f.Nodes)), c1-c0,
+				fleet.Quantile(dial, .5), fleet.Quantile(dial, .99), fleet.Quantile(dial, 1),
+				fleet.Quantile(wait, .5), fleet.Quantile(wait, .99), fleet.Quantile(wait, 1),
+				fleet.Quantile(decode, .5), fleet.Quantile(decode, 1), fleet.LoadAvg())
+		})
+	}
+}
+
+// fleetSizes returns FLEET_SIZES (comma-separated), default 10, 50, 150.
+func fleetSizes(b *testing.B) []int {
+	v := os.Getenv("FLEET_SIZES")
+	if v == "" {
+		return []int{10, 50, 150}
+	}
+	var sizes []int
+	for _, s := range strings.Split(v, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil {
+			b.Fatalf("FLEET_SIZES: %v", err)
+		}
+		sizes = append(sizes, n)
+	}
+	return sizes
 }
