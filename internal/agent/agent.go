@@ -31,6 +31,7 @@ import (
 	"github.com/cantal-go/cantal/internal/alerts"
 	"github.com/cantal-go/cantal/internal/api"
 	"github.com/cantal-go/cantal/internal/apps"
+	"github.com/cantal-go/cantal/internal/atomicfile"
 	"github.com/cantal-go/cantal/internal/carbon"
 	"github.com/cantal-go/cantal/internal/history"
 	"github.com/cantal-go/cantal/internal/ingest"
@@ -243,7 +244,7 @@ func (a *Agent) openStateDir() error {
 		return nil
 	}
 	a.nodeID = randomID()
-	return os.WriteFile(idPath, []byte(a.nodeID+"\n"), 0o600)
+	return atomicfile.WriteFile(idPath, []byte(a.nodeID+"\n"), 0o600)
 }
 
 func randomID() string {
