@@ -257,11 +257,7 @@ func appendPoints(b []byte, pts []stats.Point) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = append(b, '[')
-		b = strconv.AppendInt(b, p.TS, 10)
-		b = append(b, ',')
-		b = series.AppendFloat(b, p.Value)
-		b = append(b, ']')
+		b = apiwire.Point{TS: p.TS, Value: apiwire.Float(p.Value)}.AppendJSON(b)
 	}
 	return append(b, ']')
 }

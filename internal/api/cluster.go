@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/history"
 	"github.com/cantal-go/cantal/internal/registry"
 	"github.com/cantal-go/cantal/internal/remote"
@@ -412,11 +413,7 @@ func keptHistoryJSON(b []byte, srs []remote.Series, from int64, rate bool, visib
 			if j > 0 {
 				b = append(b, ',')
 			}
-			b = append(b, '[')
-			b = strconv.AppendInt(b, p.TS, 10)
-			b = append(b, ',')
-			b = series.AppendFloat(b, p.Value)
-			b = append(b, ']')
+			b = apiwire.Point{TS: p.TS, Value: apiwire.Float(p.Value)}.AppendJSON(b)
 		}
 		b = append(b, "]}"...)
 	}
