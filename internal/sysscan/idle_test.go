@@ -239,3 +239,11 @@ func TestProcessesIdleDetails(t *testing.T) {
 		t.Errorf("scan after the process ran: write_bytes %d not read again", got.WriteBytes)
 	}
 }
+
+func TestKeepOpenCap(t *testing.T) {
+	for limit, want := range map[int]int{1024: 512, 2048: 1024, 4096: 3072, 20000: 15000, 65536: 49152, 1 << 20: 786432} {
+		if got := keepOpenCap(limit); got != want {
+			t.Errorf("keepOpenCap(%d) = %d; want %d", limit, got, want)
+		}
+	}
+}

@@ -28,14 +28,16 @@ type Options struct {
 	// zero. A longer command line is truncated; a CANTAL_PATH beyond the cap is not seen.
 	MaxRead int
 	// KeepOpen is how many /proc/PID files Processes keeps open between scans, re-reading each
-	// with a single pread(2): stat and io, which every scan reads, and, when the budget has
-	// room for all four files of every process, status and cgroup (read every tenth scan;
-	// with open, read and close otherwise). 16384 when zero (4096 processes with all four
-	// files, 8192 with stat and io), none when negative, and never more than half the
-	// RLIMIT_NOFILE soft limit. Each costs the kernel about a page of memory (64 MiB for
-	// 16384); processes beyond the budget are read with open, read and close, which costs
-	// about three times as much CPU: 10k churning processes cost 450 ms of CPU per scan
-	// with a budget of 4096 files.
+	// with a single pread(2): the schedstat of every single-threaded process and the stat of
+	// every process that runs (see idle.go), io while the budget has room for two files a
+	// process, status and cgroup while it has room for all five (with open, read and close
+	// otherwise). 32768 when zero, none when negative, and never more than the RLIMIT_NOFILE
+	// soft limit less a quarter of it (at least 1024 less, and at most half of a limit of
+	// 2048 or under), which leaves the rest to sockets and applications' files. Each costs the
+	// kernel about a page of memory while it is open (40 MiB for 10 000 sleeping processes);
+	// processes beyond the budget are read with open, read and close, which costs about three
+	// times as much CPU: 10k churning processes cost 450 ms of CPU per scan with a budget of
+	// 4096 files.
 	KeepOpen int
 	// TCPEvery is how often (in scans) Machine counts the TCP sockets, the scans between
 	// emitting the last counts again (see tcpEvery); 5 when zero, every scan when 1.
@@ -62,11 +64,11 @@ func (o Options) withDefaults() Options {
 		o.TCPEvery = tcpEvery
 	}
 	if o.KeepOpen == 0 {
-		o.KeepOpen = 16384
+		o.KeepOpen = 32768
 	}
 	var rl unix.Rlimit
-	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err == nil && rl.Cur < 1<<40 && o.KeepOpen > int(rl.Cur/2) {
-		o.KeepOpen = int(rl.Cur / 2)
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err == nil && rl.Cur < 1<<40 {
+		o.KeepOpen = min(o.KeepOpen, keepOpenCap(int(rl.Cur)))
 	}
 	if o.MaxRead <= 0 {
 		o.MaxRead = 64 << 10
@@ -82,4 +84,11 @@ func (o *Options) ticksToMs(t uint64) uint64 {
 		return t * 10
 	}
 	return t * 1000 / uint64(o.ClockTick)
+}
+
+// keepOpenCap is the most files Processes keeps open under an RLIMIT_NOFILE soft limit of
+// limit: all but a quarter of it, and at least 1024, kept for everything else; half of a
+// limit too small for that.
+func keepOpenCap(limit int) int {
+	return max(limit-max(limit/4, 1024), limit/2)
 }
