@@ -5,98 +5,19 @@ import (
 	"encoding/json"
 	"log/slog"
 	"math"
-	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"strconv"
-	"strings"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/cantal-go/cantal/internal/access"
 	"github.com/cantal-go/cantal/internal/alerts"
 	"github.com/cantal-go/cantal/internal/apiwire"
-	"github.com/cantal-go/cantal/internal/cluster"
 	"github.com/cantal-go/cantal/internal/history"
 	"github.com/cantal-go/cantal/internal/registry"
-	"github.com/cantal-go/cantal/internal/remote"
 	"github.com/cantal-go/cantal/internal/selector"
 	"github.com/cantal-go/cantal/internal/series"
 )
-
-// wirePeers answers /api/v1/peers as the agent does (agent.gossip.PeersJSON).
-type wirePeers struct{ peers []cluster.Peer }
-
-func (p wirePeers) PeersJSON() any    { return map[string]any{"peers": p.peers} }
-func (p wirePeers) Join(string) error { return nil }
-
-// wireServer is a Server over a registry with every kind of value the answers must carry:
-// a counter above 2^53, NaN and ±Inf floats, floats the 'g' format writes with an exponent,
-// a negative level, a state whose text is "NaN", and labels with characters encoding/json
-// would escape (<, >, &, quotes, a control character, non-ASCII); peers answered from kept
-// chunks (ok, stale with since, unreachable with an error); alerts; peers.
-func wireServer(t *testing.T) *httptest.Server {
-	t.Helper()
-	h := history.New(history.Options{Retention: time.Hour, Interval: time.Second})
-	reg := registry.New(h, time.Hour, slog.New(slog.DiscardHandler))
-	odd := series.Labels{"metric": "odd<&>\"q\"\x01é", "pid": "1", "unit": "bytes"}
-	big := reg.Series(series.Labels{"metric": "big", "pid": "1"}, series.Counter)
-	small := reg.Series(series.Labels{"metric": "small"}, series.Counter)
-	nan := reg.Series(series.Labels{"metric": "nan"}, series.Float)
-	inf := reg.Series(series.Labels{"metric": "inf"}, series.Float)
-	ninf := reg.Series(series.Labels{"metric": "ninf"}, series.Float)
-	tiny := reg.Series(odd, series.Float)
-	lvl := reg.Series(series.Labels{"metric": "lvl"}, series.Level)
-	st := reg.Series(series.Labels{"metric": "phase", "x": "<b>"}, series.State)
-	now := time.Now().UnixMilli()
-	start := now - 9000
-	for i := int64(0); i < 10; i++ {
-		reg.Begin(start + i*1000)
-		reg.Put(big, 1<<60+uint64(i)*1_000_001)
-		reg.Put(small, uint64(i*i))
-		reg.Put(nan, math.Float64bits(math.NaN()))
-		reg.Put(inf, math.Float64bits(math.Inf(1)))
-		reg.Put(ninf, math.Float64bits(math.Inf(-1)))
-		reg.Put(tiny, math.Float64bits(1.5e-7*float64(i+1)+1e21*float64(i%2)))
-		reg.Put(lvl, uint64(-3*i))
-		reg.PutState(st, start, "NaN")
-		reg.Commit()
-	}
-	peer := func(node string, v float64) remote.Series {
-		return remote.Series{
-			Latest: series.Sample{Labels: series.Labels{"metric": "m&m", "node": node}, Kind: series.Float, TS: now - 1000, Bits: math.Float64bits(v)},
-			Points: []remote.Point{{TS: now - 3000, Value: v}, {TS: now - 1000, Value: math.NaN()}},
-		}
-	}
-	var queries atomic.Int32
-	kept := keptCluster{queries: &queries, answers: []remote.NodeAnswer{
-		{Node: "p1", Status: remote.OK, Series: []remote.Series{peer("p1", 1e-9),
-			{Latest: series.Sample{Labels: series.Labels{"metric": "phase", "node": "p1"}, Kind: series.State, Text: "up <ok>", Since: 5}}}},
-		{Node: "p2<", Status: remote.Stale, Since: now - 5000, Series: []remote.Series{peer("p2<", 2.5e6)}},
-		{Node: "p3", Status: remote.Unreachable, Since: now - 60000, Error: "dial: connection refused & \"gone\""},
-	}}
-	rtt := 12_345 * time.Microsecond
-	snap := &alerts.Snapshot{Truncated: []string{"r&d"}, Alerts: []alerts.Alert{
-		{Name: "hot", State: "firing", Severity: "critical", Labels: series.Labels{"metric": "t<1>"}, Value: 1e21, Op: ">", Threshold: 0.1, SinceMs: 7, Summary: "a & b"},
-		{Name: "cold", State: "pending", Severity: "warning", Labels: series.Labels{}, Value: -1.5e-7, Op: "<", Threshold: 3, SinceMs: 8},
-	}}
-	srv := &Server{Registry: reg, Log: slog.New(slog.DiscardHandler), MaxWindow: time.Hour, NodeName: "local<1>",
-		ClusterTimeout: 200 * time.Millisecond, Cluster: kept, Alerts: func() *alerts.Snapshot { return snap },
-		Peers: wirePeers{peers: []cluster.Peer{
-			{ID: "a1", Name: "n<1>", Addr: "10.0.0.1:22682", HTTP: "10.0.0.1:22682", Version: "v1", Status: cluster.StatusAlive,
-				RTT: rtt, LastSeen: time.UnixMilli(now), Since: time.UnixMilli(now - 100)},
-			{ID: "a2", Name: "n2", Addr: "10.0.0.2:22682", Status: cluster.StatusDead},
-		}}}
-	mux := http.NewServeMux()
-	srv.Register(mux)
-	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		mux.ServeHTTP(w, r.WithContext(access.NewContext(r.Context(), testCallers["all"])))
-	}))
-	t.Cleanup(ts.Close)
-	return ts
-}
 
 // reencode decodes body into a T and encodes it again as the API would: with the type's own
 // MarshalJSON when it has one (json.Marshal would HTML-escape its output), else json.Marshal.
@@ -121,22 +42,6 @@ func reencode[T any](t *testing.T, what string, body []byte) (T, []byte) {
 	return v, append(out, '\n')
 }
 
-func fetchBody(t *testing.T, ts *httptest.Server, method, path, body string) []byte {
-	t.Helper()
-	req, err := http.NewRequest(method, ts.URL+path, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	var b bytes.Buffer
-	b.ReadFrom(resp.Body)
-	return b.Bytes()
-}
-
 func sameBytes(t *testing.T, what string, got, want []byte) {
 	t.Helper()
 	if !bytes.Equal(got, want) {
@@ -154,7 +59,7 @@ func sameBytes(t *testing.T, what string, got, want []byte) {
 // values that stress the encoding, decodes into its apiwire type (no unknown member) and
 // encodes back to exactly the same bytes.
 func TestWireTypesGolden(t *testing.T) {
-	ts := wireServer(t)
+	ts, _ := wireServer(t)
 	q := url.QueryEscape
 	check := func(what string, body []byte, roundTrip func(string, []byte) []byte) {
 		t.Helper()
@@ -239,7 +144,7 @@ func TestWireTypesGolden(t *testing.T) {
 // TestWireTypesValues: the decoded values are the ones the registry holds: a counter above
 // 2^53 exactly (its literal), NaN and ±Inf from their strings, a state's text "NaN" as text.
 func TestWireTypesValues(t *testing.T) {
-	ts := wireServer(t)
+	ts, _ := wireServer(t)
 	var ans apiwire.MetricsAnswer
 	if err := json.Unmarshal(fetchBody(t, ts, "GET", "/api/v1/metrics", ""), &ans); err != nil {
 		t.Fatal(err)
