@@ -9,7 +9,9 @@ import (
 
 // NodeHead is what every cluster answer says of a node: its name, whether it answered (ok,
 // stale or unreachable), since when it has been stale or unreachable (unix ms, 0: omitted)
-// and why (omitted when empty).
+// and why (omitted when empty). The answers' MarshalJSON omit since and error when zero, as
+// the agent does; encoding/json on a NodeHead alone writes them always (cantal's own --json
+// output of cluster stats relies on that).
 type NodeHead struct {
 	Node   string `json:"node"`
 	Status string `json:"status"`
