@@ -11,9 +11,10 @@
 //   - The temporary file is fsynced, then renamed over the target, then the directory is
 //     fsynced (unless Options.NoDirSync leaves that to the caller, see SyncDir).
 //   - No partial file is ever visible at path: a reader sees the old content or the new, whole.
-//     After Write returns nil, a crash (process or machine) leaves the new content; before,
-//     it leaves the old content (or no file, if there was none) and at most a stale
-//     temporary file, which the next Write to the same path truncates and reuses.
+//     After Write returns nil, a crash (process or machine) leaves the new content; a crash
+//     during Write leaves the old content (or no file, if there was none) or, once the
+//     rename is done, the new one, and at most a stale temporary file, which the next Write
+//     to the same path truncates and reuses.
 //   - On error the temporary file is removed and the old file is left untouched.
 //
 // The temporary name is fixed, so one path must have one writer at a time (every caller in
