@@ -112,7 +112,8 @@ func envDuration(b *testing.B, name string, def time.Duration) time.Duration {
 // --log-level debug, which logs each new peer session's first message with its dial (TCP and
 // WebSocket upgrade), wait (until the peer's answer to the subscription arrived) and decode
 // times. After convergence one metrics query at node 1; reported: its wall time, node 1's CPU
-// time over it (schedstat), and p50 / p99 / max of the per-peer phases.
+// time over it (schedstat), and p50 / p99 / max of the per-peer phases. FLEET_AGENT runs
+// another cantal-agent binary instead of this tree's (builds side by side, one after the other).
 //
 //	cd bench && go test -run '^$' -bench ClusterFirstQuery -benchtime 1x -timeout 30m -v
 func BenchmarkClusterFirstQuery(b *testing.B) {
@@ -125,6 +126,9 @@ func BenchmarkClusterFirstQuery(b *testing.B) {
 	agent, err := fleet.Build(context.Background(), "..", dir)
 	if err != nil {
 		b.Fatal(err)
+	}
+	if v := os.Getenv("FLEET_AGENT"); v != "" {
+		agent = v // another build, for a comparison
 	}
 	phase := regexp.MustCompile(`peer session: first message.* dial=(\S+) wait=(\S+) decode=(\S+)`)
 	for _, n := range sizes {
