@@ -13,6 +13,14 @@
 // (1+growth) times the live heap (see Limit), so that the next collection comes when the heap
 // objects have grown by growth times the live heap, as with GOGC=100×growth, and free memory is
 // released rather than kept beside a grown heap.
+//
+// The growth adapts to the garbage made: a collection that comes less than MinGap after the
+// previous one doubles it, up to MaxGrowth (GOGC=100), and one that comes more than 4×MinGap
+// after halves it back towards the growth Start was given. A process that makes little
+// garbage keeps a small heap; one that makes much (the agent under heavy process churn, whose
+// short-lived processes' series come and go every scan) trades up to a live heap's worth of
+// memory for collections no more often than every MinGap or so, each of which marks the whole
+// live heap.
 package gcpace
 
 import (
@@ -22,6 +30,24 @@ import (
 	"sync"
 	"time"
 )
+
+// MinGap and MaxGrowth bound the adaptation of the growth (see the package documentation).
+const (
+	MinGap    = 20 * time.Second
+	MaxGrowth = 1.0
+)
+
+// adapt returns the growth to use after a collection that came gap after the previous one,
+// with growth in use and base the growth asked for at Start.
+func adapt(base, growth float64, gap time.Duration) float64 {
+	switch {
+	case gap < MinGap:
+		return min(growth*2, max(MaxGrowth, base))
+	case gap > 4*MinGap:
+		return max(growth/2, base)
+	}
+	return growth
+}
 
 // MinHeadroom is the least growth a Pacer allows over the memory in use when it sets a limit:
 // small heaps are not collected more often than this much allocation.
@@ -70,7 +96,7 @@ func Limit(m Mem, growth float64) int64 {
 // process-wide runtime settings: run at most one per process, owned by main. Its methods are
 // safe for concurrent use; its work runs on the runtime's cleanup goroutine and a timer.
 type Pacer struct {
-	growth    float64
+	base      float64 // the growth asked for
 	prevGC    int
 	prevLimit int64
 
@@ -79,13 +105,15 @@ type Pacer struct {
 	stopped bool
 	limit   int64
 	sets    int
+	growth  float64   // in use, see adapt
+	lastGC  time.Time // when the latest collection was noticed
 }
 
 // Start turns GOGC off, sets the memory limit for the heap as it is and keeps setting it after
 // every collection until Stop. growth is the fraction of the live heap allowed to be allocated
 // between collections (0.25 is GOGC=25); it must be positive.
 func Start(growth float64) *Pacer {
-	p := &Pacer{growth: growth, samples: make([]metrics.Sample, len(sampleNames))}
+	p := &Pacer{base: growth, growth: growth, lastGC: time.Now(), samples: make([]metrics.Sample, len(sampleNames))}
 	for i, n := range sampleNames {
 		p.samples[i].Name = n
 	}
@@ -117,6 +145,13 @@ func (p *Pacer) Stats() (limit int64, sets int) {
 	return p.limit, p.sets
 }
 
+// Growth returns the growth in use (see the package documentation).
+func (p *Pacer) Growth() float64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.growth
+}
+
 // sentinel is allocated for each collection to come; its cleanup runs after the collection.
 // It is not tiny (16 bytes or more), so it is never batched with other objects.
 type sentinel [32]byte
@@ -134,6 +169,8 @@ func (p *Pacer) collected() {
 	if p.stopped {
 		return
 	}
+	now := time.Now()
+	p.growth, p.lastGC = adapt(p.base, p.growth, now.Sub(p.lastGC)), now
 	p.set()
 	p.arm()
 	time.AfterFunc(resettle, p.update)

@@ -102,8 +102,12 @@ func TestPacer(t *testing.T) {
 	}
 	other := mapped - objects - free
 	headroom := limit - int64(other+objects)
-	if headroom < int64(live)/8 || headroom > int64(live)/2 {
-		t.Errorf("limit %d MiB leaves %d MiB for new objects (%d MiB of objects, %d MiB free, %d MiB other): want about a quarter of the live %d MiB",
+	// The collection came right after Start, sooner than MinGap: the growth doubled (adapt).
+	if g := p.Growth(); g != 0.5 {
+		t.Errorf("growth after a collection right after Start: %v, want 0.5", g)
+	}
+	if headroom < int64(live)/4 || headroom > int64(live) {
+		t.Errorf("limit %d MiB leaves %d MiB for new objects (%d MiB of objects, %d MiB free, %d MiB other): want about half the live %d MiB",
 			limit>>20, headroom>>20, objects>>20, free>>20, other>>20, live>>20)
 	}
 
@@ -138,5 +142,25 @@ func TestPacer(t *testing.T) {
 	debug.SetGCPercent(100)
 	if got := debug.SetMemoryLimit(-1); got != 1<<40 {
 		t.Errorf("memory limit after Stop = %d, want %d back", got, int64(1<<40))
+	}
+}
+
+func TestAdapt(t *testing.T) {
+	for _, tc := range []struct {
+		base, growth float64
+		gap          time.Duration
+		want         float64
+	}{
+		{0.15, 0.15, time.Second, 0.3},     // collections too close: double
+		{0.15, 0.6, MinGap / 2, MaxGrowth}, // up to MaxGrowth
+		{0.15, MaxGrowth, time.Second, MaxGrowth},
+		{0.15, 0.6, MinGap * 2, 0.6}, // in between: keep
+		{0.15, 0.6, MinGap * 5, 0.3}, // far apart: halve
+		{0.15, 0.2, time.Hour, 0.15}, // not below the base
+		{2, 2, time.Second, 2},       // a base above MaxGrowth stays
+	} {
+		if got := adapt(tc.base, tc.growth, tc.gap); got != tc.want {
+			t.Errorf("adapt(%v, %v, %v) = %v; want %v", tc.base, tc.growth, tc.gap, got, tc.want)
+		}
 	}
 }
