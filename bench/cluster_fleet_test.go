@@ -26,7 +26,8 @@ import (
 //	cd bench && go test -run '^$' -bench ClusterFleet -benchtime 1x -timeout 60m -v
 //
 // FLEET_SIZES (comma-separated, default 10,50,150), FLEET_INTERVAL (the agents' --interval,
-// default 1s) and FLEET_PARTITION (default 60s) change the run. Every figure is measured on
+// default 1s), FLEET_PARTITION (default 60s) and FLEET_AGENT (a cantal-agent binary to run
+// instead of building this tree's) change the run. Every figure is measured on
 // two cores shared by all N agents (and whatever else the machine runs: the load average is
 // reported), so it is an upper bound for N separate machines.
 func BenchmarkClusterFleet(b *testing.B) {
@@ -36,11 +37,7 @@ func BenchmarkClusterFleet(b *testing.B) {
 	sizes := fleetSizes(b)
 	interval := envDuration(b, "FLEET_INTERVAL", time.Second)
 	partition := envDuration(b, "FLEET_PARTITION", 60*time.Second)
-	dir := b.TempDir()
-	agent, err := fleet.Build(context.Background(), "..", dir)
-	if err != nil {
-		b.Fatal(err)
-	}
+	agent := fleetAgent(b)
 	for _, n := range sizes {
 		b.Run("nodes="+strconv.Itoa(n), func(b *testing.B) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
@@ -122,14 +119,7 @@ func BenchmarkClusterFirstQuery(b *testing.B) {
 	}
 	sizes := fleetSizes(b)
 	interval := envDuration(b, "FLEET_INTERVAL", time.Second)
-	dir := b.TempDir()
-	agent, err := fleet.Build(context.Background(), "..", dir)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if v := os.Getenv("FLEET_AGENT"); v != "" {
-		agent = v // another build, for a comparison
-	}
+	agent := fleetAgent(b)
 	phase := regexp.MustCompile(`peer session: first message.* dial=(\S+) wait=(\S+) decode=(\S+)`)
 	for _, n := range sizes {
 		b.Run("nodes="+strconv.Itoa(n), func(b *testing.B) {
@@ -222,4 +212,17 @@ func fleetSizes(b *testing.B) []int {
 		sizes = append(sizes, n)
 	}
 	return sizes
+}
+
+// fleetAgent returns FLEET_AGENT, or cmd/cantal-agent of this tree built into a temporary
+// directory.
+func fleetAgent(b *testing.B) string {
+	if v := os.Getenv("FLEET_AGENT"); v != "" {
+		return v
+	}
+	agent, err := fleet.Build(context.Background(), "..", b.TempDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	return agent
 }
