@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -130,4 +131,38 @@ func BenchmarkDecodeChunk(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestDialsBounded: a first query to more peers than Config.MaxDials opens at most MaxDials
+// connections at once (here each upgrade is held 30 ms by the peer), and still reaches every
+// peer.
+func TestDialsBounded(t *testing.T) {
+	var active, most atomic.Int32
+	peer := newChunkPeer(5, time.Second)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := active.Add(1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		time.Sleep(30 * time.Millisecond)
+		active.Add(-1)
+		peer.ServeHTTP(w, r)
+	}))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	members := make([]Member, 12)
+	for i := range members {
+		members[i] = Member{ID: fmt.Sprint("p", i), Name: fmt.Sprintf("n%02d", i), HTTP: addr, Up: true}
+	}
+	h := New(Config{Members: func() []Member { return members }, Interval: time.Second, Timeout: 10 * time.Second, MaxDials: 3})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go h.Run(ctx)
+	for _, a := range h.Query(ctx, "system.load_avg_1min", false) {
+		if a.Status != OK || len(a.Series) != 1 {
+			t.Errorf("%s: %s, %d series; want ok with its series", a.Node, a.Status, len(a.Series))
+		}
+	}
+	if m := most.Load(); m > 3 || m < 2 {
+		t.Errorf("at most %d upgrades at once; want 3 (MaxDials), and more than one", m)
+	}
 }

@@ -61,7 +61,11 @@ type Config struct {
 	// Timeout bounds how long a query waits for a peer's first data (default 1s); it is also
 	// the dial timeout and the ping timeout.
 	Timeout time.Duration
-	Log     *slog.Logger
+	// MaxDials bounds the connections being opened at once, all peers together (default 256):
+	// a first query in a cluster of a thousand nodes opens them in waves rather than all at
+	// once. Below it, every peer's connection is opened at the same time.
+	MaxDials int
+	Log      *slog.Logger
 }
 
 // Point is one value of a remote series.
@@ -131,12 +135,15 @@ func New(cfg Config) *Hub {
 	if cfg.Interval <= 0 {
 		cfg.Interval = 2 * time.Second
 	}
+	if cfg.MaxDials <= 0 {
+		cfg.MaxDials = 256
+	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	h := &Hub{cfg: cfg, peers: map[string]*peer{}}
 	h.ctx, h.stop = context.WithCancel(context.Background())
-	h.dial = newDialer(cfg.Timeout, cfg.TLS != nil, h.clientTLS)
+	h.dial = newDialer(cfg.Timeout, cfg.TLS != nil, h.clientTLS, cfg.MaxDials)
 	return h
 }
 

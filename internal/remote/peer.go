@@ -20,12 +20,13 @@ import (
 type dialer struct {
 	scheme string // "ws" or "wss"
 	client *http.Client
+	slots  chan struct{} // one per connection being opened (Config.MaxDials)
 }
 
-func newDialer(timeout time.Duration, secure bool, clientTLS func() *tls.Config) *dialer {
+func newDialer(timeout time.Duration, secure bool, clientTLS func() *tls.Config, maxDials int) *dialer {
 	nd := &net.Dialer{Timeout: timeout}
 	tr := &http.Transport{DialContext: nd.DialContext}
-	d := &dialer{scheme: "ws", client: &http.Client{Transport: tr}}
+	d := &dialer{scheme: "ws", client: &http.Client{Transport: tr}, slots: make(chan struct{}, maxDials)}
 	if secure {
 		d.scheme = "wss"
 		tr.DialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -219,10 +220,16 @@ func (b *backoff) next(healthy bool) time.Duration {
 
 // session runs one connection until it fails.
 func (p *peer) session(ctx context.Context) error {
-	dctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 	t0 := time.Now()
+	select {
+	case p.dial.slots <- struct{}{}:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	dctx, cancel := context.WithTimeout(ctx, p.cfg.Timeout)
 	c, _, err := websocket.Dial(dctx, p.dial.scheme+"://"+p.http+"/api/v1/ws", &websocket.DialOptions{HTTPClient: p.dial.client})
 	cancel()
+	<-p.dial.slots
 	if err != nil {
 		return fmt.Errorf("dial %s: %w", p.http, err)
 	}
