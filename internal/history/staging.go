@@ -105,11 +105,20 @@ func (p *paged[T]) bytes(elemSize int) int64 {
 type pagePool struct {
 	chunks []*[pageLen]chunk
 	ints   []*[pageLen]atomic.Int32
+	ids    []ID    // a retired staging's ids array, emptied
+	cur    []int32 // and its cur array, zeroed
 }
 
-// usePool makes st grow from p's pages.
+// usePool makes st grow from p's pages, and take p's arrays (st must be new).
 func (st *staging) usePool(p *pagePool) {
 	st.chunks.pool, st.slotOf.pool, st.chunkOf.pool = &p.chunks, &p.ints, &p.ints
+	st.pages = p
+	if p.ids != nil {
+		st.ids, p.ids = p.ids[:0], nil
+	}
+	if p.cur != nil {
+		st.cur, p.cur = p.cur, nil
+	}
 }
 
 // recycle puts the pages of st, which no reader holds nor will (it has been retired), into its
@@ -135,6 +144,11 @@ func (st *staging) recycle() {
 			}
 			*ints = append(*ints, pg)
 		}
+	}
+	if st.pages != nil {
+		clear(st.cur)
+		st.pages.ids, st.pages.cur = st.ids[:0], st.cur
+		st.ids, st.cur = nil, nil
 	}
 	st.chunks.w, st.slotOf.w, st.chunkOf.w = nil, nil, nil
 	st.chunks.dir.Store(nil)
@@ -177,6 +191,7 @@ type staging struct {
 	// moved counts the chunks replaced by copies with late points (setLate): a Group that
 	// remembered a run of chunks checks it.
 	moved uint64
+	pages *pagePool // where recycle leaves the pages and arrays (nil: none)
 }
 
 func newStaging(scans int) *staging {
