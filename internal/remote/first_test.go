@@ -166,3 +166,57 @@ func TestDialsBounded(t *testing.T) {
 		t.Errorf("at most %d upgrades at once; want 3 (MaxDials), and more than one", m)
 	}
 }
+
+// slowUpdatePeer answers a subscription with its history chunk and, 300 ms later, its current
+// values.
+type slowUpdatePeer struct{}
+
+func (slowUpdatePeer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	c, err := websocket.Accept(w, r, nil)
+	if err != nil {
+		return
+	}
+	defer c.CloseNow()
+	ctx := r.Context()
+	_, data, err := c.Read(ctx)
+	if err != nil {
+		return
+	}
+	var req map[string]string
+	json.Unmarshal(data, &req)
+	now := time.Now().UnixMilli()
+	labels := map[string]string{"metric": "m"}
+	h, _ := json.Marshal(map[string]any{"type": "history", "id": req["id"], "series": []any{
+		map[string]any{"labels": labels, "kind": "float", "points": [][2]int64{{now - 1000, 1}}}}})
+	if c.Write(ctx, websocket.MessageText, h) != nil {
+		return
+	}
+	time.Sleep(300 * time.Millisecond)
+	u, _ := json.Marshal(map[string]any{"type": "update", "id": req["id"], "ts": now, "series": []any{
+		map[string]any{"labels": labels, "kind": "float", "value": 42, "ts": now}}})
+	if c.Write(ctx, websocket.MessageText, u) != nil {
+		return
+	}
+	c.Read(ctx) // until the hub goes
+}
+
+// TestFirstQueryHasLatest: a first query waits for the peer's current values, not only its
+// history chunk (which comes first): its answer has the latest value of every series.
+func TestFirstQueryHasLatest(t *testing.T) {
+	srv := httptest.NewServer(slowUpdatePeer{})
+	defer srv.Close()
+	h := New(Config{Members: func() []Member {
+		return []Member{{ID: "p", Name: "peer", HTTP: strings.TrimPrefix(srv.URL, "http://"), Up: true}}
+	}, Interval: time.Second, Timeout: 10 * time.Second})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go h.Run(ctx)
+	ans := h.Query(ctx, "m", false)
+	if len(ans) != 1 || len(ans[0].Series) != 1 {
+		t.Fatalf("first query = %+v; want the peer's series", ans)
+	}
+	sr := ans[0].Series[0]
+	if sr.Latest.TS == 0 || sr.Latest.Bits == 0 || len(sr.Points) != 2 {
+		t.Errorf("first query: latest %+v, points %v; want the update's value 42 and the chunk's point with it", sr.Latest, sr.Points)
+	}
+}

@@ -86,6 +86,16 @@ func (f *fakePeer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if err := c.Write(ctx, websocket.MessageText, msg); err != nil {
 			return
 		}
+		// The current values at once, as the agent sends them after the history: of its
+		// latest scan, the newest point.
+		var latest int64
+		if len(pts) > 0 {
+			latest = pts[len(pts)-1][0]
+		}
+		upd, _ := json.Marshal(map[string]any{"type": "update", "id": req["id"], "ts": latest, "series": []any{}})
+		if err := c.Write(ctx, websocket.MessageText, upd); err != nil {
+			return
+		}
 		f.got <- struct{}{}
 	}
 }

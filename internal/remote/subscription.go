@@ -25,7 +25,10 @@ type sub struct {
 	rate        bool
 	unsubscribe bool // only for the wire
 	keep        time.Duration
-	ready       chan struct{} // closed at the first data
+	// ready is closed at the first update: a peer answers a subscription with its history
+	// chunk (when asked for) and then, at once, its current values (/api/v1/ws), so by then
+	// both have arrived.
+	ready chan struct{}
 
 	mu        sync.Mutex
 	readyOnce sync.Once
@@ -178,7 +181,7 @@ func (s *sub) receive(node string, m *wireMsg) {
 		}
 	}
 	s.mu.Unlock()
-	if m.Type != "error" {
+	if m.Type == "update" {
 		s.readyOnce.Do(func() { close(s.ready) })
 	}
 	for _, l := range notify {
