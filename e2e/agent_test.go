@@ -14,6 +14,7 @@ import (
 // TestGoApplication: a Go process using package shm shows up with its counter rate, levels,
 // float and state.
 func TestGoApplication(t *testing.T) {
+	serial(t)
 	a := startAgent(t)
 	base := filepath.Join(t.TempDir(), "app")
 	app := startProc(t, []string{"CANTAL_PATH=" + base, "CANTAL_APPNAME=shop"}, nil,
@@ -130,6 +131,7 @@ func python(t *testing.T) string {
 // for a while leaves a gap in history (missing timestamps, no invented values), and the series
 // stops when the process exits.
 func TestHandWrittenFiles(t *testing.T) {
+	serial(t)
 	a := startAgent(t)
 	dir := t.TempDir()
 	base := filepath.Join(dir, "script")
@@ -212,6 +214,7 @@ func TestHandWrittenFiles(t *testing.T) {
 // TestMountNamespace: a process in its own mount namespace whose CANTAL_PATH exists only inside
 // it is read through /proc/PID/root.
 func TestMountNamespace(t *testing.T) {
+	serial(t)
 	if _, err := exec.LookPath("unshare"); err != nil {
 		t.Fatal("unshare (util-linux) is needed")
 	}

@@ -13,6 +13,7 @@ import (
 // TestRestartKeepsHistory: SIGTERM writes the snapshot; the restarted agent answers for the
 // points taken before.
 func TestRestartKeepsHistory(t *testing.T) {
+	serial(t)
 	a := startAgent(t)
 	startProc(t, []string{"CANTAL_PATH=" + filepath.Join(t.TempDir(), "app")}, nil, filepath.Join(bin, "testapp"))
 	var before []Series
@@ -57,6 +58,7 @@ func (s Series) labelSelector() string {
 
 // TestBadRequests: malformed requests get a 4xx with a JSON reason.
 func TestBadRequests(t *testing.T) {
+	serial(t)
 	a := startAgent(t)
 	for _, tc := range []struct {
 		method, path, body string
@@ -83,6 +85,7 @@ func TestBadRequests(t *testing.T) {
 
 // TestMachineSeries: the machine's own series are there with sane values.
 func TestMachineSeries(t *testing.T) {
+	serial(t)
 	a := startAgent(t)
 	waitFor(t, 5*time.Second, func() error {
 		ss, err := a.series("/api/v1/metrics", `{metric=~"cpu.*"}`)

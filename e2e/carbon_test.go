@@ -138,6 +138,7 @@ func (c *carbonCache) fetch(path string, from int64) (map[int64]float64, error) 
 // resends what carbon missed from its history, so every point the agent holds is in whisper at
 // its own 2 s slot with its own value — no hole — under the node-name prefix.
 func TestCarbonResendsAfterOutage(t *testing.T) {
+	detach := background(t)
 	cb := startCarbon(t)
 	const sel = `{metric=~"cpu\\.(idle|user)_ms|late_probe\\.value", cpu=""}`
 	a := startAgent(t, "--interval", "2s", "--carbon", cb.Addr, "--carbon-interval", "2s",
@@ -169,6 +170,7 @@ func TestCarbonResendsAfterOutage(t *testing.T) {
 		}
 		return nil
 	})
+	detach() // the rest mostly waits: the other tests run meanwhile
 	cb.stop()
 	down := time.Now()
 	// The agent restarts during the outage (SIGTERM, same state directory): it reloads its

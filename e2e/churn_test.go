@@ -14,6 +14,7 @@ import (
 // for a moment or not at all, neither stall the scans nor leave applications or processes behind
 // in the agent's tables once they are gone.
 func TestProcessChurn(t *testing.T) {
+	serial(t)
 	a := startAgent(t)
 	type counts struct {
 		Processes, Apps int
@@ -62,6 +63,7 @@ done`, dir)
 // point at the time of each scan the agent's own series has one. It asserts on the points in the
 // history, never on how long anything took.
 func TestAppAmidChurn(t *testing.T) {
+	serial(t)
 	a := startAgent(t)
 	dir := t.TempDir()
 	// 20 processes every 100 ms, each sleeping 5–10 s, for at most 60 s.

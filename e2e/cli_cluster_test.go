@@ -14,6 +14,7 @@ import (
 // first with `cantal cluster metrics|history|stats`: both nodes answer, tables show one row or
 // column per node, and the aggregates are those of the nodes' values.
 func TestCLICluster(t *testing.T) {
+	serial(t)
 	a1 := startAgent(t, "--cluster-name", "cli-cluster", "--node-name", "n1")
 	u, _ := url.Parse(a1.URL)
 	startAgent(t, "--cluster-name", "cli-cluster", "--node-name", "n2", "--peer", u.Host)

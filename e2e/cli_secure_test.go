@@ -38,6 +38,7 @@ func cantalEnv(t *testing.T, env []string, args ...string) (string, string, int)
 // TestCLISecure: the cantal tool against a real agent with a web config: over TLS with the CA,
 // as a basic-auth user or with a client certificate; refused, with advice, without them.
 func TestCLISecure(t *testing.T) {
+	serial(t)
 	s := newSecureSetup(t, "VerifyClientCertIfGiven")
 	a := startSecureAgent(t, s)
 	dir := t.TempDir()
@@ -117,6 +118,7 @@ func TestCLISecure(t *testing.T) {
 // TestCLISecureUnix: an agent with a web config listening on TCP and on a Unix socket; the
 // cantal tool reads through the socket with no credential (the caller is its uid).
 func TestCLISecureUnix(t *testing.T) {
+	serial(t)
 	s := newSecureSetup(t, "VerifyClientCertIfGiven")
 	sock := filepath.Join(t.TempDir(), "cantal.sock")
 	// startSecureAgent, with a second listener: the agent's last --listen wins.

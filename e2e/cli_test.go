@@ -19,6 +19,7 @@ func cantal(t *testing.T, args ...string) (string, error) {
 // TestCLI: the cantal tool reads an application's files with no agent, and queries a real agent
 // with tables and JSON.
 func TestCLI(t *testing.T) {
+	serial(t)
 	app := startProc(t, []string{"CANTAL_PATH=" + filepath.Join(t.TempDir(), "app")}, nil,
 		filepath.Join(bin, "testapp"), "-state", "cli test")
 	// No agent: straight from the files, by pid.

@@ -41,6 +41,7 @@ func httpJSON(u string, v any) error {
 // TestPrometheusScrapesAgent: a real Prometheus scraping the agent's /metrics every 2 s holds
 // an application's counter, rising at the application's rate.
 func TestPrometheusScrapesAgent(t *testing.T) {
+	serial(t)
 	prom := need(t, "prometheus")
 	a := startAgent(t)
 	app := startProc(t, []string{"CANTAL_PATH=" + filepath.Join(t.TempDir(), "app")}, nil,
@@ -90,6 +91,7 @@ func TestPrometheusScrapesAgent(t *testing.T) {
 // TestInfluxDBTakesAgentOutput: a real InfluxDB 1.x accepts the agent's whole /influx output
 // and returns an application's value by query.
 func TestInfluxDBTakesAgentOutput(t *testing.T) {
+	serial(t)
 	influxd := need(t, "influxd")
 	a := startAgent(t)
 	app := startProc(t, []string{"CANTAL_PATH=" + filepath.Join(t.TempDir(), "app")}, nil,
@@ -170,6 +172,7 @@ func TestInfluxDBTakesAgentOutput(t *testing.T) {
 
 // TestPushIngest: lines POSTed to /write and statsd packets join the agent's series and history.
 func TestPushIngest(t *testing.T) {
+	serial(t)
 	statsd := freePort(t)
 	a := startAgent(t, "--statsd", statsd)
 	code, body := a.raw("POST", "/write?precision=s", "jobs,queue=mail pending=7i\nnot a valid line\njobs,queue=mail done=3u\n")

@@ -5,6 +5,7 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -22,7 +23,23 @@ import (
 
 var bin string // directory of the built binaries
 
+// ports is the run's book of handed-out ports (see freePort); set by TestMain.
+var ports *portBook
+
+// sched orders the tests (see serial and background); its zero value is ready.
+var sched scheduler
+
+// TestMain builds the binaries once for every test. Unless -test.parallel is given, it lets
+// every test hold a parallel slot at once: the tests gate themselves (serial, background), and
+// a serial test waiting its turn in a slot must not keep a background test from starting.
 func TestMain(m *testing.M) {
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		flag.Set("test.parallel", "1000")
+	}
+	ports = &portBook{given: map[string]bool{}}
 	dir, err := os.MkdirTemp("", "cantal-e2e-bin")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -42,6 +59,75 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
+}
+
+// scheduler runs the tests in a line, one at a time, in the order go test starts them (the
+// files' order), except that the few tests that mostly wait (a receiver's outage of minutes,
+// an agent down and restarted) go first and leave the line once started: they call
+// background and then its detach, and run on beside the line and each other. Most tests
+// assert on what an agent sees of the whole machine, or load it (process churn, busy loops),
+// or compare rates and CPU sums with a tolerance: they call serial and keep the line to
+// themselves, as every test did before. A background test's start (its receivers, its agent's
+// first scans of every process) is in the line, so it loads the machine no more than a serial
+// test; after detach it must own everything it uses: its ports (freePort never hands a port out
+// twice, so a receiver stopped for minutes gets its port back), its temporary directories, its
+// own receivers (Prometheus, VictoriaMetrics, carbon-cache), its agents; it sets no
+// environment variable, measures no CPU or time, and asserts only on series of its own agent.
+// A test calling neither runs alone, before all of them (go test runs the non-parallel tests
+// first). Safe for concurrent use.
+type scheduler struct {
+	mu         sync.Mutex
+	lastSerial chan struct{} // closed when the last serial test in line has ended
+	lastBG     chan struct{} // closed when the last background test in line has detached
+}
+
+// turn puts t in a line (last: the line's last place) and makes t parallel; it returns once
+// the one before t is done and what after returns (nil: nothing) is closed, with the func that
+// says t is done (idempotent; called by t's last cleanup at the latest).
+func turn(t *testing.T, last *chan struct{}, after func() chan struct{}) (done func()) {
+	t.Helper()
+	sched.mu.Lock()
+	prev, mine := *last, make(chan struct{})
+	*last = mine
+	sched.mu.Unlock()
+	var once sync.Once
+	done = func() { once.Do(func() { close(mine) }) }
+	// go test calls every test up to here, one by one, before it resumes any: the lines are
+	// in the files' order and complete when t.Parallel returns.
+	t.Parallel()
+	for _, c := range []chan struct{}{prev, after()} {
+		if c != nil {
+			<-c
+		}
+	}
+	t.Cleanup(done) // registered first, so run last: after t's agents and programs stopped
+	return done
+}
+
+// serial makes t one of the tests that run one at a time: it returns once the background
+// tests have detached and the serial test before t has ended, its cleanups included.
+func serial(t *testing.T) {
+	t.Helper()
+	turn(t, &sched.lastSerial, func() chan struct{} {
+		sched.mu.Lock()
+		defer sched.mu.Unlock()
+		return sched.lastBG
+	})
+}
+
+// background makes t a test that starts first, one at a time, and runs beside the serial
+// ones from its call of detach on (see scheduler for what it must own from then on).
+func background(t *testing.T) (detach func()) {
+	t.Helper()
+	return turn(t, &sched.lastBG, func() chan struct{} { return nil })
+}
+
+// portBook remembers every port freePort handed out in this run: tests run side by side, and
+// a port a test will listen on again (a receiver stopped for an outage, then started on the
+// same address) must not be handed to another test meanwhile. Safe for concurrent use.
+type portBook struct {
+	mu    sync.Mutex
+	given map[string]bool // host:port
 }
 
 // lockedBuffer collects a process's output for the failure message.
@@ -87,14 +173,31 @@ func (a *agent) do(req *http.Request) (*http.Response, error) {
 	return http.DefaultClient.Do(req)
 }
 
+// freePort returns a loopback address free now and never handed out before in this run.
 func freePort(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	ports.mu.Lock()
+	defer ports.mu.Unlock()
+	// Listeners stay open until one gives a new port, so the kernel offers another each time.
+	var held []net.Listener
+	defer func() {
+		for _, l := range held {
+			l.Close()
+		}
+	}()
+	for range 1000 {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, l)
+		if addr := l.Addr().String(); !ports.given[addr] {
+			ports.given[addr] = true
+			return addr
+		}
 	}
-	defer l.Close()
-	return l.Addr().String()
+	t.Fatalf("no port in 1000 that was not handed out before (%d handed out)", len(ports.given))
+	return ""
 }
 
 // startAgent starts the agent on a free port with a 500 ms interval and a fresh state dir (unless

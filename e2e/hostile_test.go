@@ -17,6 +17,7 @@ const nobody = 65534
 // millisecond. The agent refuses each with a reason in /api/v1/status, leaks no content, keeps
 // scanning promptly, and still reads a well-behaved application beside them.
 func TestHostileFiles(t *testing.T) {
+	serial(t)
 	a := startAgent(t)
 	dir := t.TempDir()
 	// nobody must be able to reach the directory (t.TempDir's parent is 0700).

@@ -204,6 +204,7 @@ func tolerance(fam string, neValue, rate, skew, memTotal float64) float64 {
 // the coverage table to artifacts/nodeexporter-coverage.md and requires node-mixin's families
 // in both.
 func TestNodeExporterSideBySide(t *testing.T) {
+	serial(t)
 	neURL := startNodeExporter(t)
 	// Debian's node_exporter excludes more mount points than upstream's (the agent's default).
 	a := startAgent(t, "--fs-mount-points-exclude", debianMountPointsExclude)
@@ -327,6 +328,7 @@ func writeArtifact(t *testing.T, name, content string) {
 // same families (node_exporter's names, such as node_memory_MemAvailable_bytes, are not
 // snake_case, and that is what dashboards expect).
 func TestPromtoolOnLiveMetrics(t *testing.T) {
+	serial(t)
 	promtool := need(t, "promtool")
 	neURL := startNodeExporter(t)
 	statsd := freePort(t)
@@ -505,6 +507,7 @@ var nodeMixinAlertExprs = map[string]string{
 // recording rules and alert expressions; each returns data. It also checks that
 // sum(rate(node_cpu_seconds_total[1m])) is the number of CPUs within 5 %.
 func TestNodeMixinOnAgent(t *testing.T) {
+	serial(t)
 	a := startAgent(t, "--interval", "1s")
 	api := startPrometheusFor(t, strings.TrimPrefix(a.URL, "http://"), nodeMixinRules)
 	// A full minute of points, so that rate(...[1m]) is over a whole window.

@@ -43,6 +43,7 @@ func runOtelapp(t *testing.T, a *agent, args ...string) string {
 // 2.5 s apart; the JSON API shows them with their values and labels (appname from service.name,
 // instance from service.instance.id), and history holds one point per push.
 func TestOTLPIngestOTelSDK(t *testing.T) {
+	serial(t)
 	a := startAgent(t)
 	for _, c := range []struct {
 		name  string
@@ -110,6 +111,7 @@ func TestOTLPIngestOTelSDK(t *testing.T) {
 // TestWriteTimestampsE2E: /write points with old, current and future timestamps, against the
 // real agent (500 ms scans).
 func TestWriteTimestampsE2E(t *testing.T) {
+	serial(t)
 	a := startAgent(t)
 	time.Sleep(time.Second)
 	now := time.Now().UnixMilli()
@@ -162,6 +164,7 @@ func TestWriteTimestampsE2E(t *testing.T) {
 // configured for http/json would; the answer is an ExportMetricsServiceResponse in JSON, with
 // partial_success for the refused data point.
 func TestOTLPJSONCurl(t *testing.T) {
+	serial(t)
 	curl, err := exec.LookPath("curl")
 	if err != nil {
 		t.Fatalf("curl is needed (scripts/setup.sh installs it): %v", err)
@@ -201,6 +204,7 @@ func TestOTLPJSONCurl(t *testing.T) {
 // point the agent refuses (an attribute named "metric") comes back as a partial success that
 // the SDK reports with the agent's reason, and the other metrics are stored.
 func TestOTLPPartialSuccessOTelSDK(t *testing.T) {
+	serial(t)
 	a := startAgent(t)
 	app, err := otelappOnce()
 	if err != nil {

@@ -41,6 +41,7 @@ func processesOf(t *testing.T, body string) []procRow {
 // socket sees its own processes and not root's, an anonymous network caller sees none, root
 // sees every one; command lines carry no secret either way.
 func TestFinding12_HidePIDPrivacy(t *testing.T) {
+	serial(t)
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Fatal("curl is not installed (make setup installs it)")
 	}

@@ -31,8 +31,10 @@ import (
 //
 // Each receiver is read raw (Prometheus: a range-vector instant query; VictoriaMetrics:
 // /api/v1/export), not through a resampling query. Both outages are shared, so the suite pays
-// the 5 minutes once; the test takes about 7 minutes.
+// the 5 minutes once; the test takes about 7 minutes, the other tests running meanwhile from
+// the outage on (background).
 func TestRemoteWriteLossless(t *testing.T) {
+	detach := background(t)
 	const (
 		node     = "rw-e2e"
 		interval = 2 * time.Second
@@ -142,6 +144,7 @@ func TestRemoteWriteLossless(t *testing.T) {
 	time.Sleep(10 * time.Second)
 	caughtUp(30 * time.Second)
 	check("steady state", nil)
+	detach() // the rest mostly waits: the other tests run meanwhile
 
 	// 2. Both receivers down for 5 minutes.
 	prom.stop()
@@ -483,6 +486,7 @@ func (r *receiver) raw(node string, fromMs int64) ([]rawPoint, error) {
 // after. The agent holds pushed series back until their scans are final (docs/remote-write.md);
 // short segments (--snapshot-interval 16s at --interval 1s: 16 scans) keep the wait under 30 s.
 func TestRemoteWriteLatePush(t *testing.T) {
+	serial(t)
 	const node = "rw-late"
 	prom := &receiver{t: t, name: "prometheus", prog: need(t, "prometheus"), dir: t.TempDir(), addr: freePort(t)}
 	prom.args = []string{"--config.file=" + writeFile(t, prom.dir, "prometheus.yml", "global: {}\n"),

@@ -137,6 +137,7 @@ finally:
 // rrdd.py talks, registers with the agent on --rrdd-rpc (which made --rrdd-dir), writes its
 // file where the agent told it, and its datasources are served with the host's owner.
 func TestRRDDRPCPythonPlugin(t *testing.T) {
+	serial(t)
 	py := "/usr/bin/python3"
 	if _, err := os.Stat(py); err != nil {
 		t.Skip("no python3")
@@ -260,6 +261,7 @@ func TestRRDDRPCPythonPlugin(t *testing.T) {
 // TestRRDDRPCRefusesLiveSocket: an agent does not take over a socket another server answers on
 // (xcp-rrdd's own): it stops with an error, and the socket is left alone.
 func TestRRDDRPCRefusesLiveSocket(t *testing.T) {
+	serial(t)
 	sock := filepath.Join(t.TempDir(), "xcp-rrdd")
 	first := startAgent(t, "--rrdd-rpc", sock)
 	// Killed after a minute should it run (it must exit at once), so that a regression fails.

@@ -50,6 +50,7 @@ func mkdirMode(t *testing.T, path string, uid int, mode os.FileMode) string {
 // agent refuses the directory: nothing of the shadow file shows in the status, the exports or
 // the log, and no series is published from it.
 func TestFinding01_RRDDDirSymlinkSquat(t *testing.T) {
+	serial(t)
 	top := openTree(t)
 	shm := mkdirMode(t, filepath.Join(top, "shm"), 0, 0o777|os.ModeSticky)
 	private := mkdirMode(t, filepath.Join(top, "private"), 0, 0o700)
@@ -145,6 +146,7 @@ func TestFinding01_RRDDDirSymlinkSquat(t *testing.T) {
 // owner="uid 65534", never the owner="host" its metadata claims; a root plugin beside it keeps
 // owner="host".
 func TestFinding01_RRDDForeignPluginLabelled(t *testing.T) {
+	serial(t)
 	top := openTree(t)
 	dir := mkdirMode(t, filepath.Join(top, "metrics"), 0, 0o777|os.ModeSticky)
 	a := startAgent(t, "--rrdd-dir", dir)
@@ -174,6 +176,7 @@ func TestFinding01_RRDDForeignPluginLabelled(t *testing.T) {
 // does not exist. /api/v1/status gives both the same reason, so it cannot be used to probe
 // directories nobody cannot search, and nothing is read from there.
 func TestFinding13_UnreachableCantalPath(t *testing.T) {
+	serial(t)
 	top := openTree(t)
 	private := mkdirMode(t, filepath.Join(top, "private"), 0, 0o700)
 	secret := fmt.Sprint("SECRET", time.Now().UnixNano())

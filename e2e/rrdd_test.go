@@ -13,6 +13,7 @@ import (
 // the datasource kinds and labels; a corrupt plugin file beside it shows in status and stops
 // nothing.
 func TestRRDDPlugin(t *testing.T) {
+	serial(t)
 	dir := t.TempDir()
 	a := startAgent(t, "--rrdd-dir", dir)
 	startProc(t, nil, nil, filepath.Join(bin, "rrdd-plugin"), "-dir", dir, "-name", "example", "-interval", "300ms")

@@ -129,6 +129,7 @@ var secureRoutes = []struct {
 // a wrong one, reads need reader, writes need writer; a WebSocket and a gossip stream need a
 // credential too; plain HTTP on the port gets no data.
 func TestSecureRoutesGoClient(t *testing.T) {
+	serial(t)
 	s := newSecureSetup(t, "VerifyClientCertIfGiven")
 	a := startSecureAgent(t, s, "--pprof")
 	c := s.client(false)
@@ -212,6 +213,7 @@ func TestSecureRoutesGoClient(t *testing.T) {
 
 // TestSecureRoutesCurl: the same with curl, the client most users try first.
 func TestSecureRoutesCurl(t *testing.T) {
+	serial(t)
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Fatal("curl is not installed (make setup installs it)")
 	}
@@ -272,6 +274,7 @@ func TestSecureRoutesCurl(t *testing.T) {
 // TestSecurePrometheus: a real Prometheus scrapes the agent over TLS with basic auth (the
 // agent's series arrive) and, in a second job with a wrong password, is refused (up is 0).
 func TestSecurePrometheus(t *testing.T) {
+	serial(t)
 	promBin, err := exec.LookPath("prometheus")
 	if err != nil {
 		t.Fatal("prometheus is not installed (make setup installs it)")

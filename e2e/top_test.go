@@ -25,6 +25,7 @@ func tmux(t *testing.T, sock string, args ...string) string {
 // busy process, changes from one refresh to the next, and q ends the program (back to the
 // shell, exit status 0).
 func TestTopInTmux(t *testing.T) {
+	serial(t)
 	if _, err := exec.LookPath("tmux"); err != nil {
 		t.Fatalf("tmux not found (%v): run scripts/install-deps-carbon.sh", err)
 	}
