@@ -31,7 +31,7 @@ func main() {
 	// The heap is mostly long-lived (series table, history) and a scan makes little garbage:
 	// collect when the heap has grown by 15 % of the live heap, without the runtime's forced
 	// collection every two minutes; under heavy process churn, which makes much garbage, the
-	// growth adapts up to the live heap (see package gcpace). GOGC or GOMEMLIMIT in the
+	// growth adapts up to half the live heap (see package gcpace). GOGC or GOMEMLIMIT in the
 	// environment leave the runtime's own pacing in place.
 	if os.Getenv("GOGC") == "" && os.Getenv("GOMEMLIMIT") == "" {
 		defer gcpace.Start(0.15).Stop()

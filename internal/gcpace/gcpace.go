@@ -15,10 +15,10 @@
 // released rather than kept beside a grown heap.
 //
 // The growth adapts to the garbage made: a collection that comes less than MinGap after the
-// previous one doubles it, up to MaxGrowth (GOGC=100), and one that comes more than 4×MinGap
+// previous one doubles it, up to MaxGrowth (GOGC=50), and one that comes more than 4×MinGap
 // after halves it back towards the growth Start was given. A process that makes little
 // garbage keeps a small heap; one that makes much (the agent under heavy process churn, whose
-// short-lived processes' series come and go every scan) trades up to a live heap's worth of
+// short-lived processes' series come and go every scan) trades up to half a live heap's worth of
 // memory for collections no more often than every MinGap or so, each of which marks the whole
 // live heap.
 package gcpace
@@ -34,7 +34,7 @@ import (
 // MinGap and MaxGrowth bound the adaptation of the growth (see the package documentation).
 const (
 	MinGap    = 20 * time.Second
-	MaxGrowth = 1.0
+	MaxGrowth = 0.5
 )
 
 // adapt returns the growth to use after a collection that came gap after the previous one,
