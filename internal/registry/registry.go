@@ -353,11 +353,13 @@ func (r *Registry) attach(ref *series.Ref) *entry {
 func (r *Registry) register(ref *series.Ref, inHistory bool) *entry {
 	var hid history.ID
 	if ref.Kind != series.State {
-		register := r.hist.Register // the key was just looked up: not there
+		var id history.ID
+		var err error
 		if inHistory {
-			register = r.hist.Series
+			id, err = r.hist.Series(ref.Key, ref.Kind)
+		} else {
+			id, err = r.hist.Register(ref.Key, ref.Kind) // the key was just looked up: not there
 		}
-		id, err := register(ref.Key, ref.Kind)
 		if err != nil {
 			r.Problem(ref.Key, err.Error())
 			return nil
