@@ -34,13 +34,7 @@ func TestProcessesReuseStatWhileIdle(t *testing.T) {
 	opt, write := idleFixture(t)
 	stat5000 := strings.TrimSuffix(string(readFixture(t, "proc/5000/stat")), "\n")
 	p := NewProcesses(opt)
-	collect := func() *Process {
-		t.Helper()
-		if err := p.Collect(context.Background(), series.NewRecorder()); err != nil {
-			t.Fatal(err)
-		}
-		return findPID(p.Table(), 5000)
-	}
+	collect := func() *Process { t.Helper(); return collectPID(t, p, 5000) }
 	// Scans 1 and 2 read stat (the first has no schedstat to compare, the second sets it).
 	for range 2 {
 		if got := collect(); got == nil || got.CPUUser != 0.07 {
@@ -122,13 +116,7 @@ func TestProcessesReuseStatReparented(t *testing.T) {
 	write("6000", "stat", stat6000+"\n")
 	write("6000", "schedstat", "3000 10 2\n")
 	p := NewProcesses(opt)
-	collect := func() *Process {
-		t.Helper()
-		if err := p.Collect(context.Background(), series.NewRecorder()); err != nil {
-			t.Fatal(err)
-		}
-		return findPID(p.Table(), 6000)
-	}
+	collect := func() *Process { t.Helper(); return collectPID(t, p, 6000) }
 	for range 3 {
 		if got := collect(); got == nil || got.PPID != 5000 {
 			t.Fatalf("scan %d: %+v", p.gen, got)
@@ -199,13 +187,7 @@ func TestProcessesIdleDetails(t *testing.T) {
 	const noSwap = "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n"
 	write(".", "swaps", noSwap)
 	p := NewProcesses(opt)
-	collect := func() *Process {
-		t.Helper()
-		if err := p.Collect(context.Background(), series.NewRecorder()); err != nil {
-			t.Fatal(err)
-		}
-		return findPID(p.Table(), 5000)
-	}
+	collect := func() *Process { t.Helper(); return collectPID(t, p, 5000) }
 	for range 3 {
 		collect()
 	}
@@ -246,4 +228,13 @@ func TestKeepOpenCap(t *testing.T) {
 			t.Errorf("keepOpenCap(%d) = %d; want %d", limit, got, want)
 		}
 	}
+}
+
+// collectPID runs one scan of p and returns pid's row (nil when it is not in the table).
+func collectPID(t *testing.T, p *Processes, pid int) *Process {
+	t.Helper()
+	if err := p.Collect(context.Background(), series.NewRecorder()); err != nil {
+		t.Fatal(err)
+	}
+	return findPID(p.Table(), pid)
 }
