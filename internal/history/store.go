@@ -83,6 +83,24 @@ func Rate(prev, cur Point) (float64, bool) {
 	return float64(cur.Bits-prev.Bits) * 1000 / float64(cur.TS-prev.TS), true
 }
 
+// metaSlab is how many metas the writer allocates at once (see writer.newMeta).
+const metaSlab = 128
+
+// newMeta returns a zero meta from the writer's current slab. A series' meta is its own heap
+// object no more: under process churn hundreds of thousands of them (one per series of a dead
+// process, kept until the series is dropped) each cost the collector an object to mark at every
+// cycle. A meta is never reused, so readers holding one see it unchanged; a slab stays in
+// memory while any of its metas does (at most metaSlab × 32 bytes for one long-lived series
+// among short-lived ones).
+func (w *writer) newMeta() *meta {
+	if len(w.metaSlab) == 0 {
+		w.metaSlab = make([]meta, metaSlab)
+	}
+	m := &w.metaSlab[0]
+	w.metaSlab = w.metaSlab[1:]
+	return m
+}
+
 // meta is the immutable description of a registered series.
 type meta struct {
 	key  string
@@ -286,6 +304,8 @@ type writer struct {
 	retired []*staging
 	pages   pagePool  // the pages of retired stagings, for the next ones
 	late    []lateAdd // AddAt's points for committed scans of the open segment (late.go)
+	// metaSlab holds the metas not yet handed out by newMeta.
+	metaSlab []meta
 }
 
 // New returns an empty Store.
@@ -355,7 +375,9 @@ func (s *Store) register(key string, kind series.Kind, born int64) (ID, error) {
 		t = nt
 		s.metas.Store(t)
 	}
-	t.m[id].Store(&meta{key: key, kind: kind, born: born})
+	m := w.newMeta()
+	m.key, m.kind, m.born = key, kind, born
+	t.m[id].Store(m)
 	s.mu.Lock()
 	s.keys.insert(key, id)
 	s.mu.Unlock()

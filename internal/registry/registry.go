@@ -79,6 +79,7 @@ type Registry struct {
 	evictedNow int                     // series dropped by the limits in this scan
 	free       []int32
 	evictTS    []int64 // evict's scratch
+	entries    []entry // the entries not yet handed out by newEntry
 	added      int     // series added in this scan
 	removed    int     // series removed in this scan
 	live       int     // series written in this scan
@@ -207,7 +208,8 @@ func (r *Registry) History() *history.Store { return r.hist }
 // add gives a new series a slot and an entry, linked to ref when it is not nil; labels are the
 // series' (ref's when linked). It returns the slot.
 func (r *Registry) add(key string, kind series.Kind, hid history.ID, labels series.Labels, ref *series.Ref) int32 {
-	e := &entry{key: key, kind: kind, hid: hid}
+	e := r.newEntry()
+	e.key, e.kind, e.hid = key, kind, hid
 	if ref != nil && labels != nil {
 		e.labels.Store(labels)
 	}
@@ -263,6 +265,24 @@ func (r *Registry) add(key string, kind series.Kind, hid history.ID, labels seri
 	r.count++
 	r.added++
 	return slot
+}
+
+// entrySlab is how many entries the registry allocates at once (see newEntry).
+const entrySlab = 64
+
+// newEntry returns a zero entry from the registry's current slab. An entry is not its own heap
+// object: under process churn hundreds of thousands of them (the series of dead processes, kept
+// until the series limit or the hour drops them) would each cost the collector an object to
+// mark at every cycle. An entry is never reused (readers may hold one), so a slab stays in
+// memory while any of its entries does: at most entrySlab × 64 bytes for one long-lived series
+// registered amid short-lived ones.
+func (r *Registry) newEntry() *entry {
+	if len(r.entries) == 0 {
+		r.entries = make([]entry, entrySlab)
+	}
+	e := &r.entries[0]
+	r.entries = r.entries[1:]
+	return e
 }
 
 // find returns the slot of the series with key (-1: none) and, when the key is known (to the

@@ -382,3 +382,36 @@ func points(r *Registry, key string, toMs int64) []history.Point {
 	})
 	return pts
 }
+
+// TestHandleOutlivesItsSeries: a Handle taken from a View keeps describing its series after the
+// series is dropped and others take its slot and the memory around it (entries come from slabs,
+// and are never reused).
+func TestHandleOutlivesItsSeries(t *testing.T) {
+	r, _ := newReg(t, time.Hour)
+	r.SetMaxSeries(100)
+	ts := int64(1_700_000_000_000)
+	var old []Handle
+	for round := range 5 {
+		ts += 2000
+		r.Begin(ts)
+		for i := range 100 {
+			r.Put(r.Series(series.Labels{"metric": "m", "round": strconv.Itoa(round), "i": strconv.Itoa(i)}, series.Counter), uint64(i))
+		}
+		r.Commit()
+		if round == 0 {
+			r.View().Each(func(h Handle) bool { old = append(old, h); return true })
+		}
+	}
+	if len(old) != 100 {
+		t.Fatalf("%d handles from the first scan; want 100", len(old))
+	}
+	for _, h := range old {
+		l := h.Labels()
+		if l["round"] != "0" || h.Key() != l.Key() || h.Kind() != series.Counter {
+			t.Fatalf("a handle of the first scan now says key %s, labels %v, kind %v", h.Key(), l, h.Kind())
+		}
+	}
+	if v := r.View(); v.Evicted < 300 {
+		t.Errorf("%d evicted; want the first rounds' series gone (at least 300)", v.Evicted)
+	}
+}
