@@ -28,10 +28,9 @@ func TestBrowserAlertBadge(t *testing.T) {
 	if err != nil {
 		t.Fatalf("chromium not found (%v): run `make setup` (scripts/install-deps-ui.sh installs Debian's chromium)", err)
 	}
-	root := repoRoot(t)
 	shots := uiArtifacts(t)
 	tmp := t.TempDir()
-	bin, rules := buildAlertAgent(t, root, tmp)
+	bin, rules := buildAlertAgent(t, tmp)
 	ag := startAlertAgent(t, bin, "alert-node", "--alert-rules", rules)
 	base := "http://" + ag.addr
 	probe := startProber(t, ag, 1)
@@ -142,7 +141,7 @@ func TestBrowserAlertBadgeCluster(t *testing.T) {
 	}
 	shots := uiArtifacts(t)
 	tmp := t.TempDir()
-	bin, rules := buildAlertAgent(t, repoRoot(t), tmp)
+	bin, rules := buildAlertAgent(t, tmp)
 	n1 := startAlertAgent(t, bin, "n1", "--alert-rules", rules, "--cluster-name", "alerts-ui")
 	n2 := startAlertAgent(t, bin, "n2", "--alert-rules", rules, "--cluster-name", "alerts-ui", "--peer", n1.addr)
 	client := &http.Client{Timeout: 2 * time.Second}
@@ -234,16 +233,10 @@ const probeRules = `rules:
     summary: the pushed probe is over 10
 `
 
-// buildAlertAgent builds the agent into dir and writes probeRules beside it.
-func buildAlertAgent(t *testing.T, root, dir string) (bin, rules string) {
+// buildAlertAgent returns the run's agent binary (agentBinary) and writes probeRules into dir.
+func buildAlertAgent(t *testing.T, dir string) (bin, rules string) {
 	t.Helper()
-	bin = filepath.Join(dir, "cantal-agent")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/cantal-agent")
-	build.Dir = root
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/cantal-agent: %v\n%s", err, out)
-	}
+	bin = agentBinary(t)
 	rules = filepath.Join(dir, "rules.yaml")
 	if err := os.WriteFile(rules, []byte(probeRules), 0o644); err != nil {
 		t.Fatal(err)

@@ -39,7 +39,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) == "1" {
 		os.Exit(runHelper())
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	removeAgentBinary()
+	os.Exit(code)
 }
 
 // runHelper publishes helperSeries counters and one state through shm at $CANTAL_PATH, updates
@@ -260,19 +262,12 @@ func TestBrowser(t *testing.T) {
 		}
 		chrome = p
 	}
-	root := repoRoot(t)
 	shots := artifactDir(t)
 	tmp := t.TempDir()
 	// The agent refuses files of processes in directories it cannot traverse; TempDir is 0700
 	// but owned by us, and the agent runs as the same user.
 
-	bin := filepath.Join(tmp, "cantal-agent")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/cantal-agent")
-	build.Dir = root
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/cantal-agent: %v\n%s", err, out)
-	}
+	bin := agentBinary(t)
 
 	// An instrumented application with 10k series.
 	helper := exec.Command(os.Args[0], "-test.run=^$")

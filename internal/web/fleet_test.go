@@ -76,16 +76,9 @@ func TestBrowserFleet(t *testing.T) {
 	if err != nil {
 		t.Fatal("chromium is not installed (make setup: scripts/install-deps-ui.sh installs it)")
 	}
-	root := repoRoot(t)
 	shots := uiArtifacts(t)
 	tmp := t.TempDir()
-	bin := filepath.Join(tmp, "cantal-agent")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/cantal-agent")
-	build.Dir = root
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build ./cmd/cantal-agent: %v\n%s", err, out)
-	}
+	bin := agentBinary(t)
 
 	// Three agents; n2 and n3 join n1.
 	var nodes []*fleetNode

@@ -36,14 +36,8 @@ func TestBrowserLogin(t *testing.T) {
 	if err != nil {
 		t.Fatal("chromium is not installed (make setup installs it)")
 	}
-	root := repoRoot(t)
 	tmp := t.TempDir()
-	bin := filepath.Join(tmp, "cantal-agent")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/cantal-agent")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
+	bin := agentBinary(t)
 	ca, err := certs.NewCA("ui test CA")
 	if err != nil {
 		t.Fatal(err)

@@ -110,10 +110,9 @@ func TestBrowserOverview(t *testing.T) {
 	if err != nil {
 		t.Fatalf("chromium not found (%v): run `make setup` (scripts/install-deps-ui.sh installs Debian's chromium)", err)
 	}
-	root := repoRoot(t)
 	shots := uiArtifacts(t)
 	tmp := t.TempDir()
-	bin, _ := buildAlertAgent(t, root, tmp)
+	bin, _ := buildAlertAgent(t, tmp)
 	ag := startAlertAgent(t, bin, "overview-node")
 	base := "http://" + ag.addr
 
