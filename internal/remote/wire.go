@@ -6,6 +6,7 @@ import (
 	"math"
 	"strconv"
 
+	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/series"
 )
 
@@ -26,7 +27,7 @@ type wireSeries struct {
 	Kind   series.Kind     `json:"kind"`
 	Value  json.RawMessage `json:"value"`
 	TS     int64           `json:"ts"`
-	Rate   *float64        `json:"rate"`
+	Rate   apiwire.Number  `json:"rate"` // absent when the sample has none; "NaN" and ±Inf as strings
 	Text   string          `json:"text"`
 	Since  int64           `json:"since"`
 	Fn     string          `json:"fn"`
@@ -172,37 +173,18 @@ func (d *pointDecoder) point(p *wirePoint) error {
 // sample returns the update's sample, and its value as a float.
 func (ws *wireSeries) sample() (series.Sample, float64) {
 	smp := series.Sample{Labels: ws.Labels, Kind: ws.Kind, TS: ws.TS, Text: ws.Text, Since: ws.Since}
-	v := parseNum(ws.Value)
+	var v float64
 	if ws.Kind != series.State {
+		var n apiwire.Number // a number, or "NaN", "+Inf", "-Inf"; anything else is 0
+		if n.UnmarshalJSON(ws.Value) == nil {
+			v = n.F
+		}
 		smp.Bits = exactBits(ws.Kind, ws.Value, v)
 	}
-	if ws.Rate != nil {
-		smp.Rate, smp.HasRate = *ws.Rate, true
+	if ws.Rate.Valid {
+		smp.Rate, smp.HasRate = ws.Rate.F, true
 	}
 	return smp, v
-}
-
-func parseNum(raw json.RawMessage) float64 {
-	var f float64
-	if json.Unmarshal(raw, &f) == nil {
-		return f
-	}
-	var str string
-	json.Unmarshal(raw, &str)
-	return parseFloatString(str)
-}
-
-func parseFloatString(s string) float64 {
-	switch s {
-	case "NaN":
-		return math.NaN()
-	case "+Inf":
-		return math.Inf(1)
-	case "-Inf":
-		return math.Inf(-1)
-	}
-	f, _ := strconv.ParseFloat(s, 64)
-	return f
 }
 
 // exactBits turns a JSON number back into the raw bits of kind k, exactly for integers.

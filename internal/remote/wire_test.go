@@ -76,3 +76,27 @@ func FuzzWireMessage(f *testing.F) {
 		}
 	})
 }
+
+// TestWireNonFiniteRate: an update whose rate or value is one of the strings the API writes
+// for non-finite numbers decodes (with *float64 a "NaN" rate failed the whole message, and the
+// session with it); a counter above 2^53 keeps its exact bits.
+func TestWireNonFiniteRate(t *testing.T) {
+	var m wireMsg
+	msg := `{"type":"update","id":"a","ts":5,"series":[` +
+		`{"labels":{"metric":"c"},"kind":"counter","value":18446744073709551615,"ts":5,"rate":"NaN"},` +
+		`{"labels":{"metric":"f"},"kind":"float","value":"-Inf","ts":5},` +
+		`{"labels":{"metric":"s"},"kind":"state","value":"NaN","ts":5,"text":"NaN","since":3}]}`
+	if err := json.Unmarshal([]byte(msg), &m); err != nil {
+		t.Fatal(err)
+	}
+	c, _ := m.Series[0].sample()
+	if c.Bits != math.MaxUint64 || !c.HasRate || !math.IsNaN(c.Rate) {
+		t.Errorf("counter = %+v; want bits 2^64-1 and a NaN rate", c)
+	}
+	if f, v := m.Series[1].sample(); !math.IsInf(v, -1) || !math.IsInf(math.Float64frombits(f.Bits), -1) || f.HasRate {
+		t.Errorf("float = %+v, %v; want -Inf and no rate", f, v)
+	}
+	if s, _ := m.Series[2].sample(); s.Text != "NaN" || s.Since != 3 || s.Bits != 0 {
+		t.Errorf("state = %+v; want text NaN since 3", s)
+	}
+}
