@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/cantal-go/cantal/e2e/cluster/fleet"
-	"github.com/cantal-go/cantal/internal/netns"
+	"github.com/cantal-go/cantal/internal/testsupport/netns"
 )
 
 // BenchmarkClusterFleet runs the fleet scenario of issue 24 (e2e/cluster/fleet) with real

@@ -16,12 +16,12 @@ import (
 	"time"
 
 	"github.com/cantal-go/cantal/internal/cluster"
-	"github.com/cantal-go/cantal/internal/cluster/memnet"
+	"github.com/cantal-go/cantal/internal/testsupport/memnet"
 	"github.com/hashicorp/memberlist"
 )
 
 // Scale benchmark of cluster membership: N gossip members in one process on an in-memory network
-// (internal/cluster/memnet), each a full cluster.Cluster running the agent's memberlist code and
+// (internal/testsupport/memnet), each a full cluster.Cluster running the agent's memberlist code and
 // tuning (gossip every 200 ms to 4 nodes, LZW compression, push/pull every 15 s scaled by
 // memberlist with N), with one exception for N > 100, below.
 //

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cantal-go/cantal/internal/cputime"
 	"github.com/cantal-go/cantal/internal/export"
 	"github.com/cantal-go/cantal/internal/series"
+	"github.com/cantal-go/cantal/internal/testsupport/cputime"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"google.golang.org/protobuf/proto"

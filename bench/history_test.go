@@ -8,10 +8,10 @@ import (
 
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
 
-	"github.com/cantal-go/cantal/internal/cputime"
 	"github.com/cantal-go/cantal/internal/history"
-	"github.com/cantal-go/cantal/internal/history/procmix"
 	"github.com/cantal-go/cantal/internal/series"
+	"github.com/cantal-go/cantal/internal/testsupport/cputime"
+	"github.com/cantal-go/cantal/internal/testsupport/procmix"
 )
 
 // Side-by-side benchmarks of internal/history against Prometheus tsdb/chunkenc XOR chunks (120

@@ -21,11 +21,11 @@ import (
 	"github.com/golang/snappy"
 	"github.com/prometheus/prometheus/prompb"
 
-	"github.com/cantal-go/cantal/internal/cputime"
 	"github.com/cantal-go/cantal/internal/export"
 	"github.com/cantal-go/cantal/internal/history"
 	"github.com/cantal-go/cantal/internal/remotewrite"
 	"github.com/cantal-go/cantal/internal/series"
+	"github.com/cantal-go/cantal/internal/testsupport/cputime"
 )
 
 // The remote-write benchmarks compare the agent's remote_write (internal/remotewrite reading the

@@ -19,9 +19,9 @@ import (
 	"github.com/prometheus/procfs"
 	"github.com/prometheus/procfs/blockdevice"
 
-	"github.com/cantal-go/cantal/internal/cputime"
 	"github.com/cantal-go/cantal/internal/series"
 	"github.com/cantal-go/cantal/internal/sysscan"
+	"github.com/cantal-go/cantal/internal/testsupport/cputime"
 )
 
 func startSleepers(b *testing.B, n int) {

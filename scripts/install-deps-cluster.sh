@@ -1,5 +1,5 @@
 #!/bin/sh
-# install-deps-cluster.sh installs what the multi-node cluster tests (internal/netns and the
+# install-deps-cluster.sh installs what the multi-node cluster tests (internal/testsupport/netns and the
 # agent's network-namespace tests) run: iproute2 (`ip netns`, veth, bridge, `tc netem`),
 # nftables (packet loss on kernels built without netem), ping (iputils-ping) and unshare
 # (util-linux: the fleet tests give each agent a PID namespace of its own).

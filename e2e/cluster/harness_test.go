@@ -1,5 +1,5 @@
 // Package cluster holds the multi-node end-to-end tests of issue 6: real cantal-agent binaries,
-// one per network namespace (package internal/netns: veth pairs into a bridge), joined by
+// one per network namespace (package internal/testsupport/netns: veth pairs into a bridge), joined by
 // gossip, queried through the HTTP and WebSocket APIs while links are cut, healed, made lossy
 // and agents killed. They need root and iproute2 (scripts/install-deps-cluster.sh); without them
 // they fail, never skip.
@@ -34,7 +34,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cantal-go/cantal/internal/netns"
+	"github.com/cantal-go/cantal/internal/testsupport/netns"
 )
 
 // agentBin is the cantal-agent binary built by TestMain.

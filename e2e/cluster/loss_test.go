@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cantal-go/cantal/internal/netns"
+	"github.com/cantal-go/cantal/internal/testsupport/netns"
 )
 
 // lossyBound is how long membership may take to converge with 30% loss on every link. Every

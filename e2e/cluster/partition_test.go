@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/cantal-go/cantal/e2e/cluster/fleet"
-	"github.com/cantal-go/cantal/internal/netns"
+	"github.com/cantal-go/cantal/internal/testsupport/netns"
 )
 
 // Issue 24's bounds for a partition and its heal.

@@ -22,7 +22,7 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/cantal-go/cantal/internal/netns"
+	"github.com/cantal-go/cantal/internal/testsupport/netns"
 	"github.com/cantal-go/cantal/internal/testsupport/testpki"
 )
 

@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cantal-go/cantal/internal/cputime"
 	"github.com/cantal-go/cantal/internal/history"
 	"github.com/cantal-go/cantal/internal/registry"
 	"github.com/cantal-go/cantal/internal/sysscan"
+	"github.com/cantal-go/cantal/internal/testsupport/cputime"
 )
 
 // BenchmarkCollect1000x100 reads 1000 applications' files of 100 metrics each (100k series) into

@@ -6,9 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cantal-go/cantal/internal/cputime"
 	"github.com/cantal-go/cantal/internal/history"
 	"github.com/cantal-go/cantal/internal/series"
+	"github.com/cantal-go/cantal/internal/testsupport/cputime"
 )
 
 // histSource is a Source over a history.Store, as the agent's (which walks the registry's view

@@ -16,7 +16,7 @@ import (
 
 	"github.com/hashicorp/memberlist"
 
-	"github.com/cantal-go/cantal/internal/cluster/memnet"
+	"github.com/cantal-go/cantal/internal/testsupport/memnet"
 )
 
 // fastTune shortens memberlist's timers so tests converge and detect failures in about a second,

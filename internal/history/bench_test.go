@@ -5,8 +5,8 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/cantal-go/cantal/internal/cputime"
 	"github.com/cantal-go/cantal/internal/series"
+	"github.com/cantal-go/cantal/internal/testsupport/cputime"
 )
 
 // BenchmarkAdd measures the writer's cost per sample in steady state, segment compression

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cantal-go/cantal/internal/cputime"
+	"github.com/cantal-go/cantal/internal/testsupport/cputime"
 )
 
 // reportCPU reports CPU ns per unit since start.

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cantal-go/cantal/internal/cputime"
 	"github.com/cantal-go/cantal/internal/series"
+	"github.com/cantal-go/cantal/internal/testsupport/cputime"
 )
 
 // scanAt runs one scan at ts with fn between Begin and Commit.

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cantal-go/cantal/internal/cputime"
 	"github.com/cantal-go/cantal/internal/history"
 	"github.com/cantal-go/cantal/internal/series"
+	"github.com/cantal-go/cantal/internal/testsupport/cputime"
 )
 
 // BenchmarkChurnScan measures one scan (one op) of issue 22's churn at the registry and history

@@ -5,8 +5,8 @@ import (
 	"os/exec"
 	"testing"
 
-	"github.com/cantal-go/cantal/internal/cputime"
 	"github.com/cantal-go/cantal/internal/series"
+	"github.com/cantal-go/cantal/internal/testsupport/cputime"
 )
 
 // startSleepers starts n sleep processes and stops them when the benchmark ends.

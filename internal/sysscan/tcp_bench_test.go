@@ -5,8 +5,8 @@ import (
 	"net"
 	"testing"
 
-	"github.com/cantal-go/cantal/internal/cputime"
 	"github.com/cantal-go/cantal/internal/series"
+	"github.com/cantal-go/cantal/internal/testsupport/cputime"
 	"golang.org/x/sys/unix"
 )
 

@@ -31,7 +31,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cantal-go/cantal/internal/netns"
+	"github.com/cantal-go/cantal/internal/testsupport/netns"
 )
 
 // Port is the agents' HTTP and gossip port.

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/cantal-go/cantal/internal/netns"
+	"github.com/cantal-go/cantal/internal/testsupport/netns"
 )
 
 // Scenario is the fleet-scale run of issue 24, shared by the partition test (20 nodes) and the

@@ -1,7 +1,7 @@
 // Command record scans this machine's /proc at the agent's interval and writes the realistic mix
 // used by the history package's tests and benchmarks.
 //
-//	go run ./internal/history/procmix/record -scans 300 -interval 2s -out internal/history/testdata/procmix.json.gz
+//	go run ./internal/testsupport/procmix/record -scans 300 -interval 2s -out internal/history/testdata/procmix.json.gz
 package main
 
 import (
@@ -13,7 +13,7 @@ import (
 	"os/signal"
 	"time"
 
-	"github.com/cantal-go/cantal/internal/history/procmix"
+	"github.com/cantal-go/cantal/internal/testsupport/procmix"
 )
 
 func main() {

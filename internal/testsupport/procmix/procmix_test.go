@@ -66,7 +66,7 @@ func TestRecordAndReadBack(t *testing.T) {
 }
 
 func TestCommittedMixLoads(t *testing.T) {
-	m, err := Load("../testdata/procmix.json.gz")
+	m, err := Load("../../history/testdata/procmix.json.gz")
 	if err != nil {
 		t.Fatal(err)
 	}
