@@ -21,13 +21,7 @@ import (
 // header's badge with 1 firing alert, as a person sees it (drawn text, visible box); its list
 // names the alert and the node; a value back under the threshold clears the badge.
 func TestBrowserAlertBadge(t *testing.T) {
-	if !Built(Dist()) {
-		t.Fatal("the web UI is not built (internal/web/dist has no index.html): run `make setup` (scripts/build-ui.sh) first")
-	}
-	chrome, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Fatalf("chromium not found (%v): run `make setup` (scripts/install-deps-ui.sh installs Debian's chromium)", err)
-	}
+	chrome := requireBrowser(t)
 	shots := uiArtifacts(t)
 	tmp := t.TempDir()
 	bin, rules := buildAlertAgent(t, tmp)
@@ -132,13 +126,7 @@ func TestBrowserAlertBadge(t *testing.T) {
 // shows on n1's pages with n2 named in the list; when n2 is killed, n1's badge shows node_down
 // for n2 and the list names n2 as not answering.
 func TestBrowserAlertBadgeCluster(t *testing.T) {
-	if !Built(Dist()) {
-		t.Fatal("the web UI is not built (internal/web/dist has no index.html): run `make setup` (scripts/build-ui.sh) first")
-	}
-	chrome, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Fatalf("chromium not found (%v): run `make setup` (scripts/install-deps-ui.sh installs Debian's chromium)", err)
-	}
+	chrome := requireBrowser(t)
 	shots := uiArtifacts(t)
 	tmp := t.TempDir()
 	bin, rules := buildAlertAgent(t, tmp)

@@ -251,17 +251,7 @@ func jsString(s string) string {
 }
 
 func TestBrowser(t *testing.T) {
-	if !Built(Dist()) {
-		t.Fatal("the web UI is not built (internal/web/dist has no index.html): run `make setup` (scripts/build-ui.sh) first")
-	}
-	chrome := "/usr/bin/chromium"
-	if _, err := os.Stat(chrome); err != nil {
-		p, lerr := exec.LookPath("chromium")
-		if lerr != nil {
-			t.Fatalf("chromium not found (%v): run `make setup` (scripts/install-deps-ui.sh installs Debian's chromium)", err)
-		}
-		chrome = p
-	}
+	chrome := requireBrowser(t)
 	shots := artifactDir(t)
 	tmp := t.TempDir()
 	// The agent refuses files of processes in directories it cannot traverse; TempDir is 0700

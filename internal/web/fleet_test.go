@@ -69,13 +69,7 @@ func uiArtifacts(t *testing.T) string {
 var fleetLevels = map[string]float64{"n1": 15, "n2": 50, "n3": 85}
 
 func TestBrowserFleet(t *testing.T) {
-	if !Built(Dist()) {
-		t.Fatal("the web UI is not built (internal/web/dist has no index.html): run scripts/build-ui.sh")
-	}
-	chrome, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Fatal("chromium is not installed (make setup: scripts/install-deps-ui.sh installs it)")
-	}
+	chrome := requireBrowser(t)
 	shots := uiArtifacts(t)
 	tmp := t.TempDir()
 	bin := agentBinary(t)

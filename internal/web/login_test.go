@@ -32,10 +32,7 @@ import (
 // credentials, and the overview draws its CPU chart from the history and keeps it moving over
 // the WebSocket; refusing the challenge leaves a page without data.
 func TestBrowserLogin(t *testing.T) {
-	chrome, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Fatal("chromium is not installed (make setup installs it)")
-	}
+	chrome := requireBrowser(t)
 	tmp := t.TempDir()
 	bin := agentBinary(t)
 	ca, err := certs.NewCA("ui test CA")
@@ -90,20 +87,8 @@ func TestBrowserLogin(t *testing.T) {
 		t.Fatal(err)
 	}
 	spki := sha256.Sum256(leaf.RawSubjectPublicKeyInfo)
-	opts := append(chromedp.DefaultExecAllocatorOptions[:0:0],
-		chromedp.ExecPath(chrome),
-		chromedp.Flag("headless", true),
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.NoFirstRun,
-		chromedp.Flag("disable-component-update", true),
-		chromedp.Flag("disable-sync", true),
-		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.Flag("ignore-certificate-errors-spki-list", base64.StdEncoding.EncodeToString(spki[:])),
-		chromedp.UserDataDir(filepath.Join(tmp, "profile")),
-		chromedp.WindowSize(1400, 1000),
-	)
+	opts := browserOptions(chrome, filepath.Join(tmp, "profile"), 1400, 1000,
+		chromedp.Flag("ignore-certificate-errors-spki-list", base64.StdEncoding.EncodeToString(spki[:])))
 	actx, cancelA := chromedp.NewExecAllocator(context.Background(), opts...)
 	defer cancelA()
 

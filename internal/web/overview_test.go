@@ -103,13 +103,7 @@ func agentDisks(t *testing.T, n *fleetNode) []string {
 }
 
 func TestBrowserOverview(t *testing.T) {
-	if !Built(Dist()) {
-		t.Fatal("the web UI is not built (internal/web/dist has no index.html): run `make setup` (scripts/build-ui.sh) first")
-	}
-	chrome, err := exec.LookPath("chromium")
-	if err != nil {
-		t.Fatalf("chromium not found (%v): run `make setup` (scripts/install-deps-ui.sh installs Debian's chromium)", err)
-	}
+	chrome := requireBrowser(t)
 	shots := uiArtifacts(t)
 	tmp := t.TempDir()
 	bin, _ := buildAlertAgent(t, tmp)
