@@ -172,18 +172,12 @@ func TestDialsBounded(t *testing.T) {
 type slowUpdatePeer struct{}
 
 func (slowUpdatePeer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	c, err := websocket.Accept(w, r, nil)
-	if err != nil {
+	c, req, ok := acceptSubscription(w, r)
+	if !ok {
 		return
 	}
 	defer c.CloseNow()
 	ctx := r.Context()
-	_, data, err := c.Read(ctx)
-	if err != nil {
-		return
-	}
-	var req map[string]string
-	json.Unmarshal(data, &req)
 	now := time.Now().UnixMilli()
 	labels := map[string]string{"metric": "m"}
 	h, _ := json.Marshal(map[string]any{"type": "history", "id": req["id"], "series": []any{

@@ -238,3 +238,19 @@ func TestQueryDoesNotWaitForFailingPeer(t *testing.T) {
 		t.Fatal("the query waited for a peer whose connection had failed")
 	}
 }
+
+// acceptSubscription accepts a test peer's WebSocket and reads the hub's first message, its
+// subscription (a malformed one reads as an empty map). ok is false when either failed.
+func acceptSubscription(w http.ResponseWriter, r *http.Request) (c *websocket.Conn, req map[string]string, ok bool) {
+	c, err := websocket.Accept(w, r, nil)
+	if err != nil {
+		return nil, nil, false
+	}
+	_, data, err := c.Read(r.Context())
+	if err != nil {
+		c.CloseNow()
+		return nil, nil, false
+	}
+	json.Unmarshal(data, &req)
+	return c, req, true
+}

@@ -119,18 +119,12 @@ func withRoots(c *tls.Config, ca *testpki.CA) *tls.Config {
 type updatingPeer struct{}
 
 func (updatingPeer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	c, err := websocket.Accept(w, r, nil)
-	if err != nil {
+	c, req, ok := acceptSubscription(w, r)
+	if !ok {
 		return
 	}
 	defer c.CloseNow()
 	ctx := r.Context()
-	_, data, err := c.Read(ctx)
-	if err != nil {
-		return
-	}
-	var req map[string]string
-	json.Unmarshal(data, &req)
 	hist, _ := json.Marshal(map[string]any{"type": "history", "id": req["id"], "series": []any{}})
 	if c.Write(ctx, websocket.MessageText, hist) != nil {
 		return
