@@ -64,7 +64,7 @@ func (p *Processes) sleeping(procfd int, st *procState, sink series.Sink) schedV
 	}
 	f := &st.files[pfSched]
 	st.schedNow = schedUntracked
-	if p.schedOK < 0 || st.noSched || !st.haveLast || !st.envDone || st.last.Threads != 1 ||
+	if p.schedOK < 0 || st.noSched || !st.envDone || st.last.Threads != 1 ||
 		st.last.State == 'Z' || st.last.State == 'X' || (!f.open && p.kept >= p.opt.KeepOpen) {
 		if f.open { // it has threads now: schedstat would not tell
 			f.close()

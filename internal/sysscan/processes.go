@@ -89,8 +89,7 @@ type procState struct {
 	ioDenied   bool
 	prevRSS    uint64       // RSS pages at prevAt
 	stirred    bool         // CPU or RSS moved since status was last read
-	last       pidStat      // the latest stat line read (without Comm), reused while the process does not run
-	haveLast   bool         // last is set
+	last       pidStat      // the latest stat line read (without Comm; a procState is made from one), reused while the process does not run
 	sched      pidSchedstat // at the latest schedstat read
 	haveSched  bool         // sched is set
 	noSched    bool         // its schedstat could not be read: its stat line is read at every scan
@@ -550,7 +549,7 @@ func (p *Processes) scanPID(procfd, pid int, sink series.Sink, sc *scanCount) {
 		st.files[pfStat] = *stat
 		p.procs[pid] = st
 	}
-	st.last, st.haveLast, st.idle = ps, true, 0
+	st.last, st.idle = ps, 0
 	st.last.Comm = nil                                    // b is reused by the next read
 	if st.comm != string(ps.Comm) || st.prevAt.IsZero() { // no allocation when equal
 		if st.comm != string(ps.Comm) {
