@@ -18,13 +18,17 @@ HOLD=${HOLD:-/tmp/cantal-hold}
 PORT=${PORT:-22690}
 LOAD=${LOAD:-/dev/shm/cantal-hold}
 . scripts/load-lib.sh
-alive() { [ -f "$HOLD/$1.pid" ] && kill -0 "$(cat "$HOLD/$1.pid")" 2>/dev/null; }
+alive() { [ -f "$HOLD/$1.pid" ] && running "$(cat "$HOLD/$1.pid")"; }
+# running: the process exists and has not exited. An exited one can linger as a zombie when
+# its parent does not reap it (run in a PID namespace of its own, whose init is a plain
+# program), and kill -0 would take it for alive.
+running() { s=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null) && [ -n "$s" ] && [ "$s" != Z ]; }
 
 agent() {
 	if alive agent; then
 		p=$(cat "$HOLD/agent.pid")
 		kill -TERM "$p"
-		while kill -0 "$p" 2>/dev/null; do sleep 0.2; done
+		while running "$p"; do sleep 0.2; done
 	fi
 	setsid "$1" --listen 127.0.0.1:"$PORT" --state-dir "$HOLD/state" --pprof --log-level warn \
 		>>"$HOLD/agent.log" 2>&1 </dev/null &
