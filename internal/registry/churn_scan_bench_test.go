@@ -1,11 +1,13 @@
 package registry
 
 import (
+	"context"
 	"log/slog"
 	"math/rand/v2"
 	"os"
 	"runtime"
 	"runtime/metrics"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"testing"
@@ -102,6 +104,104 @@ func BenchmarkChurnScan(b *testing.B) {
 	})
 }
 
+// BenchmarkChurnScanSave is BenchmarkChurnScan with the history as the agent keeps it
+// (--snapshot-interval 1m at --interval 2s: segments of 30 scans, 8 carried over at a close) and
+// its snapshot saved into a directory right after each scan that closed a segment, as the
+// agent's saveLoop does (history.Saver.Save: the segment's file, the series table's changes,
+// HEAD with the open segment's carried-over scans, fsyncs). The state is warmed up the same way
+// (saves included), so that the series table holds ~490 000 series and the timed saves include
+// the table's log appends and compactions in their steady proportion. One op = one scan;
+// save-cpu-ms/scan is the process CPU time spent in Save (on the scanning goroutine here, a
+// goroutine of its own in the agent) divided by all the scans; use -benchtime Nx with N a
+// multiple of 30.
+//
+//	go test -run '^$' -bench ChurnScanSave -benchtime 600x -count 3 ./internal/registry/
+func BenchmarkChurnScanSave(b *testing.B) {
+	warm := 1900
+	if testing.Short() {
+		warm = 300
+	}
+	if s := os.Getenv("CHURN_WARM"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			b.Fatalf("CHURN_WARM=%q: %v", s, err)
+		}
+		warm = n
+	}
+	var c *churn
+	var sv *history.Saver
+	var closed int64
+	var saves int
+	var saveCPU time.Duration
+	var saveBytes int64
+	scan := func(tb testing.TB) {
+		c.scan()
+		h := c.r.History()
+		if n := h.Closed(); n != closed {
+			closed = n
+			t := cputime.Process()
+			st, err := sv.Save()
+			saveCPU += cputime.Process() - t
+			if err != nil {
+				tb.Fatal(err)
+			}
+			saves++
+			saveBytes += st.Bytes
+		}
+	}
+	b.Run("procs=10000/new=500", func(b *testing.B) {
+		if c == nil {
+			c = newChurnOpts(10000, 500, history.Options{Retention: time.Hour, Interval: 2 * time.Second, BlockScans: 30, GraceScans: 8})
+			dir, err := os.MkdirTemp("", "churnsave")
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Cleanup(func() { os.RemoveAll(dir) })
+			sv = history.NewSaver(dir, c.r.History())
+			for range warm {
+				scan(b)
+			}
+		}
+		runtime.GC()
+		gc0, user0, n0 := gcStats()
+		cpu0 := cputime.Process()
+		saves, saveCPU, saveBytes = 0, 0, 0
+		b.ReportAllocs()
+		b.ResetTimer()
+		// Labelled, so that a -cpuprofile can be narrowed to the timed scans: -tagfocus phase=timed.
+		pprof.Do(context.Background(), pprof.Labels("phase", "timed"), func(context.Context) {
+			for range b.N {
+				scan(b)
+			}
+		})
+		b.StopTimer()
+		cpu := cputime.Process() - cpu0
+		gc1, user1, n1 := gcStats()
+		scans := float64(b.N)
+		b.ReportMetric(float64(cpu.Nanoseconds())/scans/1e6, "cpu-ms/scan")
+		b.ReportMetric(float64(saveCPU.Nanoseconds())/scans/1e6, "save-cpu-ms/scan")
+		if saves > 0 {
+			b.ReportMetric(float64(saveBytes)/float64(saves), "bytes/save")
+		}
+		if gc1 > gc0 {
+			b.ReportMetric((gc1-gc0)/(gc1-gc0+user1-user0), "gc-share")
+		}
+		b.ReportMetric(float64(n1-n0)/scans, "gcs/scan")
+		var gcCPU []time.Duration
+		for range 3 {
+			t := cputime.Process()
+			runtime.GC()
+			gcCPU = append(gcCPU, cputime.Process()-t)
+		}
+		slices.Sort(gcCPU)
+		b.ReportMetric(float64(gcCPU[1].Nanoseconds())/1e6, "fullgc-cpu-ms")
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap-MiB")
+		b.ReportMetric(float64(c.r.View().Len()), "series")
+	})
+}
+
 // gcStats returns the runtime's estimates of the CPU seconds spent in the GC and in user code,
 // and the completed GC cycles, so far. The estimates count the time the runtime's threads were
 // running or runnable (so a loaded machine inflates both): only their ratio is reported.
@@ -143,7 +243,11 @@ type churnProc struct {
 }
 
 func newChurn(procs, births int) *churn {
-	h := history.New(history.Options{Retention: time.Hour, Interval: 2 * time.Second, GraceScans: 8})
+	return newChurnOpts(procs, births, history.Options{Retention: time.Hour, Interval: 2 * time.Second, GraceScans: 8})
+}
+
+func newChurnOpts(procs, births int, opt history.Options) *churn {
+	h := history.New(opt)
 	r := New(h, time.Hour, slog.New(slog.DiscardHandler))
 	r.SetMaxSeries(500_000) // the agent's default --max-series
 	c := &churn{r: r, sink: r, procs: procs, births: births, ring: make([]churnProc, procs), pid: 1000,
