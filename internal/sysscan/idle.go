@@ -1,6 +1,7 @@
 package sysscan
 
 import (
+	"bytes"
 	"fmt"
 
 	"github.com/cantal-go/cantal/internal/series"
@@ -18,8 +19,12 @@ import (
 // those of the previous read).
 //
 // What a process's stat line can show changed without the process running, and how it is caught:
-//   - its resident memory can shrink when the kernel reclaims or swaps out its pages: the stat
-//     line of a process that does not run is read anyway every statIdleEvery scans;
+//   - its resident memory can shrink when the kernel reclaims or swaps out its pages (and grow
+//     when khugepaged collapses them into a huge page): the stat line of a process that does not
+//     run is read anyway every statIdleEvery scans while <proc>/vmstat shows such work in the
+//     last statIdleEvery scans, every statQuietEvery scans otherwise (see readPagesTaken). The
+//     rarer ways (another process truncating a file it maps, or writing into its memory) show
+//     within statQuietEvery scans;
 //   - its parent can exit, making it the child of init or of a subreaper: a reused line whose
 //     parent is not alive in this scan is read again (fixReparented);
 //   - a zombie, or a process whose main thread has exited while another runs on, is always read.
@@ -33,6 +38,11 @@ import (
 // reclaimed, and shows so up to statIdleEvery scans (30 s at the default interval) late, as
 // the I/O of a process that ran for less than a clock tick did before schedstat (ioEvery).
 const statIdleEvery = 15
+
+// statQuietEvery is statIdleEvery while the kernel has neither reclaimed, swapped out nor
+// collapsed pages for statIdleEvery scans: a sleeping process's RSS then moves only in the rare
+// ways listed above. It is statusIdleEvery, the cadence of a sleeping process's status.
+const statQuietEvery = statusIdleEvery
 
 // statCloseIdle is how many scans in a row a process's stat line is reused before its kept stat
 // file is closed.
@@ -97,10 +107,20 @@ func (p *Processes) sleeping(procfd int, st *procState, sink series.Sink) schedV
 		return schedRead
 	}
 	st.schedNow = schedQuiet
-	if (uint64(st.pid)+p.gen)%statIdleEvery == 0 {
+	if (uint64(st.pid)+p.gen)%p.idleEvery() == 0 {
 		return schedRead
 	}
 	return schedIdle
+}
+
+// idleEvery is how often, in this scan, the stat line of a process that does not run is read
+// anyway: statIdleEvery within statIdleEvery scans of pages taken (see readPagesTaken), else
+// statQuietEvery.
+func (p *Processes) idleEvery() uint64 {
+	if p.gen-p.pagesTakenGen < statIdleEvery {
+		return statIdleEvery
+	}
+	return statQuietEvery
 }
 
 // checkSched sets p.schedOK: whether this kernel's schedstat counts run time (it reads "0 0 0"
@@ -181,4 +201,42 @@ func (p *Processes) readSwapInUse(procfd int) bool {
 	}
 	used, err := parseSwapsUsed(b)
 	return err != nil || used > 0
+}
+
+// readPagesTaken sets p.pagesTakenGen to this scan when <proc>/vmstat shows that the kernel
+// reclaimed pages (pgsteal_*), swapped them out (pswpout) or collapsed them into huge pages
+// (thp_collapse_alloc) since the previous scan, or when it cannot tell (the file is missing or
+// unreadable, or this is the first scan): the work that changes the RSS of a process that does
+// not run (see sleeping). On a machine under memory pressure it is every scan; on one with
+// memory to spare, almost never.
+func (p *Processes) readPagesTaken(procfd int) {
+	p.path = append(p.path[:0], "vmstat\x00"...)
+	b, err := readFileAt(procfd, p.path, &p.buf, 64<<10)
+	var sum uint64
+	if err == nil {
+		sum, err = parsePagesTaken(b, &p.vmstat)
+	}
+	if err != nil || !p.haveTaken || sum != p.pagesTaken {
+		p.pagesTakenGen = p.gen
+	}
+	p.pagesTaken, p.haveTaken = sum, err == nil
+}
+
+// parsePagesTaken sums the /proc/vmstat counters of work that moves the RSS of a process that
+// does not run: pgsteal_* (some kernels count a page under two of them, which changes nothing
+// for a sum compared with its previous value), pswpout and thp_collapse_alloc. dst is a reused
+// buffer.
+func parsePagesTaken(b []byte, dst *[]nameVal) (uint64, error) {
+	vs, err := parseVmstat(b, (*dst)[:0])
+	*dst = vs[:0]
+	if err != nil {
+		return 0, err
+	}
+	var sum uint64
+	for _, v := range vs {
+		if bytes.HasPrefix(v.Name, []byte("pgsteal_")) || string(v.Name) == "pswpout" || string(v.Name) == "thp_collapse_alloc" {
+			sum += uint64(v.Val)
+		}
+	}
+	return sum, nil
 }

@@ -47,7 +47,7 @@ func TestProcessesReuseStatWhileIdle(t *testing.T) {
 	sawOld, sawNew := false, false
 	for range statIdleEvery {
 		got := collect()
-		periodic := (5000+p.gen)%statIdleEvery == 0
+		periodic := (5000+p.gen)%p.idleEvery() == 0
 		switch {
 		case got == nil:
 			t.Fatalf("scan %d: pid 5000 missing", p.gen)
@@ -104,6 +104,63 @@ func TestProcessesReuseStatWhileIdle(t *testing.T) {
 	}
 }
 
+// TestProcessesStatQuietCadence: while <proc>/vmstat shows no pages taken, the stat line of a
+// process that does not run is read every statQuietEvery scans, not every statIdleEvery; pages
+// taken bring the faster cadence back for statIdleEvery scans.
+func TestProcessesStatQuietCadence(t *testing.T) {
+	opt, write := idleFixture(t)
+	stat5000 := strings.TrimSuffix(string(readFixture(t, "proc/5000/stat")), "\n")
+	vmstat := string(readFixture(t, "proc/vmstat")) + "pswpout 0\npgsteal_kswapd 0\npgsteal_direct 0\nthp_collapse_alloc 26\n"
+	write("", "vmstat", vmstat)
+	p := NewProcesses(opt)
+	utime := func() float64 {
+		t.Helper()
+		got := collectPID(t, p, 5000)
+		if got == nil {
+			t.Fatalf("scan %d: pid 5000 missing", p.gen)
+		}
+		return got.CPUUser
+	}
+	for p.gen < statIdleEvery+2 {
+		utime()
+	}
+	// No pages taken since the first scan: only a statQuietEvery-periodic scan reads the line.
+	write("5000", "stat", replaceField(stat5000, 14, "9")+"\n")
+	for {
+		got := utime()
+		if p.idleEvery() != statQuietEvery {
+			t.Fatalf("scan %d: idleEvery %d with vmstat unchanged since scan 1", p.gen, p.idleEvery())
+		}
+		if (5000+p.gen)%statQuietEvery == 0 {
+			if got != 0.09 {
+				t.Fatalf("quiet periodic scan %d: utime %v, want the new line's 0.09", p.gen, got)
+			}
+			break
+		}
+		if got != 0.07 {
+			t.Fatalf("scan %d (not a quiet periodic one): utime %v, want the line read before (0.07)", p.gen, got)
+		}
+	}
+	// Reclaim: pgsteal moves; the next statIdleEvery-periodic scan reads the line.
+	write("5000", "stat", replaceField(stat5000, 14, "11")+"\n")
+	write("", "vmstat", strings.Replace(vmstat, "pgsteal_kswapd 0", "pgsteal_kswapd 10", 1))
+	for n := 0; ; n++ {
+		got := utime()
+		if p.idleEvery() != statIdleEvery {
+			t.Fatalf("scan %d, %d after pages were taken: idleEvery %d", p.gen, n, p.idleEvery())
+		}
+		if (5000+p.gen)%statIdleEvery == 0 {
+			if got != 0.11 {
+				t.Fatalf("periodic scan %d after pages were taken: utime %v, want 0.11", p.gen, got)
+			}
+			break
+		}
+		if got != 0.09 {
+			t.Fatalf("scan %d: utime %v, want 0.09", p.gen, got)
+		}
+	}
+}
+
 func TestProcessesReuseStatReparented(t *testing.T) {
 	opt, write := idleFixture(t)
 	// pid 6000: a child of 5000, sleeping through the test.
@@ -122,7 +179,7 @@ func TestProcessesReuseStatReparented(t *testing.T) {
 			t.Fatalf("scan %d: %+v", p.gen, got)
 		}
 	}
-	for (6000+p.gen+1)%statIdleEvery == 0 { // the next scan must not be a periodic read
+	for (6000+p.gen+1)%statIdleEvery == 0 || (6000+p.gen+1)%statQuietEvery == 0 { // the next scan must not be a periodic read
 		collect()
 	}
 	before := p.Stats().StatReused

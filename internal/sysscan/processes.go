@@ -124,11 +124,17 @@ type Processes struct {
 	evTried   bool
 	schedOK   int8 // 0: not checked yet; 1: <proc>/PID/schedstat counts run time; -1: it does not
 	swapInUse bool // some swap was in use at the start of the scan (see readSwapInUse)
-	lists     int  // scans that listed /proc
-	dirents   []byte
-	path      []byte
-	buf       []byte
-	big       []byte
+	// What readPagesTaken knows of <proc>/vmstat: the sum it watches, whether it was read, the
+	// latest scan that saw it move (or could not tell), and a reused buffer.
+	pagesTaken    uint64
+	haveTaken     bool
+	pagesTakenGen uint64
+	vmstat        []nameVal
+	lists         int // scans that listed /proc
+	dirents       []byte
+	path          []byte
+	buf           []byte
+	big           []byte
 
 	budget time.Duration // see SetBudget; 0: none
 	now    time.Time     // of the scan under way
@@ -193,6 +199,7 @@ func (p *Processes) Collect(ctx context.Context, sink series.Sink) error {
 		return fmt.Errorf("scan processes: %w", err)
 	}
 	p.gen++
+	p.readPagesTaken(procfd)
 	now := time.Now()
 	p.now = now
 	p.items = p.items[:0]
