@@ -34,6 +34,14 @@ type Cluster interface {
 	Members() []remote.Member
 }
 
+// LatestQuerier is implemented by a Cluster that answers the peers' current values without
+// their history (remote.Hub): cluster/metrics asks it, so that a first metrics query waits only
+// for each reachable peer's latest values, never for a history chunk. A Cluster without it is
+// asked Query.
+type LatestQuerier interface {
+	QueryLatest(ctx context.Context, match string, rate bool) []remote.NodeAnswer
+}
+
 func (s *Server) registerCluster(mux *http.ServeMux) {
 	handle(mux, "/api/v1/cluster/metrics", map[string]http.HandlerFunc{"GET": s.clusterMetrics})
 	handle(mux, "/api/v1/cluster/history", map[string]http.HandlerFunc{"GET": s.clusterHistory})
@@ -183,7 +191,11 @@ func (s *Server) clusterMetrics(w http.ResponseWriter, r *http.Request) {
 	}
 	nodes := []nodeSeries{{node: s.NodeName, status: remote.OK, series: s.localSamples(q)}}
 	if s.Cluster != nil {
-		for _, a := range s.Cluster.Query(r.Context(), r.URL.Query().Get("match"), q.Rate) {
+		query := s.Cluster.Query
+		if lq, ok := s.Cluster.(LatestQuerier); ok {
+			query = lq.QueryLatest
+		}
+		for _, a := range query(r.Context(), r.URL.Query().Get("match"), q.Rate) {
 			ns := nodeSeries{node: a.Node, status: a.Status, since: a.Since, errMsg: a.Error}
 			for _, sr := range a.Series {
 				if peerVisible != nil && !peerVisible(sr.Latest.Labels) {

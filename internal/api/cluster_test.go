@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/coder/websocket"
+
 	"github.com/cantal-go/cantal/internal/history"
 	"github.com/cantal-go/cantal/internal/registry"
 	"github.com/cantal-go/cantal/internal/remote"
@@ -287,4 +289,91 @@ func TestClusterAggregateGrouping(t *testing.T) {
 	if code := getJSON(t, mux, "/api/v1/cluster/metrics?agg=sum&by=app&without=pid", &ans); code != http.StatusBadRequest {
 		t.Errorf("by and without: status %d; want 400", code)
 	}
+}
+
+// TestClusterMetricsDoesNotWaitForChunks: cluster/metrics, served from a real remote.Hub,
+// answers with a peer's current values while the peer holds back every history it is asked
+// for (and, as the agent does, the values it would queue after it): a metrics query waits
+// for the peers' latest values only. The hub's timeout is a minute: a metrics query that
+// waited for the chunk (as it did when it asked the hub the history's Query) would not answer
+// within the test's 30 s.
+func TestClusterMetricsDoesNotWaitForChunks(t *testing.T) {
+	peer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer c.CloseNow()
+		ctx := r.Context()
+		for {
+			_, data, err := c.Read(ctx)
+			if err != nil {
+				return
+			}
+			var req map[string]string
+			if json.Unmarshal(data, &req) != nil || req["type"] != "subscribe" {
+				continue
+			}
+			if req["history"] != "" {
+				continue // held back: the history, then the current values
+			}
+			now := time.Now().UnixMilli()
+			u, _ := json.Marshal(map[string]any{"type": "update", "id": req["id"], "ts": now, "series": []any{
+				map[string]any{"labels": map[string]string{"metric": "m"}, "kind": "float", "value": 42, "ts": now}}})
+			if c.Write(ctx, websocket.MessageText, u) != nil {
+				return
+			}
+		}
+	}))
+	defer peer.Close()
+	hub := remote.New(remote.Config{Members: func() []remote.Member {
+		return []remote.Member{{ID: "p", Name: "peer", HTTP: strings.TrimPrefix(peer.URL, "http://"), Up: true}}
+	}, Interval: time.Second, Timeout: time.Minute})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go hub.Run(ctx)
+	mux := keptServer(t, hub)
+
+	type answer struct {
+		Nodes []struct {
+			Node, Status string
+			Series       []struct {
+				Labels map[string]string
+				Value  float64
+			}
+		}
+	}
+	get := func(url string) answer {
+		t.Helper()
+		done := make(chan answer, 1)
+		go func() {
+			var ans answer
+			rec := httptest.NewRecorder()
+			mux.ServeHTTP(rec, httptest.NewRequest("GET", url, nil))
+			json.Unmarshal(rec.Body.Bytes(), &ans)
+			done <- ans
+		}()
+		select {
+		case ans := <-done:
+			return ans
+		case <-time.After(30 * time.Second):
+			t.Fatalf("GET %s: no answer in 30 s: it waited for the peer's history chunk", url)
+			return answer{}
+		}
+	}
+	check := func(what string, ans answer) {
+		t.Helper()
+		for _, n := range ans.Nodes {
+			if n.Node != "peer" {
+				continue
+			}
+			if n.Status != "ok" || len(n.Series) != 1 || n.Series[0].Value != 42 || n.Series[0].Labels["node"] != "peer" {
+				t.Errorf("%s: peer %+v; want ok with its value 42", what, n)
+			}
+			return
+		}
+		t.Errorf("%s: no peer in %+v", what, ans)
+	}
+	check("first metrics query", get("/api/v1/cluster/metrics?match=m"))
+	check("second metrics query", get("/api/v1/cluster/metrics?match=m"))
 }

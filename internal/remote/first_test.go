@@ -12,27 +12,47 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/cantal-go/cantal/internal/testsupport/cputime"
 )
 
-// chunkPeer is a peer's /api/v1/ws as the agent serves it to a new subscription: its history
-// chunk (one series, a point per interval over the window asked) and then its latest values.
-// The messages are built once, so that a benchmark's profile shows the querying hub's work.
+// chunkPeer is a peer's /api/v1/ws as the agent serves it: a subscription that asks for a
+// history gets its chunk (a point per interval over the window, for every series) and then the
+// latest values, one without only the latest values. The messages are built once, so that a
+// benchmark's profile shows the querying hub's work.
 type chunkPeer struct {
-	history, update []byte
+	msgs map[string][2][]byte // by wire id: history, update
 }
 
+const chunkMatch = "system.load_avg_1min"
+
 func newChunkPeer(points int, interval time.Duration) *chunkPeer {
+	return newSeriesPeer(1, points, interval)
+}
+
+// newSeriesPeer is a chunkPeer with n series (labelled series="0".."n-1" when n > 1).
+func newSeriesPeer(n, points int, interval time.Duration) *chunkPeer {
 	now := time.Now().UnixMilli()
-	pts := make([]json.RawMessage, points)
-	for i := range pts {
-		pts[i] = json.RawMessage(fmt.Sprintf("[%d,%.2f]", now-int64(points-i)*interval.Milliseconds(), 0.25+float64(i%17)/100))
+	var hist, latest []any
+	for j := range n {
+		pts := make([]json.RawMessage, points)
+		for i := range pts {
+			pts[i] = json.RawMessage(fmt.Sprintf("[%d,%.2f]", now-int64(points-i)*interval.Milliseconds(), 0.25+float64((i+j)%17)/100))
+		}
+		labels := map[string]string{"metric": chunkMatch}
+		if n > 1 {
+			labels["series"] = fmt.Sprint(j)
+		}
+		hist = append(hist, map[string]any{"labels": labels, "kind": "float", "points": pts})
+		latest = append(latest, map[string]any{"labels": labels, "kind": "float", "value": 0.42, "ts": now})
 	}
-	labels := map[string]string{"metric": "system.load_avg_1min"}
-	h, _ := json.Marshal(map[string]any{"type": "history", "id": "raw:system.load_avg_1min", "series": []any{
-		map[string]any{"labels": labels, "kind": "float", "points": pts}}})
-	u, _ := json.Marshal(map[string]any{"type": "update", "id": "raw:system.load_avg_1min", "ts": now, "series": []any{
-		map[string]any{"labels": labels, "kind": "float", "value": 0.42, "ts": now}}})
-	return &chunkPeer{history: h, update: u}
+	p := &chunkPeer{msgs: map[string][2][]byte{}}
+	for _, id := range []string{subKey(chunkMatch, false), chunkPrefix + subKey(chunkMatch, false)} {
+		h, _ := json.Marshal(map[string]any{"type": "history", "id": id, "series": hist})
+		u, _ := json.Marshal(map[string]any{"type": "update", "id": id, "ts": now, "series": latest})
+		p.msgs[id] = [2][]byte{h, u}
+	}
+	return p
 }
 
 func (p *chunkPeer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -51,24 +71,42 @@ func (p *chunkPeer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if json.Unmarshal(data, &req) != nil || req["type"] != "subscribe" {
 			continue
 		}
-		if req["history"] != "" && c.Write(ctx, websocket.MessageText, p.history) != nil {
+		msgs, ok := p.msgs[req["id"]]
+		if !ok {
+			continue
+		}
+		if req["history"] != "" && c.Write(ctx, websocket.MessageText, msgs[0]) != nil {
 			return
 		}
-		if c.Write(ctx, websocket.MessageText, p.update) != nil {
+		if c.Write(ctx, websocket.MessageText, msgs[1]) != nil {
 			return
 		}
 	}
 }
 
 // BenchmarkFirstQuery: the first cluster query of a hub with 9 to 149 peers (new
-// subscriptions: a WebSocket each, a chunk of one series, 5 minutes at 1 s scans or the 5
-// points of a fleet just started, then the latest values), all peers served by one in-process
-// server whose messages are ready-made.
+// subscriptions: a WebSocket each), all peers served by one in-process server whose messages
+// are ready-made. A history query (Query) waits for every peer's chunk (5 minutes at 1 s scans,
+// or the 5 points of a fleet just started) and latest values; a metrics query (QueryLatest)
+// for the latest values only. With 100 series per peer, the two side by side: what a metrics
+// query cost before it had a path of its own (it asked Query) and what it costs now. cpu-ms/op
+// is the process's CPU time (getrusage: the hub and the in-process peers, whose part is
+// writing ready-made messages).
 func BenchmarkFirstQuery(b *testing.B) {
-	for _, c := range []struct{ n, points int }{{9, 300}, {49, 300}, {149, 300}, {149, 5}} {
+	for _, c := range []struct {
+		n, series, points int
+		metrics           bool
+	}{
+		{9, 1, 300, false}, {49, 1, 300, false}, {149, 1, 300, false}, {149, 1, 5, false},
+		{149, 100, 300, false}, {149, 100, 300, true},
+	} {
 		n := c.n
-		b.Run(fmt.Sprintf("peers=%d/points=%d", n, c.points), func(b *testing.B) {
-			srv := httptest.NewServer(newChunkPeer(c.points, time.Second))
+		name := "history"
+		if c.metrics {
+			name = "metrics"
+		}
+		b.Run(fmt.Sprintf("%s/peers=%d/series=%d/points=%d", name, n, c.series, c.points), func(b *testing.B) {
+			srv := httptest.NewServer(newSeriesPeer(c.series, c.points, time.Second))
 			defer srv.Close()
 			addr := strings.TrimPrefix(srv.URL, "http://")
 			members := make([]Member, n)
@@ -76,21 +114,30 @@ func BenchmarkFirstQuery(b *testing.B) {
 				members[i] = Member{ID: fmt.Sprint("p", i), Name: fmt.Sprintf("n%03d", i+2), HTTP: addr, Up: true}
 			}
 			b.ReportAllocs()
+			cpu0 := cputime.Process()
 			for b.Loop() {
-				h := New(Config{Members: func() []Member { return members }, Interval: time.Second, Timeout: 10 * time.Second})
+				// The peers send no update after their first: an interval of 10 s keeps the
+				// answers ok however long the query takes on a busy machine.
+				h := New(Config{Members: func() []Member { return members }, Interval: 10 * time.Second, Timeout: 10 * time.Second})
 				ctx, cancel := context.WithCancel(context.Background())
 				done := make(chan struct{})
 				go func() { h.Run(ctx); close(done) }()
-				ans := h.Query(ctx, "system.load_avg_1min", false)
+				var ans []NodeAnswer
+				if c.metrics {
+					ans = h.QueryLatest(ctx, chunkMatch, false)
+				} else {
+					ans = h.Query(ctx, chunkMatch, false)
+				}
 				for _, a := range ans {
-					if a.Status != OK || len(a.Series) != 1 {
-						b.Fatalf("%s: %s, %d series", a.Node, a.Status, len(a.Series))
+					if a.Status != OK || len(a.Series) != c.series || a.Series[0].Latest.TS == 0 {
+						b.Fatalf("%s: %s, %d series; want ok with %d series and their latest values", a.Node, a.Status, len(a.Series), c.series)
 					}
 				}
 				cancel()
 				<-done
 				srv.CloseClientConnections()
 			}
+			b.ReportMetric(float64(cputime.Process()-cpu0)/float64(time.Millisecond)/float64(b.N), "cpu-ms/op")
 		})
 	}
 }
@@ -110,7 +157,7 @@ type anyMsg struct {
 // BenchmarkDecodeChunk: one peer's history chunk (one series, 300 points: 5 minutes at 1 s
 // scans), decoded into wirePoints (now) and into [2]any (before), side by side.
 func BenchmarkDecodeChunk(b *testing.B) {
-	msg := newChunkPeer(300, time.Second).history
+	msg := newChunkPeer(300, time.Second).msgs[subKey(chunkMatch, false)][0]
 	b.Run("wirePoint", func(b *testing.B) {
 		b.ReportAllocs()
 		b.SetBytes(int64(len(msg)))
@@ -167,8 +214,8 @@ func TestDialsBounded(t *testing.T) {
 	}
 }
 
-// slowUpdatePeer answers a subscription with its history chunk and, 300 ms later, its current
-// values.
+// slowUpdatePeer answers a subscription that asks for a history with its chunk at once, and
+// one without with its current values 300 ms later.
 type slowUpdatePeer struct{}
 
 func (slowUpdatePeer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -180,22 +227,32 @@ func (slowUpdatePeer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	now := time.Now().UnixMilli()
 	labels := map[string]string{"metric": "m"}
-	h, _ := json.Marshal(map[string]any{"type": "history", "id": req["id"], "series": []any{
-		map[string]any{"labels": labels, "kind": "float", "points": [][2]int64{{now - 1000, 1}}}}})
-	if c.Write(ctx, websocket.MessageText, h) != nil {
-		return
+	for {
+		if req["type"] == "subscribe" && req["history"] != "" {
+			h, _ := json.Marshal(map[string]any{"type": "history", "id": req["id"], "series": []any{
+				map[string]any{"labels": labels, "kind": "float", "points": [][2]int64{{now - 1000, 1}}}}})
+			if c.Write(ctx, websocket.MessageText, h) != nil {
+				return
+			}
+		} else if req["type"] == "subscribe" {
+			go func(id string) {
+				time.Sleep(300 * time.Millisecond)
+				u, _ := json.Marshal(map[string]any{"type": "update", "id": id, "ts": now, "series": []any{
+					map[string]any{"labels": labels, "kind": "float", "value": 42, "ts": now}}})
+				c.Write(ctx, websocket.MessageText, u)
+			}(req["id"])
+		}
+		_, data, err := c.Read(ctx)
+		if err != nil {
+			return // the hub went
+		}
+		req = nil
+		json.Unmarshal(data, &req)
 	}
-	time.Sleep(300 * time.Millisecond)
-	u, _ := json.Marshal(map[string]any{"type": "update", "id": req["id"], "ts": now, "series": []any{
-		map[string]any{"labels": labels, "kind": "float", "value": 42, "ts": now}}})
-	if c.Write(ctx, websocket.MessageText, u) != nil {
-		return
-	}
-	c.Read(ctx) // until the hub goes
 }
 
-// TestFirstQueryHasLatest: a first query waits for the peer's current values, not only its
-// history chunk (which comes first): its answer has the latest value of every series.
+// TestFirstQueryHasLatest: a first history query waits for the peer's current values, not only
+// its history chunk (which comes first here): its answer has the latest value of every series.
 func TestFirstQueryHasLatest(t *testing.T) {
 	srv := httptest.NewServer(slowUpdatePeer{})
 	defer srv.Close()
@@ -212,5 +269,110 @@ func TestFirstQueryHasLatest(t *testing.T) {
 	sr := ans[0].Series[0]
 	if sr.Latest.TS == 0 || sr.Latest.Bits == 0 || len(sr.Points) != 2 {
 		t.Errorf("first query: latest %+v, points %v; want the update's value 42 and the chunk's point with it", sr.Latest, sr.Points)
+	}
+}
+
+// chunklessPeer answers a subscription without a history with its current values at once, and
+// holds back one that asks for a history (its chunk, and the current values the agent queues
+// after it) until release is closed: a peer whose chunk is slow to build, send or decode.
+type chunklessPeer struct{ release chan struct{} }
+
+func (p chunklessPeer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	c, req, ok := acceptSubscription(w, r)
+	if !ok {
+		return
+	}
+	defer c.CloseNow()
+	ctx := r.Context()
+	now := time.Now().UnixMilli()
+	labels := map[string]string{"metric": "m"}
+	update := func(id string) []byte {
+		u, _ := json.Marshal(map[string]any{"type": "update", "id": id, "ts": now, "series": []any{
+			map[string]any{"labels": labels, "kind": "float", "value": 42, "ts": now}}})
+		return u
+	}
+	for {
+		switch {
+		case req["type"] == "subscribe" && req["history"] != "":
+			go func(id string) {
+				select {
+				case <-p.release:
+				case <-ctx.Done():
+					return
+				}
+				h, _ := json.Marshal(map[string]any{"type": "history", "id": id, "series": []any{
+					map[string]any{"labels": labels, "kind": "float", "points": [][2]int64{{now - 1000, 1}}}}})
+				if c.Write(ctx, websocket.MessageText, h) == nil {
+					c.Write(ctx, websocket.MessageText, update(id))
+				}
+			}(req["id"])
+		case req["type"] == "subscribe":
+			if c.Write(ctx, websocket.MessageText, update(req["id"])) != nil {
+				return
+			}
+		}
+		_, data, err := c.Read(ctx)
+		if err != nil {
+			return
+		}
+		req = nil
+		json.Unmarshal(data, &req)
+	}
+}
+
+// TestMetricsQueryDoesNotWaitForChunk: a metrics query (QueryLatest) answers with a peer's
+// current values although the peer holds back its history chunk, even after a history query
+// has asked for the chunk; the history query gets the chunk once it comes. The hub's Timeout
+// is a minute, so a query that waited for the chunk would not return within the test's 30 s.
+func TestMetricsQueryDoesNotWaitForChunk(t *testing.T) {
+	peer := chunklessPeer{release: make(chan struct{})}
+	srv := httptest.NewServer(peer)
+	defer srv.Close()
+	h := New(Config{Members: func() []Member {
+		return []Member{{ID: "p", Name: "peer", HTTP: strings.TrimPrefix(srv.URL, "http://"), Up: true}}
+	}, Interval: time.Second, Timeout: time.Minute})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go h.Run(ctx)
+
+	query := func(what string, q func(context.Context, string, bool) []NodeAnswer, qctx context.Context) []NodeAnswer {
+		t.Helper()
+		done := make(chan []NodeAnswer, 1)
+		go func() { done <- q(qctx, "m", false) }()
+		select {
+		case ans := <-done:
+			return ans
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s: no answer in 30 s: it waited for the peer's history chunk", what)
+			return nil
+		}
+	}
+	checkLatest := func(what string, ans []NodeAnswer) {
+		t.Helper()
+		if len(ans) != 1 || ans[0].Status != OK || len(ans[0].Series) != 1 {
+			t.Fatalf("%s = %+v; want the peer ok with its series", what, ans)
+		}
+		if l := ans[0].Series[0].Latest; l.TS == 0 || l.Float() != 42 {
+			t.Errorf("%s: latest %+v; want the update's value 42", what, l)
+		}
+	}
+	checkLatest("first metrics query", query("first metrics query", h.QueryLatest, ctx))
+
+	// A history query asks for the chunk; given up on (its context ends), it answers with
+	// what is in. The metrics queries after it still do not wait for the chunk.
+	hctx, hcancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	ans := query("history query without its chunk", h.Query, hctx)
+	hcancel()
+	checkLatest("history query without its chunk", ans)
+	if pts := ans[0].Series[0].Points; len(pts) != 1 {
+		t.Errorf("history query without its chunk: points %v; want only the update's", pts)
+	}
+	checkLatest("metrics query with a chunk asked for", query("metrics query with a chunk asked for", h.QueryLatest, ctx))
+
+	close(peer.release)
+	ans = query("history query", h.Query, ctx)
+	checkLatest("history query", ans)
+	if pts := ans[0].Series[0].Points; len(pts) != 2 {
+		t.Errorf("history query: points %v; want the chunk's and the update's", pts)
 	}
 }

@@ -1,10 +1,12 @@
 // Package remote is the agent's lazy, on-demand view of its peers' series (seed 001): the first
 // cluster query for a selector makes this agent — and only this one, so there is no full mesh —
-// open one WebSocket per peer (/api/v1/ws), subscribe to just that selector, receive a history
-// chunk and then one update per scan. A subscription nobody has asked for during Config.Idle is
-// dropped, and a connection with no subscription left is closed. A lost connection is retried
-// with backoff, and on reconnect the subscription asks for the history since its last point so
-// that no point is lost.
+// open one WebSocket per peer (/api/v1/ws), subscribe to just that selector and receive the
+// peer's current values and then one update per scan. A history query also asks for a history
+// chunk (Config.History), apart from the live subscription so that the current values a metrics
+// query waits for never queue behind it (QueryLatest, Query). A subscription nobody has asked
+// for during Config.Idle is dropped, and a connection with no subscription left is closed. A
+// lost connection is retried with backoff, and on reconnect a subscription that keeps a chunk
+// asks for the history since its last point so that no point is lost.
 //
 // In a cluster with mutual TLS (Config.TLS) every connection to a peer is WSS with the node's
 // client certificate, and the peer's certificate must chain to the cluster's CA; such a hub
@@ -202,33 +204,72 @@ func (h *Hub) expire(now time.Time) {
 }
 
 // Query returns every peer's series for match (rate: counters as rates) with the points their
-// subscriptions keep (Config.History), subscribing where needed. It waits, all peers under one
-// deadline of Config.Timeout, only for the first data of new subscriptions at peers that are up
-// and not known to be failing: a peer whose connection is down (cut, dead, refusing) is answered
-// from what is kept, at once, while its connection is retried in the background. Peers are
-// sorted by name.
+// subscriptions keep (Config.History): what a cluster history query needs. It subscribes where
+// needed and makes each subscription keep its history chunk. It waits, all peers under one
+// deadline of Config.Timeout, only for what is not in yet at peers that are up and not known to
+// be failing: a new subscription's current values, and the first chunk a subscription asks for.
+// A peer whose connection is down (cut, dead, refusing, or reconnecting after a failure) is
+// answered from what is kept, at once, while its connection is retried in the background.
+// Peers are sorted by name.
 func (h *Hub) Query(ctx context.Context, match string, rate bool) []NodeAnswer {
+	return h.query(ctx, match, rate, true)
+}
+
+// QueryLatest is Query for a cluster metrics query: it waits only for each reachable peer's
+// current values (a new subscription's first update), never for a history chunk, and does not
+// make the subscriptions keep one. The answers' Points are what the subscriptions happen to
+// keep.
+func (h *Hub) QueryLatest(ctx context.Context, match string, rate bool) []NodeAnswer {
+	return h.query(ctx, match, rate, false)
+}
+
+func (h *Hub) query(ctx context.Context, match string, rate, chunk bool) []NodeAnswer {
+	start := time.Now()
 	members := h.cfg.Members()
 	subs := make([]*sub, len(members))
-	var wait []*sub
+	var wait []<-chan struct{}
+	var waitFor []int // member index of each wait
 	for i, m := range members {
-		s, p := h.subscribe(m, match, rate)
+		s, p := h.subscribe(m, match, rate, chunk)
 		subs[i] = s
-		if s != nil && m.Up && !p.failing() {
-			wait = append(wait, s)
+		if s == nil || !m.Up || p.failing() {
+			continue
+		}
+		wait = append(wait, s.latest)
+		waitFor = append(waitFor, i)
+		if chunk {
+			wait = append(wait, s.chunked)
+			waitFor = append(waitFor, i)
 		}
 	}
 	deadline := time.NewTimer(h.cfg.Timeout)
 	defer deadline.Stop()
+	missed := -1 // the first wait not over when the query stopped waiting
 wait:
-	for _, s := range wait {
+	for i, c := range wait {
 		select {
-		case <-s.ready:
+		case <-c:
 		case <-deadline.C:
+			missed = i
 			break wait
 		case <-ctx.Done():
+			missed = i
 			break wait
 		}
+	}
+	if missed >= 0 && h.cfg.Log.Enabled(ctx, slog.LevelDebug) {
+		var late []string
+		for j := missed; j < len(wait); j++ {
+			select {
+			case <-wait[j]:
+			default:
+				if n := members[waitFor[j]].Name; len(late) == 0 || late[len(late)-1] != n {
+					late = append(late, n)
+				}
+			}
+		}
+		h.cfg.Log.Debug("cluster query stopped waiting", "match", match, "history", chunk,
+			"waited", time.Since(start), "peers_not_in", len(late), "first", late[:min(len(late), 5)])
 	}
 	out := make([]NodeAnswer, 0, len(members))
 	now := time.Now()
@@ -253,7 +294,7 @@ func (h *Hub) Listen(ctx context.Context, match string, rate bool, fn func(Updat
 			if _, ok := seen[m.ID]; ok {
 				continue
 			}
-			if s, _ := h.subscribe(m, match, rate); s != nil {
+			if s, _ := h.subscribe(m, match, rate, false); s != nil {
 				seen[m.ID] = s
 				s.addListener(ctx, fn)
 			}
@@ -275,9 +316,10 @@ func (h *Hub) Listen(ctx context.Context, match string, rate bool, fn func(Updat
 	}
 }
 
-// subscribe returns m's subscription to match, made if needed, and the peer connection that
-// carries it; nil, nil for a member without an HTTP address.
-func (h *Hub) subscribe(m Member, match string, rate bool) (*sub, *peer) {
+// subscribe returns m's subscription to match, made if needed (keeping its history chunk when
+// chunk is set), and the peer connection that carries it; nil, nil for a member without an
+// HTTP address.
+func (h *Hub) subscribe(m Member, match string, rate, chunk bool) (*sub, *peer) {
 	if m.HTTP == "" {
 		return nil, nil
 	}
@@ -292,7 +334,7 @@ func (h *Hub) subscribe(m Member, match string, rate bool) (*sub, *peer) {
 	}
 	h.mu.Unlock()
 	p.memberState(m.Up)
-	return p.subscribe(match, rate), p
+	return p.subscribe(match, rate, chunk), p
 }
 
 // Kept is the span of history each subscription keeps (Config.History): cluster history

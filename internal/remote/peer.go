@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -90,21 +91,35 @@ func newPeer(parent context.Context, cfg Config, m Member, d *dialer) *peer {
 
 func (p *peer) stop() { p.cancel() }
 
-func (p *peer) subscribe(match string, rate bool) *sub {
+// subscribe returns the subscription to match, made if needed; chunk makes it keep its
+// history chunk (a history query), asked for now if it was not before.
+func (p *peer) subscribe(match string, rate, chunk bool) *sub {
 	key := subKey(match, rate)
 	p.mu.Lock()
 	s := p.subs[key]
+	wake := false
 	if s == nil {
-		s = &sub{id: key, match: match, rate: rate, ready: make(chan struct{}), keep: p.cfg.History}
+		s = &sub{id: key, match: match, rate: rate, latest: make(chan struct{}), chunked: make(chan struct{}), keep: p.cfg.History}
 		p.subs[key] = s
-		select {
-		case p.wake <- struct{}{}:
-		default:
-		}
+		wake = true
+	}
+	if chunk && s.askChunk() {
+		wake = true
 	}
 	p.mu.Unlock()
+	if wake {
+		p.poke()
+	}
 	s.touch()
 	return s
+}
+
+// poke wakes the session's writer: a subscription or a chunk to send, or one to drop.
+func (p *peer) poke() {
+	select {
+	case p.wake <- struct{}{}:
+	default:
+	}
 }
 
 // expire drops subscriptions idle for longer than idle; it returns how many are left.
@@ -246,37 +261,56 @@ func (p *peer) session(ctx context.Context) error {
 
 	errc := make(chan error, 2)
 	go func() { errc <- p.read(sctx, c, t0, dialed) }()
+	// The session ends when both goroutines have: a message read on this connection is never
+	// applied after the next one has begun (connDown in between).
+	end := func(err error, running int) error {
+		stop()
+		c.CloseNow()
+		for range running {
+			<-errc
+		}
+		return err
+	}
 	// The subscriptions go out from this goroutine, right after the dial, rather than from the
 	// writer's once it is scheduled: on a busy node with a hundred sessions starting at once
 	// (a first cluster query) that saves a turn in the run queue per peer.
 	sent := map[string]bool{}
 	if err := p.syncSubs(sctx, c, sent); err != nil {
-		return err
+		return end(err, 1)
 	}
 	go func() { errc <- p.write(sctx, c, sent) }()
-	return <-errc
+	return end(<-errc, 1)
 }
 
-// syncSubs subscribes on c what is not in sent (the subscriptions sent on this connection) and
-// unsubscribes what was dropped, keeping sent up to date.
+// syncSubs subscribes on c what is not in sent (the wire ids subscribed on this connection),
+// asks for the chunks needed, and unsubscribes what was dropped and the chunks that have come,
+// keeping sent up to date. Every live subscription goes out before any chunk: the peer
+// answers its requests in order, so its current values are not held back behind the
+// histories it builds.
 func (p *peer) syncSubs(ctx context.Context, c *websocket.Conn, sent map[string]bool) error {
 	p.mu.Lock()
-	var todo []*sub
+	var live, chunks [][]byte
 	for k, s := range p.subs {
 		if !sent[k] {
-			todo = append(todo, s)
+			live = append(live, s.request())
 			sent[k] = true
+		}
+		if ck := chunkPrefix + k; !sent[ck] && s.needsChunk() {
+			chunks = append(chunks, s.chunkRequest())
+			sent[ck] = true
 		}
 	}
 	for k := range sent {
-		if _, ok := p.subs[k]; !ok {
+		base, isChunk := strings.CutPrefix(k, chunkPrefix)
+		s, ok := p.subs[base]
+		if !ok || isChunk && !s.needsChunk() {
 			delete(sent, k)
-			todo = append(todo, &sub{id: k, unsubscribe: true})
+			live = append(live, (&sub{id: k, unsubscribe: true}).request())
 		}
 	}
 	p.mu.Unlock()
-	for _, s := range todo {
-		if err := c.Write(ctx, websocket.MessageText, s.request()); err != nil {
+	for _, b := range append(live, chunks...) {
+		if err := c.Write(ctx, websocket.MessageText, b); err != nil {
 			return err
 		}
 	}
@@ -325,7 +359,11 @@ func (p *peer) read(ctx context.Context, c *websocket.Conn, start time.Time, dia
 			p.cfg.Log.Debug("peer session: first message", "peer", p.name, "dial", dialed,
 				"wait", got.Sub(start)-dialed, "decode", time.Since(got), "type", m.Type, "bytes", len(data))
 		}
-		if s := p.lookup(m.ID); s != nil {
+		if base, isChunk := strings.CutPrefix(m.ID, chunkPrefix); isChunk {
+			if s := p.lookup(base); s != nil && s.receiveChunk(&m) {
+				p.poke() // the chunk's subscription can go
+			}
+		} else if s := p.lookup(m.ID); s != nil {
 			s.receive(p.name, &m)
 		}
 	}

@@ -33,14 +33,15 @@ func TestBackoff(t *testing.T) {
 }
 
 // fakePeer is a peer's /api/v1/ws: it answers each subscription with its points inside the
-// requested history window, and drops the connection when told.
+// requested history window (when one is asked for) and then its newest point as an update, and
+// drops the connection when told.
 type fakePeer struct {
 	mu       sync.Mutex
-	points   [][2]int64 // ts ms, value
-	requests []map[string]string
+	points   [][2]int64          // ts ms, value
+	requests []map[string]string // the subscriptions that asked for a history
 	conns    int
 	drop     chan struct{}
-	got      chan struct{} // a subscription arrived
+	got      chan struct{} // a subscription with a history was answered
 }
 
 func (f *fakePeer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -67,36 +68,43 @@ func (f *fakePeer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if err := json.Unmarshal(data, &req); err != nil || req["type"] != "subscribe" {
 			continue
 		}
-		d, err := time.ParseDuration(req["history"])
-		if err != nil {
-			return
-		}
-		from := time.Now().Add(-d).UnixMilli()
 		f.mu.Lock()
-		f.requests = append(f.requests, req)
+		var latest int64
+		if n := len(f.points); n > 0 {
+			latest = f.points[n-1][0]
+		}
 		var pts [][2]int64
-		for _, p := range f.points {
-			if p[0] >= from {
-				pts = append(pts, p)
+		if req["history"] != "" {
+			d, err := time.ParseDuration(req["history"])
+			if err != nil {
+				f.mu.Unlock()
+				return
+			}
+			from := time.Now().Add(-d).UnixMilli()
+			f.requests = append(f.requests, req)
+			for _, p := range f.points {
+				if p[0] >= from {
+					pts = append(pts, p)
+				}
 			}
 		}
 		f.mu.Unlock()
-		msg, _ := json.Marshal(map[string]any{"type": "history", "id": req["id"], "series": []any{
-			map[string]any{"labels": map[string]string{"metric": "m"}, "kind": "float", "points": pts}}})
-		if err := c.Write(ctx, websocket.MessageText, msg); err != nil {
-			return
+		if req["history"] != "" {
+			msg, _ := json.Marshal(map[string]any{"type": "history", "id": req["id"], "series": []any{
+				map[string]any{"labels": map[string]string{"metric": "m"}, "kind": "float", "points": pts}}})
+			if err := c.Write(ctx, websocket.MessageText, msg); err != nil {
+				return
+			}
 		}
 		// The current values at once, as the agent sends them after the history: of its
 		// latest scan, the newest point.
-		var latest int64
-		if len(pts) > 0 {
-			latest = pts[len(pts)-1][0]
-		}
 		upd, _ := json.Marshal(map[string]any{"type": "update", "id": req["id"], "ts": latest, "series": []any{}})
 		if err := c.Write(ctx, websocket.MessageText, upd); err != nil {
 			return
 		}
-		f.got <- struct{}{}
+		if req["history"] != "" {
+			f.got <- struct{}{}
+		}
 	}
 }
 
@@ -216,7 +224,7 @@ func TestQueryDoesNotWaitForFailingPeer(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go h.Run(ctx)
-	s, p := h.subscribe(Member{ID: "p", Name: "peer", HTTP: addr, Up: true}, "m", false)
+	s, p := h.subscribe(Member{ID: "p", Name: "peer", HTTP: addr, Up: true}, "m", false, false)
 	if s == nil {
 		t.Fatal("no subscription")
 	}

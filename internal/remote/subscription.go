@@ -18,6 +18,14 @@ func subKey(match string, rate bool) string {
 	return "raw:" + match
 }
 
+// chunkPrefix makes the wire id of a subscription's chunk request from its subKey. The chunk
+// (the history a subscription keeps, or the gap a lost connection left) is asked for by a
+// subscription of its own on the same connection, after the live one, and unsubscribed once it
+// has come: the peer answers a subscription with its history and only then its current values,
+// and builds the history before it queues them (/api/v1/ws), so a chunk asked for with the live
+// subscription would hold back the current values a metrics query waits for.
+const chunkPrefix = "chunk:"
+
 // sub is one subscription at one peer.
 type sub struct {
 	id          string
@@ -25,13 +33,25 @@ type sub struct {
 	rate        bool
 	unsubscribe bool // only for the wire
 	keep        time.Duration
-	// ready is closed at the first update: a peer answers a subscription with its history
-	// chunk (when asked for) and then, at once, its current values (/api/v1/ws), so by then
-	// both have arrived.
-	ready chan struct{}
+	// latest is closed at the first update: the peer's current values, which it sends at once
+	// when subscribed (without a history, so nothing comes before them).
+	latest chan struct{}
+	// chunked is closed when the first history chunk asked for has come, or the peer refused
+	// it (an error for the chunk's id): what a history query waits for.
+	chunked chan struct{}
 
-	mu        sync.Mutex
-	readyOnce sync.Once
+	mu          sync.Mutex
+	latestOnce  sync.Once
+	chunkedOnce sync.Once
+	// wantChunk: a history query asked for this subscription, so it keeps the whole chunk
+	// (Config.History) and backfills what a lost connection missed. A subscription asked for
+	// by metrics queries and listeners only keeps the points of the updates it receives.
+	wantChunk bool
+	// chunkNeed: a chunk must be asked for on the current connection (or the next one); it is
+	// cleared when the chunk's answer comes. chunkFrom is where it starts: 0 for the whole
+	// chunk, else the newest point received before the connection was lost (a backfill).
+	chunkNeed bool
+	chunkFrom int64
 	lastUsed  time.Time
 	series    map[string]*Series // by labels key
 	lastTS    int64              // newest point or update received
@@ -79,32 +99,129 @@ func (s *sub) hasListeners() bool {
 	return len(live) > 0
 }
 
+// connDown records that the connection carrying s was lost. A subscription that keeps its
+// chunk asks the next connection for what it misses meanwhile: since its newest point, or the
+// whole chunk when the one asked for had not come yet.
 func (s *sub) connDown() {
 	s.mu.Lock()
 	s.connected = false
+	if s.wantChunk && !s.chunkNeed {
+		s.chunkNeed, s.chunkFrom = true, s.lastTS
+	}
 	s.mu.Unlock()
 }
 
-// request is the subscribe message: the whole history chunk at first, after a reconnect only
-// what was missed (backfill).
+// askChunk makes s keep its chunk (a history query); it reports whether the chunk must now be
+// asked for (the first time only).
+func (s *sub) askChunk() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.wantChunk {
+		return false
+	}
+	s.wantChunk, s.chunkNeed, s.chunkFrom = true, true, 0
+	return true
+}
+
+// needsChunk reports whether a chunk is to be asked for or is on its way.
+func (s *sub) needsChunk() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.chunkNeed
+}
+
+// request is the live subscribe message: the current values at once and an update per scan,
+// no history.
 func (s *sub) request() []byte {
 	if s.unsubscribe {
 		b, _ := json.Marshal(map[string]string{"type": "unsubscribe", "id": s.id})
 		return b
 	}
+	return s.subscribeMsg(s.id, 0)
+}
+
+// chunkRequest is the subscribe message of s's chunk (wire id chunkPrefix + id): the whole
+// chunk at first, after a reconnect only what was missed (backfill).
+func (s *sub) chunkRequest() []byte {
 	s.mu.Lock()
 	window := s.keep
-	if s.lastTS > 0 {
-		missed := time.Since(time.UnixMilli(s.lastTS)) + 2*time.Second
+	if s.chunkFrom > 0 {
+		missed := time.Since(time.UnixMilli(s.chunkFrom)) + 2*time.Second
 		window = min(window, missed)
 	}
 	s.mu.Unlock()
-	req := map[string]string{"type": "subscribe", "id": s.id, "match": s.match, "history": window.Round(time.Millisecond).String()}
+	return s.subscribeMsg(chunkPrefix+s.id, window)
+}
+
+func (s *sub) subscribeMsg(id string, history time.Duration) []byte {
+	req := map[string]string{"type": "subscribe", "id": id, "match": s.match}
+	if history > 0 {
+		req["history"] = history.Round(time.Millisecond).String()
+	}
 	if s.rate {
 		req["fn"] = "rate"
 	}
 	b, _ := json.Marshal(req)
 	return b
+}
+
+// receiveChunk applies a message of s's chunk subscription: the history (its points join
+// those kept), or the peer's refusal (an error, kept for the answers). Either ends the chunk's
+// wait; the updates the chunk subscription also carries until it is unsubscribed duplicate the
+// live ones and are dropped. It reports whether the chunk is done with, so that its
+// subscription can go.
+func (s *sub) receiveChunk(m *wireMsg) bool {
+	s.mu.Lock()
+	if !s.chunkNeed {
+		s.mu.Unlock()
+		return false
+	}
+	switch m.Type {
+	case "history":
+		s.applyHistory(m)
+		s.trim()
+		s.connected = true
+		s.lastData = time.Now()
+	case "error":
+		s.errMsg = m.Error
+	}
+	// An update before any history means the peer sent none (it always sends the history or
+	// an error first); the chunk is done with either way.
+	s.chunkNeed = false
+	s.mu.Unlock()
+	s.chunkedOnce.Do(func() { close(s.chunked) })
+	return true
+}
+
+// applyHistory adds a history message's points; s.mu is held.
+func (s *sub) applyHistory(m *wireMsg) {
+	if s.series == nil {
+		s.series = map[string]*Series{}
+	}
+	for _, ws := range m.Series {
+		key := ws.Labels.Key()
+		sr := s.series[key]
+		if sr == nil {
+			sr = &Series{Latest: series.Sample{Labels: ws.Labels, Kind: ws.Kind}}
+			s.series[key] = sr
+		}
+		for _, pt := range ws.Points {
+			p := Point{TS: pt.TS, Value: pt.Value}
+			sr.Points = insertPoint(sr.Points, p)
+			s.lastTS = max(s.lastTS, p.TS)
+		}
+	}
+}
+
+// trim keeps only the chunk's span of every series; s.mu is held.
+func (s *sub) trim() {
+	horizon := time.Now().Add(-s.keep).UnixMilli()
+	for _, sr := range s.series {
+		i := sort.Search(len(sr.Points), func(i int) bool { return sr.Points[i].TS >= horizon })
+		if i > 0 {
+			sr.Points = append(sr.Points[:0], sr.Points[i:]...)
+		}
+	}
 }
 
 // receive applies a history or update message. It is called by the peer's read goroutine only,
@@ -124,19 +241,7 @@ func (s *sub) receive(node string, m *wireMsg) {
 	case "error":
 		s.errMsg = m.Error
 	case "history":
-		for _, ws := range m.Series {
-			key := ws.Labels.Key()
-			sr := s.series[key]
-			if sr == nil {
-				sr = &Series{Latest: series.Sample{Labels: ws.Labels, Kind: ws.Kind}}
-				s.series[key] = sr
-			}
-			for _, pt := range ws.Points {
-				p := Point{TS: pt.TS, Value: pt.Value}
-				sr.Points = insertPoint(sr.Points, p)
-				s.lastTS = max(s.lastTS, p.TS)
-			}
-		}
+		s.applyHistory(m)
 		s.lastData = time.Now()
 	case "update":
 		for _, l := range s.listeners {
@@ -172,17 +277,10 @@ func (s *sub) receive(node string, m *wireMsg) {
 		s.lastTS = max(s.lastTS, m.TS)
 		s.lastData = time.Now()
 	}
-	// Keep only the history chunk's span.
-	horizon := time.Now().Add(-s.keep).UnixMilli()
-	for _, sr := range s.series {
-		i := sort.Search(len(sr.Points), func(i int) bool { return sr.Points[i].TS >= horizon })
-		if i > 0 {
-			sr.Points = append(sr.Points[:0], sr.Points[i:]...)
-		}
-	}
+	s.trim()
 	s.mu.Unlock()
 	if m.Type == "update" {
-		s.readyOnce.Do(func() { close(s.ready) })
+		s.latestOnce.Do(func() { close(s.latest) })
 	}
 	for _, l := range notify {
 		if l.ctx.Err() == nil {
