@@ -3,10 +3,13 @@ package sysscan
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"os/exec"
 	"testing"
+	"time"
 
 	"github.com/cantal-go/cantal/internal/series"
+	"golang.org/x/sys/unix"
 )
 
 // TestProcessesEvents: on the real /proc a scan between two listings finds a new process
@@ -129,4 +132,61 @@ func FuzzParseProcEvents(f *testing.F) {
 			}
 		})
 	})
+}
+
+// TestProcEventsFilter: with forkFilter attached, the socket receives the fork of each new
+// process and nothing else (no exec, exit, or thread's fork), so drain still sees every child.
+func TestProcEventsFilter(t *testing.T) {
+	e, err := openProcEvents(250 * time.Millisecond)
+	if err != nil {
+		t.Fatalf("process events (the tests run as root in the initial namespaces): %v", err)
+	}
+	defer e.close()
+	if e.unfiltered {
+		t.Fatal("the fork filter was not attached")
+	}
+	want := map[int]bool{}
+	for range 10 {
+		// A shell that starts a child and a thread-creating program (this test binary's
+		// threads are forks of threads too).
+		c := exec.Command("sh", "-c", "true & wait")
+		if err := c.Run(); err != nil {
+			t.Fatal(err)
+		}
+		want[c.Process.Pid] = true
+	}
+	var other []uint32
+	got := map[int]bool{}
+	deadline := time.Now().Add(5 * time.Second)
+	for len(got) < len(want) && time.Now().Before(deadline) {
+		n, _, err := unix.Recvfrom(e.fd, e.buf, 0)
+		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
+			time.Sleep(10 * time.Millisecond)
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := parseProcEvents(e.buf[:n], func(what uint32, data []byte, _ uint32) {
+			if what != procEventFork {
+				other = append(other, what)
+				return
+			}
+			child, tgid := binary.NativeEndian.Uint32(data[8:]), binary.NativeEndian.Uint32(data[12:])
+			if child != tgid {
+				t.Errorf("a thread's fork passed the filter: pid %d of %d", child, tgid)
+			}
+			if want[int(child)] {
+				got[int(child)] = true
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("forks of %d of the %d children received", len(got), len(want))
+	}
+	if len(other) > 0 {
+		t.Errorf("%d events other than forks passed the filter (types %x)", len(other), other)
+	}
 }
