@@ -192,8 +192,10 @@ func atoiPositive(b []byte) (int, bool) {
 // re-read with one system call per scan instead of open, read, read and close.
 //
 // single says the file is generated as one piece (proc's single_open files: PID/stat, status,
-// io, cgroup, meminfo, ...), so that a read shorter than the buffer is its end; other files
-// (diskstats, net/dev) are read until pread returns 0.
+// io, cgroup, meminfo, ...), or copied by one read up to the end of what it shows (PID/environ
+// and cmdline copy the process's memory until the count or the area's end), so that a read
+// shorter than the buffer is its end; other files (diskstats, net/dev) are read until pread
+// returns 0.
 func preadAll(fd int, buf *[]byte, limit int, single bool) ([]byte, error) {
 	b := (*buf)[:0]
 	if cap(b) == 0 {

@@ -330,14 +330,9 @@ func (p *Processes) pidPath(pid int, file string) []byte {
 	return p.path
 }
 
-// readPID reads PID/file into p.buf. gone is true when the process exited.
-func (p *Processes) readPID(procfd, pid int, file string, limit int) (b []byte, gone bool, err error) {
-	return p.readPIDFile(procfd, pid, file, limit, false)
-}
-
-// readPIDFile is readPID; single says the file is generated in one piece (stat, status, io,
-// cgroup: see preadAll), so that a short read is its end and no second read is needed: three
-// system calls instead of four for each such file of a process read without a kept file.
+// readPIDFile reads PID/file into p.buf. gone is true when the process exited. single says a
+// short read is the file's end (see preadAll: stat, status, io, cgroup, environ, cmdline), so no
+// second read is needed: three system calls instead of four for a file read without a kept one.
 func (p *Processes) readPIDFile(procfd, pid int, file string, limit int, single bool) (b []byte, gone bool, err error) {
 	if single {
 		b, err = readSingleAt(procfd, p.pidPath(pid, file), &p.buf, limit)
@@ -679,7 +674,7 @@ func (p *Processes) readDetails(procfd int, it *scanItem, sink series.Sink) {
 		}
 	}
 	if it.due&dueCmdline != 0 {
-		b, gone, err = p.readPID(procfd, pid, "cmdline", p.opt.MaxRead)
+		b, gone, err = p.readPIDFile(procfd, pid, "cmdline", p.opt.MaxRead, true)
 		switch {
 		case gone:
 			it.gone = true
@@ -782,7 +777,7 @@ func (p *Processes) closeTmp(f *keptFile) {
 // readEnv reads the environment of a new (or newly exec'd) process for its CANTAL_PATH. It
 // returns false when the process exited.
 func (p *Processes) readEnv(procfd int, st *procState, sink series.Sink) bool {
-	b, gone, err := p.readPID(procfd, st.pid, "environ", p.opt.MaxRead)
+	b, gone, err := p.readPIDFile(procfd, st.pid, "environ", p.opt.MaxRead, true)
 	switch {
 	case gone:
 		return false
