@@ -401,15 +401,16 @@ func (e *Engine) rematch(v *registry.View, hist *history.Store, now int64) {
 		if k == series.State {
 			return true
 		}
+		if len(users) == 0 && !strings.Contains(h.Key(), `"metric":"fs.`) {
+			// Only mounts to find: a series whose key does not name an fs.* metric is none of
+			// them, and its labels need not be parsed (a key is canonical JSON: series.Labels.Key),
+			// nor its latest point looked up.
+			return true
+		}
 		if !h.Live() {
 			if p, ok := hist.Latest(h.HistoryID()); !ok || p.TS < horizon {
 				return true
 			}
-		}
-		if len(users) == 0 && !strings.Contains(h.Key(), `"metric":"fs.`) {
-			// Only mounts to find: a series whose key does not name an fs.* metric is none of
-			// them, and its labels need not be parsed (a key is canonical JSON: series.Labels.Key).
-			return true
 		}
 		l := h.Labels()
 		m := match{key: h.Key(), labels: l, kind: k, hid: h.HistoryID()}
