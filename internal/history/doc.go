@@ -56,7 +56,8 @@
 //
 // A Saver keeps a Store's snapshot in a directory incrementally (snapdir.go): each closed
 // segment is written once to its own file, the series table is a base file plus an append-only
-// log of changes, and a small HEAD, replaced atomically (temporary file, fsync, rename, fsync of
+// log of changes (each key front-coded against the previous one: a process's series differ in
+// their metric name only), and a small HEAD, replaced atomically (temporary file, fsync, rename, fsync of
 // the directory) by every Save, names those files with their sizes and CRC-32C checksums and
 // holds the open segment's committed scans; files no HEAD names are deleted. Save is a reader:
 // it may run concurrently with the writer. LoadDir loads it (or a version 1 single-file

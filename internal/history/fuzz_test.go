@@ -244,6 +244,14 @@ func FuzzSnapKeys(f *testing.F) {
 		r := &snapReader{b: log, p: logHeaderLen}
 		f.Add(base[:len(base)-4], r.bytes(r.uvarint(""), ""))
 	}
+	// Front coding's edges, and the version 2 table (whole keys) an earlier agent wrote.
+	table := frontTable()
+	base := encodeBase(table)
+	batch, _ := appendLogBatch(nil, nil, table)
+	r := &snapReader{b: batch}
+	f.Add(base[:len(base)-4], r.bytes(r.uvarint(""), ""))
+	v2 := encodeBaseV2(table[:len(table)/2])
+	f.Add(v2[:len(v2)-4], logV2(table[:len(table)/2], table))
 	f.Fuzz(func(t *testing.T, base, log []byte) {
 		table, err := parseBase(withCRC(base))
 		if err != nil {

@@ -58,7 +58,10 @@ type Saver struct {
 	logLen   int64
 
 	nextGen uint64
+	oldKeys bool    // the series table was loaded from version 2 files: rewrite it whole
 	cur     []*meta // scratch for the next table
+	batch   []byte  // scratch for a log batch
+	base    []byte  // scratch for a base file
 	enc     encoder // scratch for the open segment
 	sw      segWriter
 }
@@ -140,9 +143,10 @@ func (sv *Saver) Save() (SaveStats, error) {
 
 	// The series table: a log batch of the changes, or a whole new base.
 	h.gen, h.baseSize, h.baseCRC, h.logLen = sv.gen, sv.baseSize, sv.baseCRC, sv.logLen
-	compact := sv.gen == 0
+	compact := sv.gen == 0 || sv.oldKeys
 	if !compact {
-		batch, changed := appendLogBatch(nil, sv.keys, cur)
+		batch, changed := appendLogBatch(sv.batch[:0], sv.keys, cur)
+		sv.batch = batch
 		switch {
 		case !changed:
 		case h.logLen+int64(len(batch)) > max(minCompact, h.baseSize):
@@ -159,7 +163,8 @@ func (sv *Saver) Save() (SaveStats, error) {
 	if compact {
 		gen := sv.nextGen
 		sv.nextGen++
-		base := encodeBase(cur)
+		base := appendBase(sv.base[:0], cur)
+		sv.base = base
 		if _, err := writeFile(sv.dir, keysBaseName(gen), base); err != nil {
 			return st, err
 		}
@@ -192,6 +197,7 @@ func (sv *Saver) Save() (SaveStats, error) {
 	sv.segs = segs
 	sv.keys, sv.cur = cur, sv.keys[:0]
 	sv.gen, sv.baseSize, sv.baseCRC, sv.logLen = h.gen, h.baseSize, h.baseCRC, h.logLen
+	sv.oldKeys = false
 	sv.cleanup(h)
 	return st, nil
 }
@@ -377,6 +383,9 @@ func (sv *Saver) load(hb []byte, opt Options) (*Store, error) {
 	}
 	sv.keys = table
 	sv.gen, sv.baseSize, sv.baseCRC, sv.logLen = h.gen, h.baseSize, h.baseCRC, h.logLen
+	// A version 2 table is rewritten in the current format by the next save (a log is
+	// appended to in its own version only).
+	sv.oldKeys = b[len(logMagic)] != keysVersion
 
 	// The segments: each stands alone, so a damaged one is dropped by itself.
 	cutoff := now.UnixMilli() - opt.Retention.Milliseconds()

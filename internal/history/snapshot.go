@@ -189,9 +189,10 @@ func compressStagingRange(st *staging, lo, hi int, table []*meta, enc *encoder, 
 
 // snapReader parses a snapshot held in memory, never reading past its end.
 type snapReader struct {
-	b   []byte
-	p   int
-	err error
+	b      []byte
+	p      int
+	err    error
+	shared int // key bytes front-coded records took from their previous key (readFrontRec)
 }
 
 func (r *snapReader) fail(format string, args ...any) {
