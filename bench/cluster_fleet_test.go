@@ -3,7 +3,9 @@ package bench
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -27,7 +29,10 @@ import (
 //
 // FLEET_SIZES (comma-separated, default 10,50,150), FLEET_INTERVAL (the agents' --interval,
 // default 1s), FLEET_PARTITION (default 60s) and FLEET_AGENT (a cantal-agent binary to run
-// instead of building this tree's) change the run. Every figure is measured on
+// instead of building this tree's) change the run; FLEET_PROFILE_DIR runs node 1 with --pprof
+// and writes its CPU profile over the heal's first 6 s there (heal-N.pprof). The heal's
+// slowest queries are also reported as node 1 saw them (its Server-Timing: the whole answer),
+// so that an answer slow at the client can be told from one slow at node 1. Every figure is measured on
 // two cores shared by all N agents (and whatever else the machine runs: the load average is
 // reported), so it is an upper bound for N separate machines.
 func BenchmarkClusterFleet(b *testing.B) {
@@ -42,12 +47,17 @@ func BenchmarkClusterFleet(b *testing.B) {
 		b.Run("nodes="+strconv.Itoa(n), func(b *testing.B) {
 			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Minute)
 			defer cancel()
-			f, err := fleet.Start(ctx, fleet.Options{Agent: agent, N: n, Subnet: "10.77.124", Interval: interval, Dir: b.TempDir(), OwnPIDs: true})
+			opts := fleet.Options{Agent: agent, N: n, Subnet: "10.77.124", Interval: interval, Dir: b.TempDir(), OwnPIDs: true}
+			sc := fleet.Scenario{Partition: partition, Steady: 20 * time.Second, Converge: 5 * time.Minute, Logf: b.Logf}
+			if dir := os.Getenv("FLEET_PROFILE_DIR"); dir != "" {
+				opts.FirstExtra = []string{"--pprof"}
+				sc.HealProfile = filepath.Join(dir, fmt.Sprintf("heal-%d.pprof", n))
+			}
+			f, err := fleet.Start(ctx, opts)
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer f.Close()
-			sc := fleet.Scenario{Partition: partition, Steady: 20 * time.Second, Converge: 5 * time.Minute, Logf: b.Logf}
 			b.ResetTimer()
 			rep, err := sc.Run(ctx, f)
 			b.StopTimer()
@@ -73,6 +83,8 @@ func BenchmarkClusterFleet(b *testing.B) {
 			b.ReportMetric(rep.CutNotOK.Seconds(), "cut-notok-s")
 			b.ReportMetric(ms(rep.Heal.MaxMetrics()), "heal-max-metrics-ms")
 			b.ReportMetric(ms(rep.Heal.MaxHistory()), "heal-max-history-ms")
+			b.ReportMetric(ms(rep.Heal.SlowestMetrics.Server), "heal-max-metrics-at-node1-ms")
+			b.ReportMetric(ms(rep.Heal.SlowestHistory.Server), "heal-max-history-at-node1-ms")
 			b.ReportMetric(rep.Whole.Seconds(), "heal-whole-s")
 			b.ReportMetric(rep.AllOKAfterHeal.Seconds(), "heal-allok-s")
 			b.ReportMetric(float64(rep.CPUPerPeerPerInterval)/1e3, "cpu-us/peer/interval")

@@ -163,7 +163,18 @@ func combine(fn string, cur, v float64, first bool) float64 {
 	return cur + v
 }
 
+// serverTiming sets the Server-Timing header (W3C Server Timing) of a cluster answer: how long
+// this node took for the peers' part (peers: the hub's query, waits included) and for the
+// whole answer (total, until it is written), in milliseconds. A client that sees a slow answer
+// can so tell a node slow to answer from an answer slow to reach it.
+func serverTiming(w http.ResponseWriter, start time.Time, peers time.Duration) {
+	w.Header().Set("Server-Timing", fmt.Sprintf("peers;dur=%.2f, total;dur=%.2f",
+		float64(peers)/float64(time.Millisecond), float64(time.Since(start))/float64(time.Millisecond)))
+}
+
 func (s *Server) clusterMetrics(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	var peersTook time.Duration
 	q, err := s.parseQuery(r, 0)
 	if err != nil {
 		Error(w, http.StatusBadRequest, err.Error())
@@ -195,7 +206,10 @@ func (s *Server) clusterMetrics(w http.ResponseWriter, r *http.Request) {
 		if lq, ok := s.Cluster.(LatestQuerier); ok {
 			query = lq.QueryLatest
 		}
-		for _, a := range query(r.Context(), r.URL.Query().Get("match"), q.Rate) {
+		t0 := time.Now()
+		answers := query(r.Context(), r.URL.Query().Get("match"), q.Rate)
+		peersTook = time.Since(t0)
+		for _, a := range answers {
 			ns := nodeSeries{node: a.Node, status: a.Status, since: a.Since, errMsg: a.Error}
 			for _, sr := range a.Series {
 				if peerVisible != nil && !peerVisible(sr.Latest.Labels) {
@@ -286,6 +300,7 @@ func (s *Server) clusterMetrics(w http.ResponseWriter, r *http.Request) {
 		b = append(b, '}')
 	}
 	b = append(b, "]}\n"...)
+	serverTiming(w, start, peersTook)
 	writeRaw(w, b)
 }
 
@@ -307,6 +322,8 @@ const maxHistoryFetches = 16
 // /api/v1/history, at most maxHistoryFetches at once, all under one deadline, skipping peers
 // the membership says are down.
 func (s *Server) clusterHistory(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
+	var peersTook time.Duration
 	q, err := s.parseQuery(r, 5*time.Minute)
 	if err != nil {
 		Error(w, http.StatusBadRequest, err.Error())
@@ -323,7 +340,10 @@ func (s *Server) clusterHistory(w http.ResponseWriter, r *http.Request) {
 	results := []result{{node: s.NodeName, status: "ok", body: withNodeLabels(local, s.NodeName, nil)}}
 	if hk, ok := s.Cluster.(HistoryKeeper); ok && q.Window <= hk.Kept() {
 		from := now - q.Window.Milliseconds()
-		for _, a := range s.Cluster.Query(r.Context(), r.URL.Query().Get("match"), q.Rate) {
+		t0 := time.Now()
+		answers := s.Cluster.Query(r.Context(), r.URL.Query().Get("match"), q.Rate)
+		peersTook = time.Since(t0)
+		for _, a := range answers {
 			res := result{node: a.Node, status: string(a.Status), errMsg: a.Error, since: a.Since}
 			res.body = keptHistoryJSON(nil, a.Series, from, q.Rate, peerVisible)
 			results = append(results, res)
@@ -360,6 +380,7 @@ func (s *Server) clusterHistory(w http.ResponseWriter, r *http.Request) {
 			}()
 		}
 		wg.Wait()
+		peersTook = time.Since(start)
 		sort.Slice(rs, func(i, j int) bool { return rs[i].node < rs[j].node })
 		results = append(results, rs...)
 	}
@@ -390,6 +411,7 @@ func (s *Server) clusterHistory(w http.ResponseWriter, r *http.Request) {
 		b = append(b, '}')
 	}
 	b = append(b, "]}\n"...)
+	serverTiming(w, start, peersTook)
 	writeRaw(w, b)
 }
 

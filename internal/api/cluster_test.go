@@ -10,6 +10,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -376,4 +378,30 @@ func TestClusterMetricsDoesNotWaitForChunks(t *testing.T) {
 	}
 	check("first metrics query", get("/api/v1/cluster/metrics?match=m"))
 	check("second metrics query", get("/api/v1/cluster/metrics?match=m"))
+}
+
+// TestClusterServerTiming: both cluster routes say in Server-Timing how long the peers' part
+// and the whole answer took at this node, the peers' part within the whole.
+func TestClusterServerTiming(t *testing.T) {
+	var queries atomic.Int32
+	mux := keptServer(t, keptCluster{queries: &queries})
+	re := regexp.MustCompile(`^peers;dur=([0-9.]+), total;dur=([0-9.]+)$`)
+	for _, url := range []string{"/api/v1/cluster/metrics?match=m", "/api/v1/cluster/history?match=m&window=1m"} {
+		rec := httptest.NewRecorder()
+		mux.ServeHTTP(rec, httptest.NewRequest("GET", url, nil))
+		h := rec.Header().Get("Server-Timing")
+		m := re.FindStringSubmatch(h)
+		if rec.Code != 200 || m == nil {
+			t.Errorf("GET %s: %d, Server-Timing %q; want 200 with peers;dur=MS, total;dur=MS", url, rec.Code, h)
+			continue
+		}
+		peers, _ := strconv.ParseFloat(m[1], 64)
+		total, _ := strconv.ParseFloat(m[2], 64)
+		if peers > total {
+			t.Errorf("GET %s: Server-Timing %q: the peers' part longer than the whole", url, h)
+		}
+	}
+	if queries.Load() != 2 {
+		t.Errorf("%d hub queries; want 2", queries.Load())
+	}
 }

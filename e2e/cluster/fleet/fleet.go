@@ -449,8 +449,11 @@ type NodeAnswer struct {
 // Answer is a cluster answer with how long it took and how many bytes it was.
 type Answer struct {
 	Nodes map[string]NodeAnswer
-	Took  time.Duration
+	Took  time.Duration // at the client: from the request until the answer is decoded
 	Bytes int
+	// At the node, from its Server-Timing header: the whole answer (Server) and the hub's
+	// query within it (Peers); -1 when the header is missing.
+	Server, Peers time.Duration
 }
 
 // Cluster GETs a cluster route (/api/v1/cluster/metrics or /history) for match with extra
@@ -462,8 +465,29 @@ func (n *Node) Cluster(ctx context.Context, route, match string, extra ...string
 	}
 	var ans struct{ Nodes []NodeAnswer }
 	start := time.Now()
-	size, err := n.get(ctx, route+"?"+q.Encode(), &ans)
-	a := Answer{Took: time.Since(start), Bytes: size, Nodes: map[string]NodeAnswer{}}
+	a := Answer{Server: -1, Peers: -1, Nodes: map[string]NodeAnswer{}}
+	req, err := http.NewRequestWithContext(ctx, "GET", n.URL+route+"?"+q.Encode(), nil)
+	if err != nil {
+		return a, err
+	}
+	resp, err := n.hc.Do(req)
+	if err != nil {
+		a.Took = time.Since(start)
+		return a, err
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	a.Bytes = len(body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("GET %s at %s: %s: %s", route, n.Name, resp.Status, bytes.TrimSpace(body))
+	}
+	if err == nil {
+		if err = json.Unmarshal(body, &ans); err != nil {
+			err = fmt.Errorf("GET %s at %s: %w", route, n.Name, err)
+		}
+	}
+	a.Took = time.Since(start)
+	a.Server, a.Peers = serverTiming(resp.Header.Get("Server-Timing"))
 	if err != nil {
 		return a, err
 	}
@@ -471,6 +495,53 @@ func (n *Node) Cluster(ctx context.Context, route, match string, extra ...string
 		a.Nodes[na.Node] = na
 	}
 	return a, nil
+}
+
+// Profile writes the agent's CPU profile over the next d to file (the agent must run with
+// --pprof; asked over its loopback listener, which has the write role).
+func (n *Node) Profile(ctx context.Context, file string, d time.Duration) error {
+	u := fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", net.JoinHostPort("127.0.0.1", Port), int(d.Seconds()))
+	req, err := http.NewRequestWithContext(ctx, "GET", u, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := n.hc.Do(req)
+	if err != nil {
+		return fmt.Errorf("profile of %s: %w", n.Name, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("%s", resp.Status)
+	}
+	if err != nil {
+		return fmt.Errorf("profile of %s: %w", n.Name, err)
+	}
+	return os.WriteFile(file, body, 0o644)
+}
+
+// serverTiming reads the total and peers durations of a cluster answer's Server-Timing header
+// (-1 for those missing).
+func serverTiming(h string) (total, peers time.Duration) {
+	total, peers = -1, -1
+	for _, m := range strings.Split(h, ",") {
+		name, dur, ok := strings.Cut(strings.TrimSpace(m), ";dur=")
+		if !ok {
+			continue
+		}
+		ms, err := strconv.ParseFloat(dur, 64)
+		if err != nil {
+			continue
+		}
+		d := time.Duration(ms * float64(time.Millisecond))
+		switch name {
+		case "total":
+			total = d
+		case "peers":
+			peers = d
+		}
+	}
+	return total, peers
 }
 
 // NotOK returns the names of the nodes of want whose status in a is not ok (or that are
@@ -592,31 +663,46 @@ func (n *Node) Usage() (Usage, error) {
 // field of each /proc/PID/task/TID/schedstat), for spans too short for Usage's 10 ms ticks.
 // Threads that have exited are not counted (the Go runtime keeps its threads).
 func (n *Node) SchedCPU() (time.Duration, error) {
+	run, _, err := n.Sched()
+	return run, err
+}
+
+// Sched returns how long the agent's threads have run and how long they have waited on a run
+// queue (runnable, not running) so far, summed over the threads (schedstat, as SchedCPU).
+func (n *Node) Sched() (run, wait time.Duration, err error) {
 	pid := n.Pid()
 	if pid == 0 {
-		return 0, fmt.Errorf("agent %s is not running", n.Name)
+		return 0, 0, fmt.Errorf("agent %s is not running", n.Name)
 	}
+	return schedstat(pid)
+}
+
+// SelfSched is Sched for this process (the test or benchmark that runs the fleet).
+func SelfSched() (run, wait time.Duration, err error) { return schedstat(os.Getpid()) }
+
+func schedstat(pid int) (run, wait time.Duration, err error) {
 	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	var sum int64
 	for _, t := range tasks {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/schedstat", pid, t.Name()))
 		if err != nil {
 			continue // exited meanwhile
 		}
 		f := strings.Fields(string(b))
-		if len(f) == 0 {
+		if len(f) < 2 {
 			continue
 		}
-		ns, err := strconv.ParseInt(f[0], 10, 64)
-		if err != nil {
-			return 0, fmt.Errorf("%s schedstat: %w", n.Name, err)
+		r, err1 := strconv.ParseInt(f[0], 10, 64)
+		w, err2 := strconv.ParseInt(f[1], 10, 64)
+		if err := errors.Join(err1, err2); err != nil {
+			return 0, 0, fmt.Errorf("pid %d schedstat: %w", pid, err)
 		}
-		sum += ns
+		run += time.Duration(r)
+		wait += time.Duration(w)
 	}
-	return time.Duration(sum), nil
+	return run, wait, nil
 }
 
 // LogLines returns how many lines the agent has written so far.

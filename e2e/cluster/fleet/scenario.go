@@ -26,6 +26,9 @@ type Scenario struct {
 	Converge time.Duration
 	// Logf, when set, gets progress lines.
 	Logf func(format string, args ...any)
+	// HealProfile, when set, is the file that gets node 1's CPU profile over the first 6 s
+	// of the heal (node 1 must run with --pprof: Options.FirstExtra).
+	HealProfile string
 }
 
 // Report is what a Scenario measured. Durations are wall time on the shared machine; CPU
@@ -84,9 +87,42 @@ type QueryStats struct {
 	Metrics, History []time.Duration
 	HistoryBytes     int
 	Errors           []string
-	// Slow lists the queries over a second: which, how long, and when from the phase's start.
-	Slow  []string
-	start time.Time
+	// Slow lists the queries over a second: which, how long (at the client, and at node 1 from
+	// its Server-Timing: the whole answer, the hub's query), and when from the phase's start.
+	Slow []string
+	// The slowest metrics and history query of the phase, the same way.
+	SlowestMetrics, SlowestHistory Slowest
+	start                          time.Time
+}
+
+// Slowest is one query: how long at the client (Took), at node 1 (Server: its whole answer;
+// Peers: the hub's query within it; -1: not said), and when it started from its phase's start;
+// and, over the query, how long node 1's threads and this process's (the querier's) waited
+// on a run queue (schedstat, summed over threads): a query slow because the machine's CPUs
+// were taken shows there.
+type Slowest struct {
+	Took, Server, Peers, At time.Duration
+	Node1Wait, SelfWait     time.Duration
+}
+
+func (s Slowest) String() string {
+	return fmt.Sprintf("%s (node 1: %s, hub %s; run-queue wait node 1 %s, querier %s) at +%s",
+		r(s.Took), r(s.Server), r(s.Peers), r(s.Node1Wait), r(s.SelfWait), r(s.At))
+}
+
+// record adds a query to the phase's slowest and slow lists.
+func (q *QueryStats) record(what string, a Answer, at time.Duration, w waits) {
+	sl := Slowest{Took: a.Took, Server: a.Server, Peers: a.Peers, At: at, Node1Wait: w.node1, SelfWait: w.self}
+	top := &q.SlowestMetrics
+	if what == "history" {
+		top = &q.SlowestHistory
+	}
+	if a.Took > top.Took {
+		*top = sl
+	}
+	if a.Took > time.Second {
+		q.Slow = append(q.Slow, what+" "+sl.String())
+	}
 }
 
 // MaxMetrics and the others summarise QueryStats.
@@ -99,9 +135,10 @@ func (q QueryStats) String() string {
 	if len(q.Slow) > 0 {
 		slow = "; slow: " + strings.Join(q.Slow, ", ")
 	}
-	return fmt.Sprintf("metrics n=%d p50 %s p99 %s max %s; history n=%d p50 %s p99 %s max %s (%d B); %d errors%s",
+	return fmt.Sprintf("metrics n=%d p50 %s p99 %s max %s; history n=%d p50 %s p99 %s max %s (%d B); %d errors; slowest metrics %v, history %v%s",
 		len(q.Metrics), r(Quantile(q.Metrics, .5)), r(Quantile(q.Metrics, .99)), r(Quantile(q.Metrics, 1)),
-		len(q.History), r(Quantile(q.History, .5)), r(Quantile(q.History, .99)), r(Quantile(q.History, 1)), q.HistoryBytes, len(q.Errors), slow)
+		len(q.History), r(Quantile(q.History, .5)), r(Quantile(q.History, .99)), r(Quantile(q.History, 1)), q.HistoryBytes, len(q.Errors),
+		q.SlowestMetrics, q.SlowestHistory, slow)
 }
 
 func r(d time.Duration) time.Duration {
@@ -157,8 +194,13 @@ func (q *querier) run(ctx context.Context) {
 			continue
 		}
 		qctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		mAt := time.Now()
+		w0 := q.waits()
 		ma, merr := q.at.Cluster(qctx, "/api/v1/cluster/metrics", q.s.Match)
+		w1 := q.waits()
+		hAt := time.Now()
 		ha, herr := q.at.Cluster(qctx, "/api/v1/cluster/history", q.s.Match, "window", q.s.Window)
+		w2 := q.waits()
 		cancel()
 		if ctx.Err() != nil {
 			return
@@ -169,9 +211,7 @@ func (q *querier) run(ctx context.Context) {
 				c.Errors = append(c.Errors, merr.Error())
 			} else {
 				c.Metrics = append(c.Metrics, ma.Took)
-				if ma.Took > time.Second {
-					c.Slow = append(c.Slow, fmt.Sprintf("metrics %s at +%s", r(ma.Took), r(time.Since(c.start)-ma.Took-ha.Took)))
-				}
+				c.record("metrics", ma, mAt.Sub(c.start), w1.sub(w0))
 				if q.hook != nil {
 					q.hook(ma)
 				}
@@ -180,9 +220,7 @@ func (q *querier) run(ctx context.Context) {
 				c.Errors = append(c.Errors, herr.Error())
 			} else {
 				c.History = append(c.History, ha.Took)
-				if ha.Took > time.Second {
-					c.Slow = append(c.Slow, fmt.Sprintf("history %s at +%s", r(ha.Took), r(time.Since(c.start)-ha.Took)))
-				}
+				c.record("history", ha, hAt.Sub(c.start), w2.sub(w1))
 				c.HistoryBytes = max(c.HistoryBytes, ha.Bytes)
 			}
 		}
@@ -192,6 +230,17 @@ func (q *querier) run(ctx context.Context) {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// waits are run-queue waits so far: node 1's threads', this process's.
+type waits struct{ node1, self time.Duration }
+
+func (w waits) sub(o waits) waits { return waits{w.node1 - o.node1, w.self - o.self} }
+
+func (q *querier) waits() waits {
+	_, n1, _ := q.at.Sched()
+	_, self, _ := SelfSched()
+	return waits{n1, self}
 }
 
 // phase makes the querier record into a new QueryStats, and returns the previous one.
@@ -403,6 +452,17 @@ func (s *Scenario) Run(ctx context.Context, f *Fleet) (*Report, error) {
 	if err != nil {
 		return rep, err
 	}
+	profDone := make(chan struct{})
+	go func() {
+		defer close(profDone)
+		if s.HealProfile == "" {
+			return
+		}
+		if err := a.Profile(ctx, s.HealProfile, 6*time.Second); err != nil {
+			s.Logf("heal profile: %v", err)
+		}
+	}()
+	defer func() { <-profDone }()
 	if _, err = Poll(ctx, s.Converge, 100*time.Millisecond, func() error { return AllKnow(ctx, f.Nodes, nil) }); err != nil {
 		return rep, fmt.Errorf("after the heal: %w", err)
 	}
