@@ -30,7 +30,8 @@ import (
 // FLEET_SIZES (comma-separated, default 10,50,150), FLEET_INTERVAL (the agents' --interval,
 // default 1s), FLEET_PARTITION (default 60s) and FLEET_AGENT (a cantal-agent binary to run
 // instead of building this tree's) change the run; FLEET_PROFILE_DIR runs node 1 with --pprof
-// and writes its CPU profile over the heal's first 6 s there (heal-N.pprof). The heal's
+// and writes its CPU profile over the heal's first 6 s there (heal-N.pprof); FLEET_HEAL_POLL
+// is how often every node's membership is polled after the heal (default 100ms). The heal's
 // slowest queries are also reported as node 1 saw them (its Server-Timing: the whole answer),
 // so that an answer slow at the client can be told from one slow at node 1. Every figure is measured on
 // two cores shared by all N agents (and whatever else the machine runs: the load average is
@@ -49,6 +50,7 @@ func BenchmarkClusterFleet(b *testing.B) {
 			defer cancel()
 			opts := fleet.Options{Agent: agent, N: n, Subnet: "10.77.124", Interval: interval, Dir: b.TempDir(), OwnPIDs: true}
 			sc := fleet.Scenario{Partition: partition, Steady: 20 * time.Second, Converge: 5 * time.Minute, Logf: b.Logf}
+			sc.HealPoll = envDuration(b, "FLEET_HEAL_POLL", 100*time.Millisecond)
 			if dir := os.Getenv("FLEET_PROFILE_DIR"); dir != "" {
 				opts.FirstExtra = []string{"--pprof"}
 				sc.HealProfile = filepath.Join(dir, fmt.Sprintf("heal-%d.pprof", n))
