@@ -60,9 +60,12 @@ type Config struct {
 	History time.Duration
 	// Idle is how long a subscription lives without being asked for (default 3m).
 	Idle time.Duration
-	// Timeout bounds how long a query waits for a peer's first data (default 1s); it is also
-	// the dial timeout and the ping timeout.
+	// Timeout is the dial timeout and the ping timeout (default 1s).
 	Timeout time.Duration
+	// Wait bounds how long a query waits, all peers under one deadline, for what is not in yet
+	// (default 4/5 of Timeout): a query that waits its whole budget still answers within
+	// Timeout, the peers not in shown unreachable, with what is kept.
+	Wait time.Duration
 	// MaxDials bounds the connections being opened at once, all peers together (default 256):
 	// a first query in a cluster of a thousand nodes opens them in waves rather than all at
 	// once. Below it, every peer's connection is opened at the same time.
@@ -133,6 +136,9 @@ func New(cfg Config) *Hub {
 	}
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = time.Second
+	}
+	if cfg.Wait <= 0 {
+		cfg.Wait = cfg.Timeout * 4 / 5
 	}
 	if cfg.Interval <= 0 {
 		cfg.Interval = 2 * time.Second
@@ -206,7 +212,7 @@ func (h *Hub) expire(now time.Time) {
 // Query returns every peer's series for match (rate: counters as rates) with the points their
 // subscriptions keep (Config.History): what a cluster history query needs. It subscribes where
 // needed and makes each subscription keep its history chunk. It waits, all peers under one
-// deadline of Config.Timeout, only for what is not in yet at peers that are up and not known to
+// deadline of Config.Wait, only for what is not in yet at peers that are up and not known to
 // be failing: a new subscription's current values, and the first chunk a subscription asks for.
 // A peer whose connection is down (cut, dead, refusing, or reconnecting after a failure) is
 // answered from what is kept, at once, while its connection is retried in the background.
@@ -232,7 +238,7 @@ func (h *Hub) query(ctx context.Context, match string, rate, chunk bool) []NodeA
 	for i, m := range members {
 		s, p := h.subscribe(m, match, rate, chunk)
 		subs[i] = s
-		if s == nil || !m.Up || p.failing() {
+		if s == nil || !m.Up || p.failing() || s.gaveUp.Load() {
 			continue
 		}
 		wait = append(wait, s.latest)
@@ -242,9 +248,9 @@ func (h *Hub) query(ctx context.Context, match string, rate, chunk bool) []NodeA
 			waitFor = append(waitFor, i)
 		}
 	}
-	deadline := time.NewTimer(h.cfg.Timeout)
+	deadline := time.NewTimer(h.cfg.Wait - time.Since(start))
 	defer deadline.Stop()
-	missed := -1 // the first wait not over when the query stopped waiting
+	missed := len(wait) // the first wait not over when the query stopped waiting
 wait:
 	for i, c := range wait {
 		select {
@@ -257,17 +263,22 @@ wait:
 			break wait
 		}
 	}
-	if missed >= 0 && h.cfg.Log.Enabled(ctx, slog.LevelDebug) {
-		var late []string
-		for j := missed; j < len(wait); j++ {
-			select {
-			case <-wait[j]:
-			default:
-				if n := members[waitFor[j]].Name; len(late) == 0 || late[len(late)-1] != n {
-					late = append(late, n)
-				}
+	var late []string
+	for j := missed; j < len(wait); j++ {
+		select {
+		case <-wait[j]:
+		default:
+			if ctx.Err() == nil {
+				// Given up on at the query's deadline: later queries do not wait for it
+				// again (a peer that is connected but silent would make each one wait).
+				subs[waitFor[j]].gaveUp.Store(true)
+			}
+			if n := members[waitFor[j]].Name; len(late) == 0 || late[len(late)-1] != n {
+				late = append(late, n)
 			}
 		}
+	}
+	if len(late) > 0 {
 		h.cfg.Log.Debug("cluster query stopped waiting", "match", match, "history", chunk,
 			"waited", time.Since(start), "peers_not_in", len(late), "first", late[:min(len(late), 5)])
 	}

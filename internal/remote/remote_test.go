@@ -262,3 +262,40 @@ func acceptSubscription(w http.ResponseWriter, r *http.Request) (c *websocket.Co
 	json.Unmarshal(data, &req)
 	return c, req, true
 }
+
+// TestQueryWaitsWithinItsBudget: a peer that accepts the connection and then says nothing
+// (a stalled process) costs a query at most Config.Wait, though the dial timeout is a
+// minute; the answer shows it unreachable, and later queries do not wait for it again until
+// it sends something.
+func TestQueryWaitsWithinItsBudget(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, _, ok := acceptSubscription(w, r)
+		if !ok {
+			return
+		}
+		defer c.CloseNow()
+		c.Read(r.Context()) // silent until the hub goes
+	}))
+	defer srv.Close()
+	m := Member{ID: "p", Name: "peer", HTTP: strings.TrimPrefix(srv.URL, "http://"), Up: true}
+	h := New(Config{Members: func() []Member { return []Member{m} }, Interval: time.Second, Timeout: time.Minute, Wait: 200 * time.Millisecond})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go h.Run(ctx)
+	for i, q := range []func(context.Context, string, bool) []NodeAnswer{h.QueryLatest, h.Query} {
+		done := make(chan []NodeAnswer, 1)
+		go func() { done <- q(ctx, "m", false) }()
+		select {
+		case ans := <-done:
+			if len(ans) != 1 || ans[0].Status != Unreachable {
+				t.Errorf("query %d = %+v; want the silent peer unreachable", i+1, ans)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("query %d waited past its budget (Wait 200ms) for a silent peer", i+1)
+		}
+	}
+	s, _ := h.subscribe(m, "m", false, false)
+	if !s.gaveUp.Load() {
+		t.Error("the silent peer's subscription is not marked given up: every query would wait for it")
+	}
+}

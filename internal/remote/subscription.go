@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cantal-go/cantal/internal/series"
@@ -39,6 +40,10 @@ type sub struct {
 	// chunked is closed when the first history chunk asked for has come, or the peer refused
 	// it (an error for the chunk's id): what a history query waits for.
 	chunked chan struct{}
+
+	// gaveUp: a query stopped waiting for this subscription at its deadline; later queries do
+	// not wait for it until a message of the peer's arrives for it.
+	gaveUp atomic.Bool
 
 	mu          sync.Mutex
 	latestOnce  sync.Once
@@ -189,6 +194,7 @@ func (s *sub) receiveChunk(m *wireMsg) bool {
 	// an error first); the chunk is done with either way.
 	s.chunkNeed = false
 	s.mu.Unlock()
+	s.gaveUp.Store(false)
 	s.chunkedOnce.Do(func() { close(s.chunked) })
 	return true
 }
@@ -279,6 +285,7 @@ func (s *sub) receive(node string, m *wireMsg) {
 	}
 	s.trim()
 	s.mu.Unlock()
+	s.gaveUp.Store(false)
 	if m.Type == "update" {
 		s.latestOnce.Do(func() { close(s.latest) })
 	}
