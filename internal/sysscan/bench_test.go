@@ -83,16 +83,18 @@ func BenchmarkParseTCPLine(b *testing.B) {
 }
 
 // BenchmarkProcessesIdle5000 is one process scan of the real /proc with 5000 sleeping processes
-// more, side by side: every stat line read at every scan (as before issue 22's reuse) and the
-// stat lines of processes that have not run reused (see idle.go).
+// more, side by side: every stat line read at every scan (as before issue 22's reuse), the
+// stat lines of processes that have not run reused (see idle.go), knowing that from their
+// schedstat files, and knowing it from the task iterator (taskiter.go).
 func BenchmarkProcessesIdle5000(b *testing.B) {
 	startSleepers(b, 5000)
 	for _, mode := range []struct {
-		name  string
-		sched int8
-	}{{"stat-every-scan", -1}, {"reuse-idle", 0}} {
+		name   string
+		sched  int8
+		noIter bool
+	}{{"stat-every-scan", -1, true}, {"reuse-idle", 0, true}, {"reuse-idle-taskiter", 0, false}} {
 		b.Run(mode.name, func(b *testing.B) {
-			p := NewProcesses(Options{})
+			p := NewProcesses(Options{NoTaskIter: mode.noIter})
 			defer p.Close()
 			p.schedOK = mode.sched
 			benchScan(b, p)

@@ -75,7 +75,7 @@ func (p *Processes) sleeping(procfd int, st *procState, sink series.Sink) schedV
 	f := &st.files[pfSched]
 	st.schedNow = schedUntracked
 	if p.schedOK < 0 || st.noSched || !st.envDone || st.last.Threads != 1 ||
-		st.last.State == 'Z' || st.last.State == 'X' || (!f.open && p.kept >= p.opt.KeepOpen) {
+		st.last.State == 'Z' || st.last.State == 'X' || (p.taskIter == nil && !f.open && p.kept >= p.opt.KeepOpen) {
 		if f.open { // it has threads now: schedstat would not tell
 			f.close()
 			p.kept--
@@ -83,19 +83,33 @@ func (p *Processes) sleeping(procfd int, st *procState, sink series.Sink) schedV
 		st.haveSched = false
 		return schedRead
 	}
-	b, gone, err := p.readKept(procfd, st.pid, pfSched, f, 256)
-	switch {
-	case gone:
-		return schedGone
-	case err != nil:
-		st.noSched = true // the stat line's read reports what is wrong, if anything is
-		return schedRead
-	}
-	s, err := parsePIDSchedstat(b)
-	if err != nil {
-		st.noSched = true
-		sink.Problem(fmt.Sprintf("%s/%d/schedstat", p.opt.Proc, st.pid), err.Error())
-		return schedRead
+	var s pidSchedstat
+	if p.taskIter != nil {
+		if f.open { // read before the iterator was loaded
+			f.close()
+			p.kept--
+		}
+		var ok bool
+		if s, ok = p.task(st.pid, st.startTicks); !ok {
+			// Not in this scan's iteration: it exited, or its pid is another process's now.
+			// The stat line's read tells which.
+			st.haveSched = false
+			return schedRead
+		}
+	} else {
+		b, gone, err := p.readKept(procfd, st.pid, pfSched, f, 256)
+		switch {
+		case gone:
+			return schedGone
+		case err != nil:
+			st.noSched = true // the stat line's read reports what is wrong, if anything is
+			return schedRead
+		}
+		if s, err = parsePIDSchedstat(b); err != nil {
+			st.noSched = true
+			sink.Problem(fmt.Sprintf("%s/%d/schedstat", p.opt.Proc, st.pid), err.Error())
+			return schedRead
+		}
 	}
 	prev, had := st.sched, st.haveSched
 	st.sched, st.haveSched = s, true

@@ -196,7 +196,17 @@ func TestProcessesReuseStatReparented(t *testing.T) {
 	}
 }
 
+// TestProcessesReuseStatRealProc runs on the real /proc, with the scheduler counters from the
+// BPF task iterator and, NoTaskIter, from each process's schedstat file.
 func TestProcessesReuseStatRealProc(t *testing.T) {
+	for _, noIter := range []bool{false, true} {
+		t.Run(map[bool]string{false: "taskiter", true: "schedstat"}[noIter], func(t *testing.T) {
+			testReuseStatRealProc(t, noIter)
+		})
+	}
+}
+
+func testReuseStatRealProc(t *testing.T, noIter bool) {
 	sleeper := exec.Command("sleep", "300")
 	if err := sleeper.Start(); err != nil {
 		t.Fatal(err)
@@ -207,7 +217,8 @@ func TestProcessesReuseStatRealProc(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { busy.Process.Kill(); busy.Wait() }()
-	p := NewProcesses(Options{})
+	time.Sleep(50 * time.Millisecond) // past the sleeper's exec
+	p := NewProcesses(Options{NoTaskIter: noIter})
 	defer p.Close()
 	var first, last *Process
 	reused, busyReused := 0, 0
@@ -230,6 +241,12 @@ func TestProcessesReuseStatRealProc(t *testing.T) {
 	}
 	if p.schedOK != 1 {
 		t.Fatalf("this kernel's schedstat not taken as counting run time (schedOK %d)", p.schedOK)
+	}
+	if (p.taskIter == nil) != noIter {
+		t.Fatalf("task iterator loaded: %v, with NoTaskIter %v (the tests run as root on a kernel with BTF)", p.taskIter != nil, noIter)
+	}
+	if st := p.procs[sleeper.Process.Pid]; st == nil || st.files[pfSched].open == !noIter {
+		t.Errorf("sleeper's schedstat file kept open: %v; want %v", st != nil && st.files[pfSched].open, noIter)
 	}
 	// Scans 1 and 2 read it (no schedstat to compare yet); of scans 3 to 6 at most one is periodic.
 	if reused < 3 {

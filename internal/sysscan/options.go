@@ -28,8 +28,9 @@ type Options struct {
 	// zero. A longer command line is truncated; a CANTAL_PATH beyond the cap is not seen.
 	MaxRead int
 	// KeepOpen is how many /proc/PID files Processes keeps open between scans, re-reading each
-	// with a single pread(2): the schedstat of every single-threaded process and the stat of
-	// every process that runs (see idle.go), io while the budget has room for two files a
+	// with a single pread(2): the schedstat of every single-threaded process (unless the task
+	// iterator reads them all, see NoTaskIter) and the stat of every process that runs (see
+	// idle.go), io while the budget has room for two files a
 	// process, status and cgroup while it has room for all five (with open, read and close
 	// otherwise). 32768 when zero, none when negative, and never more than the RLIMIT_NOFILE
 	// soft limit less a quarter of it (at least 1024 less, and at most half of a limit of
@@ -39,6 +40,10 @@ type Options struct {
 	// times as much CPU: 10k churning processes cost 450 ms of CPU per scan with a budget of
 	// 4096 files.
 	KeepOpen int
+	// NoTaskIter makes Processes read each process's schedstat file even where the BPF task
+	// iterator (package taskiter) can read them all in one pass: as root on a kernel with BTF,
+	// with Proc "/proc" in the initial pid namespace (see taskiter.go).
+	NoTaskIter bool
 	// TCPEvery is how often (in scans) Machine counts the TCP sockets, the scans between
 	// emitting the last counts again (see tcpEvery); 5 when zero, every scan when 1.
 	TCPEvery int

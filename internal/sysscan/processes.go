@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cantal-go/cantal/internal/series"
+	"github.com/cantal-go/cantal/internal/taskiter"
 	"golang.org/x/sys/unix"
 )
 
@@ -118,12 +119,15 @@ type Processes struct {
 	kept    int   // files open in procs[*].files
 	btimeMs int64 // boot time, read once so start times stay stable
 
-	pids      []int
-	forked    []int       // pids the process events announced since the last scan
-	events    *procEvents // nil: list /proc at every scan
-	evTried   bool
-	schedOK   int8 // 0: not checked yet; 1: <proc>/PID/schedstat counts run time; -1: it does not
-	swapInUse bool // some swap was in use at the start of the scan (see readSwapInUse)
+	pids       []int
+	forked     []int       // pids the process events announced since the last scan
+	events     *procEvents // nil: list /proc at every scan
+	evTried    bool
+	taskIter   *taskiter.Iter // nil: read schedstat files (see taskiter.go)
+	tasksTried bool
+	tasks      []taskiter.Task // this scan's, in pid order
+	schedOK    int8            // 0: not checked yet; 1: <proc>/PID/schedstat counts run time; -1: it does not
+	swapInUse  bool            // some swap was in use at the start of the scan (see readSwapInUse)
 	// What readPagesTaken knows of <proc>/vmstat: the sum it watches, whether it was read, the
 	// latest scan that saw it move (or could not tell), and a reused buffer.
 	pagesTaken    uint64
@@ -195,6 +199,12 @@ func (p *Processes) Collect(ctx context.Context, sink series.Sink) error {
 		}
 	}
 	p.swapInUse = p.readSwapInUse(procfd)
+	if !p.tasksTried {
+		p.openTasks(procfd, sink)
+	}
+	if p.taskIter != nil {
+		p.readTasks(sink)
+	}
 	if err := p.listPIDs(procfd, sink); err != nil {
 		return fmt.Errorf("scan processes: %w", err)
 	}
@@ -462,6 +472,8 @@ func (p *Processes) Close() error {
 	}
 	p.events.close()
 	p.events, p.evTried = nil, false
+	p.closeTasks()
+	p.tasksTried = false
 	return nil
 }
 
