@@ -16,7 +16,10 @@ require (
 	google.golang.org/protobuf v1.36.12
 )
 
-require go.opentelemetry.io/proto/otlp v1.11.1 // indirect
+require (
+	github.com/cilium/ebpf v0.22.0 // indirect
+	go.opentelemetry.io/proto/otlp v1.11.1 // indirect
+)
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
