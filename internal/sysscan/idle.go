@@ -59,9 +59,10 @@ const (
 type schedVerdict uint8
 
 const (
-	schedRead schedVerdict = iota // read its stat line
-	schedIdle                     // it has not run since the previous scan: reuse the line
-	schedGone                     // it exited
+	schedRead   schedVerdict = iota // read its stat line
+	schedIdle                       // it has not run since the previous scan: reuse the line
+	schedGone                       // it exited; its pid may be another process's now
+	schedExited                     // it exited and its pid is free (the task iterator has neither)
 )
 
 // sleeping reads the schedstat of st, a process known from earlier scans, when it can tell
@@ -89,12 +90,14 @@ func (p *Processes) sleeping(procfd int, st *procState, sink series.Sink) schedV
 			f.close()
 			p.kept--
 		}
-		var ok bool
-		if s, ok = p.task(st.pid, st.startTicks); !ok {
-			// Not in this scan's iteration: it exited, or its pid is another process's now.
-			// The stat line's read tells which.
-			st.haveSched = false
-			return schedRead
+		var found, same bool
+		if s, found, same = p.task(st.pid, st.startTicks); !same {
+			// Not in this scan's iteration, which began after the previous scan: it exited,
+			// and its pid is free or another process's.
+			if found {
+				return schedGone
+			}
+			return schedExited
 		}
 	} else {
 		b, gone, err := p.readKept(procfd, st.pid, pfSched, f, 256)

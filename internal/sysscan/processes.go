@@ -518,6 +518,9 @@ func (p *Processes) scanPID(procfd, pid int, sink series.Sink, sc *scanCount) {
 			// The process we knew exited; the pid may already belong to another one.
 			p.forget(st)
 			st = nil
+		case schedExited:
+			p.forget(st)
+			return
 		}
 	}
 	var b []byte
@@ -564,7 +567,14 @@ func (p *Processes) scanPID(procfd, pid int, sink series.Sink, sc *scanCount) {
 		p.procs[pid] = st
 	}
 	st.last, st.idle = ps, 0
-	st.last.Comm = nil                                    // b is reused by the next read
+	st.last.Comm = nil // b is reused by the next read
+	if p.taskIter != nil && !st.haveSched {
+		// New (or read without counters): its counters in this scan's iteration, which came
+		// before its stat line was read, are the next scan's baseline (see sleeping).
+		if s, _, same := p.task(pid, st.startTicks); same {
+			st.sched, st.haveSched = s, true
+		}
+	}
 	if st.comm != string(ps.Comm) || st.prevAt.IsZero() { // no allocation when equal
 		if st.comm != string(ps.Comm) {
 			st.refs = [pmNum]*series.Ref{} // the process label changes

@@ -72,14 +72,14 @@ func (p *Processes) readTasks(sink series.Sink) {
 	}
 }
 
-// task returns the scheduler counters of pid from this scan's iteration, if it has the
-// process that started at startTicks.
-func (p *Processes) task(pid int, startTicks uint64) (pidSchedstat, bool) {
-	i, ok := slices.BinarySearchFunc(p.tasks, pid, func(t taskiter.Task, pid int) int { return t.PID - pid })
-	if !ok || p.startTicks(p.tasks[i].StartNs) != startTicks {
-		return pidSchedstat{}, false
+// task returns the scheduler counters of pid from this scan's iteration: found says it has the
+// pid, same that it is the process that started at startTicks.
+func (p *Processes) task(pid int, startTicks uint64) (s pidSchedstat, found, same bool) {
+	i, found := slices.BinarySearchFunc(p.tasks, pid, func(t taskiter.Task, pid int) int { return t.PID - pid })
+	if !found || p.startTicks(p.tasks[i].StartNs) != startTicks {
+		return pidSchedstat{}, found, false
 	}
-	return pidSchedstat{RunNs: p.tasks[i].RunNs, Slices: p.tasks[i].Slices}, true
+	return pidSchedstat{RunNs: p.tasks[i].RunNs, Slices: p.tasks[i].Slices}, true, true
 }
 
 func (p *Processes) closeTasks() {
