@@ -125,6 +125,8 @@ func envDuration(b *testing.B, name string, def time.Duration) time.Duration {
 // times. After convergence one metrics query at node 1; reported: its wall time, node 1's CPU
 // time over it (schedstat), and p50 / p99 / max of the per-peer phases. FLEET_AGENT runs
 // another cantal-agent binary instead of this tree's (builds side by side, one after the other).
+// FLEET_MATCH queries another selector than system.load_avg_1min, e.g. one with many series
+// per node ({metric=~"system\\..*"}); the series per node are reported.
 //
 //	cd bench && go test -run '^$' -bench ClusterFirstQuery -benchtime 1x -timeout 30m -v
 func BenchmarkClusterFirstQuery(b *testing.B) {
@@ -135,6 +137,10 @@ func BenchmarkClusterFirstQuery(b *testing.B) {
 	interval := envDuration(b, "FLEET_INTERVAL", time.Second)
 	agent := fleetAgent(b)
 	phase := regexp.MustCompile(`peer session: first message.* dial=(\S+) wait=(\S+) decode=(\S+)`)
+	match := os.Getenv("FLEET_MATCH")
+	if match == "" {
+		match = fleet.ScanMatch
+	}
 	for _, n := range sizes {
 		b.Run("nodes="+strconv.Itoa(n), func(b *testing.B) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
@@ -155,7 +161,7 @@ func BenchmarkClusterFirstQuery(b *testing.B) {
 			skip := a.LogLines()
 			b.ResetTimer()
 			c0, err1 := a.SchedCPU()
-			ans, err2 := a.Cluster(ctx, "/api/v1/cluster/metrics", fleet.ScanMatch)
+			ans, err2 := a.Cluster(ctx, "/api/v1/cluster/metrics", match)
 			c1, err3 := a.SchedCPU()
 			b.StopTimer()
 			if err := errors.Join(err1, err2, err3); err != nil {
@@ -184,6 +190,11 @@ func BenchmarkClusterFirstQuery(b *testing.B) {
 				time.Sleep(100 * time.Millisecond)
 			}
 			ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
+			nseries := 0
+			for _, na := range ans.Nodes {
+				nseries += len(na.Series)
+			}
+			b.ReportMetric(float64(nseries)/float64(max(len(ans.Nodes), 1)), "series/node")
 			b.ReportMetric(ms(ans.Took), "first-metrics-ms")
 			b.ReportMetric(ms(c1-c0), "node1-cpu-ms")
 			b.ReportMetric(float64(c1-c0)/float64(n-1)/1e3, "node1-cpu-us/peer")
