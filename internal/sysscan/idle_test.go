@@ -333,3 +333,40 @@ func collectPID(t *testing.T, p *Processes, pid int) *Process {
 	}
 	return findPID(p.Table(), pid)
 }
+
+// TestProcessesTaskIterPIDs: with the task iterator, a scan takes its pids from the iteration:
+// a new process is found and an exited one dropped without listing /proc or process events.
+func TestProcessesTaskIterPIDs(t *testing.T) {
+	p := NewProcesses(Options{})
+	defer p.Close()
+	collect := func() []Process {
+		t.Helper()
+		if err := p.Collect(context.Background(), series.NewRecorder()); err != nil {
+			t.Fatal(err)
+		}
+		return p.Table()
+	}
+	collect()
+	if p.taskIter == nil {
+		t.Fatal("no task iterator (the tests run as root on a kernel with BTF)")
+	}
+	child := exec.Command("sleep", "60")
+	if err := child.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { child.Process.Kill(); child.Wait() }()
+	if findPID(collect(), child.Process.Pid) == nil {
+		t.Errorf("the new process %d is not in the table", child.Process.Pid)
+	}
+	child.Process.Kill()
+	child.Wait()
+	if findPID(collect(), child.Process.Pid) != nil {
+		t.Errorf("the process %d that exited is still in the table", child.Process.Pid)
+	}
+	if p.lists != 0 || p.events != nil {
+		t.Errorf("%d listings of /proc, events %v; want neither", p.lists, p.events != nil)
+	}
+	if len(p.Table()) < 3 || len(p.Table()) != len(p.procs) {
+		t.Errorf("%d rows, %d processes known", len(p.Table()), len(p.procs))
+	}
+}

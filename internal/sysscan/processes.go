@@ -278,10 +278,20 @@ func (p *Processes) Collect(ctx context.Context, sink series.Sink) error {
 	return nil
 }
 
-// listPIDs sets p.pids to the pids to read this scan: the processes known from the previous
-// scan and those the process events announced since (see procEvents), or, every listEvery scans,
-// when events were lost or when there are no events, the listing of /proc.
+// listPIDs sets p.pids to the pids to read this scan: those of the task iterator's pass when it
+// is loaded; else the processes known from the previous scan and those the process events
+// announced since (see procEvents), or, when the events were just subscribed to, every
+// listEvery scans, when events were lost or when there are no events, the listing of /proc.
 func (p *Processes) listPIDs(procfd int, sink series.Sink) error {
+	p.pids = p.pids[:0]
+	if p.taskIter != nil {
+		// This scan's pass of the task iterator has every process, in pid order.
+		for i := range p.tasks {
+			p.pids = append(p.pids, p.tasks[i].PID)
+		}
+		return nil
+	}
+	list := true
 	if p.events == nil && !p.evTried && p.opt.Proc == "/proc" {
 		p.evTried = true
 		ev, err := openProcEvents(250 * time.Millisecond)
@@ -289,13 +299,10 @@ func (p *Processes) listPIDs(procfd int, sink series.Sink) error {
 			sink.Problem("process events", err.Error()+": listing /proc at every scan instead")
 		}
 		p.events = ev
-	}
-	list := true
-	if p.events != nil {
+	} else if p.events != nil {
 		lost := p.events.drain(func(pid int) { p.forked = append(p.forked, pid) })
 		list = lost || p.gen%listEvery == 0
 	}
-	p.pids = p.pids[:0]
 	if list {
 		p.lists++
 		var err error

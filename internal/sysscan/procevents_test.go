@@ -16,7 +16,7 @@ import (
 // through the process events alone, drops one that exited, and a scan after lost events lists
 // /proc again.
 func TestProcessesEvents(t *testing.T) {
-	p := NewProcesses(Options{})
+	p := NewProcesses(Options{NoTaskIter: true}) // with the task iterator, no events are needed
 	defer p.Close()
 	collect := func() []Process {
 		t.Helper()
