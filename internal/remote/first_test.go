@@ -376,3 +376,63 @@ func TestMetricsQueryDoesNotWaitForChunk(t *testing.T) {
 		t.Errorf("history query: points %v; want the chunk's and the update's", pts)
 	}
 }
+
+// TestChunkSubscriptionGoes: a history query's chunk is asked for after the live subscription
+// and unsubscribed once it has come, so that the peer does not send every update twice.
+func TestChunkSubscriptionGoes(t *testing.T) {
+	msgs := make(chan map[string]string, 16)
+	peer := newChunkPeer(5, time.Second)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c, err := websocket.Accept(w, r, nil)
+		if err != nil {
+			return
+		}
+		defer c.CloseNow()
+		ctx := r.Context()
+		for {
+			_, data, err := c.Read(ctx)
+			if err != nil {
+				return
+			}
+			var req map[string]string
+			json.Unmarshal(data, &req)
+			msgs <- req
+			if req["type"] != "subscribe" {
+				continue
+			}
+			m := peer.msgs[req["id"]]
+			if req["history"] != "" && c.Write(ctx, websocket.MessageText, m[0]) != nil {
+				return
+			}
+			if c.Write(ctx, websocket.MessageText, m[1]) != nil {
+				return
+			}
+		}
+	}))
+	defer srv.Close()
+	h := New(Config{Members: func() []Member {
+		return []Member{{ID: "p", Name: "peer", HTTP: strings.TrimPrefix(srv.URL, "http://"), Up: true}}
+	}, Interval: 10 * time.Second, Timeout: time.Minute})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go h.Run(ctx)
+	ans := h.Query(ctx, chunkMatch, false)
+	if len(ans) != 1 || ans[0].Status != OK || len(ans[0].Series) != 1 || len(ans[0].Series[0].Points) < 5 {
+		t.Fatalf("history query = %+v; want the peer's chunk", ans)
+	}
+	live, chunk := subKey(chunkMatch, false), chunkPrefix+subKey(chunkMatch, false)
+	want := []string{"subscribe " + live, "subscribe " + chunk, "unsubscribe " + chunk}
+	for i, w := range want {
+		select {
+		case m := <-msgs:
+			if got := m["type"] + " " + m["id"]; got != w {
+				t.Errorf("message %d from the hub: %q; want %q", i+1, got, w)
+			}
+			if i == 0 && m["history"] != "" {
+				t.Errorf("the live subscription asks for a history (%s); want none", m["history"])
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("no message %d from the hub; want %q", i+1, w)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -289,7 +290,7 @@ func (p *peer) session(ctx context.Context) error {
 // histories it builds.
 func (p *peer) syncSubs(ctx context.Context, c *websocket.Conn, sent map[string]bool) error {
 	p.mu.Lock()
-	var live, chunks [][]byte
+	var live, chunks, drop [][]byte
 	for k, s := range p.subs {
 		if !sent[k] {
 			live = append(live, s.request())
@@ -305,11 +306,11 @@ func (p *peer) syncSubs(ctx context.Context, c *websocket.Conn, sent map[string]
 		s, ok := p.subs[base]
 		if !ok || isChunk && !s.needsChunk() {
 			delete(sent, k)
-			live = append(live, (&sub{id: k, unsubscribe: true}).request())
+			drop = append(drop, (&sub{id: k, unsubscribe: true}).request())
 		}
 	}
 	p.mu.Unlock()
-	for _, b := range append(live, chunks...) {
+	for _, b := range slices.Concat(live, chunks, drop) {
 		if err := c.Write(ctx, websocket.MessageText, b); err != nil {
 			return err
 		}
