@@ -355,8 +355,29 @@ func TestProcessesTaskIterPIDs(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { child.Process.Kill(); child.Wait() }()
-	if findPID(collect(), child.Process.Pid) == nil {
-		t.Errorf("the new process %d is not in the table", child.Process.Pid)
+	nobody := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sleep", "60")
+	if err := nobody.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { nobody.Process.Kill(); nobody.Wait() }()
+	for i := 0; i < 100; i++ { // past setpriv's setresuid and exec
+		if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", nobody.Process.Pid)); string(b) == "sleep\n" {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The iterator gives the uid from a process's first scan on (status would wait for its
+	// second), and status is not read for it while no swap is in use.
+	table := collect()
+	if got := findPID(table, child.Process.Pid); got == nil || got.UID != os.Getuid() {
+		t.Errorf("the new process %d in its first scan: %+v; want uid %d", child.Process.Pid, got, os.Getuid())
+	}
+	if got := findPID(table, nobody.Process.Pid); got == nil || got.UID != 65534 {
+		t.Errorf("a new process of nobody in its first scan: %+v; want uid 65534", got)
+	}
+	collect()
+	if st := p.procs[nobody.Process.Pid]; st == nil || !st.details || st.haveStatus != p.swapInUse {
+		t.Errorf("second scan of %d: state %+v; want details read, status read only if swap is in use (%v)", nobody.Process.Pid, st, p.swapInUse)
 	}
 	child.Process.Kill()
 	child.Wait()

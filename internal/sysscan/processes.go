@@ -18,7 +18,7 @@ import (
 // Process is one row of the process table. Its strings and Cmdline are shared between
 // snapshots and must be treated as read-only.
 type Process struct {
-	PID, PPID, UID int      // UID is -1 until status is read (a process's first scan, unless it names a CANTAL_PATH)
+	PID, PPID, UID int      // UID is -1 until known: from the task iterator, or from status (at a process's second scan, unless it names a CANTAL_PATH)
 	Name           string   // comm, the kernel's 15-byte command name
 	Cmdline        []string // nil for kernel threads and zombies
 	State          string   // one letter as in ps: R, S, D, Z, T, t, X, I, ...
@@ -81,7 +81,8 @@ type procState struct {
 	prevAt     time.Time
 	seen       uint64
 	scans      uint64 // scans this process has been seen in
-	uid        int    // from status, see statusEvery
+	uid        int    // from the task iterator at every scan (haveUID), else from status, see statusEvery
+	haveUID    bool   // uid is from the task iterator
 	swap       uint64 // from status
 	haveStatus bool
 	readBytes  uint64 // from io, see ioEvery
@@ -490,6 +491,7 @@ type scanItem struct {
 	row                   Process
 	utime, stime, threads uint64
 	due                   uint8 // detail reads still to do: dueStatus | dueIO | dueCgroup | dueCmdline
+	first                 bool  // due are the first reads since the process was new or exec'd
 	gone                  bool  // exited while being read
 	reused                bool  // its stat line is the one of an earlier scan (see sleeping)
 }
@@ -634,12 +636,24 @@ func (p *Processes) planDetails(procfd int, it *scanItem, ps *pidStat, sink seri
 	// process that ran for less than a tick. A process that did not run changed neither its uid
 	// nor its I/O; its swap can grow (swap-out), which only matters while swap is in use.
 	tracked := st.schedNow != schedUntracked
+	// The task iterator gives the uid at every scan: status is then read only for the swap,
+	// which is 0 while no swap is in use.
+	needStatus := true
+	if p.taskIter != nil {
+		if t := p.taskRec(pid, st.startTicks); t != nil {
+			st.uid, st.haveUID = int(t.UID), true
+			needStatus = p.swapInUse
+		}
+	}
 	switch {
 	case !st.details:
-		it.due = dueAll
+		it.due, it.first = dueAll, true
+		if !needStatus {
+			it.due &^= dueStatus
+		}
 	default:
 		k := uint64(pid) + p.gen
-		if st.stirred && k%statusEvery == 0 || k%statusIdleEvery == 0 && (p.swapInUse || !tracked) {
+		if needStatus && (st.stirred && k%statusEvery == 0 || k%statusIdleEvery == 0 && (p.swapInUse || !tracked)) {
 			it.due |= dueStatus
 		}
 		if !st.haveIO || cpu != st.prevCPU || st.schedNow == schedRan || !tracked && k%ioEvery == 0 {
@@ -714,7 +728,7 @@ func (p *Processes) readDetails(procfd int, it *scanItem, sink series.Sink) {
 			st.cmdline = parseCmdline(b)
 		}
 	}
-	if it.due == dueAll {
+	if it.first {
 		st.details = true
 	}
 	it.due = 0
@@ -739,7 +753,7 @@ func (p *Processes) readIO(procfd int, st *procState) ([]byte, bool, error) {
 func (p *Processes) finish(it *scanItem, sink series.Sink) {
 	st, row := it.st, &it.row
 	row.UID, row.Swap = st.uid, st.swap
-	if !st.haveStatus {
+	if !st.haveStatus && !st.haveUID {
 		row.UID = -1 // not read yet: a caller that sees only its own processes does not see it
 	}
 	row.ReadBytes, row.WriteBytes = st.readBytes, st.writeBytes

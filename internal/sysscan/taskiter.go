@@ -82,6 +82,15 @@ func (p *Processes) task(pid int, startTicks uint64) (s pidSchedstat, found, sam
 	return pidSchedstat{RunNs: p.tasks[i].RunNs, Slices: p.tasks[i].Slices}, true, true
 }
 
+// taskRec returns this scan's record of the process pid that started at startTicks, or nil.
+func (p *Processes) taskRec(pid int, startTicks uint64) *taskiter.Task {
+	i, found := slices.BinarySearchFunc(p.tasks, pid, func(t taskiter.Task, pid int) int { return t.PID - pid })
+	if !found || p.startTicks(p.tasks[i].StartNs) != startTicks {
+		return nil
+	}
+	return &p.tasks[i]
+}
+
 func (p *Processes) closeTasks() {
 	if p.taskIter != nil {
 		p.taskIter.Close()

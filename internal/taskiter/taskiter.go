@@ -5,9 +5,9 @@
 // previous scan (see internal/sysscan's idle.go). Through procfs that is a pread(2) of a kept
 // schedstat file per process: about 3 µs each, 30 ms a scan at 10 000 processes. The kernel's
 // task iterator walks every task in one read(2) session and runs a small program on each: the
-// program here writes one fixed-size record per thread-group leader, the same three numbers
-// /proc/PID/schedstat prints (run time and number of CPU slices of the main thread) and its
-// start time, to identify the process.
+// program here writes one fixed-size record per thread-group leader: the numbers
+// /proc/PID/schedstat prints (run time and number of CPU slices of the main thread), its start
+// time, to identify the process, and its real uid, as /proc/PID/status shows it.
 //
 // The program only reads (it is a tracing program: it can change nothing) and is assembled here
 // from the running kernel's BTF, so no compiler is needed. It needs root (CAP_BPF and
@@ -33,11 +33,12 @@ type Task struct {
 	RunNs   uint64 // se.sum_exec_runtime of its main thread: schedstat's first field
 	Slices  uint64 // sched_info.pcount of its main thread: schedstat's third field
 	StartNs uint64 // start_boottime: ns since boot; stat's starttime is this in clock ticks
+	UID     uint32 // real uid of its main thread (real_cred->uid): status's first Uid field
 }
 
-// recordSize is the size of a record the program writes: four native-endian u64, in the order
+// recordSize is the size of a record the program writes: five native-endian u64, in the order
 // of Task's fields.
-const recordSize = 32
+const recordSize = 40
 
 // Iter is a loaded task iterator. It is not safe for concurrent use; Close releases it.
 type Iter struct {
@@ -56,14 +57,30 @@ func Open() (*Iter, error) {
 	if err := spec.TypeByName("task_struct", &task); err != nil {
 		return nil, fmt.Errorf("task iterator: kernel BTF: %w", err)
 	}
-	var off [5]int16
-	for i, path := range [][]string{{"pid"}, {"tgid"}, {"se", "sum_exec_runtime"}, {"sched_info", "pcount"}, {"start_boottime"}} {
-		o, size, err := memberOffset(task, path)
+	var cred *btf.Struct
+	if err := spec.TypeByName("cred", &cred); err != nil {
+		return nil, fmt.Errorf("task iterator: kernel BTF: %w", err)
+	}
+	var off [7]int16
+	for i, m := range []struct {
+		s    *btf.Struct
+		path []string
+		size uint32
+	}{
+		{task, []string{"pid"}, 4},
+		{task, []string{"tgid"}, 4},
+		{task, []string{"se", "sum_exec_runtime"}, 8},
+		{task, []string{"sched_info", "pcount"}, 8},
+		{task, []string{"start_boottime"}, 8},
+		{task, []string{"real_cred"}, 8},
+		{cred, []string{"uid", "val"}, 4},
+	} {
+		o, size, err := memberOffset(m.s, m.path)
 		if err != nil {
 			return nil, fmt.Errorf("task iterator: %w", err)
 		}
-		if want := []uint32{4, 4, 8, 8, 8}[i]; size != want {
-			return nil, fmt.Errorf("task iterator: task_struct.%v is %d bytes, not %d", path, size, want)
+		if size != m.size {
+			return nil, fmt.Errorf("task iterator: %s.%v is %d bytes, not %d", m.s.Name, m.path, size, m.size)
 		}
 		off[i] = o
 	}
@@ -87,10 +104,10 @@ func Open() (*Iter, error) {
 }
 
 // program is the iterator's code: for a task that leads its thread group, one record of
-// recordSize bytes (tgid, run time, slices, start time) through bpf_seq_write. off holds the
-// offsets in task_struct of pid, tgid, se.sum_exec_runtime, sched_info.pcount and
-// start_boottime.
-func program(off [5]int16) asm.Instructions {
+// recordSize bytes (tgid, run time, slices, start time, uid) through bpf_seq_write. off holds
+// the offsets in task_struct of pid, tgid, se.sum_exec_runtime, sched_info.pcount,
+// start_boottime and real_cred, and of uid.val in struct cred.
+func program(off [7]int16) asm.Instructions {
 	return asm.Instructions{
 		asm.LoadMem(asm.R6, asm.R1, 0, asm.DWord), // ctx->meta
 		asm.LoadMem(asm.R7, asm.R1, 8, asm.DWord), // ctx->task, NULL at the end
@@ -98,12 +115,16 @@ func program(off [5]int16) asm.Instructions {
 		asm.LoadMem(asm.R2, asm.R7, off[0], asm.Word),
 		asm.LoadMem(asm.R3, asm.R7, off[1], asm.Word),
 		asm.JNE.Reg(asm.R2, asm.R3, "out"), // a thread that is not its group's leader
-		asm.StoreMem(asm.RFP, -32, asm.R3, asm.DWord),
+		asm.StoreMem(asm.RFP, -40, asm.R3, asm.DWord),
 		asm.LoadMem(asm.R4, asm.R7, off[2], asm.DWord),
-		asm.StoreMem(asm.RFP, -24, asm.R4, asm.DWord),
+		asm.StoreMem(asm.RFP, -32, asm.R4, asm.DWord),
 		asm.LoadMem(asm.R4, asm.R7, off[3], asm.DWord),
-		asm.StoreMem(asm.RFP, -16, asm.R4, asm.DWord),
+		asm.StoreMem(asm.RFP, -24, asm.R4, asm.DWord),
 		asm.LoadMem(asm.R4, asm.R7, off[4], asm.DWord),
+		asm.StoreMem(asm.RFP, -16, asm.R4, asm.DWord),
+		// The uid, read under the RCU read lock the program runs in, as /proc/PID/status reads it.
+		asm.LoadMem(asm.R4, asm.R7, off[5], asm.DWord), // task->real_cred
+		asm.LoadMem(asm.R4, asm.R4, off[6], asm.Word),  // ->uid.val
 		asm.StoreMem(asm.RFP, -8, asm.R4, asm.DWord),
 		asm.LoadMem(asm.R1, asm.R6, 0, asm.DWord), // meta->seq
 		asm.Mov.Reg(asm.R2, asm.RFP),
@@ -208,6 +229,7 @@ func parse(b []byte, dst []Task) ([]Task, error) {
 			RunNs:   binary.NativeEndian.Uint64(b[8:]),
 			Slices:  binary.NativeEndian.Uint64(b[16:]),
 			StartNs: binary.NativeEndian.Uint64(b[24:]),
+			UID:     uint32(binary.NativeEndian.Uint64(b[32:])),
 		})
 	}
 	return dst, nil

@@ -57,6 +57,36 @@ func TestReadMatchesProc(t *testing.T) {
 	if got.StartNs/10_000_000 != startTicks {
 		t.Errorf("start %d ns = %d ticks; stat says %d", got.StartNs, got.StartNs/10_000_000, startTicks)
 	}
+	if got.UID != uint32(os.Getuid()) {
+		t.Errorf("uid %d; the sleeper runs as %d", got.UID, os.Getuid())
+	}
+	// Another uid: a process started as nobody.
+	nobody := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sleep", "60")
+	if err := nobody.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { nobody.Process.Kill(); nobody.Wait() }()
+	for i := 0; i < 100; i++ { // past setpriv's setresuid and exec
+		if b, _ := os.ReadFile("/proc/" + strconv.Itoa(nobody.Process.Pid) + "/comm"); string(b) == "sleep\n" {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if tasks, err = it.Read(tasks[:0]); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, task := range tasks {
+		if task.PID == nobody.Process.Pid {
+			found = true
+			if task.UID != 65534 {
+				t.Errorf("uid of a process of nobody: %d", task.UID)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no record of %d", nobody.Process.Pid)
+	}
 	// Threads are not records: this test binary has several, and one record.
 	self := 0
 	for _, task := range tasks {
@@ -71,7 +101,7 @@ func TestReadMatchesProc(t *testing.T) {
 
 func FuzzParse(f *testing.F) {
 	f.Add(make([]byte, recordSize))
-	f.Add([]byte{1, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0})
+	f.Add([]byte{1, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 0xe8, 3, 0, 0, 0, 0, 0, 0})
 	f.Add([]byte{1, 2, 3})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		tasks, err := parse(b, nil)
