@@ -125,41 +125,33 @@ func TestProcessesStatQuietCadence(t *testing.T) {
 	for p.gen < statIdleEvery+2 {
 		utime()
 	}
-	// No pages taken since the first scan: only a statQuietEvery-periodic scan reads the line.
-	write("5000", "stat", replaceField(stat5000, 14, "9")+"\n")
-	for {
-		got := utime()
-		if p.idleEvery() != statQuietEvery {
-			t.Fatalf("scan %d: idleEvery %d with vmstat unchanged since scan 1", p.gen, p.idleEvery())
-		}
-		if (5000+p.gen)%statQuietEvery == 0 {
-			if got != 0.09 {
-				t.Fatalf("quiet periodic scan %d: utime %v, want the new line's 0.09", p.gen, got)
+	// untilPeriodic scans until the scan that reads the line anyway (every `every` scans, which
+	// idleEvery must say), which must show utime want; the scans before it show the old line.
+	untilPeriodic := func(every uint64, old, want float64) {
+		t.Helper()
+		for {
+			got := utime()
+			if p.idleEvery() != every {
+				t.Fatalf("scan %d: idleEvery %d; want %d", p.gen, p.idleEvery(), every)
 			}
-			break
-		}
-		if got != 0.07 {
-			t.Fatalf("scan %d (not a quiet periodic one): utime %v, want the line read before (0.07)", p.gen, got)
+			if (5000+p.gen)%every == 0 {
+				if got != want {
+					t.Fatalf("periodic scan %d: utime %v, want the new line's %v", p.gen, got, want)
+				}
+				return
+			}
+			if got != old {
+				t.Fatalf("scan %d (not a periodic one): utime %v, want the line read before (%v)", p.gen, got, old)
+			}
 		}
 	}
+	// No pages taken since the first scan: only a statQuietEvery-periodic scan reads the line.
+	write("5000", "stat", replaceField(stat5000, 14, "9")+"\n")
+	untilPeriodic(statQuietEvery, 0.07, 0.09)
 	// Reclaim: pgsteal moves; the next statIdleEvery-periodic scan reads the line.
 	write("5000", "stat", replaceField(stat5000, 14, "11")+"\n")
 	write("", "vmstat", strings.Replace(vmstat, "pgsteal_kswapd 0", "pgsteal_kswapd 10", 1))
-	for n := 0; ; n++ {
-		got := utime()
-		if p.idleEvery() != statIdleEvery {
-			t.Fatalf("scan %d, %d after pages were taken: idleEvery %d", p.gen, n, p.idleEvery())
-		}
-		if (5000+p.gen)%statIdleEvery == 0 {
-			if got != 0.11 {
-				t.Fatalf("periodic scan %d after pages were taken: utime %v, want 0.11", p.gen, got)
-			}
-			break
-		}
-		if got != 0.09 {
-			t.Fatalf("scan %d: utime %v, want 0.09", p.gen, got)
-		}
-	}
+	untilPeriodic(statIdleEvery, 0.09, 0.11)
 }
 
 func TestProcessesReuseStatReparented(t *testing.T) {
