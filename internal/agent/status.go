@@ -119,7 +119,7 @@ func (a *Agent) status(ctx context.Context) any {
 	s.Counts.Pushed, s.Counts.PushedBytes, s.Counts.PushedEvicted = v.Pushed, v.PushedBytes, v.EvictedPushed
 	ps := a.push.Stats()
 	s.Counts.PushRefused, s.Counts.PushPoints, s.Counts.PushLate = ps.Refused, ps.Points, ps.Late
-	s.Counts.Processes = len(a.procs.Table())
+	s.Counts.Processes = a.procs.Len() // not len(Table()): a copy of the table (2.6 MB at 10 000 processes) per status request
 	s.ProcessScan = a.procs.Stats()
 	s.Counts.Apps = a.apps.Count()
 	s.Problems = v.Problems

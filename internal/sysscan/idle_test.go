@@ -379,7 +379,7 @@ func TestProcessesTaskIterPIDs(t *testing.T) {
 	if p.lists != 0 || p.events != nil {
 		t.Errorf("%d listings of /proc, events %v; want neither", p.lists, p.events != nil)
 	}
-	if len(p.Table()) < 3 || len(p.Table()) != len(p.procs) {
-		t.Errorf("%d rows, %d processes known", len(p.Table()), len(p.procs))
+	if len(p.Table()) < 3 || len(p.Table()) != len(p.procs) || p.Len() != len(p.Table()) {
+		t.Errorf("%d rows, %d processes known, Len %d", len(p.Table()), len(p.procs), p.Len())
 	}
 }

@@ -170,6 +170,14 @@ func (p *Processes) Table() []Process {
 	return p.AppendTable(nil)
 }
 
+// Len returns the number of processes in the latest process table, without copying it. It is
+// safe to call from any goroutine.
+func (p *Processes) Len() int {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	return len(p.published)
+}
+
 // AppendTable appends the latest process table to dst and returns it, for callers that reuse a
 // buffer. It is safe to call from any goroutine.
 func (p *Processes) AppendTable(dst []Process) []Process {
