@@ -165,7 +165,9 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 	sopt := sysscan.Options{Proc: cfg.Proc, Sys: cfg.Sys}
 	mpExclude, _ := excludeRegexp(cfg.FSMountsExclude) // both checked by Validate
 	typesExclude, _ := excludeRegexp(cfg.FSTypesExclude)
-	a.procs = sysscan.NewProcesses(sopt)
+	popt := sopt
+	popt.NoTaskIter = cfg.NoBPF
+	a.procs = sysscan.NewProcesses(popt)
 	a.procs.SetBudget(cfg.Interval / 2) // under heavy churn, shed details rather than the beat
 	a.apps = apps.New(a.procs, apps.Options{Proc: cfg.Proc, Log: log})
 	a.colls = []namedCollector{

@@ -47,6 +47,7 @@ type Config struct {
 	MetricsNoTS      bool          // /metrics: no sample timestamps (Prometheus stamps the scrape)
 	Pprof            bool          // serve /debug/pprof
 	TimerSlack       time.Duration // timer slack of the agent's threads (at most Interval/10); 0 = the kernel's
+	NoBPF            bool          // do not load the BPF task iterator (package taskiter); read schedstat files
 	LogLevel         string
 	LogFormat        string
 
@@ -150,6 +151,7 @@ func ParseFlags(name string, args []string, getenv func(string) string) (Config,
 	fs.BoolVar(&c.MetricsPerPID, "metrics-per-pid", c.MetricsPerPID, "export per-process series in /metrics per pid (labels pid, process, cgroup) instead of summed per group (label groupname)")
 	fs.BoolVar(&c.MetricsNoTS, "metrics-no-timestamps", c.MetricsNoTS, "leave the scan time out of /metrics samples: Prometheus then stamps each sample with the scrape's time (and marks a vanished series stale at once) instead of storing it at the time the agent read it")
 	fs.BoolVar(&c.Pprof, "pprof", c.Pprof, "serve /debug/pprof on the HTTP listener")
+	fs.BoolVar(&c.NoBPF, "no-bpf", c.NoBPF, "do not load the read-only BPF task iterator that reads every process's scheduler counters and uid in one pass; read each process's /proc/PID/schedstat instead")
 	fs.DurationVar(&c.TimerSlack, "timer-slack", c.TimerSlack, "how late the kernel may wake the agent's threads, to batch wake-ups; at most a tenth of --interval is used (0: the kernel's default)")
 	fs.StringVar(&c.WebConfig, "web-config", c.WebConfig, "exporter-toolkit web config file: TLS, client certificates (also the node's identity towards its peers), bcrypt basic auth")
 	fs.Var(listFlag{&c.WriteUsers}, "write-users", "names allowed to write (/write, OTLP, POST /api/v1/peers, pprof): basic-auth users or client certificates' common names (repeatable, or comma-separated)")

@@ -268,6 +268,7 @@ func (p *Processes) Collect(ctx context.Context, sink series.Sink) error {
 	}
 	clear(p.items) // drop references to processes that may be gone by the next scan
 	p.stats.add(sc)
+	p.stats.taskIter.Store(p.taskIter != nil)
 	p.putStats(sink)
 	if ioDenied {
 		sink.Problem(p.opt.Proc+"/PID/io", "permission denied for some processes: their read and write bytes are missing (the agent is not root, or they are protected)")

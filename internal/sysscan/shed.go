@@ -21,6 +21,8 @@ import (
 //     short-lived processes have none).
 //   - StatReused: stat lines not read again because the process had not run since the
 //     previous scan (see sleeping in idle.go); not work left out, work found unnecessary.
+//   - TaskIter: the latest scan had every process's scheduler counters and uid from the BPF
+//     task iterator (taskiter.go), not from files.
 type ScanStats struct {
 	Scans           int64 `json:"scans"`
 	ShedScans       int64 `json:"shed_scans"`
@@ -28,6 +30,7 @@ type ScanStats struct {
 	SkippedBusy     int64 `json:"skipped_busy"`
 	DeferredDetails int64 `json:"deferred_details"`
 	StatReused      int64 `json:"stat_reused"`
+	TaskIter        bool  `json:"task_iterator"`
 }
 
 // scanCount is what one scan left out; owned by Collect.
@@ -38,6 +41,7 @@ type scanCount struct {
 // scanCounters are the totals behind ScanStats, read from any goroutine.
 type scanCounters struct {
 	scans, shedScans, shed, busy, deferred, reused atomic.Int64
+	taskIter                                       atomic.Bool
 	refs                                           [5]*series.Ref // owned by Collect
 }
 
@@ -64,6 +68,7 @@ func (p *Processes) Stats() ScanStats {
 	return ScanStats{
 		Scans: c.scans.Load(), ShedScans: c.shedScans.Load(), ShedDetails: c.shed.Load(),
 		SkippedBusy: c.busy.Load(), DeferredDetails: c.deferred.Load(), StatReused: c.reused.Load(),
+		TaskIter: c.taskIter.Load(),
 	}
 }
 

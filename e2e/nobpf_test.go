@@ -1,0 +1,58 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestTaskIterAndNoBPF: the agent (root, on this kernel) takes the processes' scheduler
+// counters from the BPF task iterator, and with --no-bpf from schedstat files; both list this
+// test's process with its uid.
+func TestTaskIterAndNoBPF(t *testing.T) {
+	serial(t)
+	for _, c := range []struct {
+		args []string
+		iter bool
+	}{{nil, true}, {[]string{"--no-bpf"}, false}} {
+		a := startAgent(t, c.args...)
+		var st struct {
+			ProcessScan struct {
+				TaskIter bool `json:"task_iterator"`
+				Scans    int64
+			} `json:"process_scan"`
+		}
+		waitFor(t, 20*time.Second, func() error {
+			if err := a.get("/api/v1/status", &st); err != nil {
+				return err
+			}
+			if st.ProcessScan.Scans < 2 {
+				return fmt.Errorf("%d process scans", st.ProcessScan.Scans)
+			}
+			return nil
+		})
+		if st.ProcessScan.TaskIter != c.iter {
+			t.Errorf("agent %v: task_iterator %v; want %v", c.args, st.ProcessScan.TaskIter, c.iter)
+		}
+		var procs struct {
+			Processes []struct {
+				PID, UID int
+			}
+		}
+		if err := a.get("/api/v1/processes", &procs); err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, p := range procs.Processes {
+			if p.PID == os.Getpid() {
+				found = p.UID == os.Getuid()
+			}
+		}
+		if !found {
+			t.Errorf("agent %v: this test's process %d (uid %d) not listed with its uid among %d", c.args, os.Getpid(), os.Getuid(), len(procs.Processes))
+		}
+		a.stop(syscall.SIGTERM)
+	}
+}
