@@ -65,7 +65,8 @@ const (
 	schedExited                     // it exited and its pid is free (the task iterator has neither)
 )
 
-// sleeping reads the schedstat of st, a process known from earlier scans, when it can tell
+// sleeping looks at the scheduler counters of st, a process known from earlier scans (in this
+// scan's pass of the task iterator, else in its schedstat file), when they can tell
 // whether the process ran since the previous scan, and says whether its stat line is to be
 // read. It must be called before the stat line is read in a scan, so that a process that runs
 // between the two reads shows as having run at the next scan.

@@ -33,13 +33,15 @@ func (p *Processes) openTasks(procfd int, sink series.Sink) {
 	}
 	if err != nil {
 		it.Close()
+		p.tasks = nil
 		sink.Problem("task iterator", err.Error()+": reading each process's schedstat instead")
 		return
 	}
 	p.taskIter, p.tasks = it, tasks[:0]
 }
 
-// checkTasks verifies that tasks has this process, with the start time of <proc>/self/stat.
+// checkTasks verifies that tasks has this process, with the start time of <proc>/self/stat. It
+// sets p.tasks to tasks.
 func (p *Processes) checkTasks(procfd int, tasks []taskiter.Task) error {
 	b, err := readFileAt(procfd, []byte("self/stat\x00"), &p.buf, 4096)
 	if err != nil {
@@ -49,9 +51,8 @@ func (p *Processes) checkTasks(procfd int, tasks []taskiter.Task) error {
 	if err != nil {
 		return fmt.Errorf("task iterator: check: %w", err)
 	}
-	pid := os.Getpid()
-	i, ok := slices.BinarySearchFunc(tasks, pid, func(t taskiter.Task, pid int) int { return t.PID - pid })
-	if !ok || p.startTicks(tasks[i].StartNs) != ps.StartTicks {
+	p.tasks = tasks
+	if p.taskRec(os.Getpid(), ps.StartTicks) == nil {
 		return fmt.Errorf("task iterator: its pids are not those of %s (another pid namespace?)", p.opt.Proc)
 	}
 	return nil
@@ -75,20 +76,28 @@ func (p *Processes) readTasks(sink series.Sink) {
 // task returns the scheduler counters of pid from this scan's iteration: found says it has the
 // pid, same that it is the process that started at startTicks.
 func (p *Processes) task(pid int, startTicks uint64) (s pidSchedstat, found, same bool) {
-	i, found := slices.BinarySearchFunc(p.tasks, pid, func(t taskiter.Task, pid int) int { return t.PID - pid })
-	if !found || p.startTicks(p.tasks[i].StartNs) != startTicks {
+	t, found := p.taskRecPID(pid)
+	if t == nil || p.startTicks(t.StartNs) != startTicks {
 		return pidSchedstat{}, found, false
 	}
-	return pidSchedstat{RunNs: p.tasks[i].RunNs, Slices: p.tasks[i].Slices}, true, true
+	return pidSchedstat{RunNs: t.RunNs, Slices: t.Slices}, true, true
 }
 
 // taskRec returns this scan's record of the process pid that started at startTicks, or nil.
 func (p *Processes) taskRec(pid int, startTicks uint64) *taskiter.Task {
-	i, found := slices.BinarySearchFunc(p.tasks, pid, func(t taskiter.Task, pid int) int { return t.PID - pid })
-	if !found || p.startTicks(p.tasks[i].StartNs) != startTicks {
-		return nil
+	if t, _ := p.taskRecPID(pid); t != nil && p.startTicks(t.StartNs) == startTicks {
+		return t
 	}
-	return &p.tasks[i]
+	return nil
+}
+
+// taskRecPID returns this scan's record of pid, whichever process has it, or nil.
+func (p *Processes) taskRecPID(pid int) (*taskiter.Task, bool) {
+	i, found := slices.BinarySearchFunc(p.tasks, pid, func(t taskiter.Task, pid int) int { return t.PID - pid })
+	if !found {
+		return nil, false
+	}
+	return &p.tasks[i], true
 }
 
 func (p *Processes) closeTasks() {
