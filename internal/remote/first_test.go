@@ -55,7 +55,11 @@ func newSeriesPeer(n, points int, interval time.Duration) *chunkPeer {
 	return p
 }
 
-func (p *chunkPeer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+func (p *chunkPeer) ServeHTTP(w http.ResponseWriter, r *http.Request) { p.serve(w, r, nil) }
+
+// serve answers one hub connection: each subscription by its ready-made chunk (when it asks for
+// history) and update. seen, when not nil, is called with each request first.
+func (p *chunkPeer) serve(w http.ResponseWriter, r *http.Request, seen func(req map[string]string)) {
 	c, err := websocket.Accept(w, r, nil)
 	if err != nil {
 		return
@@ -68,7 +72,13 @@ func (p *chunkPeer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		var req map[string]string
-		if json.Unmarshal(data, &req) != nil || req["type"] != "subscribe" {
+		if json.Unmarshal(data, &req) != nil {
+			continue
+		}
+		if seen != nil {
+			seen(req)
+		}
+		if req["type"] != "subscribe" {
 			continue
 		}
 		msgs, ok := p.msgs[req["id"]]
@@ -383,31 +393,7 @@ func TestChunkSubscriptionGoes(t *testing.T) {
 	msgs := make(chan map[string]string, 16)
 	peer := newChunkPeer(5, time.Second)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		c, err := websocket.Accept(w, r, nil)
-		if err != nil {
-			return
-		}
-		defer c.CloseNow()
-		ctx := r.Context()
-		for {
-			_, data, err := c.Read(ctx)
-			if err != nil {
-				return
-			}
-			var req map[string]string
-			json.Unmarshal(data, &req)
-			msgs <- req
-			if req["type"] != "subscribe" {
-				continue
-			}
-			m := peer.msgs[req["id"]]
-			if req["history"] != "" && c.Write(ctx, websocket.MessageText, m[0]) != nil {
-				return
-			}
-			if c.Write(ctx, websocket.MessageText, m[1]) != nil {
-				return
-			}
-		}
+		peer.serve(w, r, func(req map[string]string) { msgs <- req })
 	}))
 	defer srv.Close()
 	h := New(Config{Members: func() []Member {
