@@ -74,20 +74,7 @@ func BenchmarkChurnScan(b *testing.B) {
 		gc1, user1, n1 := gcStats()
 		scans := float64(b.N)
 		b.ReportMetric(float64(cpu.Nanoseconds())/scans/1e6, "cpu-ms/scan")
-		if gc1 > gc0 {
-			b.ReportMetric((gc1-gc0)/(gc1-gc0+user1-user0), "gc-share")
-		}
-		b.ReportMetric(float64(n1-n0)/scans, "gcs/scan")
-		// What one collection of this heap costs: the agent collects as often as all of its
-		// allocations make it, and each time marks what the registry and the history hold.
-		var gcCPU []time.Duration
-		for range 3 {
-			t := cputime.Process()
-			runtime.GC()
-			gcCPU = append(gcCPU, cputime.Process()-t)
-		}
-		slices.Sort(gcCPU)
-		b.ReportMetric(float64(gcCPU[1].Nanoseconds())/1e6, "fullgc-cpu-ms")
+		reportCollections(b, scans, gc1-gc0, user1-user0, n1-n0)
 		b.ReportMetric(float64(c.r.View().Evicted-ev0)/scans, "evicted/scan")
 		if f := os.Getenv("CHURN_HEAPPROFILE"); f != "" { // go tool pprof -sample_index=inuse_space
 			if err := writeHeapProfile(f); err != nil {
@@ -183,23 +170,31 @@ func BenchmarkChurnScanSave(b *testing.B) {
 		if saves > 0 {
 			b.ReportMetric(float64(saveBytes)/float64(saves), "bytes/save")
 		}
-		if gc1 > gc0 {
-			b.ReportMetric((gc1-gc0)/(gc1-gc0+user1-user0), "gc-share")
-		}
-		b.ReportMetric(float64(n1-n0)/scans, "gcs/scan")
-		var gcCPU []time.Duration
-		for range 3 {
-			t := cputime.Process()
-			runtime.GC()
-			gcCPU = append(gcCPU, cputime.Process()-t)
-		}
-		slices.Sort(gcCPU)
-		b.ReportMetric(float64(gcCPU[1].Nanoseconds())/1e6, "fullgc-cpu-ms")
+		reportCollections(b, scans, gc1-gc0, user1-user0, n1-n0)
 		var ms runtime.MemStats
 		runtime.ReadMemStats(&ms)
 		b.ReportMetric(float64(ms.HeapInuse)/(1<<20), "heap-MiB")
 		b.ReportMetric(float64(c.r.View().Len()), "series")
 	})
+}
+
+// reportCollections reports the collector's share over the timed scans (gc and user: the
+// runtime's CPU estimates over them, cycles: the collections) and what one collection of the
+// warm heap costs: the agent collects as often as all of its allocations make it, and each time
+// marks what the registry and the history hold (median of 3).
+func reportCollections(b *testing.B, scans, gc, user float64, cycles uint64) {
+	if gc > 0 {
+		b.ReportMetric(gc/(gc+user), "gc-share")
+	}
+	b.ReportMetric(float64(cycles)/scans, "gcs/scan")
+	var gcCPU []time.Duration
+	for range 3 {
+		t := cputime.Process()
+		runtime.GC()
+		gcCPU = append(gcCPU, cputime.Process()-t)
+	}
+	slices.Sort(gcCPU)
+	b.ReportMetric(float64(gcCPU[1].Nanoseconds())/1e6, "fullgc-cpu-ms")
 }
 
 // gcStats returns the runtime's estimates of the CPU seconds spent in the GC and in user code,
