@@ -59,10 +59,9 @@ const (
 type schedVerdict uint8
 
 const (
-	schedRead   schedVerdict = iota // read its stat line
-	schedIdle                       // it has not run since the previous scan: reuse the line
-	schedGone                       // it exited; its pid may be another process's now
-	schedExited                     // it exited and its pid is free (the task iterator has neither)
+	schedRead schedVerdict = iota // read its stat line
+	schedIdle                     // it has not run since the previous scan: reuse the line
+	schedGone                     // it exited; its pid may be another process's now
 )
 
 // sleeping looks at the scheduler counters of st, a process known from earlier scans (in this
@@ -91,15 +90,13 @@ func (p *Processes) sleeping(procfd int, st *procState, sink series.Sink) schedV
 			f.close()
 			p.kept--
 		}
-		var found, same bool
-		if s, found, same = p.task(st.pid, st.startTicks); !same {
-			// Not in this scan's iteration, which began after the previous scan: it exited,
-			// and its pid is free or another process's.
-			if found {
-				return schedGone
-			}
-			return schedExited
+		t := p.taskRec(st.pid, st.startTicks)
+		if t == nil {
+			// The pass (this scan's list of pids) has another process under its pid: it
+			// exited since the previous scan.
+			return schedGone
 		}
+		s = pidSchedstat{RunNs: t.RunNs, Slices: t.Slices}
 	} else {
 		b, gone, err := p.readKept(procfd, st.pid, pfSched, f, 256)
 		switch {

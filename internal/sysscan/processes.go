@@ -127,6 +127,7 @@ type Processes struct {
 	taskIter   *taskiter.Iter // nil: read schedstat files (see taskiter.go)
 	tasksTried bool
 	tasks      []taskiter.Task // this scan's, in pid order
+	taskAt     int             // index in tasks of the pid being scanned, when it is there
 	schedOK    int8            // 0: not checked yet; 1: <proc>/PID/schedstat counts run time; -1: it does not
 	swapInUse  bool            // some swap was in use at the start of the scan (see readSwapInUse)
 	// What readPagesTaken knows of <proc>/vmstat: the sum it watches, whether it was read, the
@@ -227,6 +228,7 @@ func (p *Processes) Collect(ctx context.Context, sink series.Sink) error {
 		if i&255 == 255 && ctx.Err() != nil {
 			return fmt.Errorf("scan processes: %w", ctx.Err())
 		}
+		p.taskAt = i // with the task iterator, p.pids[i] is p.tasks[i].PID (see taskRec)
 		p.scanPID(procfd, pid, sink, &sc)
 	}
 	p.fixReparented(procfd, sink)
@@ -536,9 +538,6 @@ func (p *Processes) scanPID(procfd, pid int, sink series.Sink, sc *scanCount) {
 			// The process we knew exited; the pid may already belong to another one.
 			p.forget(st)
 			st = nil
-		case schedExited:
-			p.forget(st)
-			return
 		}
 	}
 	var b []byte
@@ -589,8 +588,8 @@ func (p *Processes) scanPID(procfd, pid int, sink series.Sink, sc *scanCount) {
 	if p.taskIter != nil && !st.haveSched {
 		// New (or read without counters): its counters in this scan's iteration, which came
 		// before its stat line was read, are the next scan's baseline (see sleeping).
-		if s, _, same := p.task(pid, st.startTicks); same {
-			st.sched, st.haveSched = s, true
+		if t := p.taskRec(pid, st.startTicks); t != nil {
+			st.sched, st.haveSched = pidSchedstat{RunNs: t.RunNs, Slices: t.Slices}, true
 		}
 	}
 	if st.comm != string(ps.Comm) || st.prevAt.IsZero() { // no allocation when equal

@@ -73,31 +73,20 @@ func (p *Processes) readTasks(sink series.Sink) {
 	}
 }
 
-// task returns the scheduler counters of pid from this scan's iteration: found says it has the
-// pid, same that it is the process that started at startTicks.
-func (p *Processes) task(pid int, startTicks uint64) (s pidSchedstat, found, same bool) {
-	t, found := p.taskRecPID(pid)
-	if t == nil || p.startTicks(t.StartNs) != startTicks {
-		return pidSchedstat{}, found, false
-	}
-	return pidSchedstat{RunNs: t.RunNs, Slices: t.Slices}, true, true
-}
-
 // taskRec returns this scan's record of the process pid that started at startTicks, or nil.
+// The scan reads the pids in the pass's order, so the record at taskAt is looked at first.
 func (p *Processes) taskRec(pid int, startTicks uint64) *taskiter.Task {
-	if t, _ := p.taskRecPID(pid); t != nil && p.startTicks(t.StartNs) == startTicks {
+	i := p.taskAt
+	if i >= len(p.tasks) || p.tasks[i].PID != pid {
+		var found bool
+		if i, found = slices.BinarySearchFunc(p.tasks, pid, func(t taskiter.Task, pid int) int { return t.PID - pid }); !found {
+			return nil
+		}
+	}
+	if t := &p.tasks[i]; p.startTicks(t.StartNs) == startTicks {
 		return t
 	}
 	return nil
-}
-
-// taskRecPID returns this scan's record of pid, whichever process has it, or nil.
-func (p *Processes) taskRecPID(pid int) (*taskiter.Task, bool) {
-	i, found := slices.BinarySearchFunc(p.tasks, pid, func(t taskiter.Task, pid int) int { return t.PID - pid })
-	if !found {
-		return nil, false
-	}
-	return &p.tasks[i], true
 }
 
 func (p *Processes) closeTasks() {
