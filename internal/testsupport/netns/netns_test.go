@@ -32,6 +32,19 @@ func ping(ctx context.Context, from *Host, to string) error {
 	return err
 }
 
+// reach pings until one answer comes back or 10 s have passed: on a loaded machine one echo
+// can take longer than ping's 1 s wait, so a single try would call a reachable host unreachable.
+// The opposite check (a host that must not answer) needs no retry: load only delays answers.
+func reach(ctx context.Context, from *Host, to string) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := ping(ctx, from, to)
+		if err == nil || time.Now().After(deadline) {
+			return err
+		}
+	}
+}
+
 func listNamespaces(t *testing.T) []string {
 	out, err := exec.Command("ip", "netns", "list").Output()
 	if err != nil {
@@ -47,10 +60,10 @@ func TestPingCutHealTeardown(t *testing.T) {
 	if h1.IP != "10.77.0.1" || h2.IP != "10.77.0.2" {
 		t.Fatalf("host IPs %s, %s; want 10.77.0.1, 10.77.0.2", h1.IP, h2.IP)
 	}
-	if err := ping(ctx, h1, h2.IP); err != nil {
+	if err := reach(ctx, h1, h2.IP); err != nil {
 		t.Fatalf("h1 cannot ping h2: %v", err)
 	}
-	if err := ping(ctx, h2, h1.IP); err != nil {
+	if err := reach(ctx, h2, h1.IP); err != nil {
 		t.Fatalf("h2 cannot ping h1: %v", err)
 	}
 	if err := h2.Cut(ctx); err != nil {
@@ -63,15 +76,8 @@ func TestPingCutHealTeardown(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The link takes a moment to come back up.
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		err := ping(ctx, h1, h2.IP)
-		if err == nil {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("h1 cannot ping h2 after heal: %v", err)
-		}
+	if err := reach(ctx, h1, h2.IP); err != nil {
+		t.Fatalf("h1 cannot ping h2 after heal: %v", err)
 	}
 
 	// The host sees only its own network: eth0 and lo.
@@ -211,7 +217,11 @@ func TestPermanentNeighboursAndPartition(t *testing.T) {
 		from, to int
 		reach    bool
 	}{{0, 1, true}, {2, 3, true}, {0, 2, false}, {3, 1, false}} {
-		err := ping(ctx, hs[c.from], hs[c.to].IP)
+		check := ping
+		if c.reach {
+			check = reach
+		}
+		err := check(ctx, hs[c.from], hs[c.to].IP)
 		if (err == nil) != c.reach {
 			t.Errorf("partitioned: h%d → h%d reachable %v, want %v (%v)", c.from+1, c.to+1, err == nil, c.reach, err)
 		}
@@ -219,7 +229,7 @@ func TestPermanentNeighboursAndPartition(t *testing.T) {
 	if err := lab.HealPartition(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := ping(ctx, hs[0], hs[3].IP); err != nil {
+	if err := reach(ctx, hs[0], hs[3].IP); err != nil {
 		t.Errorf("healed: h1 cannot ping h4: %v", err)
 	}
 }

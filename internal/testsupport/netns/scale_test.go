@@ -19,7 +19,7 @@ func TestLab150(t *testing.T) {
 	hs := lab.Hosts()
 	ctx := context.Background()
 	for _, p := range [][2]int{{0, 149}, {149, 0}, {74, 75}} {
-		if err := ping(ctx, hs[p[0]], hs[p[1]].IP); err != nil {
+		if err := reach(ctx, hs[p[0]], hs[p[1]].IP); err != nil {
 			t.Errorf("h%d cannot ping h%d: %v", p[0]+1, p[1]+1, err)
 		}
 	}
