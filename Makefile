@@ -13,7 +13,7 @@ all: build
 
 # Everything the tests need (Debian packages, Go modules, the web UI, browsers, Prometheus...).
 setup:
-	sh scripts/setup.sh
+	$(PHASE) setup sh scripts/setup.sh
 
 # Only what building and running the agent needs (Go modules, the web UI).
 setup-run:
@@ -39,10 +39,12 @@ vet:
 # Integration packages start real agents, Chromium, Prometheus, InfluxDB and network namespaces;
 # they run one package at a time after the unit packages so they do not starve each other.
 INTEGRATION := ./e2e/... ./internal/web/
+# Each phase prints its wall time (PHASE), so CI's log shows where the minutes go.
+PHASE = sh scripts/phase.sh
 test: setup vet
-	$(GO) test -count=1 -run 'TestLoad' -v ./internal/ingest
-	$(GO) test -count=1 -race -short -timeout 30m $$($(GO) list ./... | grep -v -e '/e2e' -e '/internal/web$$')
-	$(GO) test -count=1 -race -short -p 1 -timeout 30m $(INTEGRATION)
+	$(PHASE) ingest-load $(GO) test -count=1 -run 'TestLoad' -v ./internal/ingest
+	$(PHASE) unit $(GO) test -count=1 -race -short -timeout 30m $$($(GO) list ./... | grep -v -e '/e2e' -e '/internal/web$$')
+	$(PHASE) integration $(GO) test -count=1 -race -short -p 1 -timeout 30m $(INTEGRATION)
 
 bench:
 	cd bench && $(GO) test -run '^$$' -bench . -benchmem -timeout 60m ./...
