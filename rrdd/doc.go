@@ -62,7 +62,9 @@
 // Reader follows xcp-rrdd's algorithm: a bad header is an error; an unchanged data checksum is
 // ErrNoUpdate; a data checksum that does not match the data is a torn or corrupt read
 // (ErrChecksum, the last good values are kept); an unchanged metadata checksum reuses the cached
-// datasources, a changed one is verified and reparsed. It is as strict as xcp-rrdd on checksums
+// datasources, a changed one is verified and reparsed. Values are read per metadata entry, in
+// order, as xcp-rrdd does: a count larger than the metadata lists (Python's rrdd.py writes one
+// when a plugin sets a name twice) leaves the extra values unread; a smaller one is ErrPayload. It is as strict as xcp-rrdd on checksums
 // and more tolerant on metadata spelling (see Datasource).
 //
 // Read's errors never quote the file: they say what is wrong and where (an offset, the file's

@@ -179,14 +179,18 @@ func (r *Reader) readV2(b []byte) error {
 		if err != nil {
 			return fmt.Errorf("metadata at offset %d: %w: %w", mstart, ErrPayload, err)
 		}
-		if len(dss) != n {
-			return fmt.Errorf("metadata and the count at offset %d disagree on the number of datasources: %w", v2Count, ErrPayload)
+		// As xcp-rrdd: values are read per metadata entry, so a count larger than the metadata
+		// (rrdd.py when a plugin sets one name twice) leaves the extra values unread. Fewer
+		// values than entries would pair entries with the metadata's bytes: refused.
+		if len(dss) > n {
+			return fmt.Errorf("the metadata lists more datasources than the count at offset %d: %w", v2Count, ErrPayload)
 		}
 		r.dss, r.metaSum, r.haveMeta = dss, metaSum, true
 		r.metaGen++
-	} else if n != len(r.dss) {
-		return fmt.Errorf("the count at offset %d and the unchanged metadata disagree on the number of datasources: %w", v2Count, ErrPayload)
+	} else if n < len(r.dss) {
+		return fmt.Errorf("the unchanged metadata lists more datasources than the count at offset %d: %w", v2Count, ErrPayload)
 	}
+	n = len(r.dss)
 	if cap(r.values) < n {
 		r.values = make([]Value, n)
 	}
