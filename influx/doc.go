@@ -43,7 +43,9 @@
 //	API                package-level Run(port,        a Monitor: New(Config),        ECS's, plus
 //	                   path), Stop, IsRunning,        Run(ctx)/Serve, Send and       Addr
 //	                   WaitUntilRunning, Send,        SendHistogrammable return
-//	                   SendHistogrammable, Timer*;    errors, AppendLines, Push;
+//	                   SendHistogrammable, Timer*,    errors, AppendLines, Push;
+//	                   AddError/AddResult, gRPC
+//	                   client interceptors;
 //	                   NewMetric(name) adds           NewMetric(name, ts) only
 //	                   subsystem=ECS
 //	Percentiles        sample ⌊n·p/100⌋ of the        interpolated at rank           ECS
@@ -101,10 +103,11 @@
 //	                   failed listen stays "running"  already in use"); Run again
 //	                                                  after ctx is done: buckets
 //	                                                  kept
-//	Stop               drops what was not scraped;    cancelling Run's ctx keeps     ECS
-//	                   sends while stopped are lost   the buckets (AppendLines) and
-//	                   (the latest version keeps      pushes them; Send works
-//	                   both for the next Run)         without Run
+//	Stop               keeps what was not scraped     cancelling Run's ctx keeps     ECS; Stop
+//	                   and what is sent before Run    the buckets (AppendLines) and  returns once
+//	                   and while stopped, for the     pushes them; Send works        the port is
+//	                   next Run (earlier versions     without Run                    closed
+//	                   dropped both)
 //	Push               none                           Config.PushURL, every second   none
 //	Timers             Timer, TimerSendSingle,        none                           ECS's
 //	                   TimerSendHist

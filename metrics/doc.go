@@ -6,9 +6,9 @@
 // # Metrics and windows
 //
 // A metric is created with a name and, optionally, a window (WithWindow) that keeps the history
-// of its recent values as libprocess' TimeSeries does; Statistics (count, min, max, p50 …
-// p9999, and a mean) are computed on demand from a copy of that history, once it holds at least
-// two values. Without a window no history is kept and no statistics exist.
+// of its recent values as libprocess' TimeSeries does; Statistics (count, min, max, p25, p50,
+// p75, p90 … p9999, and a mean) are computed on demand from a copy of that history, once it
+// holds at least two values. Without a window no history is kept and no statistics exist.
 //
 // Where libprocess defines the behaviour, the package follows it:
 //
@@ -21,12 +21,27 @@
 //     older ones a coarser one, and the history still spans the window.
 //   - Stopping a Timer key that is not running is not an error. A Timer has no value, and is
 //     absent from snapshots, until its first duration.
-//   - Registry.Remove removes by name. Registry.ServeHTTP is libprocess' /metrics/snapshot:
-//     ?timeout= bounds pulled gauges, ?jsonp=CALLBACK wraps the object as CALLBACK(OBJECT);,
-//     and snapshots are limited to two a second, a request that comes sooner waiting for its
-//     turn rather than being refused.
+//   - Registry.Remove removes by name. Registry.ServeHTTP is libprocess' /metrics/snapshot,
+//     answering every method (POST included): ?timeout= bounds pulled gauges, and without it
+//     the snapshot waits for them without bound (libprocess' Duration::max; the client going
+//     away still ends it); ?jsonp=CALLBACK wraps the object as CALLBACK(OBJECT);; snapshots are
+//     limited to two a second, a request that comes sooner waiting for its turn rather than
+//     being refused.
+//   - The body is libprocess' byte for byte: sorted keys, no spaces and no newline after it,
+//     "/" in names escaped as \/, every value a double as stout writes it (42 is 42.0, 0.1 is
+//     0.1, 1e10 is 10000000000.0, 1.5e15 is 1.50000000000000e+15). One deliberate difference:
+//     stout trims the zeros of an exponent too, writing 1e20 as 1.00000000000000e+2 (a
+//     hundred); the exponent is kept here.
 //   - A snapshot reports a windowed metric's statistics as name/count, /min, /max, /p50, /p90,
-//     /p95, /p99, /p999 and /p9999.
+//     /p95, /p99, /p999 and /p9999; like libprocess', not p25 and p75 (Statistics has them).
+//   - Timer units are stout's: Nanoseconds … Hours, Days and Weeks, named _ns, _us, _ms,
+//     _secs, _mins, _hrs, _days and _weeks.
+//
+// One deliberate difference in the window: libprocess' TimeSeries keys values by time, so a
+// value set at the same time as another replaces it, and one set at an earlier time is
+// inserted there. Values here are stamped with a coarse clock (see WithWindow), so a busy
+// metric sets many values within one tick: all are kept, and a value that reaches the window
+// after a newer one (only concurrent updates do that) is stamped as the newest.
 //
 // Additions are options: WithMean adds name/mean to snapshots, WithRateLimit and
 // WithoutRateLimit change or lift the rate limit, WithoutJSONP turns JSONP off.

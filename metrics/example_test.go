@@ -53,16 +53,16 @@ func ExampleRegistry() {
 	rec := httptest.NewRecorder()
 	reg.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics/snapshot?timeout=1secs", nil))
 	body, _ := io.ReadAll(rec.Body)
-	fmt.Print(string(body))
+	fmt.Println(string(body))
 
 	// As in libprocess, ?jsonp=CALLBACK wraps it for JSONP. (Snapshots served over HTTP are
 	// limited to two a second by default; this one waits for its turn.)
 	rec = httptest.NewRecorder()
 	reg.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics/snapshot?jsonp=show", nil))
-	fmt.Print(rec.Body.String())
+	fmt.Println(rec.Body.String())
 	// Output:
-	// {"jobs_done":42,"queue_length":3}
-	// show({"jobs_done":42,"queue_length":3});
+	// {"jobs_done":42.0,"queue_length":3.0}
+	// show({"jobs_done":42.0,"queue_length":3.0});
 }
 
 func ExampleWithWindow() {

@@ -21,10 +21,6 @@ var (
 	ErrInvalidName   = errors.New("invalid metric name")
 )
 
-// DefaultTimeout bounds a Registry snapshot served over HTTP without a ?timeout= parameter
-// when Registry.Timeout is zero.
-const DefaultTimeout = 10 * time.Second
-
 // DefaultRateLimit is the least time between two snapshots a Registry serves over HTTP unless
 // built WithRateLimit or WithoutRateLimit: two per second, libprocess' default.
 const DefaultRateLimit = 500 * time.Millisecond
@@ -37,8 +33,9 @@ const DefaultRateLimit = 500 * time.Millisecond
 // /metrics/snapshot does: at most two snapshots a second (a request that comes sooner waits its
 // turn), optionally wrapped for JSONP.
 type Registry struct {
-	// Timeout bounds an HTTP snapshot that has no ?timeout= parameter (DefaultTimeout if zero).
-	// Set it before serving.
+	// Timeout bounds an HTTP snapshot that has no ?timeout= parameter. Zero, the default, is
+	// libprocess' default: no bound (Duration::max), the snapshot waits for every pulled gauge,
+	// or until the client goes away. Set it before serving.
 	Timeout time.Duration
 
 	opt registryOptions // set at construction
@@ -271,13 +268,17 @@ func (r *Registry) Snapshot(ctx context.Context) map[string]float64 {
 }
 
 // ServeHTTP serves the snapshot as a JSON object with sorted keys (libprocess'
-// /metrics/snapshot), to GET and HEAD requests.
+// /metrics/snapshot), to requests of any method, as libprocess' routes answer them (a HEAD
+// gets the headers only).
 //
 // The optional query parameter timeout bounds how long pulled metrics are waited for; it takes
-// a Go duration ("1.5s", "250ms") or a libprocess one ("5secs", "1mins"). With the query
-// parameter jsonp=CALLBACK the object is served as JavaScript, CALLBACK(OBJECT);, with the type
-// text/javascript, as libprocess does; CALLBACK must be a JavaScript identifier or a dotted
-// path of them (at most 128 bytes), and an empty one is ignored.
+// a Go duration ("1.5s", "250ms") or a libprocess one ("5secs", "1mins"). Without it the
+// snapshot waits for every pulled metric as libprocess does (or Registry.Timeout, if set), and
+// stops only if the client goes away. With the query parameter jsonp=CALLBACK the object is
+// served as JavaScript, CALLBACK(OBJECT);, with the type text/javascript, as libprocess does;
+// CALLBACK must be a JavaScript identifier or a dotted path of them (at most 128 bytes), and an
+// empty one is ignored. The body is libprocess' byte for byte, numbers and escapes included
+// (see the package documentation for the one deliberate difference).
 //
 // Snapshots are rate limited (DefaultRateLimit, WithRateLimit): as libprocess' RateLimiter, a
 // request that comes too soon after the previous one is not refused but waits its turn, then
@@ -285,23 +286,15 @@ func (r *Registry) Snapshot(ctx context.Context) map[string]float64 {
 // it waits gives its turn back if nobody queued behind it. Requests with a malformed timeout or
 // callback are refused (400) without waiting.
 func (r *Registry) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	if req.Method != http.MethodGet && req.Method != http.MethodHead {
-		w.Header().Set("Allow", "GET, HEAD")
-		writeError(w, http.StatusMethodNotAllowed, "method "+req.Method+" not allowed")
-		return
-	}
 	query := req.URL.Query()
-	timeout := r.Timeout
-	if timeout <= 0 {
-		timeout = DefaultTimeout
-	}
+	timeout, bounded := r.Timeout, r.Timeout > 0 // unbounded by default, as libprocess
 	if s := query.Get("timeout"); s != "" {
 		d, err := ParseTimeout(s)
 		if err != nil {
 			writeError(w, http.StatusBadRequest, err.Error())
 			return
 		}
-		timeout = d
+		timeout, bounded = d, true // ?timeout=0secs: pulled gauges are not waited for
 	}
 	callback := ""
 	if !r.opt.noJSONP {
@@ -315,21 +308,27 @@ func (r *Registry) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "snapshot rate limit: "+err.Error())
 		return
 	}
-	ctx, cancel := context.WithTimeout(req.Context(), timeout)
-	defer cancel()
-	body, err := json.Marshal(r.Snapshot(ctx))
-	if err != nil { // cannot happen: finite floats only
-		writeError(w, http.StatusInternalServerError, err.Error())
-		return
+	ctx := req.Context()
+	if bounded {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
 	}
+	snap := r.Snapshot(ctx)
+	// The body libprocess' http::OK(jsonify(snapshot), jsonp) writes, byte for byte (see
+	// appendSnapshotJSON): OBJECT, or CALLBACK(OBJECT); with no newline after either.
 	h := w.Header()
 	h.Set("X-Content-Type-Options", "nosniff")
+	var body []byte
 	if callback != "" {
 		h.Set("Content-Type", "text/javascript")
-		body = slices.Concat([]byte(callback+"("), body, []byte(");\n"))
+		body = append(body, callback...)
+		body = append(body, '(')
+		body = appendSnapshotJSON(body, snap)
+		body = append(body, ");"...)
 	} else {
 		h.Set("Content-Type", "application/json")
-		body = append(body, '\n')
+		body = appendSnapshotJSON(body, snap)
 	}
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.Write(body)

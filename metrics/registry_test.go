@@ -183,7 +183,6 @@ func TestRegistryHTTPErrors(t *testing.T) {
 		method, target string
 		code           int
 	}{
-		{"POST", "/", http.StatusMethodNotAllowed},
 		{"GET", "/?timeout=soon", http.StatusBadRequest},
 		{"GET", "/?timeout=-1s", http.StatusBadRequest},
 	} {
@@ -251,12 +250,12 @@ func FuzzHandler(f *testing.F) {
 		}
 		body := rec.Body.Bytes()
 		if ct := rec.Header().Get("Content-Type"); ct == "text/javascript" {
-			// CALLBACK(JSON);\n with a callback that passed validCallback
+			// CALLBACK(JSON); with a callback that passed validCallback
 			open := strings.IndexByte(rec.Body.String(), '(')
-			if open < 0 || !validCallback(string(body[:open])) || !strings.HasSuffix(rec.Body.String(), ");\n") {
+			if open < 0 || !validCallback(string(body[:open])) || !strings.HasSuffix(rec.Body.String(), ");") {
 				t.Fatalf("query %q: malformed JSONP %q", query, body)
 			}
-			body = body[open+1 : len(body)-3]
+			body = body[open+1 : len(body)-2]
 		}
 		if !json.Valid(body) {
 			t.Errorf("query %q: invalid JSON %q", query, rec.Body)

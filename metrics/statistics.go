@@ -9,18 +9,23 @@ import (
 //
 // Percentiles follow libprocess' Statistics::percentile: the n values are sorted, and the
 // p-quantile is the value at position p·(n−1), counting from 0, linearly interpolated between
-// the two values around it. Over the eleven values 0, 1, …, 10 that gives p50 = 5, p90 = 9,
-// p95 = 9.5, p99 = 9.9, p999 = 9.99, p9999 = 9.999; over 1, 2, 3, 4 it gives p50 = 2.5 and
-// p90 = 3.7. Min and Max are the 0- and 1-quantiles.
+// the two values around it. Over the eleven values 0, 1, …, 10 that gives p25 = 2.5, p50 = 5,
+// p75 = 7.5, p90 = 9, p95 = 9.5, p99 = 9.9, p999 = 9.99, p9999 = 9.999; over 1, 2, 3, 4 it
+// gives p25 = 1.75, p50 = 2.5, p75 = 3.25 and p90 = 3.7. Min and Max are the 0- and
+// 1-quantiles.
 //
-// Mean is an addition of this package: libprocess' Statistics has none, and a Registry reports
-// it only when built WithMean.
+// P25 and P75 are computed as libprocess' Statistics computes them; like libprocess, whose
+// snapshot leaves them out ("TODO: Consider exposing p25 and p75 percentiles"), a Registry's
+// snapshot does not report them. Mean is an addition of this package: libprocess' Statistics
+// has none, and a Registry reports it only when built WithMean.
 type Statistics struct {
 	Count int
 	Min   float64
 	Max   float64
 	Mean  float64
+	P25   float64 // the first quartile
 	P50   float64 // the median
+	P75   float64 // the third quartile
 	P90   float64
 	P95   float64
 	P99   float64
@@ -54,7 +59,9 @@ func statisticsOfSorted(vs []float64) (Statistics, bool) {
 		Min:   vs[0],
 		Max:   vs[len(vs)-1],
 		Mean:  sum / float64(len(vs)),
+		P25:   percentile(vs, 0.25),
 		P50:   percentile(vs, 0.5),
+		P75:   percentile(vs, 0.75),
 		P90:   percentile(vs, 0.9),
 		P95:   percentile(vs, 0.95),
 		P99:   percentile(vs, 0.99),

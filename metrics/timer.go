@@ -22,10 +22,13 @@ const (
 	Seconds                  // "_secs"
 	Minutes                  // "_mins"
 	Hours                    // "_hrs"
+	Days                     // "_days"
+	Weeks                    // "_weeks"
 )
 
-var unitSuffix = [...]string{"_ns", "_us", "_ms", "_secs", "_mins", "_hrs"}
-var unitSize = [...]time.Duration{time.Nanosecond, time.Microsecond, time.Millisecond, time.Second, time.Minute, time.Hour}
+// The suffixes are stout's Duration units (Nanoseconds::units() "ns" … Weeks::units() "weeks").
+var unitSuffix = [...]string{"_ns", "_us", "_ms", "_secs", "_mins", "_hrs", "_days", "_weeks"}
+var unitSize = [...]time.Duration{time.Nanosecond, time.Microsecond, time.Millisecond, time.Second, time.Minute, time.Hour, 24 * time.Hour, 7 * 24 * time.Hour}
 
 // Suffix returns the unit's name suffix, such as "_ms". An unknown unit is Milliseconds.
 func (u Unit) Suffix() string { return unitSuffix[u.valid()] }

@@ -82,8 +82,8 @@ func (t Transform) String() string {
 // be a JSON string, a bare number or a bare boolean (xcp-rrdd only takes strings, but Python's
 // rrdd.py can write a bare -Infinity and other writers write bare numbers and booleans); null is
 // treated as absent; type, value_type and transform are case-insensitive; an owner that is not
-// "host", "vm <uuid>" or "sr <uuid>" is kept verbatim instead of rejecting the whole file (the C
-// rrd-client-lib writes "vm" and "rrd"). Unknown keys are ignored.
+// "host", "vm <uuid>" or "sr <uuid>" is kept verbatim instead of rejecting the whole file (old
+// versions of the C rrd-client-lib wrote the bare words "vm" and "rrd"). Unknown keys are ignored.
 type Datasource struct {
 	Name        string
 	Description string

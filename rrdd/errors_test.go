@@ -56,7 +56,7 @@ func TestFinding01_ErrorsDoNotQuote(t *testing.T) {
 		"json char":     buildV2(1, []uint64{0}, `{"datasources": {"a": {"value_type": "int64"}, `+secret+`}}`, ""),
 		"json array":    buildV2(1, []uint64{0}, `{"datasources": ["`+secret+`" `+secret+`]}`, ""),
 		"twice":         buildV2(1, []uint64{0, 0}, `{"datasources": {"`+secret+`": {"value_type": "int64"}, "`+secret+`": {"value_type": "int64"}}}`, ""),
-		"count":         buildV2(1, []uint64{0, 0}, `{"datasources": {"`+secret+`": {"value_type": "int64"}}}`, ""),
+		"count":         buildV2(1, []uint64{0}, `{"datasources": {"`+secret+`": {"value_type": "int64"}, "b": {"value_type": "int64"}}}`, ""),
 		"no datasource": buildV2(1, []uint64{0}, `{"`+secret+`": {}}`, ""),
 	}
 	for name, b := range files {

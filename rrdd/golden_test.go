@@ -68,13 +68,13 @@ func TestGoldenV2Seed(t *testing.T) {
 	for i, v := range seedV2Values {
 		raw[i] = uint64(v)
 	}
-	want := buildV2(seedTimestamp, raw, seedV2Metadata, "")
+	want := buildV2(math.Float64bits(seedTimestamp), raw, seedV2Metadata, "")
 	if !bytes.Equal(got, want) {
 		t.Fatalf("Encode = %q\nwant %q", got, want)
 	}
 	// Spot-check the layout byte by byte: 11-byte magic, 4-byte CRCs and count, 8-byte fields.
 	if string(got[:11]) != "DATASOURCES" || !bytes.Equal(got[19:23], []byte{0, 0, 0, 4}) ||
-		!bytes.Equal(got[23:31], []byte{0, 0, 0, 0, 0x4f, 0xd9, 0xfa, 0xc5}) ||
+		!bytes.Equal(got[23:31], []byte{0x41, 0xd3, 0xf6, 0x7e, 0xb1, 0x40, 0, 0}) ||
 		!bytes.Equal(got[31:39], []byte{0, 0, 0, 0, 0, 0x10, 0, 0}) ||
 		!bytes.Equal(got[47:55], []byte{0x40, 0x50, 0x15, 0x1e, 0xb8, 0x51, 0xeb, 0x85}) {
 		t.Errorf("layout: % x", got[:63])

@@ -58,7 +58,7 @@ const (
 	v1Payload = v1MD5 + 32 + 1 // 54
 )
 
-// maxPlausibleUnix bounds an int64 timestamp; a larger one is the bit pattern of a double.
+// maxPlausibleUnix bounds a timestamp (about the year 36812); a larger one decodes as zero.
 const maxPlausibleUnix = 1 << 40
 
 // Stats counts what a Reader has seen.
@@ -179,14 +179,18 @@ func (r *Reader) readV2(b []byte) error {
 		if err != nil {
 			return fmt.Errorf("metadata at offset %d: %w: %w", mstart, ErrPayload, err)
 		}
-		if len(dss) != n {
-			return fmt.Errorf("metadata and the count at offset %d disagree on the number of datasources: %w", v2Count, ErrPayload)
+		// As xcp-rrdd: values are read per metadata entry, so a count larger than the metadata
+		// (rrdd.py when a plugin sets one name twice) leaves the extra values unread. Fewer
+		// values than entries would pair entries with the metadata's bytes: refused.
+		if len(dss) > n {
+			return fmt.Errorf("the metadata lists more datasources than the count at offset %d: %w", v2Count, ErrPayload)
 		}
 		r.dss, r.metaSum, r.haveMeta = dss, metaSum, true
 		r.metaGen++
-	} else if n != len(r.dss) {
-		return fmt.Errorf("the count at offset %d and the unchanged metadata disagree on the number of datasources: %w", v2Count, ErrPayload)
+	} else if n < len(r.dss) {
+		return fmt.Errorf("the unchanged metadata lists more datasources than the count at offset %d: %w", v2Count, ErrPayload)
 	}
+	n = len(r.dss)
 	if cap(r.values) < n {
 		r.values = make([]Value, n)
 	}
@@ -200,17 +204,26 @@ func (r *Reader) readV2(b []byte) error {
 	return nil
 }
 
-// decodeTimestamp reads an int64 unix time, or the double that Python's rrdd.py writes.
+// decodeTimestamp reads the v2 timestamp field. Current writers (xcp-rrdd since CA-391651,
+// Python's rrdd.py, rrd-client-lib since 2025-08, this package) store the bits of a double of
+// unix seconds; older OCaml and C writers stored int64 seconds. The two are told apart by the
+// double's exponent field: int64 seconds below 2^52 (any date before the year 142 million) have
+// sign and exponent bits all zero, which as a double is a denormal (below 2.3e-308 seconds) or
+// zero, a time no writer means. So: sign and exponent zero means int64 seconds; anything else is
+// a double. A negative, infinite, NaN or implausibly large time decodes as the zero Time.
 func decodeTimestamp(bits uint64) time.Time {
-	if i := int64(bits); i >= 0 && i < maxPlausibleUnix {
-		return time.Unix(i, 0)
+	if bits>>52 == 0 {
+		if bits >= maxPlausibleUnix {
+			return time.Time{}
+		}
+		return time.Unix(int64(bits), 0)
 	}
 	f := math.Float64frombits(bits)
-	if f >= 0 && f < maxPlausibleUnix {
-		sec, frac := math.Modf(f)
-		return time.Unix(int64(sec), int64(frac*1e9))
+	if !(f >= 0 && f < maxPlausibleUnix) { // also false for NaN
+		return time.Time{}
 	}
-	return time.Time{}
+	sec, frac := math.Modf(f)
+	return time.Unix(int64(sec), int64(math.Round(frac*1e6))*1e3)
 }
 
 func (r *Reader) readV1(b []byte) error {
@@ -353,8 +366,9 @@ func (r *Reader) Datasources() []Datasource { return r.dss }
 // is owned by the Reader and overwritten by the next successful Read.
 func (r *Reader) Values() []Value { return r.values }
 
-// Timestamp returns the plugin's timestamp of the last good read (zero if implausible). xcp-rrdd
-// ignores it and so may callers.
+// Timestamp returns the plugin's timestamp of the last good read (zero if implausible). Current
+// xcp-rrdd stamps the values with it (and derives rates from the interval between two), so a
+// writer whose timestamp it misreads loses its data there.
 func (r *Reader) Timestamp() time.Time { return r.ts }
 
 // MetadataGeneration increases each time Datasources changes, so callers can rebuild what they

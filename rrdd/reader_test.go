@@ -140,7 +140,7 @@ func TestReadV2Errors(t *testing.T) {
 		{"metadata not JSON", withMeta(`{"datasources": {`, 0), ErrPayload},
 		{"no datasources key", withMeta(`{"sources": {}}`, 0), ErrPayload},
 		{"datasources not object", withMeta(`{"datasources": []}`, 0), ErrPayload},
-		{"count mismatch", withMeta(`{"datasources": {"a": {"value_type": "int64"}}}`, 2), ErrPayload},
+		{"count below the metadata", withMeta(`{"datasources": {"a": {"value_type": "int64"}, "b": {"value_type": "int64"}}}`, 1), ErrPayload},
 		{"value_type missing", withMeta(`{"datasources": {"a": {"type": "gauge"}}}`, 1), ErrPayload},
 		{"value_type unknown", withMeta(`{"datasources": {"a": {"value_type": "int32"}}}`, 1), ErrPayload},
 		{"type unknown", withMeta(`{"datasources": {"a": {"value_type": "int64", "type": "counter"}}}`, 1), ErrPayload},
@@ -177,12 +177,18 @@ func TestReadV2Recovery(t *testing.T) {
 	}
 	wantValues(t, &r, 7)
 
-	// Header count changes while the metadata checksum stays: refused, values kept.
-	b := buildV2(101, []uint64{8, 9}, `{"datasources": {"a": {"value_type": "int64"}}}`, "")
+	// Header count falls below the unchanged metadata's entries: refused, values kept.
+	b := buildV2(101, nil, `{"datasources": {"a": {"value_type": "int64"}}}`, "")
 	if err := r.Read(b); !errors.Is(err, ErrPayload) {
-		t.Errorf("Read(count changed, metadata not) = %v; want ErrPayload", err)
+		t.Errorf("Read(count below the metadata, metadata unchanged) = %v; want ErrPayload", err)
 	}
 	wantValues(t, &r, 7)
+	// Header count grows while the metadata stays: read per entry, as xcp-rrdd does.
+	b = buildV2(102, []uint64{8, 9}, `{"datasources": {"a": {"value_type": "int64"}}}`, "")
+	if err := r.Read(b); err != nil {
+		t.Errorf("Read(count above the metadata, metadata unchanged) = %v", err)
+	}
+	wantValues(t, &r, 8)
 
 	// A first file whose data CRC happens to be 0 is still an update (no "last CRC = 0" trap).
 	var r2 Reader
@@ -412,4 +418,28 @@ func ExampleWriter() {
 	_ = r.Read(b)
 	fmt.Println(r.Datasources()[0].Name, r.Values()[0].Float(), r.Datasources()[0].Type)
 	// Output: cpu-temp-cpu0 64.33 gauge
+}
+
+// TestReadV2CountAboveMetadataReadsPerEntry: a header that counts more values than the metadata
+// lists (XAPI's rrdd.py when a plugin sets one name twice) is read as xcp-rrdd reads it: one value
+// per metadata entry, in order, the extra values unread; also once the metadata is cached.
+func TestReadV2CountAboveMetadataReadsPerEntry(t *testing.T) {
+	meta := `{"datasources": {"a": {"value_type": "int64"}, "b": {"value_type": "float"}}}`
+	var r Reader
+	for i, vals := range [][]uint64{
+		{5, math.Float64bits(2.5), 9},
+		{6, math.Float64bits(3.5), 10},
+	} {
+		if err := r.Read(buildV2(math.Float64bits(float64(100+i)), vals, meta, "")); err != nil {
+			t.Fatalf("read %d: %v", i, err)
+		}
+		dss := r.Datasources()
+		if len(dss) != 2 || dss[0].Name != "a" || dss[1].Name != "b" {
+			t.Fatalf("read %d: Datasources = %+v", i, dss)
+		}
+		wantValues(t, &r, IntValue(int64(vals[0])), FloatValue(math.Float64frombits(vals[1])))
+	}
+	if got := r.Stats().Reparses; got != 1 {
+		t.Errorf("Reparses = %d; want 1 (the second read reuses the metadata)", got)
+	}
 }

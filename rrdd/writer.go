@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math"
 	"os"
 	"strconv"
 	"time"
@@ -57,9 +58,10 @@ func (e *Encoder) SetDatasources(dss []Datasource) error {
 // Datasources returns the Encoder's datasources; do not modify them.
 func (e *Encoder) Datasources() []Datasource { return e.dss }
 
-// Encode returns the file image for the values at time ts (whole seconds are written, as the
-// OCaml and C libraries do). The returned slice is owned by the Encoder and valid until the next
-// Encode.
+// Encode returns the file image for the values at time ts. Protocol v2 stores ts as the bits of
+// an IEEE-754 double of unix seconds, sub-second part kept, as xcp-rrdd reads it since CA-391651
+// and as Python's rrdd.py and rrd-client-lib (since 2025-08) write it; v1 writes whole seconds
+// in its JSON. The returned slice is owned by the Encoder and valid until the next Encode.
 func (e *Encoder) Encode(ts time.Time, values []Value) ([]byte, error) {
 	if len(values) != len(e.dss) {
 		return nil, fmt.Errorf("%d values for %d datasources", len(values), len(e.dss))
@@ -77,7 +79,7 @@ func (e *Encoder) Encode(ts time.Time, values []Value) ([]byte, error) {
 	copy(b, Header)
 	binary.BigEndian.PutUint32(b[v2MetaCRC:], e.metaSum)
 	binary.BigEndian.PutUint32(b[v2Count:], uint32(n))
-	binary.BigEndian.PutUint64(b[v2Timestamp:], uint64(ts.Unix()))
+	binary.BigEndian.PutUint64(b[v2Timestamp:], math.Float64bits(unixSeconds(ts)))
 	for i, v := range values {
 		binary.BigEndian.PutUint64(b[v2Values+8*i:], uint64(v))
 	}
@@ -87,6 +89,12 @@ func (e *Encoder) Encode(ts time.Time, values []Value) ([]byte, error) {
 	binary.BigEndian.PutUint32(b[v2DataCRC:], crc32.ChecksumIEEE(b[v2Timestamp:end]))
 	e.buf = b
 	return b, nil
+}
+
+// unixSeconds is ts as float unix seconds. The whole and fractional parts are converted apart so
+// that the fraction is rounded once, at the double's precision (a quarter of a microsecond today).
+func unixSeconds(ts time.Time) float64 {
+	return float64(ts.Unix()) + float64(ts.Nanosecond())/1e9
 }
 
 // appendV1 appends a v1 image: header, length, MD5, then the JSON and a newline, as

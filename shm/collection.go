@@ -151,7 +151,7 @@ func (c *Collection) Float(labels map[string]string) (*Float, error) {
 }
 
 // State declares a state ("state SIZE"): SIZE bytes holding the 8-byte unix-ms time the state
-// was entered and SIZE-8 bytes of text. SIZE must be in 16..65535; 0 means 64, one cache line,
+// was entered and SIZE-8 bytes of text. SIZE must be in 9..65535; 0 means 64, one cache line,
 // as the Python client does. labels are copied.
 func (c *Collection) State(labels map[string]string, size int) (*State, error) {
 	if size == 0 {

@@ -64,7 +64,7 @@ func TestReadClientFixtures(t *testing.T) {
 	}{
 		{"python", []string{
 			`group="ü😀" metric="café" counter 1099511627776`,
-			`metric="job" state 0 ""`,
+			`metric="job" state 0 "finished long ago"`, // the original agent shows it too
 			`metric="load" float 0.75`,
 			`metric="queue.length" level -3`,
 			`metric="requests.duration" unit="ms" counter 25191`,
@@ -159,7 +159,7 @@ func originalAgentParse(meta string) ([]string, error) {
 		if !hasRest {
 			return nil, fmt.Errorf("no description in %q", line)
 		}
-		if _, err := parseLabels([]byte(strings.TrimSpace(rest))); err != nil {
+		if _, _, err := parseLabels([]byte(strings.TrimSpace(rest))); err != nil {
 			return nil, err
 		}
 		types = append(types, head)

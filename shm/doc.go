@@ -30,6 +30,40 @@
 // steady-state cost of re-reading it to three system calls: it never decodes values with a
 // layout they do not belong to, even while the application restarts and replaces its files.
 //
+// # Reading .meta as the original agent does
+//
+// ParseMeta follows the original Cantal agent (cantal_values' Metadata::read and read_data, the
+// agent's Key::from_json) entry by entry. An entry the original drops is not read and is listed
+// in Layout.Skipped with its reason, which the agent shows among its scan problems; the rest of
+// the file is read. Rule by rule:
+//
+//	Metadata line                        original agent               this package
+//	-----------------------------------  ---------------------------  ------------------------
+//	{"metric": "x", "shard": 1}          entry dropped                entry skipped, reported
+//	(any value not a string: number,
+//	true, false, null, array, object)
+//	[...], "text", 1 (not an object)     entry dropped                entry skipped, reported
+//	{}                                   read, agent's labels only    read, no labels of its own
+//	two entries with one label set       last one's value kept        last read, earlier
+//	                                                                  skipped, reported
+//	{"a": "b", "a": "c"}                 last value                   last value
+//	state 12 (any state over 8 bytes)    read                         read
+//	state 8 and smaller, counter 0       not read, place kept         skipped, reported
+//	pad 8: {json}, pad 8 x               padding, rest ignored        padding, rest ignored
+//	counter 8 x, level 8 signed x        read, parameter ignored      read, parameter ignored
+//	lines ending in CR, CRLF files       read (each line trimmed)     read
+//	empty file                           no entries                   empty layout
+//	state with time 0                    its text kept                text returned, time 0
+//	invalid JSON, blank line, "level 8"  whole file refused           whole file refused
+//	without kind, no TYPE SIZE
+//
+// Deliberate differences, each where the original refuses the whole file and this package keeps
+// the rest: a counter or level of 256..65535 bytes and a level of an unknown kind are skipped,
+// not fatal. Sizes above 65535 refuse the file in both. Limits the original lacks, against
+// hostile files: a .meta of at most ReaderOptions.MaxMetaSize bytes, JSON nested at most 64
+// deep (deeper refuses the file), and at most 64 skipped entries listed, then one line counting
+// the rest.
+//
 // This package imports nothing outside the standard library and golang.org/x/sys/unix. It
 // runs on Linux and other Unix systems.
 package shm

@@ -73,7 +73,7 @@ func ExampleParseMeta() {
 	// Output:
 	// requests.number counter 97
 	// requests.duration counter 25191
-	// [myapp.meta:3: level 8 unsigned is not supported]
+	// [myapp.meta:3: level 8 unsigned is not read]
 }
 
 // A Reader re-reads one application's files cheaply, scan after scan.

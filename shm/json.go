@@ -11,60 +11,209 @@ import (
 	"github.com/cantal-go/cantal/internal/jsonstr"
 )
 
-// parseLabels parses the JSON subset allowed in a metadata line: one flat object with string
-// keys and string values, at least one key, every key once, surrounded by optional JSON
-// whitespace. Escapes, including \uXXXX surrogate pairs as Python's json.dumps writes them, are
-// decoded; a lone surrogate becomes U+FFFD as in encoding/json. The input must be valid UTF-8.
-func parseLabels(s []byte) (map[string]string, error) {
+// maxJSONDepth bounds the nesting of arrays and objects in a metadata line. The original agent's
+// parser has no bound; a deeper value is refused with the file, rather than walked.
+const maxJSONDepth = 64
+
+// parseLabels parses a metadata line's JSON as the original agent does (cantal_values'
+// Metadata::read with rustc_serialize's Json::from_str, then Key::from_json): any JSON value,
+// surrounded by optional whitespace, is valid; invalid JSON is an error (the original refuses the
+// whole file). Only an object whose values are all strings gives labels; a key given twice
+// counts once, with its last value. For a value that is not an object, or an object with a value
+// that is not a string (a number, true, false, null, an array, an object), drop is the reason
+// the entry cannot be read and labels is nil. An empty object gives empty labels. Escapes,
+// including \uXXXX surrogate pairs as Python's json.dumps writes them, are decoded; a lone
+// surrogate becomes U+FFFD as in encoding/json. The input must be valid UTF-8.
+func parseLabels(s []byte) (labels map[string]string, drop string, err error) {
 	p := jsonParser{s: s}
 	p.ws()
-	if !p.eat('{') {
-		return nil, p.errorf("metadata must be a JSON object")
-	}
-	labels := make(map[string]string, 2)
-	p.ws()
-	if p.eat('}') {
-		return nil, errors.New("metadata object has no keys")
-	}
-	for {
+	if p.peek() != '{' {
+		if err := p.skipValue(); err != nil {
+			return nil, "", err
+		}
+		drop = "metadata is not a JSON object"
+	} else {
+		p.i++
+		labels = make(map[string]string, 2)
+		var other map[string]bool // keys whose last value is not a string
 		p.ws()
-		if p.peek() != '"' {
-			return nil, p.errorf("expected a string key")
+		if !p.eat('}') {
+			for {
+				p.ws()
+				if p.peek() != '"' {
+					return nil, "", p.errorf("expected a string key")
+				}
+				k, err := p.str()
+				if err != nil {
+					return nil, "", err
+				}
+				p.ws()
+				if !p.eat(':') {
+					return nil, "", p.errorf("expected ':' after a key")
+				}
+				p.ws()
+				if p.peek() == '"' {
+					v, err := p.str()
+					if err != nil {
+						return nil, "", err
+					}
+					labels[k] = v
+					delete(other, k)
+				} else {
+					if err := p.skipValue(); err != nil {
+						return nil, "", err
+					}
+					if other == nil {
+						other = make(map[string]bool, 1)
+					}
+					other[k] = true
+					delete(labels, k)
+				}
+				p.ws()
+				if p.eat(',') {
+					continue
+				}
+				if p.eat('}') {
+					break
+				}
+				return nil, "", p.errorf("expected ',' or '}'")
+			}
 		}
-		k, err := p.str()
-		if err != nil {
-			return nil, err
+		if len(other) > 0 {
+			labels, drop = nil, "a label value is not a string"
 		}
-		p.ws()
-		if !p.eat(':') {
-			return nil, p.errorf("expected ':' after a key")
-		}
-		p.ws()
-		if p.peek() != '"' {
-			return nil, p.errorf("a value is not a string")
-		}
-		v, err := p.str()
-		if err != nil {
-			return nil, err
-		}
-		if _, dup := labels[k]; dup {
-			return nil, p.errorf("duplicate key in metadata object")
-		}
-		labels[k] = v
-		p.ws()
-		if p.eat(',') {
-			continue
-		}
-		if p.eat('}') {
-			break
-		}
-		return nil, p.errorf("expected ',' or '}'")
 	}
 	p.ws()
 	if p.i != len(p.s) {
-		return nil, p.errorf("trailing data after metadata object")
+		return nil, "", p.errorf("trailing data after metadata")
 	}
-	return labels, nil
+	return labels, drop, nil
+}
+
+// skipValue checks and skips one JSON value at p.i, keeping a stack of the open arrays and
+// objects (at most maxJSONDepth) instead of recursing.
+func (p *jsonParser) skipValue() error {
+	var stack []byte // '[' or '{' per open container
+	for {
+		p.ws()
+		// A value.
+		switch c := p.peek(); {
+		case c == '"':
+			if _, err := p.str(); err != nil {
+				return err
+			}
+		case c == '{' || c == '[':
+			if len(stack) == maxJSONDepth {
+				return p.errorf("arrays and objects nested deeper than %d", maxJSONDepth)
+			}
+			p.i++
+			stack = append(stack, c)
+			p.ws()
+			if c == '[' && p.eat(']') || c == '{' && p.eat('}') {
+				stack = stack[:len(stack)-1]
+				break
+			}
+			if c == '{' {
+				if err := p.key(); err != nil {
+					return err
+				}
+			}
+			continue
+		case c == 't':
+			if !p.word("true") {
+				return p.errorf("expected a value")
+			}
+		case c == 'f':
+			if !p.word("false") {
+				return p.errorf("expected a value")
+			}
+		case c == 'n':
+			if !p.word("null") {
+				return p.errorf("expected a value")
+			}
+		case c == '-' || c >= '0' && c <= '9':
+			if err := p.number(); err != nil {
+				return err
+			}
+		default:
+			return p.errorf("expected a value")
+		}
+		// After a value: close containers or go on to the next member.
+		for {
+			if len(stack) == 0 {
+				return nil
+			}
+			p.ws()
+			top := stack[len(stack)-1]
+			if p.eat(',') {
+				if top == '{' {
+					if err := p.key(); err != nil {
+						return err
+					}
+				}
+				break
+			}
+			if top == '[' && p.eat(']') || top == '{' && p.eat('}') {
+				stack = stack[:len(stack)-1]
+				continue
+			}
+			return p.errorf("expected ',' or the end of an array or object")
+		}
+	}
+}
+
+// key parses `"key" :` inside an object being skipped.
+func (p *jsonParser) key() error {
+	p.ws()
+	if p.peek() != '"' {
+		return p.errorf("expected a string key")
+	}
+	if _, err := p.str(); err != nil {
+		return err
+	}
+	p.ws()
+	if !p.eat(':') {
+		return p.errorf("expected ':' after a key")
+	}
+	return nil
+}
+
+func (p *jsonParser) word(w string) bool {
+	if len(p.s)-p.i >= len(w) && string(p.s[p.i:p.i+len(w)]) == w {
+		p.i += len(w)
+		return true
+	}
+	return false
+}
+
+// number skips a JSON number: -?(0|[1-9][0-9]*)(.[0-9]+)?([eE][+-]?[0-9]+)?
+func (p *jsonParser) number() error {
+	p.eat('-')
+	digits := func() int {
+		n := 0
+		for p.i < len(p.s) && p.s[p.i] >= '0' && p.s[p.i] <= '9' {
+			p.i++
+			n++
+		}
+		return n
+	}
+	if p.eat('0') {
+		// no more integer digits
+	} else if digits() == 0 {
+		return p.errorf("bad number")
+	}
+	if p.eat('.') && digits() == 0 {
+		return p.errorf("bad number")
+	}
+	if p.eat('e') || p.eat('E') {
+		if !p.eat('+') {
+			p.eat('-')
+		}
+		if digits() == 0 {
+			return p.errorf("bad number")
+		}
+	}
+	return nil
 }
 
 type jsonParser struct {
@@ -100,7 +249,7 @@ func (p *jsonParser) eat(c byte) bool {
 func (p *jsonParser) ws() {
 	for p.i < len(p.s) {
 		switch p.s[p.i] {
-		case ' ', '\t':
+		case ' ', '\t', '\r', '\n':
 			p.i++
 		default:
 			return

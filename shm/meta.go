@@ -37,7 +37,7 @@ func (k Kind) String() string {
 
 // Size limits of the protocol.
 const (
-	MinStateSize = 16    // smallest state: the 8-byte timestamp and 8 bytes of text
+	MinStateSize = 9     // smallest readable state: the 8-byte timestamp and 1 byte of text
 	MaxStateSize = 65535 // largest state, pad or unknown entry
 )
 
@@ -60,9 +60,10 @@ type Layout struct {
 	// Size is the number of bytes of .values the layout covers; the values file must be at
 	// least that long.
 	Size int
-	// Skipped lists entries that are valid but cannot be read by this package (level 8
-	// unsigned, unknown types, unsupported sizes), each as "file:line: reason". Their bytes
-	// still occupy the layout.
+	// Skipped lists entries that are valid but are not read (level 8 unsigned, unknown
+	// types, unsupported sizes, labels that are not an object of strings, a label set given
+	// again by a later line), each as "file:line: reason", at most maxSkipped of them and then
+	// one line counting the rest. Their bytes still occupy the layout.
 	Skipped []string
 }
 
@@ -78,27 +79,38 @@ func (l *Layout) ForgetLabels() {
 	}
 }
 
+// maxSkipped bounds Layout.Skipped: a hostile file of a million unreadable entries gives a
+// bounded list of problems.
+const maxSkipped = 64
+
 // ParseMeta parses the contents of a .meta file. name is used in errors and Layout.Skipped,
 // which read "name:line: reason". Reasons never quote the file (no type names, sizes, keys or
 // characters read from it, only the keywords of the protocol and positions): the agent shows
 // them to people who may not read the file.
 //
-// Every line is "TYPE SIZE [PARAM]: JSON" or "pad SIZE". The accepted entries are
-// "counter 8", "level 8 signed", "level 8 float" and "state N" with 16 <= N <= 65535. Lines
-// of "level 8 unsigned", of a known type with another size or parameter, or of an unknown type
-// are skipped with a reason but keep their place in the layout; their SIZE must still be
-// 1..65535 and their JSON valid. JSON is a single-line flat object of string keys and string
-// values, with at least one key and no key twice; two entries with the same label set are an
-// error.
-//
-// Lines end with "\n". The last line may lack it, because the Python client writes the file
-// that way. Blank lines, carriage returns (CRLF files) and an empty file are errors.
+// It reads the file entry by entry as the original Cantal agent does (cantal_values'
+// Metadata::read, read_data and Key::from_json); the package documentation tables each rule.
+// Every line, trimmed of surrounding whitespace (so CRLF files read), is "TYPE SIZE [PARAM]:
+// JSON" or "pad SIZE" (anything after a pad's size is ignored). The readable entries are
+// "counter 8", "level 8 signed", "level 8 float" and "state N" with 9 <= N <= 65535, with
+// labels from a JSON object of string values. Other entries keep their place in the layout but
+// are not read, each listed in Layout.Skipped with its reason: other types and sizes, labels
+// that are not such an object, and an entry whose label set a later line gives again (the later
+// one is read). A file is refused only for what makes its layout unknown: a line that is not
+// TYPE SIZE, a size above 65535, invalid JSON, "level" without its kind, and a blank line. An
+// empty file is an empty layout.
 func ParseMeta(name string, data []byte) (*Layout, error) {
-	if len(data) == 0 {
-		return nil, fmt.Errorf("%s: empty meta file", name)
-	}
 	lay := &Layout{Entries: make([]Entry, 0, bytes.Count(data, []byte{'\n'})+1)}
-	seen := make(map[string]int, cap(lay.Entries))
+	seen := make(map[string]int, cap(lay.Entries)) // label set -> index in lay.Entries
+	var dropped []bool                             // per entry: a later line has its labels
+	var skipped []string
+	nSkipped := 0
+	skip := func(line int, reason string) {
+		nSkipped++
+		if len(skipped) < maxSkipped {
+			skipped = append(skipped, fmt.Sprintf("%s:%d: %s", name, line, reason))
+		}
+	}
 	var keys []string
 	lineNo := 0
 	for len(data) > 0 {
@@ -112,10 +124,8 @@ func ParseMeta(name string, data []byte) (*Layout, error) {
 		fail := func(format string, args ...any) error {
 			return fmt.Errorf("%s:%d: %s", name, lineNo, fmt.Sprintf(format, args...))
 		}
-		if i := bytes.IndexByte(line, '\r'); i >= 0 {
-			return nil, fail("carriage return in line (CRLF line endings are not allowed)")
-		}
-		if len(bytes.TrimSpace(line)) == 0 {
+		line = bytes.TrimSpace(line)
+		if len(line) == 0 {
 			return nil, fail("empty line")
 		}
 		head, js, hasJSON := bytes.Cut(line, []byte{':'})
@@ -128,45 +138,61 @@ func ParseMeta(name string, data []byte) (*Layout, error) {
 		if err != nil {
 			return nil, fail("%s: %v", keyword(typ), err)
 		}
-		if size < 1 || size > MaxStateSize {
-			return nil, fail("%s: size out of range 1..%d", keyword(typ), MaxStateSize)
+		if size > MaxStateSize {
+			return nil, fail("%s: size out of range 0..%d", keyword(typ), MaxStateSize)
 		}
 		if typ == "pad" {
-			if len(fields) > 2 || hasJSON {
-				return nil, fail("pad takes only a size")
-			}
 			lay.Size += size
 			continue
 		}
 		if !hasJSON {
 			return nil, fail("%s has no JSON metadata (missing ':')", keyword(typ))
 		}
-		labels, err := parseLabels(js)
+		labels, drop, err := parseLabels(js)
 		if err != nil {
 			return nil, fail("%v", err)
 		}
-		keys = keys[:0]
-		for k := range labels {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		id := labelsKey(keys, labels)
-		if prev, dup := seen[id]; dup {
-			return nil, fail("duplicate metric: same labels as line %d", prev)
-		}
-		seen[id] = lineNo
-
-		kind, skip, err := entryKind(typ, size, fields[2:])
+		kind, why, err := entryKind(typ, size, fields[2:])
 		if err != nil {
 			return nil, fail("%v", err)
 		}
-		if skip != "" {
-			lay.Skipped = append(lay.Skipped, fmt.Sprintf("%s:%d: %s", name, lineNo, skip))
-		} else {
+		switch {
+		case why != "":
+			skip(lineNo, why)
+		case drop != "":
+			skip(lineNo, drop)
+		default:
+			keys = keys[:0]
+			for k := range labels {
+				keys = append(keys, k)
+			}
+			slices.Sort(keys)
+			id := labelsKey(keys, labels)
+			if prev, dup := seen[id]; dup {
+				dropped[prev] = true
+				skip(lay.Entries[prev].Line, fmt.Sprintf("same labels as line %d, which is read instead", lineNo))
+			}
+			seen[id] = len(lay.Entries)
 			lay.Entries = append(lay.Entries, Entry{Kind: kind, Offset: lay.Size, Size: size, Labels: labels, Line: lineNo})
+			dropped = append(dropped, false)
 		}
 		lay.Size += size
 	}
+	if slices.Contains(dropped, true) {
+		n := 0
+		for i, e := range lay.Entries {
+			if !dropped[i] {
+				lay.Entries[n] = e
+				n++
+			}
+		}
+		clear(lay.Entries[n:])
+		lay.Entries = lay.Entries[:n]
+	}
+	if nSkipped > len(skipped) {
+		skipped = append(skipped, fmt.Sprintf("%s: %d more entries not read", name, nSkipped-len(skipped)))
+	}
+	lay.Skipped = skipped
 	return lay, nil
 }
 
@@ -180,22 +206,18 @@ func keyword(typ string) string {
 	return "entry of unknown type"
 }
 
-// entryKind classifies a non-pad line. A non-empty skip is the reason the entry cannot be read.
+// entryKind classifies a non-pad line as the original agent does: the parameters after a
+// counter's or state's size, and after a level's kind, are ignored. A non-empty skip is the
+// reason the entry is not read.
 func entryKind(typ string, size int, params [][]byte) (k Kind, skip string, err error) {
 	param := ""
 	if len(params) > 0 {
 		param = string(params[0])
 	}
-	if len(params) > 1 {
-		return 0, keyword(typ) + " with several parameters is not supported", nil
-	}
 	switch typ {
 	case "counter":
-		if param != "" {
-			return 0, "counter with a parameter is not supported", nil
-		}
 		if size != 8 {
-			return 0, "counter of a size other than 8 is not supported", nil
+			return 0, "counter of a size other than 8 is not read", nil
 		}
 		return KindCounter, "", nil
 	case "level":
@@ -204,21 +226,18 @@ func entryKind(typ string, size int, params [][]byte) (k Kind, skip string, err 
 		}
 		switch {
 		case size != 8:
-			return 0, "level of a size other than 8 is not supported", nil
+			return 0, "level of a size other than 8 is not read", nil
 		case param == "signed":
 			return KindLevel, "", nil
 		case param == "float":
 			return KindFloat, "", nil
 		case param == "unsigned":
-			return 0, "level 8 unsigned is not supported", nil
+			return 0, "level 8 unsigned is not read", nil
 		}
-		return 0, "level with an unknown parameter is not supported", nil
+		return 0, "level with an unknown parameter is not read", nil
 	case "state":
 		if size < MinStateSize {
-			return 0, "", fmt.Errorf("state: size out of range %d..%d", MinStateSize, MaxStateSize)
-		}
-		if param != "" {
-			return 0, "state with a parameter is not supported", nil
+			return 0, "state of 8 bytes or less is not read", nil
 		}
 		return KindState, "", nil
 	}

@@ -84,5 +84,8 @@ func (s *State) Get() (sinceMs int64, text string) {
 	}
 	e := Entry{Kind: KindState, Size: len(s.buf)}
 	since, t := e.State(s.buf)
+	if since == 0 {
+		return 0, "" // Exit keeps the text in the file, as readers may show it; Get does not
+	}
 	return since, string(t)
 }

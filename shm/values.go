@@ -25,15 +25,13 @@ func (e *Entry) Level(values []byte) int64 { return int64(e.Bits(values)) }
 func (e *Entry) Float(values []byte) float64 { return math.Float64frombits(e.Bits(values)) }
 
 // State returns the state of a state entry: the unix-ms time it was entered, or 0 if there is
-// no state, and its text, which ends at the first NUL or fills the entry. text aliases values
-// and is nil when sinceMs is 0. text is whatever bytes the application wrote: callers that need
+// no state, and its text, which ends at the first NUL or fills the entry. As in the original
+// agent, the text is returned whatever the time, also 0 (a cleared state keeps the text it
+// had). text aliases values. text is whatever bytes the application wrote: callers that need
 // valid UTF-8 must check or sanitise it. State does not allocate.
 func (e *Entry) State(values []byte) (sinceMs int64, text []byte) {
 	v := values[e.Offset : e.Offset+e.Size]
 	sinceMs = int64(binary.NativeEndian.Uint64(v))
-	if sinceMs == 0 {
-		return 0, nil
-	}
 	text = v[8:]
 	if i := bytes.IndexByte(text, 0); i >= 0 {
 		text = text[:i]

@@ -29,7 +29,7 @@ func TestDeclareErrors(t *testing.T) {
 		{"duplicate", func() error { _, err := c.Float(map[string]string{"k": "v", "metric": "x"}); return err }, `duplicate metric {"k": "v", "metric": "x"}`},
 		{"duplicate state", func() error { _, err := c.State(map[string]string{"k": "v", "metric": "x"}, 0); return err }, "duplicate metric"},
 		{"invalid utf-8", func() error { _, err := c.Counter(map[string]string{"m": "\xff"}); return err }, "not valid UTF-8"},
-		{"state too small", func() error { _, err := c.State(map[string]string{"m": "s"}, 15); return err }, "state size 15 out of range 16..65535"},
+		{"state too small", func() error { _, err := c.State(map[string]string{"m": "s"}, 8); return err }, "state size 8 out of range 9..65535"},
 		{"state too large", func() error { _, err := c.State(map[string]string{"m": "s"}, 65536); return err }, "out of range"},
 	}
 	for _, tt := range tests {

@@ -16,12 +16,25 @@
 //
 // The API: Run, Stop, IsRunning, WaitUntilRunning, Send, SendHistogrammable; Metric with
 // NewMetric, NewDefaultMetric, AddTag, SetFieldInt64, SetFieldUInt64, SetFieldFloat64,
-// GetFields, MergeFields; Format; the containers MetricsAggregate and
+// GetFields, MergeFields, AddResult and AddError with the result values SUCCESS, ERROR,
+// TIMEOUT and CANCELLED; the gRPC client interceptors SetupUnaryClientInterceptor and
+// SetupStreamClientInterceptor with NameConvertType, AddEnvAndRunType, EnvIDKey and
+// RunTypeKey; Format; the containers MetricsAggregate and
 // MetricsReservoirSampling; Timer, TimerSendSingle, TimerSendHist with TimeResolution
 // Millisecond and Nanosecond, and the names earlier ECS versions used (TimerSend, TimerMS,
 // TimerNS, TimeUnit, Milliseconds, Nanoseconds). NewMetric accepts both forms ECS has had:
 // NewMetric(name, timestamp), and NewMetric(name), which stamps now and adds subsystem=ECS.
-// Addr, which tells where Run listens, is the one addition.
+// Addr, which tells where Run listens, is the one addition. The test file api_test.go holds
+// every function and method of ECS's package at its head as a value of ECS's type, so the
+// package stops building if one goes missing or changes. Of the four result values, SUCCESS,
+// ERROR and TIMEOUT are checked against ECS's source; the fourth's name (CANCELLED) was not
+// available to check.
+//
+// The interceptors need google.golang.org/grpc's types, so this package imports grpc (as
+// every ECS program already does: ECS's package imports it too). That is the one dependency
+// here beyond package influx's; the agent does not use grpc and package influx does not
+// import it. A build tag or a sub-package would have kept it out, but then code calling
+// monitoring.SetupUnaryClientInterceptor would not build with only its import path changed.
 //
 // What is as in ECS, the points package influx deliberately does otherwise:
 //
@@ -41,10 +54,12 @@
 //   - A scrape returns everything sent since the previous scrape and empties the store:
 //     one scraper only. Nothing expires otherwise: unscraped, the store grows by a bucket
 //     per series and second.
-//   - Sends while stopped are discarded and Stop drops what was not scraped, as in ECS until
-//     the version that added WaitUntilRunning (which keeps both for the next Run); a second
-//     Run while one serves returns nil at once; Run after Stop serves afresh; Run returns
-//     http.ErrServerClosed after Stop.
+//   - Sends are kept whether Run serves or not: what is sent before the first Run, not
+//     scraped before Stop, or sent between Stop and the next Run is in the next Run's first
+//     scrape (unscraped, the store grows as above). A second Run while one serves returns
+//     nil at once; Run after Stop serves again; Run returns http.ErrServerClosed after Stop.
+//     Stop returns only once Run's port is closed, so a Run on the same port right after
+//     Stop does not fail with "address already in use" (ECS's does not either).
 //
 // Where it departs from ECS, only where ECS loses data or crashes:
 //

@@ -12,10 +12,17 @@ import (
 	"github.com/influxdata/line-protocol/v2/lineprotocol"
 )
 
-// start runs Run(port, endpoint) in a goroutine, as ECS's tests do, waits until it serves,
-// and returns its base URL and the channel Run's result arrives on. Stop is the caller's
-// (or the cleanup's).
+// start empties the store (what earlier tests sent) and runs Run(port, endpoint) in a
+// goroutine, as ECS's tests do, waits until it serves, and returns its base URL and the
+// channel Run's result arrives on. Stop is the caller's (or the cleanup's).
 func start(t *testing.T, port uint16, endpoint string) (string, <-chan error) {
+	t.Helper()
+	resetStore()
+	return startKeeping(t, port, endpoint)
+}
+
+// startKeeping is start without emptying the store.
+func startKeeping(t *testing.T, port uint16, endpoint string) (string, <-chan error) {
 	t.Helper()
 	done := make(chan error, 1)
 	go func() {
@@ -65,16 +72,20 @@ func get(t *testing.T, url string) string {
 	return string(body)
 }
 
-// stored returns what the running store holds, as ECS's tests read metricsInternal.
+// stored returns what the store holds, as ECS's tests read metricsInternal.
 func stored(t *testing.T) (sums, hists []Metric) {
 	t.Helper()
-	r := current.Load()
-	if r == nil {
-		t.Fatal("not running")
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return r.agg.GetMetrics(), r.hist.GetMetrics()
+	metrics.mu.Lock()
+	defer metrics.mu.Unlock()
+	return metrics.agg.GetMetrics(), metrics.hist.GetMetrics()
+}
+
+// resetStore empties the store, so that a test does not scrape what an earlier one left.
+func resetStore() {
+	metrics.mu.Lock()
+	metrics.agg.drain()
+	metrics.hist.drain()
+	metrics.mu.Unlock()
 }
 
 // line is one decoded line, fields kept in their order with their type letter, as ECS's

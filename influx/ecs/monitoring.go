@@ -11,12 +11,17 @@ import (
 	"time"
 )
 
-// run is the state of one Run: its server and the metrics sent since it started or was
-// last scraped. Stop drops it, and with it every metric not yet scraped.
+// run is one Run: its server and the address it listens on. done is closed once Run has
+// returned and its listener is closed, so that Stop can wait for the port to be free.
 type run struct {
 	srv  *http.Server
 	addr atomic.Pointer[string]
+	done chan struct{}
+}
 
+// store holds the metrics sent since the last scrape. It outlives Runs: sends before the first
+// Run, and between Stop and the next Run, are kept for the next scrape, as in ECS.
+type store struct {
 	mu   sync.Mutex
 	agg  *MetricsAggregate
 	hist *MetricsReservoirSampling
@@ -24,6 +29,7 @@ type run struct {
 
 var (
 	current atomic.Pointer[run]
+	metrics = store{agg: NewMetricsAggregate(), hist: NewMetricsReservoirSampling()}
 
 	// ready is closed while Run is serving (WaitUntilRunning waits for it); Stop replaces
 	// it with an open one.
@@ -37,29 +43,35 @@ var (
 // Run serves the metrics at http://:port/endpointName (endpointName starts with a slash, such
 // as "/ecsmetrics") until Stop, and returns http.ErrServerClosed then, as ECS's Run. It
 // blocks: call it in its own goroutine. While a Run is serving, another Run returns nil at
-// once; after Stop, Run starts afresh, on the same port or another. It returns the listen
-// error (such as "bind: address already in use") if it cannot listen, and the package is
-// then not running (ECS stays "running" until Stop).
+// once; after Stop, Run starts afresh, on the same port or another (Stop returns only once
+// the port is closed, so a Run on the same port right after Stop does not fail). It returns
+// the listen error (such as "bind: address already in use") if it cannot listen, and the
+// package is then not running (ECS stays "running" until Stop).
 //
 // Every request to the endpoint, whatever its method, is answered with every metric sent
-// since the previous one, as Format writes them, and empties the store: one scraper only.
-// An endpointName net/http's ServeMux refuses serves nothing, as in ECS.
+// since the previous one (or since the start of the program), as Format writes them, and
+// empties the store: one scraper only. An endpointName net/http's ServeMux refuses serves
+// nothing, as in ECS.
 func Run(port uint16, endpointName string) error {
-	r := &run{agg: NewMetricsAggregate(), hist: NewMetricsReservoirSampling()}
+	r := &run{done: make(chan struct{})}
 	mux := http.NewServeMux()
 	func() {
 		defer func() { recover() }() // an invalid pattern: served nowhere, as ECS
-		mux.HandleFunc(endpointName, r.exportMetricsAndReset)
+		mux.HandleFunc(endpointName, exportMetricsAndReset)
 	}()
 	r.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	if !current.CompareAndSwap(nil, r) {
 		return nil // only one Run serves
 	}
+	defer close(r.done) // after the listener is closed (deferred below, so run first)
 	ln, err := net.Listen("tcp", fmt.Sprintf(":%d", port))
 	if err != nil {
 		current.CompareAndSwap(r, nil)
 		return err
 	}
+	// Serve closes ln when it returns, but not when Stop came before Serve started: close it
+	// here in every case before done, on which Stop waits.
+	defer ln.Close()
 	addr := ln.Addr().String()
 	r.addr.Store(&addr)
 	readyMu.Lock()
@@ -74,9 +86,10 @@ func Run(port uint16, endpointName string) error {
 	return r.srv.Serve(ln)
 }
 
-// Stop stops the server Run started (waiting up to 5 s for scrapes in progress) and drops
-// every metric not yet scraped. Run returns, and may be called again. Sends made while
-// stopped are discarded. Stop without Run does nothing.
+// Stop stops the server Run started (waiting up to 5 s for scrapes in progress) and returns
+// once Run has returned and its port is closed. What was sent and not yet scraped is kept for
+// the next Run's scrapes, and so are sends made while stopped, as in ECS. Stop without Run
+// does nothing.
 func Stop() {
 	r := current.Swap(nil)
 	if r == nil {
@@ -92,6 +105,7 @@ func Stop() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	r.srv.Shutdown(ctx)
+	<-r.done
 }
 
 // IsRunning reports whether Run has been called and Stop has not since.
@@ -134,21 +148,18 @@ func Addr() string {
 // Send adds metric to the bucket of its measurement, tags (in order) and second, summing
 // its fields with those already there. It copies metric, which may be reused at once, and
 // never drops a metric for lack of room: it aggregates synchronously (ECS queues into a
-// channel of 100000 and drops what overflows). It discards the metric while not running, as
-// ECS, and, where ECS would panic, when a field is NaN or infinite or has another type than
-// the same field in the bucket (logged at most once a second).
+// channel of 100000 and drops what overflows). Running or not, the metric is kept for the
+// next scrape, as in ECS. Where ECS would panic, when a field is NaN or infinite or has
+// another type than the same field in the bucket, the metric is discarded (logged at most
+// once a second).
 func Send(metric *Metric) {
-	r := current.Load()
-	if r == nil {
-		return
-	}
 	if err := metric.checkFinite(); err != nil {
 		discard(err)
 		return
 	}
-	r.mu.Lock()
-	err := r.agg.add(metric)
-	r.mu.Unlock()
+	metrics.mu.Lock()
+	err := metrics.agg.add(metric)
+	metrics.mu.Unlock()
 	if err != nil {
 		discard(err)
 	}
@@ -158,17 +169,13 @@ func Send(metric *Metric) {
 // measurement, tags (in order), field and second; a scrape reports each as one line of
 // statistics (see MetricsReservoirSampling). Otherwise as Send.
 func SendHistogrammable(metric *Metric) {
-	r := current.Load()
-	if r == nil {
-		return
-	}
 	if err := metric.checkFinite(); err != nil {
 		discard(err)
 		return
 	}
-	r.mu.Lock()
-	r.hist.AddMetric(metric)
-	r.mu.Unlock()
+	metrics.mu.Lock()
+	metrics.hist.AddMetric(metric)
+	metrics.mu.Unlock()
 }
 
 func discard(err error) {
@@ -181,14 +188,14 @@ func discard(err error) {
 
 // exportMetricsAndReset answers a scrape: the aggregated metrics, then the histograms, and
 // empties both, as ECS's handler.
-func (r *run) exportMetricsAndReset(w http.ResponseWriter, _ *http.Request) {
+func exportMetricsAndReset(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "text/plain")
-	r.mu.Lock()
-	metrics := r.agg.drain()
-	hist := r.hist.drain()
-	r.mu.Unlock()
-	metrics = append(metrics, reservoirMetrics(hist)...) // sorting reservoirs: outside the lock
-	if err := Format(w, metrics); err != nil {
+	metrics.mu.Lock()
+	agg := metrics.agg.drain()
+	hist := metrics.hist.drain()
+	metrics.mu.Unlock()
+	agg = append(agg, reservoirMetrics(hist)...) // sorting reservoirs: outside the lock
+	if err := Format(w, agg); err != nil {
 		slog.Error("ecs monitoring: failed to export metrics; this scrape's metrics are lost", "err", err)
 	}
 }

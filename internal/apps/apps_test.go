@@ -346,3 +346,37 @@ func TestFinding13_SwappedDirectory(t *testing.T) {
 		})
 	}
 }
+
+// A .meta entry the original Cantal agent drops (Python's Counter(metric="x", shard=1): a label
+// value that is not a string) is reported among the scan's problems, by line and reason, and
+// the application's other metrics are read (issue 35 item 3; before, the whole file was
+// refused and the application lost them all).
+func TestDroppedMetaEntryIsAProblemAndTheRestIsRead(t *testing.T) {
+	base := filepath.Join(t.TempDir(), "app")
+	meta := "counter 8: {\"metric\": \"x\", \"shard\": 1}\ncounter 8: {}\ncounter 8: {\"metric\": \"y\"}\n"
+	values := binary.NativeEndian.AppendUint64(nil, 1)
+	values = binary.NativeEndian.AppendUint64(values, 2)
+	values = binary.NativeEndian.AppendUint64(values, 3)
+	if err := os.WriteFile(base+".values", values, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(base+".meta", []byte(meta), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	coll := New(table{{PID: os.Getpid(), UID: os.Getuid(), Name: "py", CantalPath: base}}, Options{})
+	defer coll.Close()
+	rec := series.NewRecorder()
+	if err := coll.Collect(context.Background(), rec); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]uint64{}
+	for key, ref := range rec.Refs() {
+		got[ref.Labels["metric"]] = rec.Values[key]
+	}
+	if len(got) != 2 || got["y"] != 3 || got[""] != 2 {
+		t.Errorf("series %v; want y=3 and the {} entry (agent's labels only) = 2", got)
+	}
+	if !strings.Contains(fmt.Sprint(rec.Problems), "app.meta:1: a label value is not a string") || len(rec.Problems) != 1 {
+		t.Errorf("problems %v; want line 1's label value reported", rec.Problems)
+	}
+}
