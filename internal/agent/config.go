@@ -161,7 +161,7 @@ func ParseFlags(name string, args []string, getenv func(string) string) (Config,
 	fs.StringVar(&c.PrivateProcesses, "private-processes", c.PrivateProcesses, "serve each local caller only its own processes and anonymous network callers none: auto (when /proc is mounted hidepid), on, off")
 	fs.BoolVar(&c.ShowCmdlines, "show-cmdlines", c.ShowCmdlines, "serve process command lines whole (default: values that look like secrets are redacted)")
 	fs.IntVar(&c.MaxConnections, "max-connections", c.MaxConnections, "open connections at most on each HTTP listener; the gossip TCP and statsd TCP listeners take a quarter of it each (0: half the descriptor limit, at most 4096)")
-	fs.IntVar(&c.MaxConnsPerSrc, "max-connections-per-source", c.MaxConnsPerSrc, "open connections from one IP address at most, on each listener (0: an eighth of --max-connections)")
+	fs.IntVar(&c.MaxConnsPerSrc, "max-connections-per-source", c.MaxConnsPerSrc, "open connections from one IP address (on a Unix socket, one uid) at most, on each listener (0: an eighth of --max-connections)")
 	fs.IntVar(&c.MaxWebSockets, "max-websockets", c.MaxWebSockets, "open WebSockets (/api/v1/ws) at most (0: a sixteenth of --max-connections)")
 	fs.StringVar(&c.AlertRules, "alert-rules", c.AlertRules, "YAML file of threshold rules (selector, fn, op, threshold, for, severity, summary; see docs/alerts.md)")
 	fs.Float64Var(&c.AlertCPU, "alert-cpu", c.AlertCPU, "alert cpu_busy when the CPUs are busy above this percentage for --alert-for (0: off)")

@@ -5,8 +5,8 @@
 //
 // A Listener wraps a net.Listener and counts the connections it accepted until they are closed:
 //
-//   - At most Options.Max at a time, and at most Options.PerSource from one source address (IP;
-//     a Unix socket's peers are one source each connection).
+//   - At most Options.Max at a time, and at most Options.PerSource from one source: an IP
+//     address, or on a Unix socket the peer's uid.
 //   - At either limit a new connection takes the place of the quietest connection that may be
 //     evicted (of its source, at the per-source limit): the one that has gone longest without
 //     sending a byte, whether it is idle between requests, never sent a request, or is slow to
@@ -34,6 +34,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -44,7 +45,8 @@ import (
 type Options struct {
 	// Max bounds the open connections (< 1 means 1).
 	Max int
-	// PerSource bounds the open connections from one IP address (< 1 or > Max means Max).
+	// PerSource bounds the open connections from one IP address, or one uid on a Unix socket
+	// (< 1 or > Max means Max).
 	PerSource int
 	// Admission: an active HTTP connection is receiving, and may be evicted, until Admit.
 	Admission bool
@@ -120,7 +122,7 @@ func (l *Listener) Accept() (net.Conn, error) {
 			continue
 		}
 		backoff = 0
-		wc := &conn{Conn: c, l: l, source: source(c.RemoteAddr())}
+		wc := &conn{Conn: c, l: l, source: source(c)}
 		wc.heard.Store(time.Now().UnixNano())
 		if l.admit(wc) {
 			return wc, nil
@@ -146,16 +148,35 @@ func temporary(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// source is the key of an address for the per-source limit: its IP, or "" (no shared source:
-// a Unix socket's peer, an address of no known kind).
-func source(a net.Addr) string {
-	switch a := a.(type) {
+// source is the key of a connection for the per-source limit: its peer's IP address, or on a
+// Unix socket its peer's uid; "" (no limit of its own) when neither is known.
+func source(c net.Conn) string {
+	switch a := c.RemoteAddr().(type) {
 	case *net.TCPAddr:
 		return string(a.IP.To16())
 	case *net.UDPAddr:
 		return string(a.IP.To16())
 	}
-	return ""
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		if nc, isWrapped := c.(interface{ NetConn() net.Conn }); isWrapped {
+			uc, ok = nc.NetConn().(*net.UnixConn)
+		}
+	}
+	if !ok {
+		return ""
+	}
+	rc, err := uc.SyscallConn()
+	if err != nil {
+		return ""
+	}
+	var cred *syscall.Ucred
+	if cerr := rc.Control(func(fd uintptr) {
+		cred, err = syscall.GetsockoptUcred(int(fd), syscall.SOL_SOCKET, syscall.SO_PEERCRED)
+	}); cerr != nil || err != nil {
+		return ""
+	}
+	return "uid:" + strconv.FormatUint(uint64(cred.Uid), 10)
 }
 
 // admit adds c to the open set, evicting the quietest evictable connection first at a limit.

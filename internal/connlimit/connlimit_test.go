@@ -318,3 +318,39 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+// TestUnixPeersCountedPerUID: on a Unix socket the source is the peer's uid, so one local user
+// holds at most PerSource connections.
+func TestUnixPeersCountedPerUID(t *testing.T) {
+	path := t.TempDir() + "/s"
+	inner, err := net.Listen("unix", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := NewWith(inner, Options{Max: 100, PerSource: 2})
+	defer l.Close()
+	go func() {
+		for {
+			if _, err := l.Accept(); err != nil {
+				return
+			}
+		}
+	}()
+	var cs []net.Conn
+	defer func() {
+		for _, c := range cs {
+			c.Close()
+		}
+	}()
+	for range 6 {
+		c, err := net.Dial("unix", path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cs = append(cs, c)
+	}
+	waitFor(t, func() bool { return l.Stats().Evicted == 4 }, "4 of one uid's 6 connections evicted")
+	if st := l.Stats(); st.Open != 2 {
+		t.Errorf("open = %d from one uid; want 2", st.Open)
+	}
+}
