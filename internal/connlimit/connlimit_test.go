@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -352,5 +353,31 @@ func TestUnixPeersCountedPerUID(t *testing.T) {
 	waitFor(t, func() bool { return l.Stats().Evicted == 4 }, "4 of one uid's 6 connections evicted")
 	if st := l.Stats(); st.Open != 2 {
 		t.Errorf("open = %d from one uid; want 2", st.Open)
+	}
+}
+
+// BenchmarkAdmitAtCap is the cost of one accepted connection at a full listener of 4096 (the
+// default cap): finding and evicting the quietest connection.
+func BenchmarkAdmitAtCap(b *testing.B) {
+	l := NewWith(nil, Options{Max: 4096, PerSource: 4096})
+	newConn := func(i int) *conn {
+		c1, c2 := net.Pipe()
+		c2.Close()
+		c := &conn{Conn: c1, l: l, source: "src" + strconv.Itoa(i%64)}
+		c.heard.Store(int64(i))
+		return c
+	}
+	for i := range 4096 {
+		if !l.admit(newConn(i)) {
+			b.Fatal("not admitted under the cap")
+		}
+	}
+	i := 4096
+	b.ReportAllocs()
+	for b.Loop() {
+		if !l.admit(newConn(i)) {
+			b.Fatal("not admitted at the cap with every connection quiet")
+		}
+		i++
 	}
 }
