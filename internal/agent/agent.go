@@ -285,7 +285,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.cfg.Statsd != "" {
 		sctx, stop := context.WithCancel(context.Background())
 		g.Add(func() error {
-			if err := a.push.ServeStatsd(sctx, a.cfg.Statsd); err != nil {
+			if err := a.push.ServeStatsdWith(sctx, a.cfg.Statsd, limitsOf(a.cfg).streams); err != nil {
 				return fmt.Errorf("statsd on %s: %w", a.cfg.Statsd, err)
 			}
 			return nil
@@ -435,6 +435,7 @@ func (a *Agent) routes() {
 		NodeName:       a.cfg.NodeName,
 		ClusterTimeout: time.Second,
 		Alerts:         a.alerts.Alerts,
+		MaxWebSockets:  limitsOf(a.cfg).websockets,
 	}
 	if a.gossip != nil {
 		s.Peers = a.gossip

@@ -55,6 +55,7 @@ func (a *Agent) startGossip() error {
 	ccfg.StateDir = a.cfg.StateDir
 	ccfg.Peers = a.cfg.Peers
 	ccfg.SizeHint = a.cfg.ClusterSize
+	ccfg.StreamConns = limitsOf(a.cfg).streams
 	ccfg.Logger = a.log.With("subsystem", "cluster")
 	var clientTLS func() *tls.Config
 	if a.web != nil && a.web.MutualTLS() {

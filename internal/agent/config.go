@@ -57,6 +57,8 @@ type Config struct {
 	PrivateProcesses string   // auto (when /proc is mounted hidepid), on or off
 	ShowCmdlines     bool     // serve command lines whole instead of redacted
 	MaxConnections   int      // open HTTP connections at most; 0: half the descriptor limit
+	MaxConnsPerSrc   int      // open connections from one IP address at most, every listener; 0: an eighth of MaxConnections
+	MaxWebSockets    int      // open WebSockets at most; 0: a sixteenth of MaxConnections
 
 	AlertRules    string        // YAML rules file (docs/alerts.md); "" = built-in rules only
 	AlertCPU      float64       // cpu_busy above this % (0: off)
@@ -158,7 +160,9 @@ func ParseFlags(name string, args []string, getenv func(string) string) (Config,
 	fs.Var(listFlag{&c.ReadUsers}, "read-users", "client certificates' common names that read from any address; in a cluster other certificates of the CA read only from a live member's address (repeatable, or comma-separated)")
 	fs.StringVar(&c.PrivateProcesses, "private-processes", c.PrivateProcesses, "serve each local caller only its own processes and anonymous network callers none: auto (when /proc is mounted hidepid), on, off")
 	fs.BoolVar(&c.ShowCmdlines, "show-cmdlines", c.ShowCmdlines, "serve process command lines whole (default: values that look like secrets are redacted)")
-	fs.IntVar(&c.MaxConnections, "max-connections", c.MaxConnections, "open HTTP connections at most (0: half the descriptor limit)")
+	fs.IntVar(&c.MaxConnections, "max-connections", c.MaxConnections, "open connections at most on each HTTP listener; the gossip TCP and statsd TCP listeners take a quarter of it each (0: half the descriptor limit, at most 4096)")
+	fs.IntVar(&c.MaxConnsPerSrc, "max-connections-per-source", c.MaxConnsPerSrc, "open connections from one IP address (on a Unix socket, one uid) at most, on each listener (0: an eighth of --max-connections)")
+	fs.IntVar(&c.MaxWebSockets, "max-websockets", c.MaxWebSockets, "open WebSockets (/api/v1/ws) at most (0: a sixteenth of --max-connections)")
 	fs.StringVar(&c.AlertRules, "alert-rules", c.AlertRules, "YAML file of threshold rules (selector, fn, op, threshold, for, severity, summary; see docs/alerts.md)")
 	fs.Float64Var(&c.AlertCPU, "alert-cpu", c.AlertCPU, "alert cpu_busy when the CPUs are busy above this percentage for --alert-for (0: off)")
 	fs.Float64Var(&c.AlertMemory, "alert-memory", c.AlertMemory, "alert memory_low when MemAvailable is below this percentage of MemTotal for --alert-for (0: off)")
@@ -221,6 +225,10 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--private-processes %q: want auto, on or off", c.PrivateProcesses)
 	case c.MaxConnections < 0:
 		return fmt.Errorf("--max-connections %d is negative", c.MaxConnections)
+	case c.MaxConnsPerSrc < 0:
+		return fmt.Errorf("--max-connections-per-source %d is negative", c.MaxConnsPerSrc)
+	case c.MaxWebSockets < 0:
+		return fmt.Errorf("--max-websockets %d is negative", c.MaxWebSockets)
 	case c.ClusterSize < 0:
 		return fmt.Errorf("--cluster-size %d is negative", c.ClusterSize)
 	case !strings.HasPrefix(c.InfluxPath, "/"):

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cantal-go/cantal/internal/access"
+	"github.com/cantal-go/cantal/internal/api"
 	"github.com/cantal-go/cantal/internal/cluster"
 	"github.com/cantal-go/cantal/internal/connlimit"
 	"github.com/cantal-go/cantal/internal/logbudget"
@@ -21,10 +23,12 @@ import (
 // The agent's network face: its listeners (TCP, TLS from --web-config, Unix sockets), the
 // bounds on connections, and the handler chain every request passes through:
 //
-//	deadlines → guard (who calls, which role the route needs) → readBodies → limitQueries → routes
+//	closeUnread → deadlines → guard (who calls, which role the route needs) → readBodies →
+//	admit → limitQueries → routes
 //
 // so that a request is authenticated before anything is read for it, its body is read in full
-// before it takes a query slot, and no silent client holds a connection or a slot.
+// before it takes a query slot, a refusal closes the connection rather than wait for a body,
+// and no silent or slow client holds a connection or a slot (docs/security.md, "Connections").
 
 // listenAddrs splits --listen into its addresses.
 func listenAddrs(s string) []string {
@@ -56,6 +60,31 @@ func maxConnections(cfg Config) int {
 		return 512
 	}
 	return int(min(rl.Cur/2, 4096))
+}
+
+// connLimits are the figures of the connection policy (package connlimit; docs/security.md),
+// from --max-connections (M), --max-connections-per-source and --max-websockets.
+type connLimits struct {
+	http       connlimit.Options // each HTTP listener: M, an eighth of it kept for trusted callers
+	streams    connlimit.Options // the gossip TCP and statsd TCP listeners: M/4 each
+	websockets int               // default M/16
+}
+
+func limitsOf(cfg Config) connLimits {
+	m := maxConnections(cfg)
+	per := cfg.MaxConnsPerSrc
+	if per == 0 {
+		per = max(m/8, 1)
+	}
+	ws := cfg.MaxWebSockets
+	if ws == 0 {
+		ws = max(m/16, 1)
+	}
+	return connLimits{
+		http:       connlimit.Options{Max: m, PerSource: per, Admission: true, Reserve: m / 8},
+		streams:    connlimit.Options{Max: max(m/4, 1), PerSource: per},
+		websockets: ws,
+	}
 }
 
 // openWeb loads --web-config and checks that the agent's settings can be served safely with it.
@@ -107,7 +136,7 @@ func loopbackAddr(addr string) bool {
 // (mode 0666): each is served only what the guard lets its uid see. A stale socket left by an
 // agent that died is replaced; any other file in the way is an error.
 func (a *Agent) listen() error {
-	n := maxConnections(a.cfg)
+	lim := limitsOf(a.cfg).http
 	var stls *tls.Config
 	if a.web != nil && a.web.TLS() {
 		stls = a.web.ServerTLS()
@@ -135,7 +164,7 @@ func (a *Agent) listen() error {
 			}
 			return fmt.Errorf("listen on %s: %w", addr, err)
 		}
-		b := boundListener{addr: addr, unix: isUnix, cl: connlimit.New(ln, n)}
+		b := boundListener{addr: addr, unix: isUnix, cl: connlimit.NewWith(ln, lim)}
 		b.ln = b.cl
 		if stls != nil && !isUnix {
 			b.ln = tls.NewListener(b.cl, stls)
@@ -202,7 +231,70 @@ func (a *Agent) handler() http.Handler {
 		}
 	}
 	bodies := newBodyBudget(maxBody, maxBodies)
-	return deadlines(g.Handler(bodies.readBodies(limitQueries(a.mux, queryConcurrency()))))
+	return closeUnread(deadlines(g.Handler(bodies.readBodies(admit(g.IsMember, limitQueries(a.mux, queryConcurrency()))))))
+}
+
+// takesBody reports whether r's route takes a request body: the ingest routes and adding a
+// peer. Any other request that announces a body is refused without reading it (finding N10:
+// GETs with bodies used to take the shared body budget from the pushes).
+func takesBody(r *http.Request) bool {
+	if r.Method != http.MethodPost {
+		return false
+	}
+	switch r.URL.Path {
+	case "/write", "/api/v2/write", "/v1/metrics", "/api/v1/peers":
+		return true
+	}
+	return false
+}
+
+// closeUnread is the outermost handler. A request that announces a body is answered with
+// "Connection: close" until its body has been read in full (admit takes the header away
+// again), and its connection stops reading once the handler returns: a refusal written before
+// the body (401, 403, 413, 503) goes out at once and the connection closes, instead of net/http
+// waiting for a body the client may never send before it writes the answer (finding N1). A
+// body on a route that takes none is refused unread, without charging the body budget (N10).
+func closeUnread(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength == 0 {
+			next.ServeHTTP(w, r)
+			return
+		}
+		h := w.Header()
+		h.Set("Connection", "close")
+		defer func() {
+			if h.Get("Connection") == "close" {
+				// net/http would read up to 256 KiB of what is left of the body after the
+				// answer; the connection closes anyway.
+				http.NewResponseController(w).SetReadDeadline(time.Now())
+			}
+		}()
+		if !takesBody(r) {
+			api.Error(w, http.StatusBadRequest, "this route takes no request body")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// admit runs once a request is authenticated and its body read: its connection counts as busy
+// from now on (package connlimit evicts only connections that are idle or slow to send their
+// headers or body). Anonymous callers, but for a live member's address, hold at most the
+// listener's cap less its reserve of busy connections; past that they are answered 503 and the
+// connection closed, so that an authenticated client or a peer always gets in.
+func admit(isMember func(*http.Request) bool, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Del("Connection") // the body is read: the connection may be kept
+		c, _ := access.FromContext(r.Context())
+		trusted := c.Via != "anonymous" || (isMember != nil && isMember(r))
+		if !connlimit.Admit(r.Context(), trusted) {
+			w.Header().Set("Connection", "close")
+			w.Header().Set("Retry-After", "1")
+			api.Error(w, http.StatusServiceUnavailable, "busy: the connections anonymous callers may hold are taken; retry")
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // Bodies: each at most maxBody (as the ingest's own limit of a compressed body), all together at
@@ -215,11 +307,15 @@ const (
 // server builds the HTTP server of every listener.
 func (a *Agent) server() *http.Server {
 	return &http.Server{
-		Handler:           a.handler(),
-		ReadHeaderTimeout: 10 * time.Second,
+		Handler: a.handler(),
+		// A short deadline before authentication: the headers (and a TLS handshake) within
+		// headerTimeout; the body, read only once the caller is known, within bodyTimeout.
+		ReadHeaderTimeout: headerTimeout,
 		IdleTimeout:       time.Minute,
 		MaxHeaderBytes:    64 << 10,
-		ConnContext:       access.ConnContext,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			return connlimit.ConnContext(access.ConnContext(ctx, c), c)
+		},
 		ConnState: func(c net.Conn, st http.ConnState) {
 			for _, b := range a.listeners {
 				b.cl.ConnState(c, st)
@@ -230,6 +326,9 @@ func (a *Agent) server() *http.Server {
 		ErrorLog: logbudget.ErrorLog(a.log, logbudget.New(a.log, "HTTP server errors"), slog.LevelDebug),
 	}
 }
+
+// headerTimeout bounds the wait for a request's headers, the TLS handshake included.
+const headerTimeout = 5 * time.Second
 
 // serve serves every listener until the server is shut down or one listener fails.
 func (a *Agent) serve(srv *http.Server) error {

@@ -86,11 +86,13 @@ type Security struct {
 
 // ListenerStatus is one listener's connection counts (package connlimit).
 type ListenerStatus struct {
-	Addr    string `json:"addr"`
-	Open    int    `json:"open"`
-	Max     int    `json:"max"`
-	Shed    uint64 `json:"shed"`
-	Evicted uint64 `json:"evicted"`
+	Addr      string `json:"addr"`
+	Open      int    `json:"open"`
+	Max       int    `json:"max"`
+	PerSource int    `json:"max_per_source"`
+	Shed      uint64 `json:"shed"`
+	Evicted   uint64 `json:"evicted"`
+	Refused   uint64 `json:"refused"` // requests of anonymous callers refused: only the reserve was left
 }
 
 // status is the /api/v1/status answer for the caller in ctx. The problems of the scan name
@@ -223,7 +225,7 @@ func (a *Agent) security(caller access.Caller) Security {
 	}
 	for _, b := range a.listeners {
 		st := b.cl.Stats()
-		sec.Listeners = append(sec.Listeners, ListenerStatus{Addr: b.addr, Open: st.Open, Max: st.Max, Shed: st.Shed, Evicted: st.Evicted})
+		sec.Listeners = append(sec.Listeners, ListenerStatus{Addr: b.addr, Open: st.Open, Max: st.Max, PerSource: st.PerSource, Shed: st.Shed, Evicted: st.Evicted, Refused: st.Refused})
 	}
 	return sec
 }

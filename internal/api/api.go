@@ -23,6 +23,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cantal-go/cantal/internal/alerts"
@@ -69,6 +70,9 @@ type Server struct {
 	// "grafana.example.com" or "https://*.example.com"). A request without an Origin header
 	// (peers, the cantal CLI, any non-browser client) is always accepted.
 	WSOriginPatterns []string
+	// MaxWebSockets bounds the WebSockets open at once (the next is answered 503); 0: no bound.
+	MaxWebSockets int
+	wsOpen        atomic.Int64
 
 	// Alerts returns the latest evaluation of the alert rules (/api/v1/alerts); nil: none.
 	Alerts func() *alerts.Snapshot

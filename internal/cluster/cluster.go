@@ -222,7 +222,7 @@ func New(cfg Config) (*Cluster, error) {
 		mlc.Transport = cfg.Transport
 		mlc.BindPort = DefaultPort
 	} else {
-		tc := transportConfig{log: cfg.Logger, lim: c.lim}
+		tc := transportConfig{log: cfg.Logger, lim: c.lim, conns: cfg.StreamConns}
 		if tlsOn {
 			tc.clientTLS, tc.serverTLS = cfg.ClientTLS, cfg.ServerTLS
 		}

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+
+	"github.com/cantal-go/cantal/internal/connlimit"
 )
 
 // DefaultPort is the agent's port: HTTP on TCP and gossip on UDP (and gossip streams on the HTTP
@@ -35,6 +37,9 @@ type Config struct {
 	// mounts StreamHandler at GossipPath, so the cluster does not open a TCP listener of its
 	// own. This is the agent's default (--gossip-listen equal to --listen).
 	StreamsViaHTTP bool
+	// StreamConns are the connection limits of the own TCP stream listener (without
+	// StreamsViaHTTP; package connlimit); zero values: DefaultStreamConns.
+	StreamConns connlimit.Options
 	// HTTPAddr is the HTTP address advertised to peers in the node metadata.
 	HTTPAddr string
 	// Version is the agent version advertised in the node metadata.

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cantal-go/cantal/internal/connlimit"
 	"github.com/cantal-go/cantal/internal/logbudget"
 	sockaddr "github.com/hashicorp/go-sockaddr"
 	"github.com/hashicorp/memberlist"
@@ -54,7 +55,8 @@ type transport struct {
 	shutdown  chan struct{}
 	once      sync.Once
 	wg        sync.WaitGroup
-	tcp       net.Listener // own stream listener, nil when streams ride the agent's HTTP server
+	tcp       net.Listener        // own stream listener, nil when streams ride the agent's HTTP server
+	conns     *connlimit.Listener // under tcp (and its TLS)
 	srv       *http.Server
 }
 
@@ -65,8 +67,21 @@ type transportConfig struct {
 	log       *slog.Logger
 	lim       *logbudget.Limiter // budget of the stream listener's error log
 	clientTLS func() *tls.Config
-	serverTLS *tls.Config // own listener's TLS; required with clientTLS unless viaHTTP
+	serverTLS *tls.Config       // own listener's TLS; required with clientTLS unless viaHTTP
+	conns     connlimit.Options // own listener's connection limits; zero Max: DefaultStreamConns
 }
+
+// DefaultStreamConns are the limits of the own stream listener when the configuration gives
+// none: at most 1024 connections, 128 from one address (package connlimit: at the cap the
+// quietest connection makes room; streams hijacked from an upgrade are never evicted).
+var DefaultStreamConns = connlimit.Options{Max: 1024, PerSource: 128}
+
+// Timeouts of the own stream listener's HTTP server: an upgrade's headers, and a connection
+// idle between requests (memberlist bounds the streams themselves by its TCPTimeout).
+const (
+	streamHeaderTimeout = 5 * time.Second
+	streamIdleTimeout   = 30 * time.Second
+)
 
 // newTransport binds UDP on bindAddr and, unless viaHTTP, TCP on the same address.
 func newTransport(bindAddr, advertise string, viaHTTP bool, tc transportConfig) (*transport, error) {
@@ -96,9 +111,13 @@ func newTransport(bindAddr, advertise string, viaHTTP bool, tc transportConfig) 
 			return nil, fmt.Errorf("listen gossip tcp: %w", err)
 		}
 		ua.Port = ln.Addr().(*net.TCPAddr).Port
-		t.tcp = ln
+		if tc.conns.Max == 0 {
+			tc.conns = DefaultStreamConns
+		}
+		t.conns = connlimit.NewWith(ln, tc.conns)
+		t.tcp = t.conns
 		if srvTLS != nil {
-			t.tcp = tls.NewListener(ln, srvTLS)
+			t.tcp = tls.NewListener(t.conns, srvTLS)
 		}
 	}
 	t.udp, err = net.ListenUDP("udp", ua)
@@ -118,7 +137,16 @@ func newTransport(bindAddr, advertise string, viaHTTP bool, tc transportConfig) 
 	if t.tcp != nil {
 		mux := http.NewServeMux()
 		mux.Handle(GossipPath, t)
-		t.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ErrorLog: newServerErrorLog(log, tc.lim)}
+		// Finding N2: without a cap and an idle timeout, a client's connections (each a
+		// finished request kept alive, or nothing sent) took every descriptor of the agent.
+		t.srv = &http.Server{
+			Handler:           mux,
+			ReadHeaderTimeout: streamHeaderTimeout,
+			ReadTimeout:       streamHeaderTimeout, // no request here has a body
+			IdleTimeout:       streamIdleTimeout,
+			ConnState:         t.conns.ConnState,
+			ErrorLog:          newServerErrorLog(log, tc.lim),
+		}
 		t.wg.Add(1)
 		go func() {
 			defer t.wg.Done()
@@ -326,6 +354,15 @@ func clientUpgrade(c net.Conn, host string, deadline time.Time) (net.Conn, error
 
 // ServeHTTP accepts a gossip stream: the server half of the upgrade.
 func (t *transport) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.ContentLength != 0 {
+		// An upgrade has no body: refuse unread and close, rather than wait for it.
+		w.Header().Set("Connection", "close")
+		http.NewResponseController(w).SetReadDeadline(time.Now())
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusBadRequest)
+		w.Write([]byte(`{"error": "gossip stream: a request body is not taken"}` + "\n"))
+		return
+	}
 	if t.clientTLS != nil && !verifiedClient(r) {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusForbidden)

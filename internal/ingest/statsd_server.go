@@ -9,10 +9,21 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"time"
+
+	"github.com/cantal-go/cantal/internal/connlimit"
 )
 
 // maxStatsdLine bounds one statsd line over TCP and one UDP datagram.
 const maxStatsdLine = 64 << 10
+
+// DefaultStatsdConns is the connection policy of the statsd TCP listener when the caller gives
+// none (package connlimit): at most 1024 connections, 128 from one address; at the cap the
+// connection that has been quiet longest makes room.
+var DefaultStatsdConns = connlimit.Options{Max: 1024, PerSource: 128}
+
+// statsdIdle closes a TCP connection that sent nothing for this long.
+const statsdIdle = 2 * time.Minute
 
 // ServeStatsd receives statsd on addr, UDP and TCP on the same port (":0" picks a free UDP port
 // and then the same TCP port), until ctx is done; then it closes the sockets, waits for its
@@ -32,6 +43,14 @@ const maxStatsdLine = 64 << 10
 //     .p95, .p99): 8 series by default; an interval without values leaves a gap;
 //   - set (s): a level holding the number of distinct values received in the scan interval.
 func (p *Push) ServeStatsd(ctx context.Context, addr string) error {
+	return p.ServeStatsdWith(ctx, addr, DefaultStatsdConns)
+}
+
+// ServeStatsdWith is ServeStatsd with the TCP listener's connection limits: at most lim.Max
+// connections, lim.PerSource from one address, the quietest evicted to make room; one that
+// sends nothing for 2 minutes is closed, and running out of descriptors pauses accepting
+// instead of ending it (finding N6).
+func (p *Push) ServeStatsdWith(ctx context.Context, addr string, lim connlimit.Options) error {
 	var lc net.ListenConfig
 	pc, err := lc.ListenPacket(ctx, "udp", addr)
 	if err != nil {
@@ -48,13 +67,17 @@ func (p *Push) ServeStatsd(ctx context.Context, addr string) error {
 		pc.Close()
 		return fmt.Errorf("statsd: listen tcp %s: %w", net.JoinHostPort(host, port), err)
 	}
-	p.cfg.Logger.Info("statsd listening", "udp", pc.LocalAddr().String(), "tcp", ln.Addr().String())
-	return p.ServeStatsdConn(ctx, pc, ln)
+	p.cfg.Logger.Info("statsd listening", "udp", pc.LocalAddr().String(), "tcp", ln.Addr().String(), "max_connections", lim.Max)
+	return p.ServeStatsdConn(ctx, pc, connlimit.NewWith(ln, lim))
 }
 
 // ServeStatsdConn is ServeStatsd on sockets the caller opened; either may be nil. It takes
-// ownership of them and closes them when ctx is done.
+// ownership of them and closes them when ctx is done. A listener that is not a
+// *connlimit.Listener gets the limits of DefaultStatsdConns.
 func (p *Push) ServeStatsdConn(ctx context.Context, pc net.PacketConn, ln net.Listener) error {
+	if _, ok := ln.(*connlimit.Listener); !ok && ln != nil {
+		ln = connlimit.NewWith(ln, DefaultStatsdConns)
+	}
 	var wg sync.WaitGroup
 	stop := context.AfterFunc(ctx, func() {
 		if pc != nil {
@@ -157,6 +180,9 @@ func (p *Push) serveStream(c net.Conn) {
 		}
 	}
 	for {
+		if r.Buffered() == 0 {
+			c.SetReadDeadline(time.Now().Add(statsdIdle))
+		}
 		chunk, err := r.ReadSlice('\n')
 		if errors.Is(err, bufio.ErrBufferFull) {
 			flush()
