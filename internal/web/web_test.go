@@ -2,11 +2,11 @@ package web
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"testing/fstest"
