@@ -71,7 +71,9 @@ Query a cantal-agent:
   metrics [SEL]                  latest value of each series matching SEL
   history [SEL] [--window DUR] [--rate]
                                  points of each matching series (--rate: counters as per-second rates)
-  stats [SEL] [--window DUR]     count, min, max, mean, median, p90, p95, p99, slope per series
+  stats [SEL] [--window DUR] [--rate]
+                                 count, min, max, mean, median, p90, p95, p99, slope per series
+                                 (--rate: of counters' per-second rates)
   peers                          the other agents this one knows
   top [--interval DUR] [--sort cpu|rss] [--once]
                                  live view of the node: CPU, memory, load, network and disk
@@ -107,7 +109,7 @@ Flags (after the command, in any order):
   --match SEL    series selector, same as the SEL argument: a name (requests.number) or
                  Prometheus matchers ({metric=~"cpu\\..*", pid="42"})
   --window DUR   history/stats window, e.g. 30s, 5m, 1h (default: the agent's, 5m)
-  --rate         history: per-second rates of counters
+  --rate         history, stats, cluster: per-second rates of counters
   -o FORMAT      table (default) or json (the agent's answer as it is; cluster history
                  --agg and cluster stats add what the CLI computed); --json is -o json
 `
@@ -187,7 +189,7 @@ func commandSpec(cmd string) (spec, bool) {
 	case "history":
 		return spec{agent: true, match: true, window: true, rate: true, maxArgs: 1}, true
 	case "stats":
-		return spec{agent: true, match: true, window: true, maxArgs: 1}, true
+		return spec{agent: true, match: true, window: true, rate: true, maxArgs: 1}, true
 	case "values":
 		return spec{maxArgs: 1}, true
 	case "cluster metrics":
