@@ -22,6 +22,11 @@ import (
 // DefaultAgent is the agent queried when neither --agent nor CANTAL_AGENT is given.
 const DefaultAgent = "http://127.0.0.1:22682"
 
+// DefaultTimeout bounds each request to the agent when neither --timeout nor CANTAL_TIMEOUT
+// is given: an agent that accepts connections but does not answer (stopped, hung) costs this
+// much, not forever.
+const DefaultTimeout = 10 * time.Second
+
 // Exit codes returned by Run.
 const (
 	ExitOK    = 0 // success
@@ -103,6 +108,8 @@ Flags (after the command, in any order):
                  else the system's CAs)
   --cert FILE, --key FILE
                  https: a client certificate and its key (default $CANTAL_CERT, $CANTAL_KEY)
+  --timeout DUR  how long to wait for each answer of the agent (default $CANTAL_TIMEOUT or 10s);
+                 an agent that accepts the connection but does not answer is reported as hung
   --user NAME    basic-auth user (default $CANTAL_USER); the password is read from the file
                  --password-file FILE names, else $CANTAL_PASSWORD, else $CANTAL_PASSWORD_FILE,
                  else asked for on the terminal. Never on the command line: every user sees it.
@@ -205,6 +212,7 @@ func commandSpec(cmd string) (spec, bool) {
 func (c *CLI) parse(cmd string, args []string) (options, error) {
 	spec, _ := commandSpec(cmd)
 	o := options{output: "table", sort: "pid"}
+	timeout := "" // --timeout, read when the command talks to an agent
 	fs := flag.NewFlagSet("cantal "+cmd, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	if spec.agent {
@@ -213,6 +221,7 @@ func (c *CLI) parse(cmd string, args []string) (options, error) {
 			o.conn.agent = DefaultAgent
 		}
 		fs.StringVar(&o.conn.agent, "agent", o.conn.agent, "")
+		fs.StringVar(&timeout, "timeout", c.getenv("CANTAL_TIMEOUT"), "")
 		for _, f := range []struct {
 			name, env string
 			v         *string
@@ -284,6 +293,12 @@ func (c *CLI) parse(cmd string, args []string) (options, error) {
 			return o, usagef("%s: --window %q: want a positive duration such as 30s, 5m or 1h", cmd, o.window)
 		}
 	}
+	if spec.agent {
+		var err error
+		if o.conn.timeout, err = parseTimeout(cmd, timeout); err != nil {
+			return o, err
+		}
+	}
 	switch o.sort {
 	case "pid", "cpu", "rss":
 	default:
@@ -352,6 +367,19 @@ func (c *CLI) run(ctx context.Context, args []string) error {
 		return c.top(ctx, a, o)
 	}
 	return usagef("unknown command %q", cmd)
+}
+
+// parseTimeout reads --timeout (or CANTAL_TIMEOUT): a positive duration, DefaultTimeout when
+// empty.
+func parseTimeout(cmd, v string) (time.Duration, error) {
+	if v == "" {
+		return DefaultTimeout, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, usagef("%s: --timeout %q: want a positive duration such as 5s or 1m", cmd, v)
+	}
+	return d, nil
 }
 
 // isDigits reports whether s is a non-empty string of ASCII digits.
