@@ -86,13 +86,15 @@ Query a cantal-agent:
                                  (--once: print one frame and exit)
 
 Query the whole cluster through one agent:
-  cluster metrics [SEL] [--agg sum|avg|min|max] [--by L,..|--without L,..] [--rate]
-                                 latest values on every node, with the nodes' status, and the
+  cluster metrics [SEL] [--agg sum|avg|min|max] [--by L,..|--without L,..] [--rate] [--node N,..]
+                                 latest values on every node, with the nodes' status (an
+                                 unreachable node's last values are not shown), and the
                                  aggregate over nodes (grouped without node, pid, process, cgroup)
-  cluster history [SEL] [--window DUR] [--rate] [--agg FN] [--by|--without L,..]
+  cluster history [SEL] [--window DUR] [--rate] [--agg FN] [--by|--without L,..] [--node N,..]
                                  every node's points side by side, one column per node, in time
-                                 slots of the scan step; --agg adds the aggregate column
-  cluster stats [SEL] [--window DUR] [--rate] [--agg FN] [--by|--without L,..]
+                                 slots of the scan step; --agg adds the agent's aggregate column
+                                 (a slot missing a node's point is marked partial)
+  cluster stats [SEL] [--window DUR] [--rate] [--agg FN] [--by|--without L,..] [--node N,..]
                                  count, min, max, mean, median, p90, p95, p99, slope per node's
                                  series (and of the aggregate), from the cluster history
 
@@ -117,8 +119,10 @@ Flags (after the command, in any order):
                  Prometheus matchers ({metric=~"cpu\\..*", pid="42"})
   --window DUR   history/stats window, e.g. 30s, 5m, 1h (default: the agent's, 5m)
   --rate         history, stats, cluster: per-second rates of counters
-  -o FORMAT      table (default) or json (the agent's answer as it is; cluster history
-                 --agg and cluster stats add what the CLI computed); --json is -o json
+  --node NAME    cluster: only these nodes (repeatable or comma-separated; also {node="NAME"} in
+                 SEL); a name the cluster does not have is an error, not a node without data
+  -o FORMAT      table (default) or json (the agent's answer as it is; cluster stats adds
+                 what the CLI computed); --json is -o json
 `
 
 // Run executes the command line args (without the program name) and returns the exit code.
@@ -151,9 +155,10 @@ type options struct {
 	sort   string
 	args   []string // positional arguments
 
-	agg, by, without string // cluster: aggregate function and grouping
-	interval         string // top: refresh interval
-	once             bool   // top: one frame
+	agg, by, without string   // cluster: aggregate function and grouping
+	node             []string // cluster: --node names (each may be a comma list)
+	interval         string   // top: refresh interval
+	once             bool     // top: one frame
 }
 
 func (c *CLI) getenv(k string) string {
@@ -248,6 +253,13 @@ func (c *CLI) parse(cmd string, args []string) (options, error) {
 		fs.StringVar(&o.sort, "sort", o.sort, "")
 	}
 	if spec.agg {
+		fs.Func("node", "", func(v string) error {
+			if strings.TrimSpace(strings.ReplaceAll(v, ",", "")) == "" {
+				return fmt.Errorf("want a node name")
+			}
+			o.node = append(o.node, v)
+			return nil
+		})
 		fs.StringVar(&o.agg, "agg", "", "")
 		fs.StringVar(&o.by, "by", "", "")
 		fs.StringVar(&o.without, "without", "", "")
@@ -368,6 +380,10 @@ func (c *CLI) run(ctx context.Context, args []string) error {
 	}
 	return usagef("unknown command %q", cmd)
 }
+
+// nodes returns the --node names as the agent's node= parameter (comma-separated; "" for
+// every node).
+func (o options) nodes() string { return strings.Join(o.node, ",") }
 
 // parseTimeout reads --timeout (or CANTAL_TIMEOUT): a positive duration, DefaultTimeout when
 // empty.
