@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -78,19 +77,6 @@ type aggregate struct {
 	value  float64
 	rateN  int
 	rate   float64
-}
-
-// combine folds v into cur by fn; avg sums here and divides at the end.
-func combine(fn string, cur, v float64, first bool) float64 {
-	switch {
-	case first:
-		return v
-	case fn == "min":
-		return math.Min(cur, v)
-	case fn == "max":
-		return math.Max(cur, v)
-	}
-	return cur + v
 }
 
 // serverTiming sets the Server-Timing header (W3C Server Timing) of a cluster answer: how long
@@ -201,10 +187,10 @@ func (s *Server) clusterMetrics(w http.ResponseWriter, r *http.Request) {
 				groups[key] = g
 				order = append(order, key)
 			}
-			g.value = combine(agg, g.value, smp.Float(), g.n == 0)
+			g.value = clusteragg.Combine(agg, g.value, smp.Float(), g.n == 0)
 			g.n++
 			if smp.HasRate {
-				g.rate = combine(agg, g.rate, smp.Rate, g.rateN == 0)
+				g.rate = clusteragg.Combine(agg, g.rate, smp.Rate, g.rateN == 0)
 				g.rateN++
 			}
 		}

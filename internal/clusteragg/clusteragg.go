@@ -131,6 +131,21 @@ var Fns = []string{"sum", "avg", "min", "max"}
 // ValidFn reports whether fn is one of Fns.
 func ValidFn(fn string) bool { return slices.Contains(Fns, fn) }
 
+// Combine folds v into acc by fn: the first value as it is, then the smaller (min), the
+// larger (max) or the sum (sum, and avg, which divides the sum by the count at the end). The
+// cluster metrics aggregate of the nodes' latest values folds with it too.
+func Combine(fn string, acc, v float64, first bool) float64 {
+	switch {
+	case first:
+		return v
+	case fn == "min":
+		return math.Min(acc, v)
+	case fn == "max":
+		return math.Max(acc, v)
+	}
+	return acc + v
+}
+
 // Step returns the scan interval of the series, the width of a slot (0 when no series has two
 // points): the mean of the steps between consecutive points within half the median step of
 // it. The median alone would be one jittered step; the mean over the steps left after the
@@ -280,16 +295,7 @@ func Aggregate(fn string, members [][]Point, ongoing []bool, step int64) []Slot 
 			if math.IsNaN(v) {
 				continue
 			}
-			switch {
-			case s.N == 0:
-				s.Value = v
-			case fn == "min":
-				s.Value = math.Min(s.Value, v)
-			case fn == "max":
-				s.Value = math.Max(s.Value, v)
-			default:
-				s.Value += v
-			}
+			s.Value = Combine(fn, s.Value, v, s.N == 0)
 			s.N++
 		}
 	}
