@@ -184,3 +184,16 @@ func TestDownNodeOngoing(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkAggregate: a group of 20 nodes' series over 15 minutes of 2 s scans (450 points
+// each), every node at its own phase.
+func BenchmarkAggregate(b *testing.B) {
+	members := make([][]Point, 20)
+	for i := range members {
+		members[i] = scans(int64(i)*97, 2000, 450, float64(i), func(j int) int64 { return int64((j*7)%11 - 5) })
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		Aggregate("sum", members, nil, Step(members))
+	}
+}
