@@ -67,9 +67,6 @@ func (s *Server) localSamples(q Query) []series.Sample {
 	return out
 }
 
-// HostLabels are the labels a cluster aggregate drops by default (clusteragg.HostLabels).
-var HostLabels = clusteragg.HostLabels
-
 type aggregate struct {
 	labels series.Labels
 	kind   series.Kind
