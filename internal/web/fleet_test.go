@@ -323,6 +323,29 @@ func TestBrowserFleet(t *testing.T) {
 		if px := linePixels(t, ctx, fig, 1); px[0] < 150 {
 			t.Errorf("the sum line has %d pixels of its colour; want a drawn line", px[0])
 		}
+		// And flat as drawn: the sum line's pixels (its colour, --c1) lie in one band of rows,
+		// no step where a slot counted a node twice or missed one.
+		band, err := chromedp.Run(ctx, chromedp.Evaluate[[]int](`(() => {
+			const c = `+fig+`.querySelector("canvas");
+			const d = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
+			const probe = document.createElement("canvas").getContext("2d");
+			probe.fillStyle = getComputedStyle(document.documentElement).getPropertyValue("--c1").trim();
+			probe.fillRect(0, 0, 1, 1);
+			const k = probe.getImageData(0, 0, 1, 1).data;
+			let lo = 1e9, hi = -1;
+			for (let p = 0; p < d.length; p += 4) {
+				if (d[p + 3] < 128 || Math.abs(d[p] - k[0]) + Math.abs(d[p + 1] - k[1]) + Math.abs(d[p + 2] - k[2]) >= 60) continue;
+				const y = Math.floor(p / 4 / c.width);
+				lo = Math.min(lo, y); hi = Math.max(hi, y);
+			}
+			return [lo, hi, c.height];
+		})()`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if band[1]-band[0] > 8 {
+			t.Errorf("the sum line's pixels span rows %d–%d of %d; want one flat line at 150", band[0], band[1], band[2])
+		}
 		shot(t, "cluster-sum")
 		noErrors(t, cluster+"&agg=sum")
 	})
