@@ -1,11 +1,14 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
+	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -17,7 +20,29 @@ func TestCLICluster(t *testing.T) {
 	serial(t)
 	a1 := startAgent(t, "--cluster-name", "cli-cluster", "--node-name", "n1")
 	u, _ := url.Parse(a1.URL)
-	startAgent(t, "--cluster-name", "cli-cluster", "--node-name", "n2", "--peer", u.Host)
+	a2 := startAgent(t, "--cluster-name", "cli-cluster", "--node-name", "n2", "--peer", u.Host)
+	// Each node's own level, pushed until the test ends: every complete slot of their sum is 65.
+	pushCtx, stopPush := context.WithCancel(context.Background())
+	var pushers sync.WaitGroup
+	t.Cleanup(func() { stopPush(); pushers.Wait() })
+	for _, p := range []struct {
+		a *agent
+		v int
+	}{{a1, 15}, {a2, 50}} {
+		pushers.Add(1)
+		go func() {
+			defer pushers.Done()
+			for pushCtx.Err() == nil {
+				if resp, err := http.Post(p.a.URL+"/write", "text/plain", strings.NewReader(fmt.Sprintf("e2e_level value=%d\n", p.v))); err == nil {
+					resp.Body.Close()
+				}
+				select {
+				case <-pushCtx.Done():
+				case <-time.After(200 * time.Millisecond):
+				}
+			}
+		}()
+	}
 	agentArgs := []string{"--agent", a1.URL}
 	run := func(args ...string) string {
 		t.Helper()
@@ -70,8 +95,8 @@ func TestCLICluster(t *testing.T) {
 	var out string
 	waitFor(t, 30*time.Second, func() error {
 		out = run("cluster", "metrics", "system.load_avg_1min", "--agg", "max")
-		for _, row := range [][]string{{"NODE", "STATUS"}, {"n1", "ok"}, {"n2", "ok"}, {"system.load_avg_1min", "n1", "float"},
-			{"system.load_avg_1min", "n2", "float"}, {"AGGREGATE", "(max"}, {"system.load_avg_1min", "float"}} {
+		for _, row := range [][]string{{"NODE", "STATUS"}, {"n1", "ok"}, {"n2", "ok"}, {"system.load_avg_1min", "n1", "ok", "float"},
+			{"system.load_avg_1min", "n2", "ok", "float"}, {"AGGREGATE", "(max"}, {"system.load_avg_1min", "float"}} {
 			if !hasRow(out, row...) {
 				return fmt.Errorf("cluster metrics lacks a row %q:\n%s", row, out)
 			}
@@ -94,6 +119,52 @@ func TestCLICluster(t *testing.T) {
 		}
 		return fmt.Errorf("no time slot holds both nodes' points:\n%s", out)
 	})
+
+	// history, JSON: the agent's aggregate; every complete slot of the pushed levels is their
+	// sum, 65, whatever the nodes' scan phases; partial slots (the newest) say so.
+	waitFor(t, 30*time.Second, func() error {
+		var ha struct {
+			Nodes     []struct{ Node string }
+			Aggregate []struct {
+				Series int
+				StepMs int64        `json:"step_ms"`
+				Points [][4]float64 `json:"points"`
+			}
+		}
+		out = run("cluster", "history", "e2e_level.value", "--window", "1m", "--agg", "sum", "--json")
+		if err := json.Unmarshal([]byte(out), &ha); err != nil {
+			return fmt.Errorf("cluster history --json: %v\n%s", err, out)
+		}
+		if len(ha.Aggregate) != 1 || len(ha.Nodes) != 2 || ha.Aggregate[0].Series != 2 || ha.Aggregate[0].StepMs <= 0 {
+			return fmt.Errorf("cluster history --agg sum --json: %s", out)
+		}
+		complete := 0
+		for _, p := range ha.Aggregate[0].Points {
+			if p[2] < p[3] {
+				continue // partial: not a total
+			}
+			complete++
+			if p[1] != 65 || p[2] != 2 {
+				t.Errorf("slot %v: sum %v of %v series; want 65 of 2", int64(p[0]), p[1], p[2])
+			}
+		}
+		if complete < 5 {
+			return fmt.Errorf("%d complete slots: %s", complete, out)
+		}
+		return nil
+	})
+
+	// --node and {node="..."}: the named node only; a node the cluster lacks is an error.
+	for _, args := range [][]string{{"cluster", "metrics", "system.uptime_s", "--node", "n2"}, {"cluster", "metrics", `{node="n2", metric="system.uptime_s"}`}} {
+		out = run(args...)
+		if !hasRow(out, "n2", "ok", "1") || hasRow(out, "n1") || !hasRow(out, "system.uptime_s", "n2", "ok") {
+			t.Errorf("cantal %q: want n2's row only:\n%s", args, out)
+		}
+	}
+	if out, errs, code := cantalEnv(t, nil, append([]string{"cluster", "history", "system.uptime_s", "--node", "n9"}, agentArgs...)...); code != 1 ||
+		!strings.Contains(errs, "unknown node n9") || !hasRow(out, "n9", "unknown") {
+		t.Errorf("--node n9: exit %d\nstdout:\n%s\nstderr:\n%s\nwant 1 and n9 unknown", code, out, errs)
+	}
 
 	// stats, JSON: per node and of the aggregate.
 	var st struct {

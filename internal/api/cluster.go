@@ -6,17 +6,17 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"math"
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"sort"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/cantal-go/cantal/internal/apiwire"
+	"github.com/cantal-go/cantal/internal/clusteragg"
 	"github.com/cantal-go/cantal/internal/history"
 	"github.com/cantal-go/cantal/internal/registry"
 	"github.com/cantal-go/cantal/internal/remote"
@@ -67,80 +67,6 @@ func (s *Server) localSamples(q Query) []series.Sample {
 	return out
 }
 
-// HostLabels are the labels a cluster aggregate drops by default: they differ on every host
-// (and a process's pid and name change with an exec), so grouping by them would make one group
-// per node.
-var HostLabels = []string{"node", "pid", "process", "cgroup"}
-
-// maxGroupLabels bounds the label names of by= or without=.
-const maxGroupLabels = 32
-
-// parseGrouping reads the grouping of a cluster aggregate from by= or without= (comma-separated
-// label names, not both): by keeps only the listed labels and the metric name; without drops
-// the listed labels and node; neither drops HostLabels. It returns the function that makes a
-// sample's group labels (a new map).
-func parseGrouping(v url.Values) (func(series.Labels) series.Labels, error) {
-	_, hasBy := v["by"]
-	_, hasWithout := v["without"]
-	if hasBy && hasWithout {
-		return nil, fmt.Errorf("by and without exclude each other")
-	}
-	names := func(param string) (map[string]bool, error) {
-		out := map[string]bool{}
-		for _, n := range strings.Split(v.Get(param), ",") {
-			n = strings.TrimSpace(n)
-			if n == "" {
-				continue
-			}
-			if len(n) > 256 {
-				return nil, fmt.Errorf("bad %s: label name longer than 256 bytes", param)
-			}
-			out[n] = true
-			if len(out) > maxGroupLabels {
-				return nil, fmt.Errorf("bad %s: more than %d label names", param, maxGroupLabels)
-			}
-		}
-		return out, nil
-	}
-	if hasBy {
-		keep, err := names("by")
-		if err != nil {
-			return nil, err
-		}
-		keep["metric"] = true
-		return func(l series.Labels) series.Labels {
-			out := series.Labels{}
-			for k, v := range l {
-				if keep[k] {
-					out[k] = v
-				}
-			}
-			return out
-		}, nil
-	}
-	drop := map[string]bool{}
-	if hasWithout {
-		var err error
-		if drop, err = names("without"); err != nil {
-			return nil, err
-		}
-	} else {
-		for _, n := range HostLabels {
-			drop[n] = true
-		}
-	}
-	drop["node"] = true
-	return func(l series.Labels) series.Labels {
-		out := series.Labels{}
-		for k, v := range l {
-			if !drop[k] {
-				out[k] = v
-			}
-		}
-		return out
-	}, nil
-}
-
 type aggregate struct {
 	labels series.Labels
 	kind   series.Kind
@@ -148,19 +74,6 @@ type aggregate struct {
 	value  float64
 	rateN  int
 	rate   float64
-}
-
-// combine folds v into cur by fn; avg sums here and divides at the end.
-func combine(fn string, cur, v float64, first bool) float64 {
-	switch {
-	case first:
-		return v
-	case fn == "min":
-		return math.Min(cur, v)
-	case fn == "max":
-		return math.Max(cur, v)
-	}
-	return cur + v
 }
 
 // serverTiming sets the Server-Timing header (W3C Server Timing) of a cluster answer: how long
@@ -181,14 +94,12 @@ func (s *Server) clusterMetrics(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	peerVisible := s.PeerSeriesVisible(r.Context())
-	agg := r.URL.Query().Get("agg")
-	switch agg {
-	case "", "sum", "min", "max", "avg":
-	default:
-		Error(w, http.StatusBadRequest, fmt.Sprintf("bad agg %q: want sum, min, max or avg", agg))
+	agg, grouping, err := parseAgg(r.URL.Query())
+	if err != nil {
+		Error(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	groupKey, err := parseGrouping(r.URL.Query())
+	ns, ctx, err := s.selectNodes(r, &q)
 	if err != nil {
 		Error(w, http.StatusBadRequest, err.Error())
 		return
@@ -200,27 +111,40 @@ func (s *Server) clusterMetrics(w http.ResponseWriter, r *http.Request) {
 		errMsg string
 		series []series.Sample
 	}
-	nodes := []nodeSeries{{node: s.NodeName, status: remote.OK, series: s.localSamples(q)}}
+	var nodes []nodeSeries
+	if ns.want(s.NodeName) {
+		nodes = append(nodes, nodeSeries{node: s.NodeName, status: remote.OK, series: s.localSamples(q)})
+	}
 	if s.Cluster != nil {
 		query := s.Cluster.Query
 		if lq, ok := s.Cluster.(LatestQuerier); ok {
 			query = lq.QueryLatest
 		}
 		t0 := time.Now()
-		answers := query(r.Context(), r.URL.Query().Get("match"), q.Rate)
+		answers := query(ctx, ns.match, q.Rate)
 		peersTook = time.Since(t0)
 		for _, a := range answers {
-			ns := nodeSeries{node: a.Node, status: a.Status, since: a.Since, errMsg: a.Error}
+			if !ns.want(a.Node) {
+				continue // a Cluster that asked every node all the same
+			}
+			n := nodeSeries{node: a.Node, status: a.Status, since: a.Since, errMsg: a.Error}
 			for _, sr := range a.Series {
 				if peerVisible != nil && !peerVisible(sr.Latest.Labels) {
 					continue
 				}
 				if sr.Latest.TS != 0 || sr.Latest.Kind == series.State {
-					ns.series = append(ns.series, sr.Latest)
+					n.series = append(n.series, sr.Latest)
 				}
 			}
-			nodes = append(nodes, ns)
+			nodes = append(nodes, n)
 		}
+	}
+	known := s.knownNodes()
+	for _, n := range nodes {
+		known = append(known, n.node)
+	}
+	for _, n := range ns.unknown(known) {
+		nodes = append(nodes, nodeSeries{node: n, status: statusUnknown, errMsg: unknownError})
 	}
 	b := append(make([]byte, 0, 4096), `{"nodes":[`...)
 	groups := map[string]*aggregate{}
@@ -252,7 +176,7 @@ func (s *Server) clusterMetrics(w http.ResponseWriter, r *http.Request) {
 			if agg == "" || smp.Kind == series.State || n.status == remote.Unreachable {
 				continue
 			}
-			base := groupKey(smp.Labels)
+			base := grouping.Key(smp.Labels)
 			key := base.Key()
 			g := groups[key]
 			if g == nil {
@@ -260,10 +184,10 @@ func (s *Server) clusterMetrics(w http.ResponseWriter, r *http.Request) {
 				groups[key] = g
 				order = append(order, key)
 			}
-			g.value = combine(agg, g.value, smp.Float(), g.n == 0)
+			g.value = clusteragg.Combine(agg, g.value, smp.Float(), g.n == 0)
 			g.n++
 			if smp.HasRate {
-				g.rate = combine(agg, g.rate, smp.Rate, g.rateN == 0)
+				g.rate = clusteragg.Combine(agg, g.rate, smp.Rate, g.rateN == 0)
 				g.rateN++
 			}
 		}
@@ -330,26 +254,43 @@ func (s *Server) clusterHistory(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	peerVisible := s.PeerSeriesVisible(r.Context())
+	agg, grouping, err := parseAgg(r.URL.Query())
+	if err != nil {
+		Error(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	ns, ctx, err := s.selectNodes(r, &q)
+	if err != nil {
+		Error(w, http.StatusBadRequest, err.Error())
+		return
+	}
 	type result struct {
 		node, status, errMsg string
 		since                int64
 		body                 json.RawMessage
 	}
 	now := time.Now().UnixMilli()
-	local := HistoryJSON(nil, s.Registry, q, now)
-	results := []result{{node: s.NodeName, status: "ok", body: withNodeLabels(local, s.NodeName, nil)}}
+	var results []result
+	if ns.want(s.NodeName) {
+		local := HistoryJSON(nil, s.Registry, q, now)
+		results = append(results, result{node: s.NodeName, status: "ok", body: withNodeLabels(local, s.NodeName, nil)})
+	}
 	if hk, ok := s.Cluster.(HistoryKeeper); ok && q.Window <= hk.Kept() {
 		from := now - q.Window.Milliseconds()
 		t0 := time.Now()
-		answers := s.Cluster.Query(r.Context(), r.URL.Query().Get("match"), q.Rate)
+		answers := s.Cluster.Query(ctx, ns.match, q.Rate)
 		peersTook = time.Since(t0)
 		for _, a := range answers {
+			if !ns.want(a.Node) {
+				continue // a Cluster that asked every node all the same
+			}
 			res := result{node: a.Node, status: string(a.Status), errMsg: a.Error, since: a.Since}
 			res.body = keptHistoryJSON(nil, a.Series, from, q.Rate, peerVisible)
 			results = append(results, res)
 		}
 	} else if s.Cluster != nil {
-		members := s.Cluster.Members()
+		members := slices.DeleteFunc(slices.Clone(s.Cluster.Members()), func(m remote.Member) bool { return !ns.want(m.Name) })
+		params := peerHistoryParams(r.URL.Query(), ns.match)
 		rs := make([]result, len(members))
 		ctx, cancel := context.WithTimeout(r.Context(), s.ClusterTimeout+10*time.Second)
 		defer cancel()
@@ -371,7 +312,7 @@ func (s *Server) clusterHistory(w http.ResponseWriter, r *http.Request) {
 					rs[i].status, rs[i].errMsg = "unreachable", ctx.Err().Error()
 					return
 				}
-				body, err := s.fetchHistory(ctx, m, r.URL.Query())
+				body, err := s.fetchHistory(ctx, m, params)
 				if err != nil {
 					rs[i].status, rs[i].errMsg = "unreachable", err.Error()
 					return
@@ -383,6 +324,13 @@ func (s *Server) clusterHistory(w http.ResponseWriter, r *http.Request) {
 		peersTook = time.Since(start)
 		sort.Slice(rs, func(i, j int) bool { return rs[i].node < rs[j].node })
 		results = append(results, rs...)
+	}
+	known := s.knownNodes()
+	for _, res := range results {
+		known = append(known, res.node)
+	}
+	for _, n := range ns.unknown(known) {
+		results = append(results, result{node: n, status: statusUnknown, errMsg: unknownError})
 	}
 	b := []byte(`{"nodes":[`)
 	for i, res := range results {
@@ -410,7 +358,16 @@ func (s *Server) clusterHistory(w http.ResponseWriter, r *http.Request) {
 		}
 		b = append(b, '}')
 	}
-	b = append(b, "]}\n"...)
+	b = append(b, ']')
+	if agg != "" {
+		nodes := make([]aggNode, len(results))
+		for i, res := range results {
+			nodes[i] = aggNode{body: res.body, ongoing: res.status != "ok"}
+		}
+		b = append(b, `,"aggregate":`...)
+		b = appendHistoryAggregate(b, agg, grouping, nodes)
+	}
+	b = append(b, "}\n"...)
 	serverTiming(w, start, peersTook)
 	writeRaw(w, b)
 }

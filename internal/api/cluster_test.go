@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"regexp"
 	"strconv"
 	"strings"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/history"
 	"github.com/cantal-go/cantal/internal/registry"
 	"github.com/cantal-go/cantal/internal/remote"
@@ -403,5 +405,145 @@ func TestClusterServerTiming(t *testing.T) {
 	}
 	if queries.Load() != 2 {
 		t.Errorf("%d hub queries; want 2", queries.Load())
+	}
+}
+
+// phased returns a kept remote series of node: one point every step from base+phase, n of
+// them, each late by jitter(i) ms, all of value v.
+func phased(node string, base, phase, step int64, n int, v float64, jitter func(int) int64) remote.Series {
+	pts := make([]remote.Point, n)
+	for i := range pts {
+		pts[i] = remote.Point{TS: base + phase + int64(i)*step + jitter(i), Value: v}
+	}
+	return remote.Series{Latest: series.Sample{Labels: series.Labels{"metric": "m", "node": node}, Kind: series.Float}, Points: pts}
+}
+
+// TestClusterHistoryAggregateStraddling: two nodes whose scans fall 1990 ms and 10 ms into a
+// 2 s step, jittering across its edge, sum to the same total in every complete slot of the
+// history aggregate (no node counted twice in one slot and missing from the next); only the
+// window's edge slots may be partial, and they say so (nodes < expected).
+func TestClusterHistoryAggregateStraddling(t *testing.T) {
+	const step = 2000
+	now := time.Now().UnixMilli()
+	base := (now-100_000)/step*step - step // 50 scans up to now
+	wobble := func(i int) int64 { return []int64{-15, 15, 0, 12, -12, 5}[i%6] }
+	var queries atomic.Int32
+	mux := keptServer(t, keptCluster{queries: &queries, answers: []remote.NodeAnswer{
+		{Node: "p1", Status: remote.OK, Series: []remote.Series{phased("p1", base, 1990, step, 50, 30, wobble)}},
+		{Node: "p2", Status: remote.OK, Series: []remote.Series{phased("p2", base, 10, step, 50, 80, func(i int) int64 { return -wobble(i) })}},
+	}})
+	var ans apiwire.ClusterHistoryAnswer
+	if code := getJSON(t, mux, "/api/v1/cluster/history?match=m&window=3m&agg=sum", &ans); code != 200 {
+		t.Fatalf("status %d", code)
+	}
+	if len(ans.Aggregate) != 1 {
+		t.Fatalf("aggregate %+v; want one group", ans.Aggregate)
+	}
+	g := ans.Aggregate[0]
+	if g.Series != 2 || g.StepMs != step || g.Fn != "sum" || g.Labels.Key() != `{"metric":"m"}` {
+		t.Errorf("group %+v; want m over 2 series, step 2000 ms", g)
+	}
+	complete := 0
+	for i, p := range g.Points {
+		if p.Partial() {
+			if i != 0 && i != len(g.Points)-1 {
+				t.Errorf("slot %d at %d: %d of %d series; only the edges may be partial", i, p.TS, p.N, p.Expected)
+			}
+			continue
+		}
+		complete++
+		if p.Value.F != 110 || p.N != 2 {
+			t.Errorf("slot %d at %d: sum %v of %d series; want 110 of 2", i, p.TS, p.Value.F, p.N)
+		}
+	}
+	if complete < 48 {
+		t.Errorf("%d complete slots of %d; want every slot but the edges", complete, len(g.Points))
+	}
+	// Without agg= there is no aggregate member.
+	rec := httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest("GET", "/api/v1/cluster/history?match=m&window=3m", nil))
+	if strings.Contains(rec.Body.String(), `"aggregate"`) {
+		t.Errorf("no agg=: answer has an aggregate: %s", rec.Body)
+	}
+	if code := getJSON(t, mux, "/api/v1/cluster/history?match=m&agg=median", &ans); code != http.StatusBadRequest {
+		t.Errorf("agg=median: status %d; want 400", code)
+	}
+}
+
+// TestClusterNodeSelection: {node="n2"} and node=n2 select the node by name: only that peer is
+// asked (the others not at all), with the selector minus its node matcher; a node the cluster
+// does not have is reported as unknown, not as a node without data.
+func TestClusterNodeSelection(t *testing.T) {
+	type peerLog struct {
+		calls   atomic.Int32
+		matches chan string
+	}
+	peers := map[string]*peerLog{}
+	var members []remote.Member
+	for _, name := range []string{"n2", "n3"} {
+		pl := &peerLog{matches: make(chan string, 16)}
+		peers[name] = pl
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			pl.calls.Add(1)
+			pl.matches <- r.URL.Query().Get("match")
+			w.Write([]byte(`{"series":[{"labels":{"metric":"m"},"kind":"float","points":[[1,2]]}]}`))
+		}))
+		t.Cleanup(srv.Close)
+		members = append(members, remote.Member{ID: name, Name: name, HTTP: strings.TrimPrefix(srv.URL, "http://"), Up: true})
+	}
+	mux := keptServer(t, fakeCluster{members})
+	type node struct{ Node, Status, Error string }
+	for _, tc := range []struct {
+		query string
+		want  []node
+		asked string // the match n2 must get
+	}{
+		{`match={node="n2", metric="m"}`, []node{{"n2", "ok", ""}}, `{metric="m"}`},
+		{`match=m&node=n2`, []node{{"n2", "ok", ""}}, "m"},
+		{`match={node=~"n2|local"}`, []node{{"local", "ok", ""}, {"n2", "ok", ""}}, "{}"},
+		{`match={node="n9"}`, []node{{"n9", "unknown", "no such node in the cluster"}}, ""},
+		{`node=n2,n9`, []node{{"n2", "ok", ""}, {"n9", "unknown", "no such node in the cluster"}}, ""},
+	} {
+		for _, pl := range peers {
+			pl.calls.Store(0)
+		}
+		var ans struct{ Nodes []node }
+		q := strings.NewReplacer(" ", "%20", `"`, "%22", "{", "%7B", "}", "%7D", "|", "%7C").Replace(tc.query)
+		if code := getJSON(t, mux, "/api/v1/cluster/history?window=10m&"+q, &ans); code != 200 {
+			t.Fatalf("%s: status %d", tc.query, code)
+		}
+		if fmt.Sprint(ans.Nodes) != fmt.Sprint(tc.want) {
+			t.Errorf("%s: nodes %+v; want %+v", tc.query, ans.Nodes, tc.want)
+		}
+		if n := peers["n3"].calls.Load(); n != 0 {
+			t.Errorf("%s: n3 asked %d times; want never", tc.query, n)
+		}
+		if tc.asked != "" {
+			select {
+			case m := <-peers["n2"].matches:
+				if m != tc.asked {
+					t.Errorf("%s: n2 asked match=%q; want %q", tc.query, m, tc.asked)
+				}
+			default:
+				t.Errorf("%s: n2 not asked", tc.query)
+			}
+		}
+		for len(peers["n2"].matches) > 0 {
+			<-peers["n2"].matches
+		}
+	}
+	// cluster/metrics: the same selection, and unknown nodes.
+	var queries atomic.Int32
+	kmux := keptServer(t, keptCluster{queries: &queries, answers: []remote.NodeAnswer{
+		{Node: "p1", Status: remote.OK}, {Node: "p2", Status: remote.OK}}})
+	var ans struct{ Nodes []node }
+	if code := getJSON(t, kmux, `/api/v1/cluster/metrics?match=`+url.QueryEscape(`{node="p2"}`), &ans); code != 200 {
+		t.Fatalf("metrics: status %d", code)
+	}
+	if fmt.Sprint(ans.Nodes) != fmt.Sprint([]node{{"p2", "ok", ""}}) {
+		t.Errorf(`metrics {node="p2"}: nodes %+v; want p2 only`, ans.Nodes)
+	}
+	if code := getJSON(t, kmux, `/api/v1/cluster/metrics?node=`, &ans); code != http.StatusBadRequest {
+		t.Errorf("node= empty: status %d; want 400", code)
 	}
 }

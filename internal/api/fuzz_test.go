@@ -7,6 +7,8 @@ import (
 	"net/url"
 	"testing"
 
+	"github.com/cantal-go/cantal/internal/clusteragg"
+	"github.com/cantal-go/cantal/internal/selector"
 	"github.com/cantal-go/cantal/internal/series"
 )
 
@@ -64,18 +66,54 @@ func FuzzParseGrouping(f *testing.F) {
 		if err != nil {
 			return
 		}
-		g, err := parseGrouping(v)
+		g, err := clusteragg.ParseGrouping(v)
 		if err != nil {
 			return
 		}
 		in := series.Labels{"metric": "m", "node": "n", "pid": "1", "app": "a"}
-		out := g(in)
+		out := g.Key(in)
 		if _, ok := out["node"]; ok && !v.Has("by") {
 			t.Fatalf("%q keeps node: %v", q, out)
 		}
 		for k := range out {
 			if _, ok := in[k]; !ok {
 				t.Fatalf("%q invents label %s", q, k)
+			}
+		}
+	})
+}
+
+// FuzzNodeSelection: a cluster query's node= and node matchers are refused with an error or
+// select nodes without asking the nodes about a node label (the match sent has none).
+func FuzzNodeSelection(f *testing.F) {
+	for _, s := range []string{"node=n1", "node=n1,n2", "node=", "match=%7Bnode%3D%22n2%22%7D", "match=%7Bnode%3D~%22n.*%22%2C+metric%3D%22m%22%7D&node=a,,b"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, q string) {
+		v, err := url.ParseQuery(q)
+		if err != nil {
+			return
+		}
+		sel, err := selector.Parse(v.Get("match"))
+		if err != nil {
+			return
+		}
+		ns, err := parseNodeSelection(v, sel)
+		if err != nil {
+			return
+		}
+		rest, err := selector.Parse(ns.match)
+		if err != nil {
+			t.Fatalf("%q: the match sent to the nodes %q does not parse: %v", q, ns.match, err)
+		}
+		for _, m := range rest.Matchers() {
+			if m.Name == "node" {
+				t.Fatalf("%q: the match sent to the nodes %q keeps a node matcher", q, ns.match)
+			}
+		}
+		for _, n := range ns.named {
+			if ns.names != nil && !ns.names[n] && len(ns.matchers) == 0 {
+				t.Fatalf("%q: %q named but not selected", q, n)
 			}
 		}
 	})

@@ -127,6 +127,7 @@ func FuzzAnswers(f *testing.F) {
 		`{"nodes":[{"node":"a","status":"stale","since":9,"series":[{"labels":{"metric":"m"},"kind":"level","points":[[1000,1],[-3000,"-Inf"]]}]}]}`,
 		`{"peers":[{"id":"x","name":"a","addr":"h:1","http":"h:1","status":"alive","rtt_ms":0.25,"last_seen":3,"since":2}]}`,
 		`{"alerts":[{"name":"a","state":"firing","labels":{"x":"<"},"value":"NaN","threshold":1e21,"since_ms":1}],"truncated":["r"],"nodes":[{"node":"n","status":"ok","firing":1}]}`,
+		`{"nodes":[{"node":"a","status":"ok","series":[]}],"aggregate":[{"labels":{"metric":"m"},"kind":"level","fn":"sum","series":2,"step_ms":2000,"points":[[2000,3,2,2],[4000,"NaN",1,2],[6000,1e400,0,-1]]}]}`,
 		`{"series":null}`, `{}`, `[]`, `null`,
 	} {
 		f.Add([]byte(s))

@@ -2,6 +2,7 @@ package apiwire
 
 import (
 	"encoding/json"
+	"fmt"
 	"strconv"
 
 	"github.com/cantal-go/cantal/internal/series"
@@ -134,9 +135,87 @@ type ClusterHistoryNode struct {
 	Series []HistorySeries `json:"series"`
 }
 
-// ClusterHistoryAnswer is the answer of /api/v1/cluster/history.
+// ClusterHistoryAnswer is the answer of /api/v1/cluster/history; Aggregate is there with agg=.
 type ClusterHistoryAnswer struct {
-	Nodes []ClusterHistoryNode `json:"nodes"`
+	Nodes     []ClusterHistoryNode `json:"nodes"`
+	Aggregate []HistoryAggregate   `json:"aggregate,omitempty"`
+}
+
+// HistoryAggregate is one group of /api/v1/cluster/history?agg= (internal/clusteragg): the
+// group's labels, kind and function, how many series it holds, the slots' width and one point
+// per time slot.
+type HistoryAggregate struct {
+	Labels series.Labels `json:"labels"`
+	Kind   string        `json:"kind"`
+	Fn     string        `json:"fn"`
+	Series int           `json:"series"`
+	StepMs int64         `json:"step_ms"`
+	Points []AggPoint    `json:"points"`
+}
+
+// AggPoint is one slot of an aggregate, [ts, value, nodes, expected]: the slot's time (unix
+// ms, the start of its scan period), the aggregated value, how many series had a value in it
+// and how many were expected; nodes < expected marks a partial slot (a node's scan of the
+// newest period not in yet, an outage).
+type AggPoint struct {
+	TS          int64
+	Value       Number
+	N, Expected int
+}
+
+// Partial reports whether some series expected in the slot had no value there.
+func (p AggPoint) Partial() bool { return p.N < p.Expected }
+
+// AppendJSON appends [ts,value,nodes,expected].
+func (p AggPoint) AppendJSON(b []byte) []byte {
+	b = append(b, '[')
+	b = strconv.AppendInt(b, p.TS, 10)
+	b = append(b, ',')
+	b = p.Value.AppendJSON(b)
+	b = append(b, ',')
+	b = strconv.AppendInt(b, int64(p.N), 10)
+	b = append(b, ',')
+	b = strconv.AppendInt(b, int64(p.Expected), 10)
+	return append(b, ']')
+}
+
+// MarshalJSON implements json.Marshaler.
+func (p AggPoint) MarshalJSON() ([]byte, error) { return p.AppendJSON(nil), nil }
+
+// UnmarshalJSON implements json.Unmarshaler: exactly four members, integers but the value.
+func (p *AggPoint) UnmarshalJSON(b []byte) error {
+	var q []Number
+	if err := json.Unmarshal(b, &q); err != nil {
+		return fmt.Errorf("aggregate point: %w", err)
+	}
+	if len(q) != 4 || !q[0].IsInt() || !q[2].IsInt() || !q[3].IsInt() {
+		return fmt.Errorf("aggregate point: want [unix_ms, value, nodes, expected]")
+	}
+	ts, err := strconv.ParseInt(q[0].Raw, 10, 64)
+	if err != nil {
+		return fmt.Errorf("aggregate point: time: %w", err)
+	}
+	*p = AggPoint{TS: ts, Value: q[1], N: int(q[2].F), Expected: int(q[3].F)}
+	return nil
+}
+
+// AppendJSON appends the group as the handler writes it.
+func (g *HistoryAggregate) AppendJSON(b []byte) []byte {
+	b = appendHead(b, g.Labels, g.Kind, "")
+	b = append(b, `,"fn":`...)
+	b = series.AppendJSONString(b, g.Fn)
+	b = append(b, `,"series":`...)
+	b = strconv.AppendInt(b, int64(g.Series), 10)
+	b = append(b, `,"step_ms":`...)
+	b = strconv.AppendInt(b, g.StepMs, 10)
+	b = append(b, `,"points":[`...)
+	for i, p := range g.Points {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = p.AppendJSON(b)
+	}
+	return append(b, "]}"...)
 }
 
 // MarshalJSON implements json.Marshaler, as the handler writes the answer from the local
@@ -155,5 +234,16 @@ func (a ClusterHistoryAnswer) MarshalJSON() ([]byte, error) {
 		b = appendHistoryList(b, n.Series)
 		b = append(b, '}')
 	}
-	return append(b, "]}"...), nil
+	b = append(b, ']')
+	if a.Aggregate != nil {
+		b = append(b, `,"aggregate":[`...)
+		for i := range a.Aggregate {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = a.Aggregate[i].AppendJSON(b)
+		}
+		b = append(b, ']')
+	}
+	return append(b, '}'), nil
 }

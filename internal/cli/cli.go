@@ -22,6 +22,11 @@ import (
 // DefaultAgent is the agent queried when neither --agent nor CANTAL_AGENT is given.
 const DefaultAgent = "http://127.0.0.1:22682"
 
+// DefaultTimeout bounds each request to the agent when neither --timeout nor CANTAL_TIMEOUT
+// is given: an agent that accepts connections but does not answer (stopped, hung) costs this
+// much, not forever.
+const DefaultTimeout = 10 * time.Second
+
 // Exit codes returned by Run.
 const (
 	ExitOK    = 0 // success
@@ -71,7 +76,9 @@ Query a cantal-agent:
   metrics [SEL]                  latest value of each series matching SEL
   history [SEL] [--window DUR] [--rate]
                                  points of each matching series (--rate: counters as per-second rates)
-  stats [SEL] [--window DUR]     count, min, max, mean, median, p90, p95, p99, slope per series
+  stats [SEL] [--window DUR] [--rate]
+                                 count, min, max, mean, median, p90, p95, p99, slope per series
+                                 (--rate: of counters' per-second rates)
   peers                          the other agents this one knows
   top [--interval DUR] [--sort cpu|rss] [--once]
                                  live view of the node: CPU, memory, load, network and disk
@@ -79,13 +86,15 @@ Query a cantal-agent:
                                  (--once: print one frame and exit)
 
 Query the whole cluster through one agent:
-  cluster metrics [SEL] [--agg sum|avg|min|max] [--by L,..|--without L,..] [--rate]
-                                 latest values on every node, with the nodes' status, and the
+  cluster metrics [SEL] [--agg sum|avg|min|max] [--by L,..|--without L,..] [--rate] [--node N,..]
+                                 latest values on every node, with the nodes' status (an
+                                 unreachable node's last values are not shown), and the
                                  aggregate over nodes (grouped without node, pid, process, cgroup)
-  cluster history [SEL] [--window DUR] [--rate] [--agg FN] [--by|--without L,..]
+  cluster history [SEL] [--window DUR] [--rate] [--agg FN] [--by|--without L,..] [--node N,..]
                                  every node's points side by side, one column per node, in time
-                                 slots of the scan step; --agg adds the aggregate column
-  cluster stats [SEL] [--window DUR] [--rate] [--agg FN] [--by|--without L,..]
+                                 slots of the scan step; --agg adds the agent's aggregate column
+                                 (a slot missing a node's point is marked partial)
+  cluster stats [SEL] [--window DUR] [--rate] [--agg FN] [--by|--without L,..] [--node N,..]
                                  count, min, max, mean, median, p90, p95, p99, slope per node's
                                  series (and of the aggregate), from the cluster history
 
@@ -101,15 +110,19 @@ Flags (after the command, in any order):
                  else the system's CAs)
   --cert FILE, --key FILE
                  https: a client certificate and its key (default $CANTAL_CERT, $CANTAL_KEY)
+  --timeout DUR  how long to wait for each answer of the agent (default $CANTAL_TIMEOUT or 10s);
+                 an agent that accepts the connection but does not answer is reported as hung
   --user NAME    basic-auth user (default $CANTAL_USER); the password is read from the file
                  --password-file FILE names, else $CANTAL_PASSWORD, else $CANTAL_PASSWORD_FILE,
                  else asked for on the terminal. Never on the command line: every user sees it.
   --match SEL    series selector, same as the SEL argument: a name (requests.number) or
                  Prometheus matchers ({metric=~"cpu\\..*", pid="42"})
   --window DUR   history/stats window, e.g. 30s, 5m, 1h (default: the agent's, 5m)
-  --rate         history: per-second rates of counters
-  -o FORMAT      table (default) or json (the agent's answer as it is; cluster history
-                 --agg and cluster stats add what the CLI computed); --json is -o json
+  --rate         history, stats, cluster: per-second rates of counters
+  --node NAME    cluster: only these nodes (repeatable or comma-separated; also {node="NAME"} in
+                 SEL); a name the cluster does not have is an error, not a node without data
+  -o FORMAT      table (default) or json (the agent's answer as it is; cluster stats adds
+                 what the CLI computed); --json is -o json
 `
 
 // Run executes the command line args (without the program name) and returns the exit code.
@@ -142,9 +155,10 @@ type options struct {
 	sort   string
 	args   []string // positional arguments
 
-	agg, by, without string // cluster: aggregate function and grouping
-	interval         string // top: refresh interval
-	once             bool   // top: one frame
+	agg, by, without string   // cluster: aggregate function and grouping
+	node             []string // cluster: --node names (each may be a comma list)
+	interval         string   // top: refresh interval
+	once             bool     // top: one frame
 }
 
 func (c *CLI) getenv(k string) string {
@@ -187,7 +201,7 @@ func commandSpec(cmd string) (spec, bool) {
 	case "history":
 		return spec{agent: true, match: true, window: true, rate: true, maxArgs: 1}, true
 	case "stats":
-		return spec{agent: true, match: true, window: true, maxArgs: 1}, true
+		return spec{agent: true, match: true, window: true, rate: true, maxArgs: 1}, true
 	case "values":
 		return spec{maxArgs: 1}, true
 	case "cluster metrics":
@@ -203,6 +217,7 @@ func commandSpec(cmd string) (spec, bool) {
 func (c *CLI) parse(cmd string, args []string) (options, error) {
 	spec, _ := commandSpec(cmd)
 	o := options{output: "table", sort: "pid"}
+	timeout := "" // --timeout, read when the command talks to an agent
 	fs := flag.NewFlagSet("cantal "+cmd, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	if spec.agent {
@@ -211,6 +226,7 @@ func (c *CLI) parse(cmd string, args []string) (options, error) {
 			o.conn.agent = DefaultAgent
 		}
 		fs.StringVar(&o.conn.agent, "agent", o.conn.agent, "")
+		fs.StringVar(&timeout, "timeout", c.getenv("CANTAL_TIMEOUT"), "")
 		for _, f := range []struct {
 			name, env string
 			v         *string
@@ -237,6 +253,13 @@ func (c *CLI) parse(cmd string, args []string) (options, error) {
 		fs.StringVar(&o.sort, "sort", o.sort, "")
 	}
 	if spec.agg {
+		fs.Func("node", "", func(v string) error {
+			if strings.TrimSpace(strings.ReplaceAll(v, ",", "")) == "" {
+				return fmt.Errorf("want a node name")
+			}
+			o.node = append(o.node, v)
+			return nil
+		})
 		fs.StringVar(&o.agg, "agg", "", "")
 		fs.StringVar(&o.by, "by", "", "")
 		fs.StringVar(&o.without, "without", "", "")
@@ -280,6 +303,12 @@ func (c *CLI) parse(cmd string, args []string) (options, error) {
 		d, err := time.ParseDuration(o.window)
 		if err != nil || d <= 0 {
 			return o, usagef("%s: --window %q: want a positive duration such as 30s, 5m or 1h", cmd, o.window)
+		}
+	}
+	if spec.agent {
+		var err error
+		if o.conn.timeout, err = parseTimeout(cmd, timeout); err != nil {
+			return o, err
 		}
 	}
 	switch o.sort {
@@ -350,6 +379,23 @@ func (c *CLI) run(ctx context.Context, args []string) error {
 		return c.top(ctx, a, o)
 	}
 	return usagef("unknown command %q", cmd)
+}
+
+// nodes returns the --node names as the agent's node= parameter (comma-separated; "" for
+// every node).
+func (o options) nodes() string { return strings.Join(o.node, ",") }
+
+// parseTimeout reads --timeout (or CANTAL_TIMEOUT): a positive duration, DefaultTimeout when
+// empty.
+func parseTimeout(cmd, v string) (time.Duration, error) {
+	if v == "" {
+		return DefaultTimeout, nil
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		return 0, usagef("%s: --timeout %q: want a positive duration such as 5s or 1m", cmd, v)
+	}
+	return d, nil
 }
 
 // isDigits reports whether s is a non-empty string of ASCII digits.

@@ -112,6 +112,8 @@ func TestAgentCommandsGolden(t *testing.T) {
 		{"metrics", []string{"metrics", "--match", `{pid="900"}`}, "/api/v1/metrics?match=" + url.QueryEscape(`{pid="900"}`)},
 		{"history", []string{"history", "requests.number", "--window", "10s", "--rate"}, "/api/v1/history?fn=rate&match=requests.number&window=10s"},
 		{"stats", []string{"stats", "--window=1m"}, "/api/v1/stats?window=1m"},
+		// README documents stats --rate: the statistics of counters' rates (fn=rate).
+		{"stats", []string{"stats", "--rate", "--window=1m"}, "/api/v1/stats?fn=rate&window=1m"},
 		{"peers", []string{"peers"}, "/api/v1/peers?"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 const maxAnswer = 1 << 30
 
 // get fetches path with the query parameters whose values are not empty and returns the body of
-// a 2xx answer. Any other answer becomes an error carrying the agent's {"error": "..."} message.
+// a 2xx answer, all within the agent's timeout. Any other answer becomes an error carrying the agent's {"error": "..."} message.
 func (a *agent) get(ctx context.Context, path string, params ...string) ([]byte, error) {
 	u := *a.base
 	u.Path = strings.TrimSuffix(u.Path, "/") + path
@@ -27,6 +27,11 @@ func (a *agent) get(ctx context.Context, path string, params ...string) ([]byte,
 		}
 	}
 	u.RawQuery = q.Encode()
+	if a.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, a.timeout)
+		defer cancel() // after the body is read: the timeout covers the whole answer
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
 		return nil, fmt.Errorf("query agent: %w", err)
@@ -42,6 +47,9 @@ func (a *agent) get(ctx context.Context, path string, params ...string) ([]byte,
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
 	if err != nil {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return nil, a.explainTransport(err)
+		}
 		return nil, fmt.Errorf("read answer of %s: %w", u.Path, err)
 	}
 	if resp.StatusCode/100 != 2 {

@@ -6,22 +6,22 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/cantal-go/cantal/internal/apiwire"
+	"github.com/cantal-go/cantal/internal/clusteragg"
 	"github.com/cantal-go/cantal/internal/stats"
 )
 
 // The cluster commands: `cantal cluster metrics|history|stats`, over the agent's
-// /api/v1/cluster/metrics and /api/v1/cluster/history. metrics aggregates on the agent
-// (agg=, by=, without=); history and stats aggregate here, from the history answer, with the
-// same grouping rules, time-aligned on the series' scan step (see alignAggregate).
-
-// hostLabels are the labels an aggregate drops by default, as the agent's api.HostLabels.
-var hostLabels = []string{"node", "pid", "process", "cgroup"}
+// /api/v1/cluster/metrics and /api/v1/cluster/history. The agent aggregates (agg=, by=,
+// without=, internal/clusteragg) and picks the nodes (node=); the commands print its answer,
+// partial slots marked, and place each node's points in the aggregate's slots with the same
+// package.
 
 // nodesTable prints the nodes, their status and how many series each answered.
 func (c *CLI) nodesTable(heads []apiwire.NodeHead, counts []int) error {
@@ -43,50 +43,32 @@ func (c *CLI) nodesTable(heads []apiwire.NodeHead, counts []int) error {
 	return err
 }
 
-// groupKey returns the labels of the aggregate group a series belongs to: by keeps only the
-// listed labels (and metric), without drops the listed ones and node, neither drops
-// hostLabels; as the agent's cluster metrics route groups.
-func groupKey(o options) func(map[string]string) map[string]string {
-	split := func(s string) map[string]bool {
-		out := map[string]bool{}
-		for _, n := range strings.Split(s, ",") {
-			if n = strings.TrimSpace(n); n != "" {
-				out[n] = true
-			}
-		}
-		return out
-	}
+// grouping is the aggregate grouping of o's --by or --without (clusteragg's, as the agent's).
+func grouping(o options) clusteragg.Grouping {
+	v := url.Values{}
 	if o.by != "" {
-		keep := split(o.by)
-		keep["metric"] = true
-		return func(l map[string]string) map[string]string {
-			out := map[string]string{}
-			for k, v := range l {
-				if keep[k] {
-					out[k] = v
-				}
-			}
-			return out
-		}
+		v.Set("by", o.by)
 	}
-	drop := map[string]bool{}
 	if o.without != "" {
-		drop = split(o.without)
-	} else {
-		for _, n := range hostLabels {
-			drop[n] = true
+		v.Set("without", o.without)
+	}
+	g, _ := clusteragg.ParseGrouping(v) // parse refused both at once
+	return g
+}
+
+// unknownNodes is the error of an answer that names nodes the cluster does not have (status
+// unknown): distinct from a node that answered without data.
+func unknownNodes(heads []apiwire.NodeHead) error {
+	var names []string
+	for _, h := range heads {
+		if h.Status == "unknown" {
+			names = append(names, h.Node)
 		}
 	}
-	drop["node"] = true
-	return func(l map[string]string) map[string]string {
-		out := map[string]string{}
-		for k, v := range l {
-			if !drop[k] {
-				out[k] = v
-			}
-		}
-		return out
+	if len(names) == 0 {
+		return nil
 	}
+	return fmt.Errorf("unknown node %s: no such node in the cluster", strings.Join(names, ", "))
 }
 
 // ---- cluster metrics ----
@@ -98,19 +80,21 @@ func (c *CLI) clusterMetrics(ctx context.Context, a *agent, o options) error {
 	if o.rate {
 		fn = "rate"
 	}
-	if ok, err := c.fetchInto(ctx, a, o, &ans, path, "match", o.match, "fn", fn, "agg", o.agg, "by", o.by, "without", o.without); !ok || err != nil {
+	if ok, err := c.fetchInto(ctx, a, o, &ans, path, "match", o.match, "fn", fn, "agg", o.agg, "by", o.by, "without", o.without, "node", o.nodes()); !ok || err != nil {
 		return err
 	}
 	heads := make([]apiwire.NodeHead, len(ans.Nodes))
 	counts := make([]int, len(ans.Nodes))
-	type row struct{ node, name, kind, value, rate string }
+	type row struct{ node, status, name, kind, value, rate string }
 	var rows []row
 	for i, n := range ans.Nodes {
 		heads[i], counts[i] = n.NodeHead, len(n.Series)
 		for _, s := range n.Series {
-			r := row{node: n.Node, name: seriesName(without(s.Labels, "node")), kind: s.Kind, value: "-", rate: "-"}
+			r := row{node: n.Node, status: n.Status, name: seriesName(without(s.Labels, "node")), kind: s.Kind, value: "-", rate: "-"}
 			unit := s.Labels["unit"]
-			if s.Kind == "state" {
+			if n.Status == "unreachable" {
+				// Its last known values are not current: the agent says so, and so does the row.
+			} else if s.Kind == "state" {
 				r.value = strconv.Quote(s.Text) // the API writes every state's text
 			} else {
 				r.value = withUnit(s.Value, unit)
@@ -124,19 +108,20 @@ func (c *CLI) clusterMetrics(ctx context.Context, a *agent, o options) error {
 	if err := c.nodesTable(heads, counts); err != nil {
 		return err
 	}
+	unknown := unknownNodes(heads) // reported after what the known nodes answered
 	if len(rows) == 0 {
-		return c.noSeries(o.match)
+		return cmp.Or(unknown, c.noSeries(o.match))
 	}
 	slices.SortFunc(rows, func(a, b row) int { return cmp.Or(strings.Compare(a.name, b.name), strings.Compare(a.node, b.node)) })
-	t := newTable(c.Stdout, "SERIES", "NODE", "KIND", "VALUE", "RATE")
+	t := newTable(c.Stdout, "SERIES", "NODE", "STATUS", "KIND", "VALUE", "RATE")
 	for _, r := range rows {
-		t.row(r.name, r.node, r.kind, r.value, r.rate)
+		t.row(r.name, r.node, r.status, r.kind, r.value, r.rate)
 	}
 	if err := t.flush(); err != nil {
 		return err
 	}
 	if o.agg == "" {
-		return nil
+		return unknown
 	}
 	fmt.Fprintf(c.Stdout, "\nAGGREGATE (%s over the nodes that answered)\n", o.agg)
 	t = newTable(c.Stdout, "SERIES", "KIND", "VALUE", "RATE", "NODES")
@@ -148,7 +133,7 @@ func (c *CLI) clusterMetrics(ctx context.Context, a *agent, o options) error {
 		}
 		t.row(seriesName(g.Labels), g.Kind, withUnit(g.Value, unit), rate, strconv.Itoa(g.Nodes))
 	}
-	return t.flush()
+	return cmp.Or(t.flush(), unknown)
 }
 
 func without(l map[string]string, key string) map[string]string {
@@ -179,28 +164,36 @@ type member struct {
 	points []apiwire.Point
 }
 
-// group is the series that aggregate together.
+// group is the series that aggregate together, and the agent's aggregate of them (nil without
+// --agg).
 type group struct {
 	key     map[string]string
 	name    string
 	members []member
+	agg     *apiwire.HistoryAggregate
 }
 
-// groups sorts the series of a cluster history answer into aggregate groups, by name.
+// groups sorts the series of a cluster history answer into aggregate groups (clusteragg's
+// grouping, as the agent's), by name, each with the agent's aggregate of it.
 func (ans *clusterHistoryAnswer) groups(o options) []*group {
-	key := groupKey(o)
+	g := grouping(o)
 	byName := map[string]*group{}
 	for _, n := range ans.Nodes {
 		for _, s := range n.Series {
-			k := key(s.Labels)
+			k := g.Key(s.Labels)
 			name := seriesName(k)
-			g := byName[name]
-			if g == nil {
-				g = &group{key: k, name: name}
-				byName[name] = g
+			gr := byName[name]
+			if gr == nil {
+				gr = &group{key: k, name: name}
+				byName[name] = gr
 			}
-			g.members = append(g.members, member{node: n.Node, labels: s.Labels, kind: s.Kind,
+			gr.members = append(gr.members, member{node: n.Node, labels: s.Labels, kind: s.Kind,
 				rate: s.Fn == "rate", points: s.Points})
+		}
+	}
+	for i := range ans.Aggregate {
+		if gr := byName[seriesName(ans.Aggregate[i].Labels)]; gr != nil {
+			gr.agg = &ans.Aggregate[i]
 		}
 	}
 	out := make([]*group, 0, len(byName))
@@ -227,120 +220,36 @@ func (ans *clusterHistoryAnswer) groups(o options) []*group {
 	return out
 }
 
-// step returns the median step between the points of the group's series (0 when unknown): the
-// width of the time slots in which points of different nodes are taken as simultaneous.
-func (g *group) step() int64 {
-	var steps []int64
-	for _, m := range g.members {
-		for i := 1; i < len(m.points); i++ {
-			steps = append(steps, m.points[i].TS-m.points[i-1].TS)
-		}
-	}
-	if len(steps) == 0 {
-		return 0
-	}
-	slices.Sort(steps)
-	return max(steps[len(steps)/2], 1)
-}
-
-// slots lines the members' points up in time slots of one step: slot time → one value per
-// member (NaN where a member has no point in the slot). Nodes scan independently, each on its
-// own grid: a member's points are placed by rounding their distance from the member's first
-// point to whole steps (so a late scan does not fall into its neighbour's slot), and each
-// member's grid is shifted to the group's by whole steps; a slot thus holds each node's point
-// of the same scan period. A point that would meet the member's previous one in a slot (scans
-// closer than a step) goes to the next slot: no point is dropped.
-func (g *group) slots() ([]int64, [][]float64) {
-	step := g.step()
-	if step == 0 {
-		step = 1
-	}
-	origin := int64(math.MaxInt64)
-	for _, m := range g.members {
-		if len(m.points) > 0 {
-			origin = min(origin, m.points[0].TS)
-		}
-	}
-	at := map[int64][]float64{}
-	cell := func(idx int64, i int) *float64 {
-		row := at[idx]
-		if row == nil {
-			row = make([]float64, len(g.members))
-			for j := range row {
-				row[j] = math.NaN()
-			}
-			at[idx] = row
-		}
-		return &row[i]
-	}
+// points returns the members' points as clusteragg takes them (NaN: no value).
+func (g *group) points() [][]clusteragg.Point {
+	out := make([][]clusteragg.Point, len(g.members))
 	for i, m := range g.members {
-		if len(m.points) == 0 {
-			continue
-		}
-		phase := m.points[0].TS
-		shift := floorDiv(phase-origin, step)
-		last := int64(math.MinInt64)
-		for _, p := range m.points {
-			idx := max(shift+roundDiv(p.TS-phase, step), last+1)
-			last = idx
+		pts := make([]clusteragg.Point, len(m.points))
+		for j, p := range m.points {
 			v := math.NaN()
 			if p.Value.Valid {
 				v = p.Value.F
 			}
-			*cell(idx, i) = v
+			pts[j] = clusteragg.Point{TS: p.TS, Value: v}
 		}
+		out[i] = pts
 	}
-	idxs := make([]int64, 0, len(at))
-	for idx := range at {
-		idxs = append(idxs, idx)
-	}
-	slices.Sort(idxs)
-	times := make([]int64, len(idxs))
-	rows := make([][]float64, len(idxs))
-	for k, idx := range idxs {
-		times[k], rows[k] = origin+idx*step, at[idx]
-	}
-	return times, rows
+	return out
 }
 
-func floorDiv(a, b int64) int64 {
-	q := a / b
-	if a%b != 0 && (a < 0) != (b < 0) {
-		q--
+// step is the width of the group's time slots: the agent's, with its aggregate, else the
+// members' scan interval as clusteragg finds it.
+func (g *group) step() int64 {
+	if g.agg != nil && g.agg.StepMs > 0 {
+		return g.agg.StepMs
 	}
-	return q
+	return clusteragg.Step(g.points())
 }
 
-func roundDiv(a, b int64) int64 { return floorDiv(a+b/2, b) }
-
-// aggregate combines the values of one slot by fn (sum, avg, min, max), skipping missing ones;
-// NaN and 0 when none has a value.
-func aggregate(fn string, row []float64) (float64, int) {
-	var acc float64
-	n := 0
-	for _, v := range row {
-		if math.IsNaN(v) {
-			continue
-		}
-		switch {
-		case n == 0:
-			acc = v
-		case fn == "min":
-			acc = math.Min(acc, v)
-		case fn == "max":
-			acc = math.Max(acc, v)
-		default:
-			acc += v
-		}
-		n++
-	}
-	if n == 0 {
-		return math.NaN(), 0
-	}
-	if fn == "avg" {
-		acc /= float64(n)
-	}
-	return acc, n
+// slots lines the members' points up in the time slots the agent's aggregate uses
+// (clusteragg.Align: each member on its own scan grid, one slot per scan period).
+func (g *group) slots() ([]int64, [][]float64) {
+	return clusteragg.Align(g.points(), g.step())
 }
 
 func floatNum(f float64) num {
@@ -356,7 +265,7 @@ func (c *CLI) fetchClusterHistory(ctx context.Context, a *agent, o options) (*cl
 	if o.rate {
 		fn = "rate"
 	}
-	body, err := a.get(ctx, path, "match", o.match, "window", o.window, "fn", fn)
+	body, err := a.get(ctx, path, "match", o.match, "window", o.window, "fn", fn, "agg", o.agg, "by", o.by, "without", o.without, "node", o.nodes())
 	if err != nil {
 		return nil, nil, err
 	}
@@ -376,66 +285,27 @@ func (ans *clusterHistoryAnswer) heads() ([]apiwire.NodeHead, []int) {
 	return heads, counts
 }
 
-// appendPoint writes a point as the API does: [ts, value], non-finite values as strings.
-func appendPoint(b []byte, ts int64, v float64) []byte {
-	return apiwire.Point{TS: ts, Value: apiwire.Float(v)}.AppendJSON(b)
-}
-
 func (c *CLI) clusterHistory(ctx context.Context, a *agent, o options) error {
 	ans, body, err := c.fetchClusterHistory(ctx, a, o)
 	if err != nil {
 		return err
 	}
-	groups := ans.groups(o)
 	if o.output == "json" {
-		if o.agg == "" {
-			return c.passthrough(body)
-		}
-		// The agent's answer with the aggregate added: {"nodes": ..., "aggregate": [...]}.
-		var raw struct {
-			Nodes json.RawMessage `json:"nodes"`
-		}
-		if err := json.Unmarshal(body, &raw); err != nil {
+		// The agent's answer, its aggregate included (agg=).
+		if err := c.passthrough(body); err != nil {
 			return err
 		}
-		b := append([]byte(`{"nodes":`), raw.Nodes...)
-		b = append(b, `,"aggregate":[`...)
-		for i, g := range groups {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			key, _ := json.Marshal(g.key)
-			b = append(b, `{"labels":`...)
-			b = append(b, key...)
-			b = append(b, `,"fn":`...)
-			b = strconv.AppendQuote(b, o.agg)
-			b = append(b, `,"series":`...)
-			b = strconv.AppendInt(b, int64(len(g.members)), 10)
-			b = append(b, `,"points":[`...)
-			times, rows := g.slots()
-			n := 0
-			for j, ts := range times {
-				v, k := aggregate(o.agg, rows[j])
-				if k == 0 {
-					continue
-				}
-				if n > 0 {
-					b = append(b, ',')
-				}
-				n++
-				b = appendPoint(b, ts, v)
-			}
-			b = append(b, "]}"...)
-		}
-		b = append(b, "]}\n"...)
-		_, err := c.Stdout.Write(b)
-		return err
+		heads, _ := ans.heads()
+		return unknownNodes(heads)
 	}
+	groups := ans.groups(o)
 	if err := c.nodesTable(ans.heads()); err != nil {
 		return err
 	}
+	heads, _ := ans.heads()
+	unknown := unknownNodes(heads) // reported after what the known nodes answered
 	if len(groups) == 0 {
-		return c.noSeries(o.match)
+		return cmp.Or(unknown, c.noSeries(o.match))
 	}
 	for gi, g := range groups {
 		if gi > 0 {
@@ -455,13 +325,20 @@ func (c *CLI) clusterHistory(ctx context.Context, a *agent, o options) error {
 		for _, m := range g.members {
 			header = append(header, m.column)
 		}
+		aggAt := map[int64]apiwire.AggPoint{}
 		if o.agg != "" {
 			header = append(header, strings.ToUpper(o.agg))
+			if g.agg != nil {
+				for _, p := range g.agg.Points {
+					aggAt[p.TS] = p
+				}
+			}
 		}
 		t := newTable(c.Stdout, header...)
 		unit := g.key["unit"]
 		times, rows := g.slots()
 		for j, ts := range times {
+			// An outage is a gap: a row saying so, never a value carried over.
 			if j > 0 && step > 0 && ts-times[j-1] > step*5/2 {
 				t.row("…", "(no data for "+formatDuration(time.Duration(ts-times[j-1])*time.Millisecond)+")")
 			}
@@ -474,11 +351,15 @@ func (c *CLI) clusterHistory(ctx context.Context, a *agent, o options) error {
 				}
 			}
 			if o.agg != "" {
-				v, k := aggregate(o.agg, rows[j])
-				if k == 0 {
+				p, ok := aggAt[ts]
+				switch {
+				case !ok || !p.Value.Valid || math.IsNaN(p.Value.F):
 					cells = append(cells, "-")
-				} else {
-					cells = append(cells, withUnit(floatNum(v), unit)+suffix)
+				case p.Partial():
+					// Not the total: a node's point of this period is missing (not in yet, down).
+					cells = append(cells, fmt.Sprintf("%s%s (partial: %d of %d)", withUnit(p.Value, unit), suffix, p.N, p.Expected))
+				default:
+					cells = append(cells, withUnit(p.Value, unit)+suffix)
 				}
 			}
 			t.row(cells...)
@@ -487,12 +368,13 @@ func (c *CLI) clusterHistory(ctx context.Context, a *agent, o options) error {
 			return err
 		}
 	}
-	return nil
+	return unknown
 }
 
 // clusterStats computes, from the cluster history answer, the statistics the agent's
 // /api/v1/stats gives (internal/stats: the same code) for every node's series and, with --agg,
-// for the aggregate of each group.
+// of the agent's aggregate of each group over its complete slots (a partial slot is not a
+// total).
 func (c *CLI) clusterStats(ctx context.Context, a *agent, o options) error {
 	ans, _, err := c.fetchClusterHistory(ctx, a, o)
 	if err != nil {
@@ -520,15 +402,17 @@ func (c *CLI) clusterStats(ctx context.Context, a *agent, o options) error {
 		}
 		if o.agg != "" {
 			pts = pts[:0]
-			times, vals := g.slots()
-			for j, ts := range times {
-				if v, k := aggregate(o.agg, vals[j]); k > 0 {
-					pts = append(pts, stats.Point{TS: ts, Value: v})
+			if g.agg != nil {
+				for _, p := range g.agg.Points {
+					if !p.Partial() && p.Value.Valid && !math.IsNaN(p.Value.F) {
+						pts = append(pts, stats.Point{TS: p.TS, Value: p.Value.F})
+					}
 				}
 			}
 			rows = append(rows, statRow{name: g.name, node: strings.ToUpper(o.agg), labels: g.key, n: len(g.members), sum: z.Summarize(pts)})
 		}
 	}
+	heads, counts := ans.heads()
 	if o.output == "json" {
 		b := []byte(`{"nodes":[`)
 		for i, n := range ans.Nodes {
@@ -578,14 +462,17 @@ func (c *CLI) clusterStats(ctx context.Context, a *agent, o options) error {
 			b = append(b, '}')
 		}
 		b = append(b, "]}\n"...)
-		_, err := c.Stdout.Write(b)
+		if _, err := c.Stdout.Write(b); err != nil {
+			return err
+		}
+		return unknownNodes(heads)
+	}
+	if err := c.nodesTable(heads, counts); err != nil {
 		return err
 	}
-	if err := c.nodesTable(ans.heads()); err != nil {
-		return err
-	}
+	unknown := unknownNodes(heads)
 	if len(rows) == 0 {
-		return c.noSeries(o.match)
+		return cmp.Or(unknown, c.noSeries(o.match))
 	}
 	t := newTable(c.Stdout, "SERIES", "NODE", "COUNT", "MIN", "MAX", "MEAN", "MEDIAN", "P90", "P95", "P99", "SLOPE/S")
 	for _, r := range rows {
@@ -599,5 +486,5 @@ func (c *CLI) clusterStats(ctx context.Context, a *agent, o options) error {
 		s := r.sum
 		t.row(r.name, r.node, strconv.Itoa(s.Count), v(s.Min), v(s.Max), v(s.Mean), v(s.Median), v(s.P90), v(s.P95), v(s.P99), v(s.Slope))
 	}
-	return t.flush()
+	return cmp.Or(t.flush(), unknown)
 }

@@ -3,9 +3,12 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -38,7 +41,9 @@ func fakeCluster(t *testing.T) (*httptest.Server, *[]string) {
 			{"labels":{"metric":"requests.number","node":"web-1","pid":"900"},"kind":"counter","fn":"rate","points":[[1699999990000,1],[1699999992000,2],[1699999994100,3],[1699999996000,4],[1700000000000,6]]}]},
 		{"node":"web-2","status":"stale","since":1699999996000,"series":[
 			{"labels":{"metric":"requests.number","node":"web-2","pid":"77"},"kind":"counter","fn":"rate","points":[[1699999990700,10],[1699999992700,20],[1699999994700,30]]}]},
-		{"node":"db-1","status":"unreachable","error":"peer is down","series":[]}]}`)
+		{"node":"db-1","status":"unreachable","error":"peer is down","series":[]}],
+		"aggregate":[{"labels":{"metric":"requests.number"},"kind":"counter","fn":"sum","series":2,"step_ms":2000,
+			"points":[[1699999990000,11,2,2],[1699999992000,22,2,2],[1699999994000,33,2,2],[1699999996000,4,1,2],[1700000000000,6,1,2]]}]}`)
 	srv := httptest.NewServer(mux)
 	t.Cleanup(srv.Close)
 	return srv, &queries
@@ -54,8 +59,8 @@ func TestClusterGolden(t *testing.T) {
 		{"cluster_metrics", []string{"cluster", "metrics", "requests.number", "--agg", "sum", "--without", "pid"},
 			"/api/v1/cluster/metrics?agg=sum&match=requests.number&without=pid"},
 		{"cluster_history", []string{"cluster", "history", "--rate", "--window", "1m", "--agg", "sum", "requests.number"},
-			"/api/v1/cluster/history?fn=rate&match=requests.number&window=1m"},
-		{"cluster_stats", []string{"cluster", "stats", "--agg", "max", "--rate"}, "/api/v1/cluster/history?fn=rate"},
+			"/api/v1/cluster/history?agg=sum&fn=rate&match=requests.number&window=1m"},
+		{"cluster_stats", []string{"cluster", "stats", "--agg", "max", "--rate"}, "/api/v1/cluster/history?agg=max&fn=rate"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			*queries = nil
@@ -71,47 +76,47 @@ func TestClusterGolden(t *testing.T) {
 	}
 }
 
-// TestClusterHistoryAggregate checks the aggregate the CLI computes: web-2's points, 700 ms
-// after web-1's, share web-1's slots; each slot sums the nodes that have a point in it; web-1's
-// late scan (2.1 s after the previous one) stays in its own slot; no point is dropped.
+// TestClusterHistoryAggregate: cluster history --agg asks the agent for the aggregate (agg=,
+// by=, node=) and prints the agent's, partial slots marked as such, never its own sum; --json is
+// the agent's answer; cluster stats --agg summarizes the agent's complete slots only.
 func TestClusterHistoryAggregate(t *testing.T) {
-	srv, _ := fakeCluster(t)
+	srv, queries := fakeCluster(t)
 	c, out, errb := testCLI(map[string]string{"CANTAL_AGENT": srv.URL})
-	if code := c.Run(context.Background(), []string{"cluster", "history", "--agg", "sum", "--json"}); code != 0 {
+	if code := c.Run(context.Background(), []string{"cluster", "history", "--agg", "sum", "--by", "metric", "--node", "web-1", "--node=web-2,db-1"}); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb)
 	}
-	var ans struct {
-		Nodes     []json.RawMessage `json:"nodes"`
-		Aggregate []struct {
-			Labels map[string]string `json:"labels"`
-			Fn     string            `json:"fn"`
-			Series int               `json:"series"`
-			Points [][2]float64      `json:"points"`
-		} `json:"aggregate"`
+	if want := "/api/v1/cluster/history?agg=sum&by=metric&match=&node=web-1%2Cweb-2%2Cdb-1"; len(*queries) != 1 || strings.Replace((*queries)[0], "match=&", "", 1) != strings.Replace(want, "match=&", "", 1) {
+		t.Errorf("sent %q; want %q", *queries, want)
 	}
-	if err := json.Unmarshal(out.Bytes(), &ans); err != nil {
-		t.Fatalf("--json output is not JSON: %v\n%s", err, out)
-	}
-	if len(ans.Nodes) != 3 || len(ans.Aggregate) != 1 {
-		t.Fatalf("nodes %d, aggregate %d; want 3 and 1:\n%s", len(ans.Nodes), len(ans.Aggregate), out)
-	}
-	g := ans.Aggregate[0]
-	if g.Fn != "sum" || g.Series != 2 || len(g.Labels) != 1 || g.Labels["metric"] != "requests.number" {
-		t.Errorf("aggregate = %+v", g)
-	}
-	want := [][2]float64{{1699999990000, 11}, {1699999992000, 22}, {1699999994000, 33}, {1699999996000, 4}, {1700000000000, 6}}
-	if len(g.Points) != len(want) {
-		t.Fatalf("aggregate points %v; want %v", g.Points, want)
-	}
-	for i := range want {
-		if g.Points[i] != want[i] {
-			t.Errorf("aggregate point %d = %v; want %v", i, g.Points[i], want[i])
+	for _, row := range [][]string{
+		{"22:13:14", "3/s", "30/s", "33/s"},
+		{"22:13:16", "4/s", "-", "4/s", "(partial:", "1", "of", "2)"},
+		{"22:13:20", "6/s", "-", "6/s", "(partial:", "1", "of", "2)"},
+	} {
+		if !hasFields(out.String(), row...) {
+			t.Errorf("no row %q in\n%s", row, out)
 		}
 	}
 
-	// stats of one series equal the series' own: every point counted.
+	*queries = nil
 	c, out, errb = testCLI(map[string]string{"CANTAL_AGENT": srv.URL})
-	if code := c.Run(context.Background(), []string{"cluster", "stats", "--agg", "avg", "-o", "json", "--by", "metric"}); code != 0 {
+	if code := c.Run(context.Background(), []string{"cluster", "history", "--agg", "sum", "--json"}); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb)
+	}
+	resp, err := http.Get(srv.URL + "/api/v1/cluster/history")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want strings.Builder
+	io.Copy(&want, resp.Body)
+	resp.Body.Close()
+	if out.String() != want.String()+"\n" {
+		t.Errorf("--json printed\n%s\nwant the agent's answer\n%s", out, want.String())
+	}
+
+	// stats of the aggregate: the three complete slots (11, 22, 33), not the partial 4 and 6.
+	c, out, errb = testCLI(map[string]string{"CANTAL_AGENT": srv.URL})
+	if code := c.Run(context.Background(), []string{"cluster", "stats", "--agg", "sum", "-o", "json", "--by", "metric"}); code != 0 {
 		t.Fatalf("exit %d: %s", code, errb)
 	}
 	var st struct {
@@ -125,6 +130,7 @@ func TestClusterHistoryAggregate(t *testing.T) {
 		Aggregate []struct {
 			Count  int     `json:"count"`
 			Series int     `json:"series"`
+			Min    float64 `json:"min"`
 			Max    float64 `json:"max"`
 		} `json:"aggregate"`
 	}
@@ -134,8 +140,86 @@ func TestClusterHistoryAggregate(t *testing.T) {
 	if len(st.Nodes) != 3 || len(st.Nodes[0].Series) != 1 || st.Nodes[0].Series[0].Count != 5 || st.Nodes[1].Series[0].Count != 3 {
 		t.Errorf("per-node stats = %+v", st.Nodes)
 	}
-	if len(st.Aggregate) != 1 || st.Aggregate[0].Count != 5 || st.Aggregate[0].Series != 2 || st.Aggregate[0].Max != 16.5 {
-		t.Errorf("aggregate stats = %+v; want 5 slots of 2 series, max avg 16.5", st.Aggregate)
+	if len(st.Aggregate) != 1 || st.Aggregate[0].Count != 3 || st.Aggregate[0].Series != 2 || st.Aggregate[0].Min != 11 || st.Aggregate[0].Max != 33 {
+		t.Errorf("aggregate stats = %+v; want 3 complete slots of 2 series, 11 to 33", st.Aggregate)
+	}
+}
+
+// hasFields reports whether a line of out has the given white-space separated fields, in
+// order, from its start.
+func hasFields(out string, want ...string) bool {
+	for _, line := range strings.Split(out, "\n") {
+		f := strings.Fields(line)
+		if len(f) >= len(want) && slices.Equal(f[:len(want)], want) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestClusterNodes: an unknown node (the agent's status unknown) is an error naming it, after
+// the nodes table; cluster metrics marks an unreachable node's rows and shows no values of it.
+func TestClusterNodes(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/api/v1/cluster/metrics", func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(`{"nodes":[
+			{"node":"n1","status":"ok","series":[{"labels":{"metric":"m","node":"n1"},"kind":"level","value":5,"ts":1699999998000}]},
+			{"node":"n2","status":"unreachable","since":1699999900000,"error":"peer is down","series":[{"labels":{"metric":"m","node":"n2"},"kind":"level","value":777,"ts":1699999900000}]},
+			{"node":"n9","status":"unknown","error":"no such node in the cluster","series":[]}],"aggregate":[]}`))
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	c, out, errb := testCLI(map[string]string{"CANTAL_AGENT": srv.URL})
+	code := c.Run(context.Background(), []string{"cluster", "metrics", "m", "--node", "n1,n2,n9"})
+	if code != ExitError || !strings.Contains(errb.String(), "cantal: unknown node n9: no such node in the cluster") {
+		t.Errorf("exit %d, stderr %q; want 1 and unknown node n9", code, errb)
+	}
+	if !hasFields(out.String(), "n9", "unknown", "0", "no", "such", "node", "in", "the", "cluster") {
+		t.Errorf("nodes table without n9 unknown:\n%s", out)
+	}
+	c, out, errb = testCLI(map[string]string{"CANTAL_AGENT": srv.URL})
+	c.Run(context.Background(), []string{"cluster", "metrics", "m"})
+	if !hasFields(out.String(), "m", "n2", "unreachable", "level", "-", "-") || strings.Contains(out.String(), "777") {
+		t.Errorf("n2 (unreachable) shown with its last value as current:\n%s", out)
+	}
+	if !hasFields(out.String(), "m", "n1", "ok", "level", "5", "-") {
+		t.Errorf("n1's row missing:\n%s", out)
+	}
+}
+
+// TestHistoryOutageIsAGap: a node stopped for 45 s shows as a gap in history and cluster
+// history (a row saying so, its cells empty), never as values carried over or interpolated.
+func TestHistoryOutageIsAGap(t *testing.T) {
+	var pts []string
+	for ts := int64(1699999800000); ts <= 1700000000000; ts += 2000 {
+		if ts > 1699999900000 && ts < 1699999946000 {
+			continue // stopped
+		}
+		pts = append(pts, fmt.Sprintf("[%d,%d]", ts, (ts/2000)%7))
+	}
+	list := strings.Join(pts, ",")
+	mux := http.NewServeMux()
+	mux.HandleFunc("/api/v1/history", func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(`{"series":[{"labels":{"metric":"m"},"kind":"level","points":[` + list + `]}]}`))
+	})
+	mux.HandleFunc("/api/v1/cluster/history", func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(`{"nodes":[{"node":"n1","status":"ok","series":[{"labels":{"metric":"m","node":"n1"},"kind":"level","points":[` + list + `]}]}]}`))
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	for _, args := range [][]string{{"history", "m"}, {"cluster", "history", "m"}} {
+		c, out, errb := testCLI(map[string]string{"CANTAL_AGENT": srv.URL})
+		if code := c.Run(context.Background(), args); code != 0 {
+			t.Fatalf("%q: exit %d: %s", args, code, errb)
+		}
+		if !hasFields(out.String(), "…", "(no", "data", "for", "46s)") {
+			t.Errorf("%q: no gap row for the 46 s outage:\n%s", args, out)
+		}
+		for _, ts := range []string{"22:11:42", "22:11:44", "22:12:00", "22:12:24"} { // inside the outage
+			if strings.Contains(out.String(), ts) {
+				t.Errorf("%q: a row at %s, inside the outage:\n%s", args, ts, out)
+			}
+		}
 	}
 }
 

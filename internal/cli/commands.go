@@ -444,8 +444,12 @@ func gapBound(pts []apiwire.Point) int64 {
 
 func (c *CLI) stats(ctx context.Context, a *agent, o options) error {
 	const path = "/api/v1/stats"
+	fn := ""
+	if o.rate {
+		fn = "rate"
+	}
 	var ans apiwire.StatsAnswer
-	if ok, err := c.fetchInto(ctx, a, o, &ans, path, "match", o.match, "window", o.window); !ok || err != nil {
+	if ok, err := c.fetchInto(ctx, a, o, &ans, path, "match", o.match, "window", o.window, "fn", fn); !ok || err != nil {
 		return err
 	}
 	if len(ans.Series) == 0 {

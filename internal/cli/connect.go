@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -22,6 +23,9 @@ type connOptions struct {
 	cert, key    string // client certificate (mutual TLS)
 	user         string // basic-auth user
 	passwordFile string // where the user's password is, unless CANTAL_PASSWORD has it
+	// timeout bounds each request, from sending it to the end of the answer (--timeout,
+	// CANTAL_TIMEOUT; DefaultTimeout when not given).
+	timeout time.Duration
 	// flagged holds the names of the flags given on the command line (as opposed to the
 	// environment), so that a CANTAL_CA_FILE kept in a profile does not break queries of a
 	// plain-HTTP or Unix-socket agent while an explicit --ca-file there is reported.
@@ -36,8 +40,9 @@ type agent struct {
 	// Credentials sent with every request: a basic-auth user, a client certificate.
 	user, pass string
 	certFile   string
-	caFile     string // "" for the system's roots
-	socket     string // the Unix socket of a unix:PATH agent
+	caFile     string        // "" for the system's roots
+	socket     string        // the Unix socket of a unix:PATH agent
+	timeout    time.Duration // of each request, answer included (0: none)
 }
 
 // parseAgent splits --agent into the base URL of requests and, for unix:PATH, the socket path.
@@ -74,7 +79,7 @@ func (c *CLI) newAgent(ctx context.Context, o connOptions, hc *http.Client) (*ag
 	if err != nil {
 		return nil, usagef("%v", err)
 	}
-	a := &agent{base: base, display: o.agent, http: hc}
+	a := &agent{base: base, display: o.agent, http: hc, timeout: o.timeout}
 	if socket == "" {
 		a.display = base.String()
 	}
@@ -106,7 +111,7 @@ func (c *CLI) newAgent(ctx context.Context, o connOptions, hc *http.Client) (*ag
 			}
 			tr.TLSClientConfig = tc
 		}
-		a.http = &http.Client{Transport: tr, Timeout: 30 * time.Second}
+		a.http = &http.Client{Transport: tr} // each request's context has the --timeout
 	}
 	a.certFile, a.caFile, a.socket = o.cert, o.caFile, socket
 	if o.user != "" {
@@ -218,9 +223,16 @@ func (a *agent) explainTransport(err error) error {
 	if a.socket != "" && errors.As(err, &urlErr) {
 		err = urlErr.Err // its URL is not the one the user gave
 	}
+	var netErr net.Error
 	switch {
 	case errors.Is(err, context.Canceled):
 		return err
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &netErr) && netErr.Timeout():
+		// The agent may be running but hung (stopped, swapping, overloaded): asking whether it
+		// runs would send the user the wrong way.
+		return fmt.Errorf("the agent at %s did not answer within %s (it may be running but hung or overloaded; --timeout DUR or CANTAL_TIMEOUT waits longer)", a.display, a.timeout)
+	case errors.Is(err, syscall.ECONNREFUSED), errors.Is(err, syscall.ENOENT) && a.socket != "":
+		return fmt.Errorf("cannot reach the agent at %s: nothing listens there (is cantal-agent running? see --agent or CANTAL_AGENT): %w", a.display, err)
 	case errors.As(err, &hostErr):
 		return fmt.Errorf("the agent's certificate is not valid for %q (--agent must name the agent as its certificate does): %w", hostErr.Host, err)
 	case errors.As(err, &authErr) && a.caFile != "":
@@ -239,7 +251,7 @@ func (a *agent) explainTransport(err error) error {
 		}
 		return fmt.Errorf("the agent at %s refused the client certificate %s (is it issued by the CA of the agent's client_ca_file, and not expired?): %w", a.display, a.certFile, err)
 	}
-	return fmt.Errorf("cannot reach the agent at %s (is cantal-agent running? see --agent or CANTAL_AGENT): %w", a.display, err)
+	return fmt.Errorf("cannot reach the agent at %s (see --agent or CANTAL_AGENT): %w", a.display, err)
 }
 
 // explainRefusal adds advice to the agent's 401 and 403 answers and to a TLS server's answer to

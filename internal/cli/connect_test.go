@@ -11,8 +11,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cantal-go/cantal/internal/testsupport/certs"
 )
@@ -310,11 +312,92 @@ func TestUnixSocket(t *testing.T) {
 	}
 	missing := filepath.Join(dir, "missing.sock")
 	code, _, errs := run(t, envCLI(nil), "status", "--agent", "unix:"+missing)
-	if want := "cantal: cannot reach the agent at unix:" + missing + " (is cantal-agent running? see --agent or CANTAL_AGENT): dial unix " + missing + ": "; code != ExitError || !strings.HasPrefix(errs, want) {
+	if want := "cantal: cannot reach the agent at unix:" + missing + ": nothing listens there (is cantal-agent running? see --agent or CANTAL_AGENT): dial unix " + missing + ": "; code != ExitError || !strings.HasPrefix(errs, want) {
 		t.Errorf("missing socket: %d, %q; want %q", code, errs, want)
 	}
 	code, _, errs = run(t, envCLI(nil), "status", "--agent", "unix:")
 	if want := `cantal: --agent "unix:": want unix:PATH, the agent's socket` + "\n"; code != ExitUsage || !strings.HasPrefix(errs, want) {
 		t.Errorf("empty socket path: %d, %q; want %q", code, errs, want)
+	}
+}
+
+// hungAgent is a listener that accepts connections and never answers (an agent stopped with
+// SIGSTOP, or hung): it returns its http:// address. Connections close with the test.
+func hungAgent(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range conns {
+			c.Close()
+		}
+	})
+	return "http://" + ln.Addr().String()
+}
+
+// TestTimeout: an agent that accepts but never answers costs --timeout (or CANTAL_TIMEOUT), and
+// is reported as not answering, not as possibly not running; a refused connection is.
+func TestTimeout(t *testing.T) {
+	hung := hungAgent(t)
+	refused := func() string {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close()
+		return "http://" + addr
+	}()
+	for _, tc := range []struct {
+		args     []string
+		env      map[string]string
+		want     string
+		wantNot  string
+		exitCode int
+	}{
+		{[]string{"status", "--agent", hung, "--timeout", "300ms"}, nil,
+			"cantal: the agent at " + hung + " did not answer within 300ms (it may be running but hung", "is cantal-agent running", ExitError},
+		{[]string{"metrics", "--agent", hung}, map[string]string{"CANTAL_TIMEOUT": "200ms"},
+			"cantal: the agent at " + hung + " did not answer within 200ms", "is cantal-agent running", ExitError},
+		{[]string{"cluster", "history", "--agent", hung, "--timeout=250ms"}, nil,
+			"cantal: the agent at " + hung + " did not answer within 250ms", "", ExitError},
+		{[]string{"status", "--agent", refused, "--timeout", "5s"}, nil,
+			"cantal: cannot reach the agent at " + refused + ": nothing listens there (is cantal-agent running?", "did not answer", ExitError},
+		{[]string{"status", "--timeout", "0s"}, nil, `cantal: status: --timeout "0s": want a positive duration`, "", ExitUsage},
+		{[]string{"status"}, map[string]string{"CANTAL_TIMEOUT": "soon"}, `cantal: status: --timeout "soon": want a positive duration`, "", ExitUsage},
+	} {
+		c, _, errb := testCLI(tc.env)
+		done := make(chan int, 1)
+		go func() { done <- c.Run(context.Background(), tc.args) }()
+		select {
+		case code := <-done:
+			msg := errb.String()
+			if code != tc.exitCode || !strings.HasPrefix(msg, tc.want) || tc.wantNot != "" && strings.Contains(msg, tc.wantNot) {
+				t.Errorf("Run(%q) env %v = %d, %q; want %d, %q (without %q)", tc.args, tc.env, code, msg, tc.exitCode, tc.want, tc.wantNot)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatalf("Run(%q) env %v still waits for the hung agent after 20s", tc.args, tc.env)
+		}
+	}
+	if DefaultTimeout > 10*time.Second {
+		t.Errorf("DefaultTimeout = %v; a hung agent must not cost more than 10s per command", DefaultTimeout)
 	}
 }

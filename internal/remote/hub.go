@@ -231,7 +231,7 @@ func (h *Hub) QueryLatest(ctx context.Context, match string, rate bool) []NodeAn
 
 func (h *Hub) query(ctx context.Context, match string, rate, chunk bool) []NodeAnswer {
 	start := time.Now()
-	members := h.cfg.Members()
+	members := wantedMembers(ctx, h.cfg.Members())
 	subs := make([]*sub, len(members))
 	var wait []<-chan struct{}
 	var waitFor []int // member index of each wait

@@ -91,6 +91,11 @@ func (p *Processes) sleeping(procfd int, st *procState, sink series.Sink) schedV
 			p.kept--
 		}
 		t := p.taskRec(st.pid, st.startTicks)
+		if t == nil && !p.inPass(st.pid) {
+			// Listed beside the pass (pid 1, see listPIDs): no counters, its stat is read.
+			st.haveSched = false
+			return schedRead
+		}
 		if t == nil {
 			// The pass (this scan's list of pids) has another process under its pid: it
 			// exited since the previous scan.

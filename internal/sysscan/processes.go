@@ -128,6 +128,7 @@ type Processes struct {
 	tasksTried bool
 	tasks      []taskiter.Task // this scan's, in pid order
 	taskAt     int             // index in tasks of the pid being scanned, when it is there
+	passShift  int             // pids listed before the pass's first: 1 when pid 1 was added (see listPIDs)
 	schedOK    int8            // 0: not checked yet; 1: <proc>/PID/schedstat counts run time; -1: it does not
 	swapInUse  bool            // some swap was in use at the start of the scan (see readSwapInUse)
 	// What readPagesTaken knows of <proc>/vmstat: the sum it watches, whether it was read, the
@@ -228,7 +229,7 @@ func (p *Processes) Collect(ctx context.Context, sink series.Sink) error {
 		if i&255 == 255 && ctx.Err() != nil {
 			return fmt.Errorf("scan processes: %w", ctx.Err())
 		}
-		p.taskAt = i // with the task iterator, p.pids[i] is p.tasks[i].PID (see taskRec)
+		p.taskAt = i - p.passShift // with the task iterator, p.pids[i] is p.tasks[i-passShift].PID (see taskRec)
 		p.scanPID(procfd, pid, sink, &sc)
 	}
 	p.fixReparented(procfd, sink)
@@ -296,8 +297,16 @@ func (p *Processes) Collect(ctx context.Context, sink series.Sink) error {
 // listEvery scans, when events were lost or when there are no events, the listing of /proc.
 func (p *Processes) listPIDs(procfd int, sink series.Sink) error {
 	p.pids = p.pids[:0]
+	p.passShift = 0
 	if p.taskIter != nil {
-		// This scan's pass of the task iterator has every process, in pid order.
+		// This scan's pass of the task iterator has every process, in pid order, except, on
+		// some kernels (6.18 here), the first task: pid 1, which is never gone while the
+		// namespace lives, is then listed by itself and read without scheduler counters (see
+		// sleeping).
+		if len(p.tasks) == 0 || p.tasks[0].PID != 1 {
+			p.pids = append(p.pids, 1)
+			p.passShift = 1
+		}
 		for i := range p.tasks {
 			p.pids = append(p.pids, p.tasks[i].PID)
 		}

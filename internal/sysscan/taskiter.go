@@ -77,7 +77,7 @@ func (p *Processes) readTasks(sink series.Sink) {
 // The scan reads the pids in the pass's order, so the record at taskAt is looked at first.
 func (p *Processes) taskRec(pid int, startTicks uint64) *taskiter.Task {
 	i := p.taskAt
-	if i >= len(p.tasks) || p.tasks[i].PID != pid {
+	if i < 0 || i >= len(p.tasks) || p.tasks[i].PID != pid {
 		var found bool
 		if i, found = slices.BinarySearchFunc(p.tasks, pid, func(t taskiter.Task, pid int) int { return t.PID - pid }); !found {
 			return nil
@@ -87,6 +87,12 @@ func (p *Processes) taskRec(pid int, startTicks uint64) *taskiter.Task {
 		return t
 	}
 	return nil
+}
+
+// inPass reports whether this scan's pass of the task iterator has a record of pid.
+func (p *Processes) inPass(pid int) bool {
+	_, found := slices.BinarySearchFunc(p.tasks, pid, func(t taskiter.Task, pid int) int { return t.PID - pid })
+	return found
 }
 
 func (p *Processes) closeTasks() {

@@ -188,7 +188,8 @@ func findMember(typ btf.Type, name string) (btf.Member, btf.Bits, bool) {
 }
 
 // Read runs the iterator once and appends a Task for every process of the machine to dst, in
-// increasing pid order.
+// increasing pid order. On some kernels (6.18 here) the kernel's pass does not include the
+// first task, pid 1: callers list it themselves (internal/sysscan's listPIDs).
 func (it *Iter) Read(dst []Task) ([]Task, error) {
 	r, err := it.link.Open()
 	if err != nil {

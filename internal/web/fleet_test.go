@@ -267,6 +267,89 @@ func TestBrowserFleet(t *testing.T) {
 		noErrors(t, cluster)
 	})
 
+	t.Run("cluster aggregate is the sum of the nodes", func(t *testing.T) {
+		ctx := step(t, 90*time.Second)
+		console.take()
+		open(t, ctx, n1, cluster+"&agg=sum", "/cluster")
+		// The page draws the agent's aggregate (cluster/history?agg=): complete slots as the
+		// line, partial ones apart. The nodes scan at their own phases; every complete slot
+		// must be 15 + 50 + 85 = 150, never a node counted twice or missing.
+		const agg = `JSON.parse(document.querySelector("section.charts").dataset.aggregate ?? '{"complete":[],"partial":[]}')`
+		fig := `document.querySelector("figure.chart")`
+		if err := waitJS(ctx, agg+`.complete.length >= 8`); err != nil {
+			got, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("section.charts").dataset.aggregate ?? "none"`))
+			t.Fatalf("no aggregate line of 8 complete slots drawn: %v (%s)", err, got)
+		}
+		type shown struct {
+			Complete [][2]*float64 `json:"complete"`
+			Partial  [][4]*float64 `json:"partial"`
+		}
+		draws := 0.0
+		for i := 0; i < 5; i++ {
+			// Five live updates, each read as drawn.
+			if err := waitJS(ctx, fmt.Sprintf(`+%s.dataset.draws > %v`, fig, draws)); err != nil {
+				t.Fatal(err)
+			}
+			var sh shown
+			js, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("section.charts").dataset.aggregate`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal([]byte(js), &sh); err != nil {
+				t.Fatalf("aggregate %q: %v", js, err)
+			}
+			for _, p := range sh.Complete {
+				if p[1] == nil || *p[1] != 150 {
+					t.Errorf("update %d: the sum line has %v at %v; want 150 (15 + 50 + 85) in every complete slot", i, p[1], *p[0])
+				}
+			}
+			for _, p := range sh.Partial {
+				if *p[2] >= *p[3] {
+					t.Errorf("update %d: slot %v drawn as partial with %v of %v nodes", i, *p[0], *p[2], *p[3])
+				}
+			}
+			// The legend (the headline value) is the last complete slot's: the sum, not a
+			// newest slot that lacks a late node.
+			legend, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("figure.chart .u-legend .u-series:nth-child(2) .u-value")?.textContent ?? ""`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if legend != "150 ms" {
+				t.Errorf("update %d: the sum's legend shows %q; want 150 ms", i, legend)
+			}
+			d, _ := chromedp.Run(ctx, chromedp.Evaluate[float64](`+`+fig+`.dataset.draws`))
+			draws = d
+		}
+		if px := linePixels(t, ctx, fig, 1); px[0] < 150 {
+			t.Errorf("the sum line has %d pixels of its colour; want a drawn line", px[0])
+		}
+		// And flat as drawn: the sum line's pixels (its colour, --c1) lie in one band of rows,
+		// no step where a slot counted a node twice or missed one.
+		band, err := chromedp.Run(ctx, chromedp.Evaluate[[]int](`(() => {
+			const c = `+fig+`.querySelector("canvas");
+			const d = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
+			const probe = document.createElement("canvas").getContext("2d");
+			probe.fillStyle = getComputedStyle(document.documentElement).getPropertyValue("--c1").trim();
+			probe.fillRect(0, 0, 1, 1);
+			const k = probe.getImageData(0, 0, 1, 1).data;
+			let lo = 1e9, hi = -1;
+			for (let p = 0; p < d.length; p += 4) {
+				if (d[p + 3] < 128 || Math.abs(d[p] - k[0]) + Math.abs(d[p + 1] - k[1]) + Math.abs(d[p + 2] - k[2]) >= 60) continue;
+				const y = Math.floor(p / 4 / c.width);
+				lo = Math.min(lo, y); hi = Math.max(hi, y);
+			}
+			return [lo, hi, c.height];
+		})()`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if band[1]-band[0] > 8 {
+			t.Errorf("the sum line's pixels span rows %d–%d of %d; want one flat line at 150", band[0], band[1], band[2])
+		}
+		shot(t, "cluster-sum")
+		noErrors(t, cluster+"&agg=sum")
+	})
+
 	t.Run("zoom stays over live updates, synced, until reset", func(t *testing.T) {
 		ctx := step(t, 60*time.Second)
 		console.take()
@@ -549,7 +632,51 @@ func TestBrowserFleet(t *testing.T) {
 		if px := linePixels(t, ctx, `document.querySelector("figure.chart")`, 2); px[0] < 150 || px[1] < 150 {
 			t.Errorf("with n3 down, n1 and n2 lines have %v pixels; want both drawn", px)
 		}
+		// Live updates while n3 is down keep one banner naming it (each update used to add an
+		// empty red box: 13 after 30 s).
+		fig := `document.querySelector("figure.chart")`
+		d0, err := chromedp.Run(ctx, chromedp.Evaluate[float64](`+`+fig+`.dataset.draws`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := waitJS(ctx, fmt.Sprintf(`+%s.dataset.draws >= %v`, fig, d0+6)); err != nil {
+			t.Fatalf("no six live updates with n3 down: %v", err)
+		}
+		banners, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("main .msg.error")].map(e => e.textContent)`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(banners) != 1 || !strings.Contains(banners[0], "n3 (unreachable)") {
+			t.Errorf("after six updates with n3 down: %d error banners %q; want one naming n3", len(banners), banners)
+		}
+		appendTiming(t, shots, fmt.Sprintf("cluster_banners_while_down=%d", len(banners)))
 		noErrors(t, "node down")
+	})
+
+	t.Run("a resumed node's banner goes", func(t *testing.T) {
+		ctx := step(t, 90*time.Second)
+		open(t, ctx, n1, cluster, "/cluster")
+		if err := waitJS(ctx, `document.querySelectorAll("main .msg.error").length === 1`); err != nil {
+			t.Fatalf("n3 still down: no banner: %v", err)
+		}
+		if err := nodes[2].cmd.Process.Signal(syscall.SIGCONT); err != nil {
+			t.Fatal(err)
+		}
+		// Once n3 answers again its line is solid and no banner is left, after any number of
+		// updates.
+		if err := waitJS(ctx, `[...document.querySelectorAll("figure.chart .u-legend .u-label")].some(e => e.textContent === "n3") && document.querySelectorAll("main .msg.error").length === 0`); err != nil {
+			banners, _ := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("main .msg")].map(e => e.className + ": " + e.textContent)`))
+			t.Fatalf("after n3 resumed: banners %q: %v", banners, err)
+		}
+		fig := `document.querySelector("figure.chart")`
+		d0, _ := chromedp.Run(ctx, chromedp.Evaluate[float64](`+`+fig+`.dataset.draws`))
+		if err := waitJS(ctx, fmt.Sprintf(`+%s.dataset.draws >= %v`, fig, d0+3)); err != nil {
+			t.Fatal(err)
+		}
+		if n, _ := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("main .msg.error").length`)); n != 0 {
+			t.Errorf("%d error banners three updates after n3 resumed; want none", n)
+		}
+		noErrors(t, "node resumed")
 	})
 }
 

@@ -5,7 +5,8 @@
 // differ), so `go install github.com/cantal-go/cantal/cmd/cantal-agent@version` yields the
 // agent with its UI without node. Assets come precompressed (name.gz) and are served with
 // Content-Encoding: gzip to clients that accept it. Every page is a client-side route of
-// index.html; asset paths that do not exist are 404.
+// index.html (the routes of web/src/main.ts, listed in Routes); any other path, and asset paths
+// that do not exist, are 404.
 package web
 
 import (
@@ -15,6 +16,7 @@ import (
 	"mime"
 	"net/http"
 	"path"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -42,11 +44,44 @@ func Built(fsys fs.FS) bool {
 // Handler serves the embedded UI; see HandlerFS. Safe for concurrent use.
 func Handler() http.Handler { return HandlerFS(Dist()) }
 
+// Routes are the UI's pages, the route patterns of web/src/main.ts (TestRoutesMatchUI keeps the
+// two lists equal): only these paths, trailing slashes removed as the UI's router does, and
+// /index.html get the page; any other path is 404, so that a script asking a path the agent
+// does not serve (an old Cantal's /status, a typo) gets an error, not the UI's HTML.
+var Routes = []string{
+	`^/$`,
+	`^/processes$`,
+	`^/process/\d+$`,
+	`^/series$`,
+	`^/series/chart$`,
+	`^/cgroups$`,
+	`^/network$`,
+	`^/peers$`,
+	`^/cluster$`,
+}
+
+// uiRoute matches the paths of Routes.
+var uiRoute = regexp.MustCompile("(" + strings.Join(Routes, ")|(") + ")")
+
+// isUIRoute reports whether p is one of the UI's pages (see Routes).
+func isUIRoute(p string) bool {
+	if p == "/index.html" {
+		return true
+	}
+	if t := strings.TrimRight(p, "/"); t != "" {
+		p = t
+	} else {
+		p = "/"
+	}
+	return uiRoute.MatchString(p)
+}
+
 // HandlerFS serves the UI in fsys. Paths with a file extension (other than .html) are
-// assets, those under /assets/ content-hashed and cached as immutable; every other path gets
-// index.html, uncached, so that each page's route is bookmarkable and a rebuilt UI is picked
-// up at once. Without an index.html it answers 503 with a page saying how to build the UI.
-// Safe for concurrent use; fsys must not change while it serves.
+// assets, those under /assets/ content-hashed and cached as immutable; the UI's routes
+// (Routes) get index.html, uncached, so that each page's route is bookmarkable and a rebuilt
+// UI is picked up at once; every other path is 404. Without an index.html it answers 503 with
+// a page saying how to build the UI. Safe for concurrent use; fsys must not change while it
+// serves.
 func HandlerFS(fsys fs.FS) http.Handler {
 	files := http.FileServerFS(fsys)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -69,6 +104,10 @@ func HandlerFS(fsys fs.FS) http.Handler {
 				}
 			}
 			files.ServeHTTP(w, r)
+			return
+		}
+		if !isUIRoute(r.URL.Path) {
+			http.Error(w, "404 page not found: the UI's pages are /, /processes, /series, /cgroups, /network, /peers, /cluster; the API is under /api/v1/", http.StatusNotFound)
 			return
 		}
 		index, err := fs.ReadFile(fsys, "index.html")

@@ -1,6 +1,6 @@
 // Cluster: a selector across every node (one line per node, or their sum/avg/max/min) and a
 // grid of nodes × key metrics, through /api/v1/cluster/*. With gossip off the page says so.
-import { APIError, getJSON, num, seriesName, type ClusterAnswer, type HistorySeries, type Peer, type Series } from "../api";
+import { APIError, getJSON, num, seriesName, type ClusterAnswer, type ClusterNode, type HistorySeries, type Labels, type Num, type Peer, type Series } from "../api";
 import { TimeChart, type LineStyle } from "../chart";
 import { alignPoints } from "../store";
 import { Suggester } from "../suggest";
@@ -20,26 +20,47 @@ interface Line {
 }
 
 /**
- * aggregate merges per-node lines into one: timestamps are bucketed by the scan interval
- * (nodes scan at their own phase), and fn combines the values that fall in one bucket.
+ * HistoryAggregate is one group of /api/v1/cluster/history?agg=: the agent aggregates (one
+ * definition, internal/clusteragg, which the CLI prints too); each point is [ts, value, nodes,
+ * expected], nodes < expected marking a partial slot (a node's scan not in yet, an outage).
  */
-export function aggregate(lines: Line[], intervalMs: number, agg: Exclude<Agg, "node">): Line {
-  const buckets = new Map<number, number[]>();
-  for (const l of lines) {
-    for (const [ts, v] of l.pts) {
-      if (v === null || !Number.isFinite(v)) continue;
-      const b = Math.round(ts / intervalMs) * intervalMs;
-      let arr = buckets.get(b);
-      if (!arr) buckets.set(b, (arr = []));
-      arr.push(v);
+interface HistoryAggregate {
+  labels: Labels;
+  kind: string;
+  fn: string;
+  series: number;
+  step_ms: number;
+  points: [number, Num, number, number][];
+}
+
+interface ClusterHistory {
+  nodes: ClusterNode<HistorySeries>[];
+  aggregate?: HistoryAggregate[];
+}
+
+/** AggSlot is one slot of the agent's aggregate: value, series with a value, series expected. */
+type AggSlot = [number | null, number, number];
+
+/**
+ * mergeAggregate merges an answer's aggregate into kept (group name → ts → slot): the answer's
+ * slots replace the kept ones from its first slot on, except that a slot the answer has as
+ * partial only because its window cut it does not replace a complete one.
+ */
+export function mergeAggregate(kept: Map<string, Map<number, AggSlot>>, aggs: HistoryAggregate[]) {
+  for (const g of aggs) {
+    const name = seriesName(g.labels);
+    let m = kept.get(name);
+    if (!m) kept.set(name, (m = new Map()));
+    if (g.points.length === 0) continue;
+    const first = g.points[0][0];
+    const fresh = new Set(g.points.map((p) => p[0]));
+    for (const ts of m.keys()) if (ts >= first && !fresh.has(ts)) m.delete(ts);
+    for (const [ts, v, n, e] of g.points) {
+      const old = m.get(ts);
+      if (n < e && old && old[1] >= old[2]) continue;
+      m.set(ts, [num(v), n, e]);
     }
   }
-  const out = new Map<number, number | null>();
-  for (const [b, vs] of [...buckets].sort((a, c) => a[0] - c[0])) {
-    const s = vs.reduce((a, c) => a + c, 0);
-    out.set(b, agg === "sum" ? s : agg === "avg" ? s / vs.length : agg === "max" ? Math.max(...vs) : Math.min(...vs));
-  }
-  return { name: agg, pts: out };
 }
 
 function toAligned(lines: Line[]): [number[], ...(number | null | undefined)[][]] {
@@ -75,7 +96,7 @@ export async function cluster(ctx: Ctx) {
   root.append(heading("Cluster", "Any agent answers for the whole cluster: it subscribes to its peers on the first question."), banner, form, grid,
     h("h2", {}, "Nodes"), nodesBody);
 
-  const [peersAns, st] = await Promise.all([
+  const [peersAns] = await Promise.all([
     getJSON<{ peers: Peer[] }>("/api/v1/peers").catch(() => ({ peers: [] as Peer[] })),
     ctx.status(),
   ]);
@@ -86,9 +107,10 @@ export async function cluster(ctx: Ctx) {
       "this agent sees only itself. Start agents with --cluster-name and one --peer (or add a peer on the ", h("a", { href: "/peers" }, "Peers"), " page)."));
   }
   const fn = rate ? "&fn=rate" : "";
-  let hist: ClusterAnswer<HistorySeries>;
+  let hist: ClusterHistory;
+  const aggQ = agg === "node" ? "" : `&agg=${agg}`;
   try {
-    hist = await getJSON<ClusterAnswer<HistorySeries>>(`/api/v1/cluster/history?match=${encodeURIComponent(match)}&window=${win}${fn}`);
+    hist = await getJSON<ClusterHistory>(`/api/v1/cluster/history?match=${encodeURIComponent(match)}&window=${win}${fn}${aggQ}`);
   } catch (e) {
     if (!ctx.alive()) return;
     const err = e as APIError;
@@ -122,6 +144,8 @@ export async function cluster(ctx: Ctx) {
       lines.set(name, { name, pts: new Map(s.points.map((p) => [p[0], num(p[1])])) });
     }
   }
+  const aggs = new Map<string, Map<number, AggSlot>>();
+  mergeAggregate(aggs, hist.aggregate ?? []);
   const unit = guessUnit(kindMetric.metric, kindMetric.kind, rate, kindMetric.labels);
   const chart = new TimeChart(grid, { group: ctx.charts, title: agg === "node" ? `${match}, per node` : `${match}, ${agg} over nodes`, unit, height: 300 });
   ctx.cleanup(() => chart.destroy());
@@ -130,6 +154,8 @@ export async function cluster(ctx: Ctx) {
     const s = nodeStatus.get(node);
     return s === "unreachable" ? "down" : s === "stale" ? "stale" : "";
   };
+  let downBox: HTMLElement | null = null;
+  let downText = "";
   const draw = () => {
     const now = Date.now();
     for (const l of lines.values()) for (const ts of l.pts.keys()) if (ts < now - winMs) l.pts.delete(ts);
@@ -148,11 +174,47 @@ export async function cluster(ctx: Ctx) {
       });
       chart.set(alignPoints(pts), ls.map((l) => l.name), ls.map((l) => styleOf(lineNode.get(l.name) ?? l.name)));
     } else {
-      chart.set(toAligned([aggregate([...lines.values()], st.interval_ms, agg)]), [agg]);
+      // The agent's aggregate: complete slots as the line; partial ones (a node's scan of the
+      // period not in yet, an outage) apart, as their own line from the last complete slot, so
+      // that neither the line nor its legend shows a partial sum as the total.
+      const groups = [...aggs.entries()].sort((a, b) => a[0].localeCompare(b[0])).slice(0, 10);
+      const ls: Line[] = [];
+      const shown: { complete: [number, number | null][]; partial: [number, number | null, number, number][] } = { complete: [], partial: [] };
+      for (const [name, slots] of groups) {
+        for (const ts of slots.keys()) if (ts < now - winMs) slots.delete(ts);
+        const label = groups.length > 1 ? `${agg} ${name}` : agg;
+        const complete = new Map<number, number | null>();
+        const partial = new Map<number, number | null>();
+        const tss = [...slots.keys()].sort((a, b) => a - b);
+        tss.forEach((ts, i) => {
+          const [v, n, e] = slots.get(ts)!;
+          if (n >= e) {
+            complete.set(ts, v);
+            if (groups[0][0] === name) shown.complete.push([ts, v]);
+            return;
+          }
+          partial.set(ts, v);
+          if (groups[0][0] === name) shown.partial.push([ts, v, n, e]);
+          const prev = i > 0 ? slots.get(tss[i - 1])! : null;
+          if (prev && prev[1] >= prev[2]) partial.set(tss[i - 1], prev[0]); // joins the line
+        });
+        ls.push({ name: label, pts: complete }, { name: `${label}, partial slots`, pts: partial });
+      }
+      chart.set(toAligned(ls), ls.map((l) => l.name));
+      // What the line shows, for the browser tests.
+      grid.dataset.aggregate = JSON.stringify(shown);
     }
+    // One banner at most, replaced at every update and removed once every node answers: the
+    // banner is the message box itself (removing only its text left an empty box per update).
     const down = [...nodeStatus].filter(([, s]) => s !== "ok").map(([n, s]) => `${n} (${s})`);
-    banner.querySelector(".nodes-down")?.remove();
-    if (down.length) banner.append(message("error", h("span", { class: "nodes-down" }, `Not answering now: ${down.join(", ")}. Their lines are dashed; the last points shown are their last known values.`)));
+    const text = down.length ? `Not answering now: ${down.join(", ")}. Their lines are dashed; the last points shown are their last known values.` : "";
+    if (text !== downText) {
+      downBox?.remove();
+      downBox = text ? message("error", text) : null;
+      downBox?.classList.add("nodes-down");
+      if (downBox) banner.append(downBox);
+      downText = text;
+    }
   };
   draw();
 
@@ -185,6 +247,15 @@ export async function cluster(ctx: Ctx) {
     if (busy) return;
     busy = true;
     try {
+      if (agg !== "node") {
+        // The agent's aggregate of the last minute (from what its peer subscriptions keep).
+        const cur = await getJSON<ClusterHistory>(`/api/v1/cluster/history?match=${encodeURIComponent(match)}&window=1m${fn}${aggQ}`);
+        if (!ctx.alive()) return;
+        for (const n of cur.nodes) nodeStatus.set(n.node, n.status);
+        mergeAggregate(aggs, cur.aggregate ?? []);
+        draw();
+        return;
+      }
       if (++ticks % 15 === 0) await refill();
       const cur = await getJSON<ClusterAnswer<Series>>(`/api/v1/cluster/metrics?match=${encodeURIComponent(match)}${fn}`);
       if (!ctx.alive()) return;
