@@ -147,6 +147,16 @@ type Config struct {
 	MaxRequestLines int
 	// MaxRequestNewSeries limits the series one /write request may create. Default 20000.
 	MaxRequestNewSeries int
+	// MaxOTLPMessages limits the sub-messages (protobuf) or objects (JSON) of one OTLP request,
+	// counted before it is decoded; its decoded form is also bounded by MaxBodyBytes of memory
+	// (see otlpcost.go). Default 262144.
+	MaxOTLPMessages int
+	// MaxOTLPPoints limits the data points of one OTLP request. Default 100000.
+	MaxOTLPPoints int
+	// Bodies is the memory shared by the requests being read (the agent's body budget): an
+	// OTLP request's decompressed body and its decoded form are taken from it while held, and
+	// the request is answered 503 when they do not fit. Nil: not shared.
+	Bodies Budget
 	// Percentiles computed for statsd timers and histograms at each scan, in (0, 1).
 	// Default 0.5 (as "median"), 0.9, 0.95, 0.99.
 	Percentiles []float64
@@ -193,6 +203,12 @@ func (c *Config) setDefaults() {
 	if c.MaxRequestNewSeries <= 0 {
 		c.MaxRequestNewSeries = 20000
 	}
+	if c.MaxOTLPMessages <= 0 {
+		c.MaxOTLPMessages = 1 << 18
+	}
+	if c.MaxOTLPPoints <= 0 {
+		c.MaxOTLPPoints = 100000
+	}
 	if len(c.Percentiles) == 0 {
 		c.Percentiles = []float64{0.5, 0.9, 0.95, 0.99}
 	}
@@ -208,6 +224,13 @@ func (c *Config) setDefaults() {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+}
+
+// Budget is memory shared by concurrent requests, in bytes: TryAcquire takes n if that much is
+// left, Release gives n back. Safe for concurrent use (a *semaphore.Weighted is one).
+type Budget interface {
+	TryAcquire(n int64) bool
+	Release(n int64)
 }
 
 // Stats are the running totals of a Push since it was made.
