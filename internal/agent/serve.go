@@ -201,8 +201,7 @@ func (a *Agent) handler() http.Handler {
 			return err == nil && c.IsLiveMemberIP(net.ParseIP(host))
 		}
 	}
-	bodies := newBodyBudget(maxBody, maxBodies)
-	return deadlines(g.Handler(bodies.readBodies(limitQueries(a.mux, queryConcurrency()))))
+	return deadlines(g.Handler(a.bodies.readBodies(limitQueries(a.mux, queryConcurrency()))))
 }
 
 // Bodies: each at most maxBody (as the ingest's own limit of a compressed body), all together at
