@@ -450,7 +450,7 @@ func (a *Agent) routes() {
 	a.otlpRoutes()
 	if a.cfg.Pprof {
 		a.mux.HandleFunc("/debug/pprof/", pprof.Index)
-		a.mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		a.mux.HandleFunc("/debug/pprof/cmdline", cmdline(os.Args))
 		a.mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		a.mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		a.mux.HandleFunc("/debug/pprof/trace", pprof.Trace)

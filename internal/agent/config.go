@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/url"
 	"os"
 	"regexp"
 	"strings"
@@ -176,6 +177,11 @@ func ParseFlags(name string, args []string, getenv func(string) string) (Config,
 		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["remote-write"] {
+		if err := noPasswordOnCommandLine(c.RemoteWrite); err != nil {
+			return c, err
+		}
+	}
 	var errs []error
 	fs.VisitAll(func(f *flag.Flag) {
 		if set[f.Name] || getenv == nil {
@@ -192,6 +198,27 @@ func ParseFlags(name string, args []string, getenv func(string) string) (Config,
 		return c, err
 	}
 	return c, c.Validate()
+}
+
+// noPasswordOnCommandLine refuses a --remote-write URL given on the command line that carries a
+// password (scheme://user:password@host): every user of the machine reads the command line (ps,
+// /proc/PID/cmdline), so the secret would be out the moment the agent starts, and a warning
+// could not take it back (issue 31, N12). The same URL in the environment (CANTAL_REMOTE_WRITE,
+// which /proc shows only to the agent's user and root) or the password in a file
+// (--remote-write-config's basic_auth.password_file) keeps it private.
+func noPasswordOnCommandLine(urls []string) error {
+	for _, raw := range urls {
+		u, err := url.Parse(raw)
+		if err != nil {
+			continue // Validate says what is wrong with it
+		}
+		if _, ok := u.User.Password(); ok {
+			u.User = url.User(u.User.Username())
+			return fmt.Errorf("--remote-write %s: the URL carries a password, which every user of the machine can read on the command line (ps): "+
+				"give the URL in the environment as CANTAL_REMOTE_WRITE instead, or the password in a file (--remote-write-config, basic_auth.password_file)", u.Redacted())
+		}
+	}
+	return nil
 }
 
 // excludeRegexp compiles an exclusion flag; the empty string excludes nothing.

@@ -2,8 +2,10 @@ package agent
 
 import (
 	"context"
+	"net/http"
 	"os"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/cantal-go/cantal/internal/access"
@@ -134,6 +136,13 @@ func (a *Agent) status(ctx context.Context) any {
 	s.Security = a.security(caller)
 	s.RRDDRPC = a.rrddRPCStatus()
 	s.RemoteWrite = a.remoteWriteStatus()
+	if !caller.Has(access.Write) {
+		// A receiver's own text may echo what it was sent or its internals: whole only to
+		// the callers who may configure the agent (N12).
+		for i := range s.RemoteWrite {
+			s.RemoteWrite[i] = s.RemoteWrite[i].ForReaders()
+		}
+	}
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	s.Memory.HeapInuse, s.Memory.HeapIdle, s.Memory.HeapReleased = ms.HeapInuse, ms.HeapIdle, ms.HeapReleased
@@ -226,4 +235,15 @@ func (a *Agent) security(caller access.Caller) Security {
 		sec.Listeners = append(sec.Listeners, ListenerStatus{Addr: b.addr, Open: st.Open, Max: st.Max, Shed: st.Shed, Evicted: st.Evicted})
 	}
 	return sec
+}
+
+// cmdline serves /debug/pprof/cmdline as net/http/pprof does (the arguments, NUL-separated),
+// redacted by package redact: the agent's own command line may name a secret (issue 31, N12).
+func cmdline(args []string) http.HandlerFunc {
+	text := strings.Join(redact.Args(args), "\x00")
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte(text))
+	}
 }
