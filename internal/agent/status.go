@@ -133,6 +133,10 @@ func (a *Agent) status(ctx context.Context) any {
 	if caller.Processes != access.ProcessesAll {
 		s.Problems = []registry.Problem{}
 	}
+	if caller.Processes != access.ProcessesAll || caller.Details != access.ProcessesAll {
+		// The totals would tell what the caller may not see (N14).
+		s.Counts.Processes, s.Counts.Apps = visibleCounts(a.procs.Table(), caller, a.apps.Exports)
+	}
 	s.Security = a.security(caller)
 	s.RRDDRPC = a.rrddRPCStatus()
 	s.RemoteWrite = a.remoteWriteStatus()
@@ -204,12 +208,35 @@ func processRows(table []sysscan.Process, caller access.Caller, whole bool, expo
 		if !whole {
 			row.Cmdline = redact.Args(row.Cmdline) // a copy when it changes: the table's is shared
 		}
+		if p.UID < 0 || !caller.SeesDetails(uint32(p.UID)) {
+			// /proc/PID/io and environ are the owner's and root's (N13).
+			row.ReadBytes, row.WriteBytes, row.AppName, row.Metrics = 0, 0, "", false
+		}
 		if row.Cmdline == nil {
 			row.Cmdline = []string{}
 		}
 		out = append(out, row)
 	}
 	return out
+}
+
+// visibleCounts returns the processes caller may see and the applications among them whose
+// details it may see (distinct CANTAL_PATHs of processes whose metrics were read), for a caller
+// who may not see everything: the totals would tell it of processes /proc hides from it.
+func visibleCounts(table []sysscan.Process, caller access.Caller, exports func(pid int) bool) (procs, apps int) {
+	paths := map[string]bool{}
+	for i := range table {
+		p := &table[i]
+		if p.UID < 0 || !caller.SeesProcess(uint32(p.UID)) {
+			continue
+		}
+		procs++
+		if caller.SeesDetails(uint32(p.UID)) && exports(p.PID) && !paths[p.CantalPath] {
+			paths[p.CantalPath] = true
+			apps++
+		}
+	}
+	return procs, apps
 }
 
 func (a *Agent) security(caller access.Caller) Security {
