@@ -185,7 +185,7 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 	// An OTLP request's decompressed body and decoded form are taken from the body budget too.
 	a.bodies = newBodyBudget(maxBody, maxBodies)
 	a.push = ingest.New(ingest.Config{Logger: log.With("subsystem", "ingest"), MaxSeries: pushMaxSeries, MaxBytes: pushMaxBytes,
-		Interval: cfg.Interval, BackfillFrom: a.reg.BackfillFrom, Bodies: a.bodies.sem})
+		Interval: cfg.Interval, BackfillFrom: a.reg.BackfillFrom, Bodies: a.bodies.sem, HistoryFull: a.reg.PushedFull})
 	a.colls = append(a.colls, namedCollector{"push", a.push})
 	if cfg.RRDDDir != "" {
 		a.colls = append(a.colls, namedCollector{"rrdd", rrddscan.New(cfg.RRDDDir, rrddscan.Options{})})

@@ -84,6 +84,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"log/slog"
@@ -153,6 +154,10 @@ type Config struct {
 	MaxOTLPMessages int
 	// MaxOTLPPoints limits the data points of one OTLP request. Default 100000.
 	MaxOTLPPoints int
+	// HistoryFull reports whether the history of pushed series fills its budget
+	// (registry.Registry.PushedFull): points are then refused on arrival, with the reason.
+	// Nil: never.
+	HistoryFull func() bool
 	// Bodies is the memory shared by the requests being read (the agent's body budget): an
 	// OTLP request's decompressed body and its decoded form are taken from it while held, and
 	// the request is answered 503 when they do not fit. Nil: not shared.
@@ -434,6 +439,9 @@ func (p *Push) admit(n int, cost int64) error {
 // errRefused marks a line refused for a budget (counted in Stats.Refused).
 type errRefused struct{ error }
 
+// errHistoryFull refuses points while the history of pushed series fills its budget.
+var errHistoryFull = errors.New("the history of pushed series fills its byte budget; retry later")
+
 func (e errRefused) Unwrap() error { return e.error }
 
 // pending is what applyLine knows of one point of a line between its two passes.
@@ -445,6 +453,9 @@ type pending struct {
 // applyLine stores the points of one line of a /write request, all or none: a line with one
 // refused field (kind conflict, a limit) stores none of its fields. Called with p.mu held.
 func (p *Push) applyLine(line []Point, req *writeReq, now int64) error {
+	if p.cfg.HistoryFull != nil && p.cfg.HistoryFull() && slices.ContainsFunc(line, func(pt Point) bool { return pt.Kind != series.State }) {
+		return errRefused{errHistoryFull}
+	}
 	pend := req.pend[:0]
 	newSeries := 0
 	var cost int64
