@@ -59,6 +59,12 @@
 //     having been stored); MaxRequestNewSeries new series (20000; the lines that would create
 //     more are rejected as a partial write). The body is decoded as it arrives, a batch of lines
 //     at a time, so a request holds its current line and batch in memory, not its body;
+//   - one OTLP request: MaxBodyBytes on the wire and decompressed, as /write; then, before it
+//     is decoded, MaxOTLPMessages sub-messages (262144) and MaxBodyBytes of decoded memory
+//     (estimated by MeasureOTLP, an upper bound), MaxOTLPPoints data points (100000); the
+//     decompressed body and the decoded estimate are taken from Config.Bodies while held;
+//   - while the history of pushed series fills its budget (Config.HistoryFull), points are
+//     refused on arrival;
 //   - statsd: a line or datagram of up to 64 KiB; a timer keeps MaxTimerSamples samples per
 //     scan interval, a set counts MaxSetSize distinct values (kept as 64-bit hashes).
 //
