@@ -20,8 +20,13 @@ func TestRemoteWritePasswordNotOnCommandLine(t *testing.T) {
 	if err != nil || len(c.RemoteWrite) != 1 || c.RemoteWrite[0] != u {
 		t.Errorf("CANTAL_REMOTE_WRITE: %v %q; want it taken", err, c.RemoteWrite)
 	}
-	if _, err := ParseFlags("cantal-agent", []string{"--remote-write", "https://alice@metrics.example/w"}, nil); err != nil {
-		t.Errorf("a user name without a password: %v; want it taken", err)
+	for _, u := range []string{"https://ghp_t0ken@metrics.example/w", "https://metrics.example/w?api_key=s3cret-pw"} {
+		if _, err := ParseFlags("cantal-agent", []string{"--remote-write", u}, nil); err == nil || strings.Contains(err.Error(), "s3cret-pw") || strings.Contains(err.Error(), "t0ken") {
+			t.Errorf("%s: %v; want a refusal without the credential", u, err)
+		}
+	}
+	if _, err := ParseFlags("cantal-agent", []string{"--remote-write", "https://metrics.example/w?db=x"}, nil); err != nil {
+		t.Errorf("a URL without a credential: %v; want it taken", err)
 	}
 }
 
