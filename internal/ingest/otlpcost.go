@@ -3,10 +3,12 @@ package ingest
 import (
 	"errors"
 	"fmt"
+	"reflect"
 
 	metricsv1 "go.opentelemetry.io/proto/otlp/metrics/v1"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
 )
 
 // Bounded decoding of OTLP requests (finding N3 of issue 31).
@@ -23,25 +25,69 @@ import (
 // Costs, in bytes of memory, that MeasureOTLP charges for the decoded form of a body (checked
 // by TestOTLPCostCoversDecoding against what the decoding of adversarial and ordinary bodies
 // allocates, garbage included):
-//   - msgCost: a protobuf sub-message: the largest OTLP message struct (a histogram data point,
-//     allocated as 240 bytes), a oneof's wrapper, and its pointer in a repeated field, whose
-//     backing array grows by doubling; jsonMsgCost: the same decoded from OTLP/JSON, which
-//     allocates more on the way (up to 260 bytes measured);
+//   - a protobuf sub-message: its Go struct rounded up to the allocator's size class, its
+//     pointer in a repeated field, whose backing array grows by a quarter once large, so that
+//     all its copies add up to five pointers per element (repeatedPtrCost), and
+//     a oneof's wrapper (oneofCost) when it is one (msgCosts); a scalar field of a oneof costs
+//     its wrapper, an optional scalar its pointer (8);
+//   - jsonMsgCost: an OTLP/JSON object, which the walk cannot type: the largest message (a
+//     histogram data point, 192 bytes), with what protojson allocates on the way (up to 260
+//     bytes measured);
 //   - elemCost: an element of a repeated field sent one at a time (a uint64 or a string's
 //     header, appended to a growing slice: 45 bytes allocated in all measured); packedCost: one
-//     of a packed field (the decoder counts them and allocates once); jsonElemCost: an element of a JSON array (80 bytes
-//     measured: protojson goes through a reflected list);
+//     of a packed field (the decoder counts them and allocates once); jsonElemCost: an element
+//     of a JSON array (80 bytes measured: protojson goes through a reflected list);
 //   - every byte of a string or bytes field is charged twice (it is copied), a JSON body's
-//     once more, and every byte of an unknown protobuf field unknownFactor times (each is
-//     appended to a growing buffer: five times its size allocated in all).
+//     twice, and every byte of an unknown protobuf field unknownFactor times (each is appended
+//     to a growing buffer: five times its size allocated in all).
 const (
-	msgCost       = 288
-	jsonMsgCost   = 384
-	elemCost      = 64
-	packedCost    = 16
-	jsonElemCost  = 96
-	unknownFactor = 6
+	repeatedPtrCost = 48
+	oneofCost       = 16
+	jsonMsgCost     = 384
+	elemCost        = 64
+	packedCost      = 16
+	jsonElemCost    = 96
+	unknownFactor   = 6
 )
+
+// msgCosts is what a sub-message of each type of the request costs (see above), computed once
+// from the generated types; read-only after.
+var msgCosts = func() map[protoreflect.FullName]int64 {
+	m := map[protoreflect.FullName]int64{}
+	var walk func(md protoreflect.MessageDescriptor)
+	walk = func(md protoreflect.MessageDescriptor) {
+		if _, ok := m[md.FullName()]; ok {
+			return
+		}
+		mt, err := protoregistry.GlobalTypes.FindMessageByName(md.FullName())
+		size := int64(256)
+		if err == nil {
+			size = int64(reflect.TypeOf(mt.New().Interface()).Elem().Size())
+		}
+		m[md.FullName()] = sizeClass(size) + repeatedPtrCost + oneofCost
+		fields := md.Fields()
+		for i := range fields.Len() {
+			if fd := fields.Get(i); fd.Message() != nil {
+				walk(fd.Message())
+			}
+		}
+	}
+	walk(metricsDataDesc)
+	return m
+}()
+
+// sizeClass rounds n up as the allocator does (approximately: to 16 bytes up to 256, then to an
+// eighth of the next power of two).
+func sizeClass(n int64) int64 {
+	if n <= 256 {
+		return (n + 15) &^ 15
+	}
+	step := int64(32)
+	for step*8 < n {
+		step *= 2
+	}
+	return (n + step - 1) / step * step
+}
 
 // maxOTLPDepth bounds the nesting of an OTLP request (attribute values nest: arrays and
 // key-value lists); the deepest legitimate request nests 6 levels before an attribute's value.
@@ -70,7 +116,7 @@ func MeasureOTLP(body []byte, asJSON bool, maxMessages int, maxBytes int64) (OTL
 	if asJSON {
 		err = m.json(body)
 	} else {
-		m.c.Bytes = msgCost
+		m.c.Bytes = msgCosts[metricsDataDesc.FullName()]
 		err = m.wire(body, metricsDataDesc, 0)
 	}
 	if err == nil {
@@ -118,7 +164,11 @@ func (m *measure) wire(b []byte, md protoreflect.MessageDescriptor, depth int) e
 		case typ == protowire.BytesType && (fd.Kind() == protoreflect.MessageKind || fd.Kind() == protoreflect.GroupKind):
 			sub, _ := protowire.ConsumeBytes(val)
 			m.c.Messages++
-			m.c.Bytes += msgCost
+			if c, ok := msgCosts[fd.Message().FullName()]; ok {
+				m.c.Bytes += c
+			} else {
+				m.c.Bytes += jsonMsgCost // not of the request's types: cannot happen
+			}
 			if err := m.check(); err != nil {
 				return err
 			}
@@ -129,9 +179,13 @@ func (m *measure) wire(b []byte, md protoreflect.MessageDescriptor, depth int) e
 			packed, _ := protowire.ConsumeBytes(val) // packed scalars: one element per varint or fixed
 			m.c.Bytes += packedCost * int64(packedLen(packed, typeOfKind(fd.Kind())))
 		case typ == protowire.BytesType: // string or bytes
-			m.c.Bytes += 2*int64(v) + elemCost
+			m.c.Bytes += 2*int64(v) + elemCost + oneofCost
 		case fd.IsList():
 			m.c.Bytes += elemCost
+		case fd.ContainingOneof() != nil:
+			m.c.Bytes += oneofCost
+		case fd.HasPresence():
+			m.c.Bytes += 8 // an optional scalar's pointer
 		}
 		if err := m.check(); err != nil {
 			return err
