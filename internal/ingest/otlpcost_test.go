@@ -223,3 +223,32 @@ func TestOTLPConcurrentAmplifying(t *testing.T) {
 		t.Error("the body budget was not given back")
 	}
 }
+
+// An ordinary large batch, as an OpenTelemetry Collector sends by default (8192 data points,
+// six attributes each), passes the decoding limits at their defaults and is stored. (N3: the
+// limits refuse amplification, not ordinary traffic.)
+func TestOTLPOrdinaryBatchPassesLimits(t *testing.T) {
+	budget := semaphore.NewWeighted(64 << 20)
+	p, _ := newTestPush(Config{Bodies: budget})
+	var ms []*metricsv1.Metric
+	for i := range 8192 {
+		ms = append(ms, intSum(fmt.Sprintf("http.server.requests.%d", i%64), cumulative, true, 1700000000e9, int64(i),
+			strAttr("http.route", fmt.Sprintf("/api/v1/items/%d", i)), strAttr("http.method", "GET"), strAttr("http.status_code", "200"),
+			strAttr("net.host.name", "web-1.example.com"), strAttr("deployment.environment", "production"), strAttr("k8s.pod.name", "web-7d9f8c6b5-x2x9z")))
+	}
+	body, _ := proto.Marshal(otlpRequest(ms...))
+	cost, err := MeasureOTLP(body, false, 0, 0)
+	t.Logf("%d bytes, %d sub-messages, estimate %d MiB", len(body), cost.Messages, cost.Bytes>>20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := httptest.NewRequest(http.MethodPost, "/v1/metrics", bytes.NewReader(body))
+	w := httptest.NewRecorder()
+	p.OTLPHandler().ServeHTTP(w, r)
+	if w.Code != http.StatusOK {
+		t.Fatalf("%d %.300q; want 200", w.Code, w.Body)
+	}
+	if st := p.Stats(); st.OTLPPoints != 8192 {
+		t.Errorf("%d points stored; want 8192", st.OTLPPoints)
+	}
+}
