@@ -161,6 +161,7 @@ type agent struct {
 	// with --web-config); by default http.DefaultClient without credentials.
 	client     *http.Client
 	user, pass string
+	env        []string // added to the agent's environment
 }
 
 func (a *agent) do(req *http.Request) (*http.Response, error) {
@@ -219,6 +220,9 @@ func (a *agent) start() {
 	a.out = &lockedBuffer{}
 	a.cmd = exec.Command(filepath.Join(bin, "cantal-agent"), a.args...)
 	a.cmd.Stdout, a.cmd.Stderr = a.out, a.out
+	if a.env != nil {
+		a.cmd.Env = append(os.Environ(), a.env...)
+	}
 	if err := a.cmd.Start(); err != nil {
 		a.t.Fatal(err)
 	}

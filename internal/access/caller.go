@@ -91,6 +91,25 @@ type Caller struct {
 	UID, GID uint32
 	// Processes is which processes the caller may see.
 	Processes ProcessAccess
+	// Details is whose private details the caller may see among the processes it sees: the
+	// io counters (/proc/PID/io) and what comes from the environment (/proc/PID/environ: the
+	// application's name and series, found through CANTAL_PATH), which /proc shows only to the
+	// process's owner and root, hidepid or not (issue 31, N13). ProcessesOwn for a caller on
+	// the Unix socket other than root; ProcessesAll (the zero value) for every other caller.
+	Details ProcessAccess
+}
+
+// SeesDetails reports whether the caller may see the private details (Details) of a process
+// owned by uid.
+func (c Caller) SeesDetails(uid uint32) bool {
+	switch c.Details {
+	case ProcessesAll:
+		return true
+	case ProcessesOwn:
+		return uid == c.UID
+	default:
+		return false
+	}
 }
 
 // Has reports whether the caller holds every role in r.

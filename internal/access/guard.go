@@ -125,6 +125,9 @@ func (g *Guard) identify(r *http.Request) (Caller, bool) {
 		if g.PrivateProcesses && cred.UID != 0 {
 			c.Processes = ProcessesOwn
 		}
+		if cred.UID != 0 {
+			c.Details = ProcessesOwn // as /proc/PID/io and environ, hidepid or not (N13)
+		}
 		return c, true
 	}
 	if g.Web == nil {

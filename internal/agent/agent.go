@@ -65,7 +65,10 @@ type Agent struct {
 	procs *sysscan.Processes
 	apps  *apps.Collector
 	push  *ingest.Push
-	colls []namedCollector
+	// bodies is the memory request bodies may hold at once, shared by every listener and by
+	// the OTLP decoder (see readBodies).
+	bodies *bodyBudget
+	colls  []namedCollector
 
 	alerts *alerts.Engine // threshold rules, evaluated after each scan (alerts.go)
 
@@ -179,8 +182,10 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 	}
 	// Pushed points are stored at their own time (ingest's package doc): the registry says
 	// which times can still be placed on their scan.
+	// An OTLP request's decompressed body and decoded form are taken from the body budget too.
+	a.bodies = newBodyBudget(maxBody, maxBodies)
 	a.push = ingest.New(ingest.Config{Logger: log.With("subsystem", "ingest"), MaxSeries: pushMaxSeries, MaxBytes: pushMaxBytes,
-		Interval: cfg.Interval, BackfillFrom: a.reg.BackfillFrom})
+		Interval: cfg.Interval, BackfillFrom: a.reg.BackfillFrom, Bodies: a.bodies.sem, HistoryFull: a.reg.PushedFull})
 	a.colls = append(a.colls, namedCollector{"push", a.push})
 	if cfg.RRDDDir != "" {
 		a.colls = append(a.colls, namedCollector{"rrdd", rrddscan.New(cfg.RRDDDir, rrddscan.Options{})})
@@ -446,7 +451,7 @@ func (a *Agent) routes() {
 	a.otlpRoutes()
 	if a.cfg.Pprof {
 		a.mux.HandleFunc("/debug/pprof/", pprof.Index)
-		a.mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		a.mux.HandleFunc("/debug/pprof/cmdline", cmdline(os.Args))
 		a.mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 		a.mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		a.mux.HandleFunc("/debug/pprof/trace", pprof.Trace)

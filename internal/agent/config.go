@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cantal-go/cantal/internal/redact"
 	"github.com/cantal-go/cantal/internal/selector"
 	"github.com/cantal-go/cantal/internal/sysscan"
 )
@@ -180,6 +181,11 @@ func ParseFlags(name string, args []string, getenv func(string) string) (Config,
 		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if set["remote-write"] {
+		if err := noPasswordOnCommandLine(c.RemoteWrite); err != nil {
+			return c, err
+		}
+	}
 	var errs []error
 	fs.VisitAll(func(f *flag.Flag) {
 		if set[f.Name] || getenv == nil {
@@ -196,6 +202,24 @@ func ParseFlags(name string, args []string, getenv func(string) string) (Config,
 		return c, err
 	}
 	return c, c.Validate()
+}
+
+// noPasswordOnCommandLine refuses a --remote-write URL given on the command line that carries a
+// credential: user information (scheme://user:password@host, or a token as the user name) or a
+// query parameter whose name says secret (?api_key=, ?token=: what package redact hides in
+// command lines). Every user of the machine reads the command line (ps, /proc/PID/cmdline), so
+// the secret would be out the moment the agent starts, and a warning could not take it back
+// (issue 31, N12). The same URL in the environment (CANTAL_REMOTE_WRITE, which /proc shows only
+// to the agent's user and root) or the password in a file (--remote-write-config,
+// basic_auth.password_file) keeps it private.
+func noPasswordOnCommandLine(urls []string) error {
+	for _, u := range urls {
+		if r := redact.Args([]string{u}); r[0] != u {
+			return fmt.Errorf("--remote-write %s: the URL carries a credential, which every user of the machine can read on the command line (ps): "+
+				"give the URL in the environment as CANTAL_REMOTE_WRITE instead, or the password in a file (--remote-write-config, basic_auth.password_file)", r[0])
+		}
+	}
+	return nil
 }
 
 // excludeRegexp compiles an exclusion flag; the empty string excludes nothing.

@@ -230,8 +230,7 @@ func (a *Agent) handler() http.Handler {
 			return err == nil && c.IsLiveMemberIP(net.ParseIP(host))
 		}
 	}
-	bodies := newBodyBudget(maxBody, maxBodies)
-	return closeUnread(deadlines(g.Handler(bodies.readBodies(admit(g.IsMember, limitQueries(a.mux, queryConcurrency()))))))
+	return closeUnread(deadlines(g.Handler(a.bodies.readBodies(admit(g.IsMember, limitQueries(a.mux, queryConcurrency()))))))
 }
 
 // takesBody reports whether r's route takes a request body: the ingest routes and adding a

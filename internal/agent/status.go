@@ -2,8 +2,10 @@ package agent
 
 import (
 	"context"
+	"net/http"
 	"os"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/cantal-go/cantal/internal/access"
@@ -133,9 +135,20 @@ func (a *Agent) status(ctx context.Context) any {
 	if caller.Processes != access.ProcessesAll {
 		s.Problems = []registry.Problem{}
 	}
+	if caller.Processes != access.ProcessesAll || caller.Details != access.ProcessesAll {
+		// The totals would tell what the caller may not see (N14).
+		s.Counts.Processes, s.Counts.Apps = visibleCounts(a.procs.Table(), caller, a.apps.Exports)
+	}
 	s.Security = a.security(caller)
 	s.RRDDRPC = a.rrddRPCStatus()
 	s.RemoteWrite = a.remoteWriteStatus()
+	if !caller.Has(access.Write) {
+		// A receiver's own text may echo what it was sent or its internals: whole only to
+		// the callers who may configure the agent (N12).
+		for i := range s.RemoteWrite {
+			s.RemoteWrite[i] = s.RemoteWrite[i].ForReaders()
+		}
+	}
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	s.Memory.HeapInuse, s.Memory.HeapIdle, s.Memory.HeapReleased = ms.HeapInuse, ms.HeapIdle, ms.HeapReleased
@@ -197,12 +210,35 @@ func processRows(table []sysscan.Process, caller access.Caller, whole bool, expo
 		if !whole {
 			row.Cmdline = redact.Args(row.Cmdline) // a copy when it changes: the table's is shared
 		}
+		if p.UID < 0 || !caller.SeesDetails(uint32(p.UID)) {
+			// /proc/PID/io and environ are the owner's and root's (N13).
+			row.ReadBytes, row.WriteBytes, row.AppName, row.Metrics = 0, 0, "", false
+		}
 		if row.Cmdline == nil {
 			row.Cmdline = []string{}
 		}
 		out = append(out, row)
 	}
 	return out
+}
+
+// visibleCounts returns the processes caller may see and the applications among them whose
+// details it may see (distinct CANTAL_PATHs of processes whose metrics were read), for a caller
+// who may not see everything: the totals would tell it of processes /proc hides from it.
+func visibleCounts(table []sysscan.Process, caller access.Caller, exports func(pid int) bool) (procs, apps int) {
+	paths := map[string]bool{}
+	for i := range table {
+		p := &table[i]
+		if p.UID < 0 || !caller.SeesProcess(uint32(p.UID)) {
+			continue
+		}
+		procs++
+		if caller.SeesDetails(uint32(p.UID)) && exports(p.PID) && !paths[p.CantalPath] {
+			paths[p.CantalPath] = true
+			apps++
+		}
+	}
+	return procs, apps
 }
 
 func (a *Agent) security(caller access.Caller) Security {
@@ -228,4 +264,15 @@ func (a *Agent) security(caller access.Caller) Security {
 		sec.Listeners = append(sec.Listeners, ListenerStatus{Addr: b.addr, Open: st.Open, Max: st.Max, PerSource: st.PerSource, Shed: st.Shed, Evicted: st.Evicted, Refused: st.Refused})
 	}
 	return sec
+}
+
+// cmdline serves /debug/pprof/cmdline as net/http/pprof does (the arguments, NUL-separated),
+// redacted by package redact: the agent's own command line may name a secret (issue 31, N12).
+func cmdline(args []string) http.HandlerFunc {
+	text := strings.Join(redact.Args(args), "\x00")
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte(text))
+	}
 }

@@ -67,3 +67,50 @@ func TestFinding12_ProcessRows(t *testing.T) {
 		t.Errorf("with --show-cmdlines: %q; want %q", rows[1].Cmdline, secret)
 	}
 }
+
+// A local user without hidepid sees every process's row, but another user's without its io
+// counters and environment-derived application name (as /proc/PID/io and environ). (N13)
+func TestProcessRowsHideOthersPrivateDetails(t *testing.T) {
+	table := []sysscan.Process{
+		{PID: 100, UID: 1000, Name: "app", ReadBytes: 11, WriteBytes: 12, CantalAppName: "mine", CantalPath: "/run/mine"},
+		{PID: 200, UID: 2000, Name: "db", ReadBytes: 21, WriteBytes: 22, CantalAppName: "theirs", CantalPath: "/run/theirs"},
+	}
+	exports := func(int) bool { return true }
+	user := access.Caller{Unix: true, UID: 1000, Processes: access.ProcessesAll, Details: access.ProcessesOwn}
+	rows := processRows(table, user, false, exports)
+	if len(rows) != 2 {
+		t.Fatalf("%d rows; want both processes", len(rows))
+	}
+	if r := rows[0]; r.ReadBytes != 11 || r.AppName != "mine" || !r.Metrics {
+		t.Errorf("own process %+v; want its io and appname", r)
+	}
+	if r := rows[1]; r.ReadBytes != 0 || r.WriteBytes != 0 || r.AppName != "" || r.Metrics {
+		t.Errorf("another user's process %+v; want no io, appname or metrics flag", r)
+	}
+}
+
+// The process and application counts of the status count only what the caller may see. (N14)
+func TestVisibleCounts(t *testing.T) {
+	table := []sysscan.Process{
+		{PID: 1, UID: 0, CantalPath: "/run/a"},
+		{PID: 100, UID: 1000, CantalPath: "/run/b"},
+		{PID: 101, UID: 1000, CantalPath: "/run/b"}, // the same application
+		{PID: 200, UID: 2000, CantalPath: "/run/c"},
+		{PID: 201, UID: 2000},
+	}
+	exports := func(pid int) bool { return pid != 201 }
+	for _, c := range []struct {
+		name        string
+		caller      access.Caller
+		procs, apps int
+	}{
+		{"own", access.Caller{UID: 1000, Processes: access.ProcessesOwn, Details: access.ProcessesOwn}, 2, 1},
+		{"none", access.Caller{Processes: access.ProcessesNone}, 0, 0},
+		{"details own", access.Caller{UID: 1000, Processes: access.ProcessesAll, Details: access.ProcessesOwn}, 5, 1},
+		{"all", access.Caller{Processes: access.ProcessesAll}, 5, 3},
+	} {
+		if p, a := visibleCounts(table, c.caller, exports); p != c.procs || a != c.apps {
+			t.Errorf("%s: %d processes, %d apps; want %d, %d", c.name, p, a, c.procs, c.apps)
+		}
+	}
+}

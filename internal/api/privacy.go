@@ -3,6 +3,7 @@ package api
 import (
 	"context"
 	"strconv"
+	"strings"
 
 	"github.com/cantal-go/cantal/internal/access"
 	"github.com/cantal-go/cantal/internal/series"
@@ -21,9 +22,14 @@ import (
 //
 // The predicate remembers each pid's answer, so build one per answer (a scan's pid may be
 // another process later); it is not safe for concurrent use.
+//
+// A caller that may not see some processes' private details (access.Caller.Details: a local
+// user on the Unix socket) sees of those processes only the series /proc would show it:
+// "process.*" series but the io counters ("process.io.*"); not their applications' series,
+// found through the environment (N13).
 func (s *Server) SeriesVisible(ctx context.Context) func(series.Labels) bool {
 	c, _ := access.FromContext(ctx)
-	if c.Processes == access.ProcessesAll {
+	if c.Processes == access.ProcessesAll && c.Details == access.ProcessesAll {
 		return nil
 	}
 	v := &visibility{caller: c, uid: s.ProcessUID, node: s.NodeName}
@@ -36,10 +42,26 @@ func (s *Server) SeriesVisible(ctx context.Context) func(series.Labels) bool {
 // concurrent use.
 func (s *Server) PeerSeriesVisible(ctx context.Context) func(series.Labels) bool {
 	c, _ := access.FromContext(ctx)
-	if c.Processes == access.ProcessesAll {
+	switch {
+	case c.Processes == access.ProcessesAll && c.Details == access.ProcessesAll:
 		return nil
+	case c.Processes == access.ProcessesAll:
+		return publicProcessSeries // another node's processes' owners are unknown here
 	}
 	return noProcessSeries
+}
+
+// publicProcessSeries keeps the series without a pid label and a process's series that /proc
+// shows every user (see SeriesVisible).
+func publicProcessSeries(l series.Labels) bool {
+	_, ok := l["pid"]
+	return !ok || publicMetric(l["metric"])
+}
+
+// publicMetric reports whether a process's series named metric is one /proc shows every user:
+// a "process.*" series other than the io counters.
+func publicMetric(metric string) bool {
+	return strings.HasPrefix(metric, "process.") && !strings.HasPrefix(metric, "process.io.")
 }
 
 func noProcessSeries(l series.Labels) bool {
@@ -51,7 +73,20 @@ type visibility struct {
 	caller access.Caller
 	uid    func(pid int) (uint32, bool)
 	node   string
-	seen   map[string]bool // pid label → visible
+	seen   map[string]pidVisibility // pid label → what of it is visible
+}
+
+// pidVisibility is what a caller sees of a process's series.
+type pidVisibility uint8
+
+const (
+	pidHidden pidVisibility = iota
+	pidPublic               // only what /proc shows every user (publicMetric)
+	pidAll
+)
+
+func (p pidVisibility) sees(l series.Labels) bool {
+	return p == pidAll || p == pidPublic && publicMetric(l["metric"])
 }
 
 func (v *visibility) visible(l series.Labels) bool {
@@ -66,17 +101,20 @@ func (v *visibility) visible(l series.Labels) bool {
 		return false
 	}
 	if vis, ok := v.seen[pid]; ok {
-		return vis
+		return vis.sees(l)
 	}
-	vis := false
+	vis := pidHidden
 	if n, err := strconv.Atoi(pid); err == nil && n > 0 {
-		if uid, ok := v.uid(n); ok {
-			vis = v.caller.SeesProcess(uid)
+		if uid, ok := v.uid(n); ok && v.caller.SeesProcess(uid) {
+			vis = pidPublic
+			if v.caller.SeesDetails(uid) {
+				vis = pidAll
+			}
 		}
 	}
 	if v.seen == nil {
-		v.seen = make(map[string]bool)
+		v.seen = make(map[string]pidVisibility)
 	}
 	v.seen[pid] = vis
-	return vis
+	return vis.sees(l)
 }

@@ -333,3 +333,50 @@ func TestFinding12_ClusterRoutesVisible(t *testing.T) {
 		t.Errorf("a peer's history filtered for a caller who sees no process: pids %v; want [-]", got)
 	}
 }
+
+// Without hidepid a local user sees every process, but of another user's only what /proc shows
+// it: not the io counters (/proc/PID/io) nor the application's series, found through the
+// environment (/proc/PID/environ); of its own processes, everything. Root sees everything; a
+// peer's process series are filtered the same way. (issue 31, N13)
+func TestSeriesVisibleHidesOthersPrivateDetails(t *testing.T) {
+	uids := func(pid int) (uint32, bool) {
+		switch pid {
+		case 100:
+			return 1000, true
+		case 200:
+			return 2000, true
+		}
+		return 0, false
+	}
+	s := &Server{ProcessUID: uids, NodeName: "a"}
+	user := access.Caller{Via: "unix", Unix: true, UID: 1000, Roles: access.Read, Processes: access.ProcessesAll, Details: access.ProcessesOwn}
+	ctx := access.NewContext(context.Background(), user)
+	vis := s.SeriesVisible(ctx)
+	if vis == nil {
+		t.Fatal("no filter for a local user without hidepid")
+	}
+	for _, c := range []struct {
+		l    series.Labels
+		want bool
+	}{
+		{series.Labels{"metric": "process.cpu", "pid": "200"}, true},
+		{series.Labels{"metric": "process.io.read_bytes", "pid": "200"}, false},
+		{series.Labels{"metric": "app.requests", "pid": "200", "appname": "db"}, false},
+		{series.Labels{"metric": "process.io.read_bytes", "pid": "100"}, true},
+		{series.Labels{"metric": "app.requests", "pid": "100", "appname": "mine"}, true},
+		{series.Labels{"metric": "load.one"}, true},
+	} {
+		if got := vis(c.l); got != c.want {
+			t.Errorf("%v visible = %v; want %v", c.l, got, c.want)
+		}
+	}
+	peer := s.PeerSeriesVisible(ctx)
+	if peer == nil || peer(series.Labels{"metric": "process.io.read_bytes", "pid": "7", "node": "b"}) ||
+		peer(series.Labels{"metric": "app.x", "pid": "7", "node": "b"}) || !peer(series.Labels{"metric": "process.cpu", "pid": "7", "node": "b"}) {
+		t.Error("a peer's io counters or application series visible to a local user, or its process.cpu not")
+	}
+	root := access.Caller{Via: "unix", Unix: true, Roles: access.Read | access.Write, Processes: access.ProcessesAll}
+	if s.SeriesVisible(access.NewContext(context.Background(), root)) != nil {
+		t.Error("root gets a filter")
+	}
+}

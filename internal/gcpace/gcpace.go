@@ -21,6 +21,21 @@
 // short-lived processes' series come and go every scan) trades up to half a live heap's worth of
 // memory for collections no more often than every MinGap or so, each of which marks the whole
 // live heap.
+//
+// # After a spike
+//
+// A limit set while the heap was briefly large (a burst of large requests) stays large: with
+// GOGC off nothing collects until the heap objects grow to it, so the memory of the spike's
+// garbage would be kept for as long as the process runs quietly (2.4 GB of heap five minutes
+// after one such burst, issue 31 N9). So a collection that finds the live heap more than
+// SpikeFactor times the settled one plus SpikeSlack schedules a collection of its own Recheck later, which also returns the free
+// memory to the operating system (debug.FreeOSMemory). If that one still finds the heap large,
+// the spike goes on: another follows at twice the delay, at most MaxRecheck apart; after
+// MaxRechecks of them the heap is taken as grown for good and settles there. The settled heap
+// follows the live heap down at once, and up only that way: the collections during a spike come
+// every few tens of percent of growth, so none of them alone looks like a spike. A process whose
+// heap stays within twice its settled size pays nothing; a spike, or a heap that doubles for
+// good, costs up to MaxRechecks collections.
 package gcpace
 
 import (
@@ -48,6 +63,15 @@ func adapt(base, growth float64, gap time.Duration) float64 {
 	}
 	return growth
 }
+
+// Spike handling (see "After a spike" in the package documentation).
+const (
+	SpikeFactor = 2
+	SpikeSlack  = 32 << 20
+	Recheck     = 10 * time.Second
+	MaxRecheck  = time.Minute
+	MaxRechecks = 6
+)
 
 // MinHeadroom is the least growth a Pacer allows over the memory in use when it sets a limit:
 // small heaps are not collected more often than this much allocation.
@@ -107,13 +131,23 @@ type Pacer struct {
 	sets    int
 	growth  float64   // in use, see adapt
 	lastGC  time.Time // when the latest collection was noticed
+
+	live     uint64        // the live heap found by the latest collection (set)
+	settled  uint64        // the live heap of the latest ordinary collection (not a spike's)
+	recheck  time.Duration // first delay of a spike's collection (Recheck; tests shorten it)
+	delay    time.Duration // the next one
+	rechecks int           // spike collections since the heap last settled
+	pending  *time.Timer   // a spike collection to come
+	released int           // spike collections run, in all
 }
 
 // Start turns GOGC off, sets the memory limit for the heap as it is and keeps setting it after
 // every collection until Stop. growth is the fraction of the live heap allowed to be allocated
 // between collections (0.25 is GOGC=25); it must be positive.
-func Start(growth float64) *Pacer {
-	p := &Pacer{base: growth, growth: growth, lastGC: time.Now(), samples: make([]metrics.Sample, len(sampleNames))}
+func Start(growth float64) *Pacer { return start(growth, Recheck) }
+
+func start(growth float64, recheck time.Duration) *Pacer {
+	p := &Pacer{base: growth, growth: growth, lastGC: time.Now(), samples: make([]metrics.Sample, len(sampleNames)), recheck: recheck}
 	for i, n := range sampleNames {
 		p.samples[i].Name = n
 	}
@@ -134,6 +168,9 @@ func (p *Pacer) Stop() {
 		return
 	}
 	p.stopped = true
+	if p.pending != nil {
+		p.pending.Stop()
+	}
 	debug.SetGCPercent(p.prevGC)
 	debug.SetMemoryLimit(p.prevLimit)
 }
@@ -143,6 +180,14 @@ func (p *Pacer) Stats() (limit int64, sets int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.limit, p.sets
+}
+
+// Released returns how many collections the Pacer ran after spikes (see the package
+// documentation).
+func (p *Pacer) Released() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.released
 }
 
 // Growth returns the growth in use (see the package documentation).
@@ -173,7 +218,47 @@ func (p *Pacer) collected() {
 	p.growth, p.lastGC = adapt(p.base, p.growth, now.Sub(p.lastGC)), now
 	p.set()
 	p.arm()
+	p.spike()
 	time.AfterFunc(resettle, p.update)
+}
+
+// spike follows the live heap after a collection and schedules a collection of its own when a
+// spike left it large (see the package documentation). p.mu is held.
+func (p *Pacer) spike() {
+	switch {
+	case p.settled == 0 || p.live <= p.settled:
+		p.settled, p.rechecks, p.delay = p.live, 0, 0 // the heap shrank: it settles lower
+		return
+	case p.live <= p.settled*SpikeFactor+SpikeSlack:
+		p.rechecks, p.delay = 0, 0 // ordinary
+		return
+	case p.rechecks >= MaxRechecks:
+		p.settled, p.rechecks, p.delay = p.live, 0, 0 // grown for good
+		return
+	}
+	if p.pending != nil {
+		return // one to come already
+	}
+	if p.delay == 0 {
+		p.delay = p.recheck
+	}
+	p.pending = time.AfterFunc(p.delay, p.release)
+	p.delay = min(2*p.delay, MaxRecheck)
+}
+
+// release collects and returns free memory to the operating system; the collection's
+// notification (collected) judges the heap it found.
+func (p *Pacer) release() {
+	p.mu.Lock()
+	if p.stopped {
+		p.mu.Unlock()
+		return
+	}
+	p.pending = nil
+	p.rechecks++
+	p.released++
+	p.mu.Unlock()
+	debug.FreeOSMemory()
 }
 
 // update sets the limit from the heap as it is now.
@@ -195,6 +280,7 @@ func (p *Pacer) set() {
 		return p.samples[i].Value.Uint64()
 	}
 	total, released := v(1), v(2)
+	p.live = v(0)
 	m := Mem{Live: v(0), Mapped: total - min(released, total), Objects: v(3), Free: v(4)}
 	p.limit = Limit(m, p.growth)
 	debug.SetMemoryLimit(p.limit)

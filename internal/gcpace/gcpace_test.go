@@ -164,3 +164,97 @@ func TestAdapt(t *testing.T) {
 		}
 	}
 }
+
+// mapped is the memory the runtime holds and has not released.
+func mapped() uint64 {
+	v := read("/memory/classes/total:bytes", "/memory/classes/heap/released:bytes")
+	return v[0] - v[1]
+}
+
+// After a spike (a large heap, live at a collection, then garbage), the Pacer collects and
+// returns the memory on its own: what the runtime holds comes back within twice what it held
+// before the spike, with no allocation to trigger a collection. Without it the limit set during
+// the spike kept the garbage for good. (issue 31, N9)
+func TestPacerReturnsMemoryAfterSpike(t *testing.T) {
+	oldGC := debug.SetGCPercent(100)
+	defer debug.SetGCPercent(oldGC)
+	oldLimit := debug.SetMemoryLimit(1 << 40)
+	defer debug.SetMemoryLimit(oldLimit)
+	debug.FreeOSMemory()
+	p := start(0.15, 200*time.Millisecond)
+	defer p.Stop()
+	// collect runs a collection and waits for the Pacer to have seen it.
+	collect := func() {
+		t.Helper()
+		_, sets := p.Stats()
+		runtime.GC()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+			if _, n := p.Stats(); n > sets {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("the Pacer did not see the collection")
+			}
+		}
+	}
+	collect() // settles the heap as it is
+	before := mapped()
+
+	spike := make([][]byte, 0, 256)
+	for range 256 {
+		spike = append(spike, make([]byte, 1<<20))
+	}
+	collect() // the spike live at a collection: the limit follows it up
+	runtime.KeepAlive(spike)
+	spike = nil
+	peak := mapped()
+	deadline := time.Now().Add(20 * time.Second)
+	for mapped() > 2*before+8<<20 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	after := mapped()
+	t.Logf("held %d MiB before, %d MiB at the spike, %d MiB after; %d spike collections", before>>20, peak>>20, after>>20, p.Released())
+	if after > 2*before+8<<20 {
+		t.Errorf("held %d MiB 20 s after the spike; want at most twice the %d MiB before", after>>20, before>>20)
+	}
+	if p.Released() == 0 {
+		t.Error("no spike collection ran")
+	}
+}
+
+// The settled heap follows the live heap down, not up through a spike's collections (each
+// within twice the one before); a heap still large after MaxRechecks spike collections settles
+// there. (N9)
+func TestSpikeSettles(t *testing.T) {
+	const mib = 1 << 20
+	p := &Pacer{recheck: time.Hour}
+	defer func() {
+		if p.pending != nil {
+			p.pending.Stop()
+		}
+	}()
+	at := func(live uint64) {
+		p.live = live
+		p.spike()
+	}
+	at(10 * mib)
+	for _, l := range []uint64{20, 40, 80, 160} { // a spike growing by collections
+		at(l * mib)
+	}
+	if p.settled != 10*mib || p.pending == nil {
+		t.Fatalf("settled %d MiB, pending %v; want 10 MiB and a spike collection to come", p.settled/mib, p.pending != nil)
+	}
+	for range MaxRechecks { // spike collections that find the heap still large
+		p.pending.Stop()
+		p.pending = nil
+		p.rechecks++
+		at(160 * mib)
+	}
+	if p.settled != 160*mib || p.rechecks != 0 {
+		t.Errorf("after %d spike collections: settled %d MiB, rechecks %d; want 160 MiB, 0", MaxRechecks, p.settled/mib, p.rechecks)
+	}
+	at(5 * mib)
+	if p.settled != 5*mib {
+		t.Errorf("settled %d MiB after the heap shrank to 5; want 5", p.settled/mib)
+	}
+}

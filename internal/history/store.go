@@ -271,6 +271,8 @@ type Store struct {
 	scans int // per segment
 	cap   int // per staging: scans + Options.GraceScans
 
+	onClose func(id ID, bytes int) // see OnClose; writer goroutine
+
 	empty *staging // a staging without rows, open while a segment is being swapped
 
 	view  atomic.Pointer[view]
@@ -520,6 +522,9 @@ func (s *Store) closeSegment() {
 			}
 		}
 		sw.end(len(sw.data) - start)
+		if n := len(sw.data) - start; n > 0 && s.onClose != nil {
+			s.onClose(ID(id), n)
+		}
 	}
 	sw.points = int(s.stagingPoints.Load()) - carried
 	seg := sw.segment(st.ts[:n])
@@ -564,6 +569,11 @@ func (s *Store) closeSegment() {
 	w.j = carry
 	s.closed.Add(1)
 }
+
+// OnClose makes every segment close call fn with each series' block size in bytes (the
+// compressed points it keeps until the segment expires), on the writer goroutine, before the
+// segment is published. Set it before the first scan. Writer goroutine only.
+func (s *Store) OnClose(fn func(id ID, bytes int)) { s.onClose = fn }
 
 // Closed returns how many segments the Store has closed since it was made. Right after a close
 // the open segment holds only the scans carried over (graceScans), so a Saver's Save costs

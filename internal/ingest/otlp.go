@@ -107,7 +107,11 @@ func DecodeOTLP(body []byte, json bool) (*metricsv1.MetricsData, error) {
 // OTLPHandler returns the OTLP/HTTP metrics endpoint (mount it on POST /v1/metrics). Answers:
 // 200 with an ExportMetricsServiceResponse in the request's encoding (partial_success set when
 // data points were refused); 400 with a google.rpc.Status for a body that does not decode; 413
-// for a body over Config.MaxBodyBytes (compressed or not); 415 for another Content-Type or
+// for a body over Config.MaxBodyBytes (compressed or not), one whose decoded form would hold
+// more than Config.MaxOTLPMessages sub-messages or Config.MaxOTLPPoints data points or take
+// more than Config.MaxBodyBytes of memory (see otlpcost.go), with the limit crossed in the
+// message; 503 with Retry-After when the decompressed or decoded body does not fit in what is
+// left of Config.Bodies; 415 for another Content-Type or
 // Content-Encoding (a request without Content-Type is taken as protobuf, OTLP's default); 405
 // for a method other than POST.
 func (p *Push) OTLPHandler() http.Handler {
@@ -130,14 +134,19 @@ func (p *Push) serveOTLP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	limit := p.cfg.MaxBodyBytes
-	tooLarge := func() {
+	tooLarge := func(msg string) {
 		p.mu.Lock()
 		p.stats.OTLPTooLarge++
 		p.mu.Unlock()
-		fail(http.StatusRequestEntityTooLarge, fmt.Sprintf("body exceeds the limit of %d bytes", limit))
+		fail(http.StatusRequestEntityTooLarge, msg)
 	}
+	busy := func() {
+		w.Header().Set("Retry-After", "1")
+		fail(http.StatusServiceUnavailable, "busy: too many request bodies in flight; retry")
+	}
+	bodyTooLarge := fmt.Sprintf("body exceeds the limit of %d bytes", limit)
 	if r.ContentLength > limit {
-		tooLarge()
+		tooLarge(bodyTooLarge)
 		return
 	}
 	var src io.Reader = http.MaxBytesReader(w, r.Body, limit)
@@ -147,29 +156,58 @@ func (p *Push) serveOTLP(w http.ResponseWriter, r *http.Request) {
 		zr, err := gzip.NewReader(src)
 		if err != nil {
 			if isTooLarge(err) {
-				tooLarge()
+				tooLarge(bodyTooLarge)
 				return
 			}
 			fail(http.StatusBadRequest, "invalid gzip body: "+cutString(err.Error(), maxReason))
 			return
 		}
 		defer zr.Close()
-		src = &limitReader{r: zr, left: limit} // a gzip bomb costs the limit, not its size
+		// A gzip bomb costs the limit, not its size, and the decompressed body is taken from
+		// the shared body budget as it grows.
+		br := &budgetReader{r: &limitReader{r: zr, left: limit}, b: p.cfg.Bodies}
+		defer br.release()
+		src = br
 	default:
 		fail(http.StatusUnsupportedMediaType, fmt.Sprintf("unsupported Content-Encoding %s (want gzip or none)", quote(enc)))
 		return
 	}
 	body, err := io.ReadAll(src)
 	if err != nil {
-		if isTooLarge(err) {
-			tooLarge()
-			return
+		switch {
+		case isTooLarge(err):
+			tooLarge(bodyTooLarge)
+		case errors.Is(err, errBudget):
+			busy()
+		default:
+			fail(http.StatusBadRequest, "read body: "+cutString(err.Error(), maxReason))
 		}
-		fail(http.StatusBadRequest, "read body: "+cutString(err.Error(), maxReason))
 		return
 	}
-	md, err := DecodeOTLP(body, asJSON)
+	// Bounded decoding (N3): the body's decoded form is measured before it is made, refused
+	// over the limits and taken from the body budget while it is held.
+	cost, err := MeasureOTLP(body, asJSON, p.cfg.MaxOTLPMessages, limit)
+	if err == nil && p.cfg.Bodies != nil {
+		if !p.cfg.Bodies.TryAcquire(cost.Bytes) {
+			busy()
+			return
+		}
+		defer p.cfg.Bodies.Release(cost.Bytes)
+	}
+	var md *metricsv1.MetricsData
+	if err == nil {
+		md, err = DecodeOTLP(body, asJSON)
+	}
 	body = nil
+	if err == nil {
+		if n := requestPoints(md); n > p.cfg.MaxOTLPPoints {
+			err = fmt.Errorf("%w: %d data points exceed the limit of %d per request", errOTLPTooLarge, n, p.cfg.MaxOTLPPoints)
+		}
+	}
+	if errors.Is(err, errOTLPTooLarge) {
+		tooLarge(err.Error())
+		return
+	}
 	if err != nil {
 		p.mu.Lock()
 		p.stats.OTLPRequests++
@@ -269,6 +307,19 @@ func (p *Push) ApplyOTLP(md *metricsv1.MetricsData) OTLPResult {
 	p.stats.OTLPRejected += uint64(res.Rejected)
 	p.mu.Unlock()
 	return res
+}
+
+// requestPoints returns the number of data points of md.
+func requestPoints(md *metricsv1.MetricsData) int {
+	n := 0
+	for _, rm := range md.GetResourceMetrics() {
+		for _, sm := range rm.GetScopeMetrics() {
+			for _, m := range sm.GetMetrics() {
+				n += countPoints(m)
+			}
+		}
+	}
+	return n
 }
 
 // countPoints returns the number of data points of m.

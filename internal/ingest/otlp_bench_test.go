@@ -82,3 +82,33 @@ func BenchmarkPushPaths(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkMeasureOTLP is the cost of the bounded-decoding walk (N3) beside the decoding it
+// guards, for the same benchSeries points in protobuf and OTLP/JSON.
+func BenchmarkMeasureOTLP(b *testing.B) {
+	_, pb, js := pushBodies(time.Unix(1700000000, 0).UnixNano())
+	for _, c := range []struct {
+		name   string
+		body   []byte
+		asJSON bool
+	}{{"protobuf", pb, false}, {"json", js, true}} {
+		b.Run(c.name+"/measure", func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(c.body)))
+			for b.Loop() {
+				if _, err := MeasureOTLP(c.body, c.asJSON, 1<<18, 32<<20); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(c.name+"/decode", func(b *testing.B) {
+			b.ReportAllocs()
+			b.SetBytes(int64(len(c.body)))
+			for b.Loop() {
+				if _, err := DecodeOTLP(c.body, c.asJSON); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -328,9 +328,31 @@ func FuzzOTLP(f *testing.F) {
 		f.Add(j, true)
 	}
 	f.Add([]byte(`{"resourceMetrics":[{"scopeMetrics":[{"metrics":[{"name":"x","gauge":{"dataPoints":[{"asInt":"3"}]}}]}]}]}`), true)
+	f.Add(repeatField(100, 1, nil), false)
+	f.Add([]byte(`{"resourceMetrics":[{},{},{"scopeMetrics":[{"metrics":[{"histogram":{"dataPoints":[{"bucketCounts":[1,"2"]}]}}]}]}]}`), true)
 	f.Fuzz(func(t *testing.T, body []byte, asJSON bool) {
-		p, _ := newTestPush(Config{MaxSeries: 100, MaxBytes: 64 << 10, MaxLabels: 8})
+		p, _ := newTestPush(Config{MaxSeries: 100, MaxBytes: 64 << 10, MaxLabels: 8, MaxOTLPMessages: 64, MaxBodyBytes: 1 << 16})
+		// With the size caps in place (N3): the handler answers within its codes, and what the
+		// walk lets through decodes to no more sub-messages than it counted.
+		ct := "application/x-protobuf"
+		if asJSON {
+			ct = "application/json"
+		}
+		r := httptest.NewRequest(http.MethodPost, "/v1/metrics", bytes.NewReader(body))
+		r.Header.Set("Content-Type", ct)
+		w := httptest.NewRecorder()
+		p.OTLPHandler().ServeHTTP(w, r)
+		if w.Code != 200 && w.Code != 400 && w.Code != 413 {
+			t.Fatalf("POST = %d %q", w.Code, w.Body)
+		}
+		checkPush(t, p)
+		cost, merr := MeasureOTLP(body, asJSON, 64, 1<<16)
 		md, err := DecodeOTLP(body, asJSON)
+		if merr == nil && err == nil {
+			if n := countMessages(md.ProtoReflect()); n > cost.Messages {
+				t.Fatalf("decoded %d sub-messages; the walk counted %d", n, cost.Messages)
+			}
+		}
 		if err != nil {
 			if len(err.Error()) > 300 {
 				t.Errorf("error of %d bytes", len(err.Error()))

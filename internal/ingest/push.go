@@ -59,6 +59,12 @@
 //     having been stored); MaxRequestNewSeries new series (20000; the lines that would create
 //     more are rejected as a partial write). The body is decoded as it arrives, a batch of lines
 //     at a time, so a request holds its current line and batch in memory, not its body;
+//   - one OTLP request: MaxBodyBytes on the wire and decompressed, as /write; then, before it
+//     is decoded, MaxOTLPMessages sub-messages (262144) and MaxBodyBytes of decoded memory
+//     (estimated by MeasureOTLP, an upper bound), MaxOTLPPoints data points (100000); the
+//     decompressed body and the decoded estimate are taken from Config.Bodies while held;
+//   - while the history of pushed series fills its budget (Config.HistoryFull), points are
+//     refused on arrival;
 //   - statsd: a line or datagram of up to 64 KiB; a timer keeps MaxTimerSamples samples per
 //     scan interval, a set counts MaxSetSize distinct values (kept as 64-bit hashes).
 //
@@ -84,6 +90,7 @@ import (
 	"cmp"
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/maphash"
 	"log/slog"
@@ -147,6 +154,20 @@ type Config struct {
 	MaxRequestLines int
 	// MaxRequestNewSeries limits the series one /write request may create. Default 20000.
 	MaxRequestNewSeries int
+	// MaxOTLPMessages limits the sub-messages (protobuf) or objects (JSON) of one OTLP request,
+	// counted before it is decoded; its decoded form is also bounded by MaxBodyBytes of memory
+	// (see otlpcost.go). Default 262144.
+	MaxOTLPMessages int
+	// MaxOTLPPoints limits the data points of one OTLP request. Default 100000.
+	MaxOTLPPoints int
+	// HistoryFull reports whether the history of pushed series fills its budget
+	// (registry.Registry.PushedFull): points are then refused on arrival, with the reason.
+	// Nil: never.
+	HistoryFull func() bool
+	// Bodies is the memory shared by the requests being read (the agent's body budget): an
+	// OTLP request's decompressed body and its decoded form are taken from it while held, and
+	// the request is answered 503 when they do not fit. Nil: not shared.
+	Bodies Budget
 	// Percentiles computed for statsd timers and histograms at each scan, in (0, 1).
 	// Default 0.5 (as "median"), 0.9, 0.95, 0.99.
 	Percentiles []float64
@@ -193,6 +214,12 @@ func (c *Config) setDefaults() {
 	if c.MaxRequestNewSeries <= 0 {
 		c.MaxRequestNewSeries = 20000
 	}
+	if c.MaxOTLPMessages <= 0 {
+		c.MaxOTLPMessages = 1 << 18
+	}
+	if c.MaxOTLPPoints <= 0 {
+		c.MaxOTLPPoints = 100000
+	}
 	if len(c.Percentiles) == 0 {
 		c.Percentiles = []float64{0.5, 0.9, 0.95, 0.99}
 	}
@@ -208,6 +235,13 @@ func (c *Config) setDefaults() {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+}
+
+// Budget is memory shared by concurrent requests, in bytes: TryAcquire takes n if that much is
+// left, Release gives n back. Safe for concurrent use (a *semaphore.Weighted is one).
+type Budget interface {
+	TryAcquire(n int64) bool
+	Release(n int64)
 }
 
 // Stats are the running totals of a Push since it was made.
@@ -411,6 +445,9 @@ func (p *Push) admit(n int, cost int64) error {
 // errRefused marks a line refused for a budget (counted in Stats.Refused).
 type errRefused struct{ error }
 
+// errHistoryFull refuses points while the history of pushed series fills its budget.
+var errHistoryFull = errors.New("the history of pushed series fills its byte budget; retry later")
+
 func (e errRefused) Unwrap() error { return e.error }
 
 // pending is what applyLine knows of one point of a line between its two passes.
@@ -422,6 +459,9 @@ type pending struct {
 // applyLine stores the points of one line of a /write request, all or none: a line with one
 // refused field (kind conflict, a limit) stores none of its fields. Called with p.mu held.
 func (p *Push) applyLine(line []Point, req *writeReq, now int64) error {
+	if p.cfg.HistoryFull != nil && p.cfg.HistoryFull() && slices.ContainsFunc(line, func(pt Point) bool { return pt.Kind != series.State }) {
+		return errRefused{errHistoryFull}
+	}
 	pend := req.pend[:0]
 	newSeries := 0
 	var cost int64

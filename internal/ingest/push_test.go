@@ -329,3 +329,18 @@ func TestTimerReservoirBounded(t *testing.T) {
 		t.Errorf("max = %v; want exact 9999", mx)
 	}
 }
+
+// While the history of pushed series fills its budget (registry.PushedFull), a push is refused
+// on arrival with the reason, and taken again once there is room. (issue 31, N11)
+func TestPushRefusedWhileHistoryFull(t *testing.T) {
+	full := true
+	p, _ := newTestPush(Config{HistoryFull: func() bool { return full }})
+	w := post(t, p.WriteHandler(), "", []byte("m v=1"), nil)
+	if w.Code != 400 || !strings.Contains(w.Body.String(), "history of pushed series") {
+		t.Errorf("full: %d %s; want 400 naming the history budget", w.Code, w.Body)
+	}
+	full = false
+	if w := post(t, p.WriteHandler(), "", []byte("m v=1"), nil); w.Code != 204 {
+		t.Errorf("room again: %d %s; want 204", w.Code, w.Body)
+	}
+}

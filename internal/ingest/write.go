@@ -325,6 +325,38 @@ func (l *limitReader) Read(b []byte) (int, error) {
 	return n, err
 }
 
+// errBudget is budgetReader's error: the shared body budget is used up.
+var errBudget = errors.New("body budget used up")
+
+// budgetReader reads r, taking what it reads from b (nil: no budget) a readChunk at a time
+// ahead of the reading; release gives it all back. One goroutine.
+type budgetReader struct {
+	r    io.Reader
+	b    Budget
+	held int64 // taken from b
+	read int64 // read from r
+}
+
+func (br *budgetReader) Read(p []byte) (int, error) {
+	if br.b != nil && br.read+int64(len(p)) > br.held {
+		if !br.b.TryAcquire(readChunk) {
+			return 0, errBudget
+		}
+		br.held += readChunk
+		p = p[:min(int64(len(p)), br.held-br.read)]
+	}
+	n, err := br.r.Read(p)
+	br.read += int64(n)
+	return n, err
+}
+
+func (br *budgetReader) release() {
+	if br.b != nil {
+		br.b.Release(br.held)
+		br.held = 0
+	}
+}
+
 // entryStatus is what entryReader.next found.
 type entryStatus int
 

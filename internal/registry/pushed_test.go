@@ -83,3 +83,53 @@ func TestPutAtState(t *testing.T) {
 	}
 	r.Commit()
 }
+
+// The history of pushed series is charged to their byte budget (SetMaxPushed): points are
+// refused with ErrPushedFull while keys and history fill it, the history they hold stays within
+// it, and pushing resumes as segments expire. Before, the history grew outside any budget
+// (~1.5 GB at the series cap). (issue 31, N11)
+func TestPushedHistoryChargedToBudget(t *testing.T) {
+	r, _ := newReg(t, 10*time.Minute) // 1 s scans, 64-scan segments
+	const budget = 256 << 10
+	r.SetMaxPushed(0, budget)
+	var refs []*series.Ref
+	for i := range 100 {
+		refs = append(refs, r.Series(series.Labels{"metric": "rand", "i": string(rune('a'+i%26)) + string(rune('a'+i/26)), series.SourceLabel: series.SourcePush}, series.Float))
+	}
+	base := int64(1_700_000_000_000)
+	var maxHist int64
+	refused, acceptedLate := 0, 0
+	x := uint64(1)
+	for i := int64(0); i < 1800; i++ {
+		ts := base + i*1000
+		r.Begin(ts)
+		for _, ref := range refs {
+			x = x*6364136223846793005 + 1442695040888963407 // random floats: the least compressible
+			_, err := r.PutAt(ref, ts, math.Float64bits(float64(x>>11)/(1<<53)))
+			switch {
+			case errors.Is(err, ErrPushedFull):
+				refused++
+			case err != nil:
+				t.Fatal(err)
+			case i > 1500:
+				acceptedLate++
+			}
+		}
+		r.Commit()
+		st := r.History().Stats()
+		maxHist = max(maxHist, st.CompressedBytes) // the staging is a fixed capacity, not grown by points
+	}
+	t.Logf("history at most %d KiB (budget %d KiB), %d points refused, %d accepted in the last 5 minutes", maxHist>>10, budget>>10, refused, acceptedLate)
+	if refused == 0 {
+		t.Error("no point refused: the history is not charged")
+	}
+	if maxHist > budget {
+		t.Errorf("the history held %d KiB; want about the %d KiB budget at most", maxHist>>10, budget>>10)
+	}
+	if acceptedLate == 0 {
+		t.Error("no point accepted after segments expired: the charge is never given back")
+	}
+	if v := r.View(); v.PushedBytes <= int64(len(refs))*pushedOverhead {
+		t.Errorf("PushedBytes %d: the history is not in it", v.PushedBytes)
+	}
+}

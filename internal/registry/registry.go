@@ -74,18 +74,26 @@ type Registry struct {
 	maxPushedB int64                   // bytes of pushed series (pushedCost); 0: no limit
 	pushed     int                     // pushed series held
 	pushedB    int64                   // their cost
-	evicted    int64                   // series dropped by the limits, in all
-	evictedP   int64                   // pushed series dropped by their limits, in all
-	evictedNow int                     // series dropped by the limits in this scan
-	free       []int32
-	evictTS    []int64 // evict's scratch
-	entries    []entry // the entries not yet handed out by newEntry
-	added      int     // series added in this scan
-	removed    int     // series removed in this scan
-	live       int     // series written in this scan
-	scanTS     int64
-	probs      []Problem
-	logged     map[Problem]int64 // problems already logged, with the scan they were last seen in
+	// The history of pushed series in the byte budget (pushed.go): points put in the open
+	// segment, the blocks of the segment closing, and those of closed segments not expired.
+	pushedOpen  int64
+	closing     int64
+	closedSeen  int64
+	pushedSegs  []pushedSegment
+	pushedSegsB int64
+	pushedFull  atomic.Bool
+	evicted     int64 // series dropped by the limits, in all
+	evictedP    int64 // pushed series dropped by their limits, in all
+	evictedNow  int   // series dropped by the limits in this scan
+	free        []int32
+	evictTS     []int64 // evict's scratch
+	entries     []entry // the entries not yet handed out by newEntry
+	added       int     // series added in this scan
+	removed     int     // series removed in this scan
+	live        int     // series written in this scan
+	scanTS      int64
+	probs       []Problem
+	logged      map[Problem]int64 // problems already logged, with the scan they were last seen in
 
 	// Published for readers after each Commit.
 	view atomic.Pointer[View]
@@ -171,7 +179,7 @@ type View struct {
 	EvictedNow    int
 	EvictedPushed int64
 	// Pushed is the number of pushed series (labelled source="push") among the view's series,
-	// and PushedBytes what they cost in SetMaxPushed's byte budget.
+	// and PushedBytes what they and their history cost in SetMaxPushed's byte budget.
 	Pushed      int
 	PushedBytes int64
 }
@@ -189,6 +197,8 @@ func New(hist *history.Store, retention time.Duration, log *slog.Logger) *Regist
 		batches:   map[**series.Ref]*batch{},
 		subs:      map[chan<- *View]struct{}{},
 	}
+	hist.OnClose(r.closedBlock)
+	r.closedSeen = hist.Closed()
 	hist.Each(func(id history.ID, key string, kind series.Kind) bool {
 		labels, err := series.ParseKey(key)
 		if err != nil {
@@ -591,6 +601,7 @@ func (r *Registry) Commit() {
 	r.hist.Commit()
 	r.live = r.markWritten()
 	r.hist.ExpireFunc(r.expired)
+	r.settlePushedHistory()
 	// States keep no history: forget one unseen for the retention period.
 	horizon := r.scanTS - r.retention.Milliseconds()
 	for _, slot := range r.stateKeys {
@@ -623,8 +634,8 @@ func (r *Registry) Commit() {
 func (r *Registry) SetMaxSeries(n int) { r.maxSeries = max(n, 0) }
 
 // SetMaxPushed bounds the pushed series (labelled source="push") to n series (0: no bound) and
-// bytes bytes (0: no bound), each series costing its key plus 256 bytes. Call it before the
-// first scan.
+// bytes bytes (0: no bound), each series costing its key plus 256 bytes, and their history
+// what it holds (see PushedFull). Call it before the first scan.
 //
 // The pusher (internal/ingest) bounds the pushed series it holds at once; these bounds cover
 // the pushed series the registry keeps after the pusher let them go (kept, like every series,
@@ -837,7 +848,7 @@ func (r *Registry) sweepCold() {
 
 func (r *Registry) publish() {
 	v := &View{TS: r.scanTS, Problems: r.probs, Added: r.added, Removed: r.removed, Live: r.live,
-		Evicted: r.evicted, EvictedNow: r.evictedNow, EvictedPushed: r.evictedP, Pushed: r.pushed, PushedBytes: r.pushedB}
+		Evicted: r.evicted, EvictedNow: r.evictedNow, EvictedPushed: r.evictedP, Pushed: r.pushed, PushedBytes: r.pushedB + r.pushedHistoryBytes()}
 	r.added, r.removed, r.live, r.evictedNow = 0, 0, 0, 0
 	// The View shares the slots: publishing costs nothing per series, however many there are.
 	v.slots, v.n = r.slots[:r.nslots], r.count

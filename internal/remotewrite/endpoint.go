@@ -69,8 +69,21 @@ type Status struct {
 	DroppedSamples uint64  `json:"dropped_samples"` // their samples
 	Retries        uint64  `json:"retries"`         // attempts that failed with 5xx, 429 or a network error
 	Retrying       bool    `json:"retrying"`        // the current request is being retried
-	LastError      string  `json:"last_error,omitempty"`
-	LastErrorMs    int64   `json:"last_error_ms,omitempty"`
+	// LastError is the last failure, with the receiver's own text when it answered (which may
+	// echo what it was sent, or its internals): show it whole only to callers trusted with the
+	// agent's configuration, and ForReaders to the others.
+	LastError   string `json:"last_error,omitempty"`
+	LastErrorMs int64  `json:"last_error_ms,omitempty"`
+
+	brief string // LastError without the receiver's text
+}
+
+// ForReaders returns s with LastError cut to what the agent itself knows of the failure (the
+// status code and its standard text, or the network error), without the receiver's text: for
+// callers who may read the agent but not configure it (issue 31, N12).
+func (s Status) ForReaders() Status {
+	s.LastError = s.brief
+	return s
 }
 
 // Endpoint sends the history to one receiver. Build it with New; Run is its sender goroutine.
@@ -517,9 +530,27 @@ func (e *Endpoint) persist(force bool) {
 }
 
 // errPermanent is a response that retrying cannot change.
-type errPermanent struct{ msg string }
+type errPermanent struct{ msg, brief string }
 
 func (e errPermanent) Error() string { return e.msg }
+
+// errReceiver is a receiver's answer to retry: msg with its text, brief without.
+type errReceiver struct{ msg, brief string }
+
+func (e errReceiver) Error() string { return e.msg }
+
+// briefError is err's text without the receiver's (see Status.ForReaders).
+func briefError(err error) string {
+	var p errPermanent
+	if errors.As(err, &p) && p.brief != "" {
+		return p.brief
+	}
+	var r errReceiver
+	if errors.As(err, &r) {
+		return r.brief
+	}
+	return err.Error()
+}
 
 // send posts e.req (samples samples) until the receiver takes it or refuses it for good. It
 // returns only ctx's error.
@@ -547,7 +578,7 @@ func (e *Endpoint) send(ctx context.Context, samples int) error {
 			e.mu.Lock()
 			e.st.FailedBatches++
 			e.st.DroppedSamples += uint64(samples)
-			e.st.LastError, e.st.LastErrorMs = err.Error(), now
+			e.st.LastError, e.st.LastErrorMs, e.st.brief = err.Error(), now, briefError(err)
 			e.st.Retrying = false
 			e.mu.Unlock()
 			if e.lim.Allow() {
@@ -559,7 +590,7 @@ func (e *Endpoint) send(ctx context.Context, samples int) error {
 		first := !e.st.Retrying
 		e.st.Retries++
 		e.st.Retrying = true
-		e.st.LastError, e.st.LastErrorMs = err.Error(), now
+		e.st.LastError, e.st.LastErrorMs, e.st.brief = err.Error(), now, briefError(err)
 		e.mu.Unlock()
 		if first && e.lim.Allow() {
 			e.log.Warn("remote write failed; retrying with backoff", "err", err)
@@ -584,7 +615,7 @@ func (e *Endpoint) send(ctx context.Context, samples int) error {
 func (e *Endpoint) post(ctx context.Context, body []byte) (time.Duration, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.cfg.URL, bytes.NewReader(body))
 	if err != nil {
-		return 0, errPermanent{fmt.Sprintf("request: %v", err)}
+		return 0, errPermanent{msg: fmt.Sprintf("request: %v", err)}
 	}
 	req.Header.Set("Content-Encoding", "snappy")
 	req.Header.Set("Content-Type", "application/x-protobuf")
@@ -608,6 +639,7 @@ func (e *Endpoint) post(ctx context.Context, body []byte) (time.Duration, error)
 	msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	reason := fmt.Sprintf("%s: %s: %s", e.url, resp.Status, printable(msg))
+	brief := fmt.Sprintf("%s: %d %s", e.url, resp.StatusCode, http.StatusText(resp.StatusCode))
 	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
 		var ra time.Duration
 		if resp.StatusCode == http.StatusTooManyRequests {
@@ -615,9 +647,9 @@ func (e *Endpoint) post(ctx context.Context, body []byte) (time.Duration, error)
 				ra = time.Duration(s) * time.Second
 			}
 		}
-		return ra, errors.New(reason)
+		return ra, errReceiver{reason, brief}
 	}
-	return 0, errPermanent{reason}
+	return 0, errPermanent{reason, brief}
 }
 
 // printable is a receiver's error text made safe for a log line: one line, printable ASCII,

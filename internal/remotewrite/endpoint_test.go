@@ -2,6 +2,7 @@ package remotewrite
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"math"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -474,6 +476,34 @@ func TestLatePositionOldFile(t *testing.T) {
 		}
 		if st := e.Status(); st.PositionMs != 1700000000000 || st.LatePositionMs != c.want {
 			t.Errorf("%s: position %d, late %d; want late %d", c.file, st.PositionMs, st.LatePositionMs, c.want)
+		}
+	}
+}
+
+// A receiver's own text (here "not now", and a reason phrase of its own) is in LastError for
+// the agent's administrators, and not in what ForReaders leaves: the status code and its
+// standard text. Refused and retried requests alike. (issue 31, N12)
+func TestLastErrorForReadersWithoutReceiverText(t *testing.T) {
+	for _, code := range []int{http.StatusBadRequest, http.StatusInternalServerError} {
+		rcv, srv := newReceiver(t)
+		rcv.status = func() int { return code }
+		h := history.New(history.Options{Retention: time.Hour, Interval: 2 * time.Second})
+		scans(t, h, time.Now().UnixMilli()-60_000, 0, 3)
+		e := newEndpoint(t, "http://"+srv.Listener.Addr().String()+"/api/v1/write", h, "")
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error)
+		go func() { done <- e.Run(ctx) }()
+		waitFor(t, "an error", func() bool { return e.Status().LastError != "" })
+		cancel()
+		<-done
+		st := e.Status()
+		if !strings.Contains(st.LastError, "not now") {
+			t.Errorf("%d: LastError %q; want the receiver's text for administrators", code, st.LastError)
+		}
+		r := st.ForReaders()
+		want := fmt.Sprintf("%d %s", code, http.StatusText(code))
+		if strings.Contains(r.LastError, "not now") || !strings.Contains(r.LastError, want) {
+			t.Errorf("%d: for readers %q; want %q without the receiver's text", code, r.LastError, want)
 		}
 	}
 }
