@@ -663,6 +663,24 @@ func (s *Store) Drop(id ID) bool {
 	return true
 }
 
+// Newest returns a time no point of series id is later than (for a series without points, a
+// time before it was registered; 0 for an unknown ID): the newest point's time in a closed
+// segment, or the open scan's when it has a point in the open segment. A caller indexing series
+// by time uses it for the series of a loaded snapshot. Writer goroutine only; O(1).
+func (s *Store) Newest(id ID) int64 {
+	w := &s.w
+	if int(id) >= len(w.kinds) || w.kinds[id] == 0 {
+		return 0
+	}
+	if s.hasOpenPoint(id) {
+		if w.inScan {
+			return w.ts
+		}
+		return w.lastTS0
+	}
+	return w.lastTS[id]
+}
+
 // hasOpenPoint reports whether id has a point in the open segment (committed or not).
 func (s *Store) hasOpenPoint(id ID) bool {
 	n := s.w.j

@@ -87,6 +87,13 @@ type Registry struct {
 	probs      []Problem
 	logged     map[Problem]int64 // problems already logged, with the scan they were last seen in
 
+	// The read index (index.go). newest is shared with the Views, like slots.
+	names      map[string]*postings // by metric name
+	nameTab    *nameTable           // last published
+	namesDirty bool                 // names came or went since nameTab
+	slotGen    []uint32             // by slot: generation of its latest entry
+	newest     []atomic.Int64       // by slot: no point of the series is later; see markNewest
+
 	// Published for readers after each Commit.
 	view atomic.Pointer[View]
 
@@ -101,6 +108,8 @@ type entry struct {
 	kind    series.Kind
 	pushed  bool // labelled source="push"
 	hid     history.ID
+	gen     uint32                        // the slot's generation when the entry was made (index.go)
+	post    *postings                     // the postings list of its metric name
 	labels  atomic.Value                  // series.Labels, the linked Ref's; a nil map while the series is cold (see sweepCold)
 	stateTS atomic.Int64                  // states only: ts of the scan that last wrote it
 	state   atomic.Pointer[series.Sample] // states only: latest text and since
@@ -159,6 +168,8 @@ type View struct {
 	TS       int64
 	slots    []atomic.Pointer[entry] // the registry's slots when published; see Each
 	live     []uint64                // bit i: slot i was written by the view's scan; immutable
+	newest   []atomic.Int64          // the registry's newest when published; see Select
+	names    *nameTable              // the metric names' postings lists; see Select
 	n        int                     // series in the registry when published
 	Problems []Problem
 	Added    int // series registered by the scan
@@ -188,6 +199,7 @@ func New(hist *history.Store, retention time.Duration, log *slog.Logger) *Regist
 		logged:    map[Problem]int64{},
 		batches:   map[**series.Ref]*batch{},
 		subs:      map[chan<- *View]struct{}{},
+		names:     map[string]*postings{},
 	}
 	hist.Each(func(id history.ID, key string, kind series.Kind) bool {
 		labels, err := series.ParseKey(key)
@@ -195,7 +207,8 @@ func New(hist *history.Store, retention time.Duration, log *slog.Logger) *Regist
 			log.Warn("history holds a series with an unreadable key", "key", key, "err", err)
 			return true
 		}
-		r.add(key, kind, id, labels, nil) // cold until a collector writes it
+		slot := r.add(key, kind, id, labels, nil) // cold until a collector writes it
+		r.markNewest(slot, hist.Newest(id))
 		return true
 	})
 	r.publish()
@@ -226,16 +239,19 @@ func (r *Registry) add(key string, kind series.Kind, hid history.ID, labels seri
 		if r.nslots == len(r.slots) {
 			// Grow into a new array: Views published before keep the old one.
 			slots := make([]atomic.Pointer[entry], max(1024, 2*len(r.slots)))
+			newest := make([]atomic.Int64, len(slots))
 			for i := range r.slots {
 				slots[i].Store(r.slots[i].Load())
+				newest[i].Store(r.newest[i].Load())
 			}
-			r.slots = slots
+			r.slots, r.newest = slots, newest
 		}
 		slot = int32(r.nslots)
 		r.nslots++
 		r.hot = append(r.hot, hotSlot{})
 		r.lastTS = append(r.lastTS, 0)
 		r.class = append(r.class, 0)
+		r.slotGen = append(r.slotGen, 0)
 		if n := (r.nslots + 63) >> 6; n > len(r.liveBits) {
 			r.liveBits = append(r.liveBits, 0) // not published until Commit: grown in place
 		}
@@ -245,6 +261,7 @@ func (r *Registry) add(key string, kind series.Kind, hid history.ID, labels seri
 		ref.ID = slot
 	}
 	r.lastTS[slot] = 0
+	r.newest[slot].Store(0)
 	switch {
 	case e.pushed:
 		r.class[slot] = classPushed
@@ -253,6 +270,7 @@ func (r *Registry) add(key string, kind series.Kind, hid history.ID, labels seri
 	default:
 		r.class[slot] = 0
 	}
+	r.indexAdd(e, slot, labels) // before readers see e
 	r.slots[slot].Store(e)
 	if kind == series.State {
 		r.stateKeys[key] = slot
@@ -527,7 +545,9 @@ func (r *Registry) markWritten() int {
 	for w, word := range r.liveBits {
 		n += mathbits.OnesCount64(word)
 		for ; word != 0; word &= word - 1 {
-			r.lastTS[w<<6+mathbits.TrailingZeros64(word)] = r.scanTS
+			slot := w<<6 + mathbits.TrailingZeros64(word)
+			r.lastTS[slot] = r.scanTS
+			r.newest[slot].Store(r.scanTS)
 		}
 	}
 	return n
@@ -578,6 +598,7 @@ func (r *Registry) remove(slot int32) {
 		ref.ID = -1
 	}
 	r.slots[slot].Store(nil)
+	r.indexRemove(e)
 	r.hot[slot] = hotSlot{}
 	r.class[slot] = 0
 	r.free = append(r.free, slot)
@@ -841,6 +862,7 @@ func (r *Registry) publish() {
 	r.added, r.removed, r.live, r.evictedNow = 0, 0, 0, 0
 	// The View shares the slots: publishing costs nothing per series, however many there are.
 	v.slots, v.n = r.slots[:r.nslots], r.count
+	v.newest, v.names = r.newest[:r.nslots], r.nameTable()
 	// The live bits go with the View, which never changes them; the next scan gets new ones
 	// (one allocation of a bit per slot per scan).
 	v.live = r.liveBits

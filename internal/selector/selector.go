@@ -188,6 +188,51 @@ func (s *Selector) Match(l series.Labels) bool {
 	return true
 }
 
+// Constrains reports whether some matcher of s is on the label name. A nil *Selector
+// constrains no label.
+func (s *Selector) Constrains(name string) bool {
+	if s == nil {
+		return false
+	}
+	for i := range s.matchers {
+		if s.matchers[i].Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Only reports whether every matcher of s is on the label name (true for the empty selector):
+// then MatchValue(name, v) is Match of any series whose value of name is v, and an index keyed
+// by that label answers the selector without reading the series' other labels.
+func (s *Selector) Only(name string) bool {
+	if s == nil {
+		return true
+	}
+	for i := range s.matchers {
+		if s.matchers[i].Name != name {
+			return false
+		}
+	}
+	return true
+}
+
+// MatchValue reports whether v, as the value of the label name ("" for a missing one),
+// satisfies every matcher of s on that label; matchers on other labels are not looked at. An
+// index keyed by the label's values (such as the registry's by metric name) uses it to pick
+// the values whose series may match. It does not allocate.
+func (s *Selector) MatchValue(name, v string) bool {
+	if s == nil {
+		return true
+	}
+	for i := range s.eval {
+		if m := &s.eval[i]; m.Name == name && !m.Matches(v) {
+			return false
+		}
+	}
+	return true
+}
+
 // MetricName returns the one value of the metric label a selected series can have, when the
 // selector pins it (metric="x", a bare name, or metric=~"x"). An index keyed by metric name can
 // then look up candidates directly instead of scanning every series; candidates must still be
