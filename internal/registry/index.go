@@ -205,6 +205,9 @@ func (v *View) Select(sel *selector.Selector, fromMs int64, live bool, fn func(h
 		}
 	}
 	slices.SortFunc(cands, func(a, b Handle) int { return cmp.Compare(a.slot, b.slot) })
+	// A slot reused under another name while the lists were read may be in two of them, with
+	// its old series and its new one: pass one, as Each would.
+	cands = slices.CompactFunc(cands, func(a, b Handle) bool { return a.slot == b.slot })
 	// The lists' names satisfy sel's metric matchers: a selector with no other needs no labels.
 	whole := !sel.Only(selector.MetricLabel)
 	for _, h := range cands {
