@@ -5,6 +5,7 @@ import (
 	mathbits "math/bits"
 	"slices"
 	"sync/atomic"
+	"time"
 
 	"github.com/cantal-go/cantal/internal/selector"
 	"github.com/cantal-go/cantal/internal/series"
@@ -24,10 +25,14 @@ import (
 //     the distinct names, not on the series. A selector with no metric matcher visits every
 //     slot, but reads no labels before the time test below, and tests a cold series on its key
 //     without parsing it (selector.MatchKey).
-//   - By time: newest (by slot) is a time no point of the series is later than: the scan that
-//     last wrote it, the scan a late pushed point went to, the history's newest point for a
-//     series loaded from a snapshot. A series whose newest is before the window has no point
-//     in it and is skipped without reading its entry's labels.
+//   - By time: newest (by slot) is a time such that no point of the series is later than
+//     newest + newestStep: the scan that wrote it, at most every newestStep (the scanner
+//     writes tens of thousands of series a scan on a busy machine; an atomic store for each,
+//     at every scan, would cost it a millisecond), and exactly the scan a late pushed point
+//     went to or the history's newest point for a series loaded from a snapshot. A series
+//     whose newest + newestStep is before the window has no point in it and is skipped
+//     without reading its entry's labels; one that died up to newestStep before the window
+//     is a candidate for nothing (its points are read and there are none).
 //
 // Concurrency: the scanner alone changes the index, readers read it at any time without a lock.
 // A postings list's entries live in an array that is appended to in place (an entry is written
@@ -138,6 +143,9 @@ func (r *Registry) nameTable() *nameTable {
 	return t
 }
 
+// newestStep is how far behind a series' last write its newest may be (see the read index).
+const newestStep = 30 * time.Second
+
 // markNewest records that series of slot may have a point at tsMs. Scanner only.
 func (r *Registry) markNewest(slot int32, tsMs int64) {
 	if c := &r.newest[slot]; c.Load() < tsMs {
@@ -148,8 +156,7 @@ func (r *Registry) markNewest(slot int32, tsMs int64) {
 // Select calls fn, in slot order (the order of Each), for every series of the view that sel
 // selects and that may have a point at or after fromMs (with live, instead: that was written
 // by the view's scan, Handle.Live), until fn returns false. A series whose every point is
-// before fromMs is not passed; one passed may still have none in a window ending before its
-// newest point. Its cost follows the series of the names sel allows that are alive after
+// before fromMs - newestStep is not passed; one passed may have no point in the window. Its cost follows the series of the names sel allows that are alive after
 // fromMs, not the series kept (see the read index above); a selector without a metric matcher
 // costs a test of a word per slot besides. Like Each, it may or may not see a series
 // registered or forgotten after the view was published. Safe for concurrent use.
@@ -159,7 +166,7 @@ func (v *View) Select(sel *selector.Selector, fromMs int64, live bool, fn func(h
 			w := int(slot) >> 6
 			return w < len(v.live) && v.live[w]&(1<<(slot&63)) != 0
 		}
-		return int(slot) < len(v.newest) && v.newest[slot].Load() >= fromMs
+		return int(slot) < len(v.newest) && v.newest[slot].Load() >= fromMs-newestStep.Milliseconds()
 	}
 	if v.names == nil || !sel.Constrains(selector.MetricLabel) {
 		// No index to use: a test of the series' time (or live bit) before its labels.

@@ -89,6 +89,9 @@ func TestSelectWindow(t *testing.T) {
 		if got := selected(t, v, sel, now-60_000, false); !slices.Equal(got, want) {
 			t.Errorf("%s over the last 60 s: %q, want %q", s, got, want)
 		}
+		if got := selected(t, v, sel, now-9_000, false); !slices.Equal(got, []string{a.Key}) {
+			t.Errorf("%s over the last 9 s (b's last point %s before): %q, want %q", s, newestStep+31*time.Second, got, a.Key)
+		}
 		if got := selected(t, v, sel, base, false); !slices.Equal(got, []string{a.Key, b.Key, c.Key}) {
 			t.Errorf("%s over the whole hour: %q, want all three", s, got)
 		}
@@ -127,8 +130,8 @@ func TestSelectLatePushedPoint(t *testing.T) {
 	if !slices.Equal(got, []string{ref.Key}) {
 		t.Fatalf("late point at +3 s, window from +2 s: %q, want %q", got, ref.Key)
 	}
-	if got := selected(t, r.View(), selector.MustParse("pushed"), base+4000, false); len(got) != 0 {
-		t.Fatalf("window from +4 s, after the only point: %q", got)
+	if got := selected(t, r.View(), selector.MustParse("pushed"), base+4000+newestStep.Milliseconds(), false); len(got) != 0 {
+		t.Fatalf("window from %s after the only point: %q", newestStep, got)
 	}
 }
 
@@ -139,7 +142,7 @@ func TestSelectLoadedHistory(t *testing.T) {
 	base := int64(1_700_000_000_000)
 	old, _ := h.Series(series.Labels{"metric": "m", "pid": "1"}.Key(), series.Level)
 	recent, _ := h.Series(series.Labels{"metric": "m", "pid": "2"}.Key(), series.Level)
-	for i := int64(0); i < 40; i++ { // closed segments and an open one
+	for i := int64(0); i < 100; i++ { // closed segments and an open one
 		h.Begin(base + i*1000)
 		if i < 5 {
 			h.Add(old, 1)
@@ -150,8 +153,8 @@ func TestSelectLoadedHistory(t *testing.T) {
 	r := New(h, time.Hour, slog.New(slog.DiscardHandler))
 	v := r.View()
 	sel := selector.MustParse("m")
-	if got, want := selected(t, v, sel, base+10_000, false), []string{series.Labels{"metric": "m", "pid": "2"}.Key()}; !slices.Equal(got, want) {
-		t.Errorf("window from +10 s: %q, want %q", got, want)
+	if got, want := selected(t, v, sel, base+40_000, false), []string{series.Labels{"metric": "m", "pid": "2"}.Key()}; !slices.Equal(got, want) {
+		t.Errorf("window from +40 s: %q, want %q", got, want)
 	}
 	if got := selected(t, v, sel, base+4000, false); len(got) != 2 {
 		t.Errorf("window from +4 s (the old series' last point): %q, want both", got)
@@ -218,9 +221,19 @@ func TestSelectMatchesReferenceUnderChurn(t *testing.T) {
 		for _, q := range sels {
 			sel := selector.MustParse(q)
 			for _, from := range []int64{now - 5000, now - 30_000, now - 3_600_000} {
-				got, want := selected(t, v, sel, from, false), reference(v, h, sel, from, false)
-				if !slices.Equal(got, want) {
-					t.Fatalf("scan %d, %s from now-%d ms: Select %d series, a full scan %d\n got %q\nwant %q", s, q, now-from, len(got), len(want), got, want)
+				// Every series with a point in the window, and none without one since
+				// from - newestStep.
+				got := selected(t, v, sel, from, false)
+				want, slack := reference(v, h, sel, from, false), reference(v, h, sel, from-newestStep.Milliseconds(), false)
+				for _, k := range want {
+					if !slices.Contains(got, k) {
+						t.Fatalf("scan %d, %s from now-%d ms: %s, with a point in the window, not selected\n got %q\nwant %q", s, q, now-from, k, got, want)
+					}
+				}
+				for _, k := range got {
+					if !slices.Contains(slack, k) {
+						t.Fatalf("scan %d, %s from now-%d ms: %s selected, without a point since %d ms before the window\n got %q\nwant %q", s, q, now-from, k, newestStep.Milliseconds(), got, want)
+					}
 				}
 			}
 			if got, want := selected(t, v, sel, 0, true), reference(v, h, sel, 0, true); !slices.Equal(got, want) {

@@ -92,7 +92,7 @@ type Registry struct {
 	nameTab    *nameTable           // last published
 	namesDirty bool                 // names came or went since nameTab
 	slotGen    []uint32             // by slot: generation of its latest entry
-	newest     []atomic.Int64       // by slot: no point of the series is later; see markNewest
+	newest     []atomic.Int64       // by slot: no point of the series is later than newest+newestStep (index.go)
 
 	// Published for readers after each Commit.
 	view atomic.Pointer[View]
@@ -547,7 +547,9 @@ func (r *Registry) markWritten() int {
 		for ; word != 0; word &= word - 1 {
 			slot := w<<6 + mathbits.TrailingZeros64(word)
 			r.lastTS[slot] = r.scanTS
-			r.newest[slot].Store(r.scanTS)
+			if c := &r.newest[slot]; r.scanTS-c.Load() >= newestStep.Milliseconds() {
+				c.Store(r.scanTS) // a load, not a store, at most scans (index.go)
+			}
 		}
 	}
 	return n
