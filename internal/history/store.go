@@ -259,7 +259,8 @@ type view struct {
 
 // Store keeps the recent history of numeric series in memory, compressed.
 //
-// Concurrency: exactly one goroutine, the writer, calls Series, Begin, Add, Commit and Expire.
+// Concurrency: exactly one goroutine, the writer, calls Series, Begin, Add, Commit, Expire and
+// Newest.
 // Any number of other goroutines may call Lookup, Each, Range, Last, Latest, Stats,
 // WriteSnapshot and Saver.Save at the same time. Readers never block the writer: they read
 // immutable segments and the committed part of the open segment without locks, and the writer

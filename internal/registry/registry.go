@@ -9,6 +9,11 @@
 // operation: what readers learn of a scan's writes (Handle.Live, View.Live) is published with
 // the View at Commit.
 //
+// Queries find their series with View.Select (index.go): the series of the metric names a
+// selector allows that may have a point in the window (or are live), so that a query costs
+// what it selects, not the hundred thousand dead processes' series a churned machine keeps for
+// the hour. The index is kept by the scanner with the series table and read without a lock.
+//
 // Pushed series (those labelled source="push", which internal/ingest gives every series pushed
 // to the agent and no collector gives its own) are kept in a budget of their own: the series
 // limit (SetMaxSeries) counts and evicts only collected series, and SetMaxPushed bounds the
