@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/btree"
+
 	"github.com/cantal-go/cantal/internal/selector"
 	"github.com/cantal-go/cantal/internal/series"
 )
@@ -59,11 +61,16 @@ type postArr struct {
 	n atomic.Int32
 }
 
-// nameTable is the readers' map of metric names to postings lists, published with a View and
-// immutable (the lists themselves grow in place). sorted lists them by name.
-type nameTable struct {
-	byName map[string]*postings
-	sorted []*postings
+// nameTree orders postings lists by name. The scanner keeps one (nameTree) besides its map,
+// and publishes with a View a lazy copy-on-write clone of it (btree.BTreeG.Clone: O(1); the
+// scanner's next changes copy the O(log n) nodes they touch): a View's names are immutable
+// without copying every name at every scan where one came or went (a pusher of ever new metric
+// names would make that a copy of a hundred thousand names a scan). google/btree, already in
+// the module's graph, documents a clone and its original as safe to use concurrently.
+type nameTree = btree.BTreeG[*postings]
+
+func newNameTree() *nameTree {
+	return btree.NewG(32, func(a, b *postings) bool { return a.name < b.name })
 }
 
 func postEntry(slot int32, gen uint32) uint64 { return uint64(uint32(slot))<<32 | uint64(gen) }
@@ -76,6 +83,7 @@ func (r *Registry) indexAdd(e *entry, slot int32, labels series.Labels) {
 		p = &postings{name: name}
 		p.arr.Store(&postArr{e: make([]uint64, 4)})
 		r.names[name] = p
+		r.nameTree.ReplaceOrInsert(p)
 		r.namesDirty = true
 	}
 	r.slotGen[slot]++
@@ -102,6 +110,7 @@ func (r *Registry) indexRemove(e *entry) {
 	p.stale++
 	if p.n == 0 {
 		delete(r.names, p.name)
+		r.nameTree.Delete(p)
 		r.namesDirty = true
 		return
 	}
@@ -128,19 +137,12 @@ func (r *Registry) compact(p *postings, size int) *postArr {
 	return a
 }
 
-// nameTable returns the table to publish: the previous one unless names came or went.
-func (r *Registry) nameTable() *nameTable {
-	if !r.namesDirty && r.nameTab != nil {
-		return r.nameTab
+// publishedNames returns the names to publish: the previous clone unless names came or went.
+func (r *Registry) publishedNames() *nameTree {
+	if r.namesDirty || r.nameTab == nil {
+		r.nameTab, r.namesDirty = r.nameTree.Clone(), false
 	}
-	t := &nameTable{byName: make(map[string]*postings, len(r.names)), sorted: make([]*postings, 0, len(r.names))}
-	for name, p := range r.names {
-		t.byName[name] = p
-		t.sorted = append(t.sorted, p)
-	}
-	slices.SortFunc(t.sorted, func(a, b *postings) int { return cmp.Compare(a.name, b.name) })
-	r.nameTab, r.namesDirty = t, false
-	return t
+	return r.nameTab
 }
 
 // newestStep is how far behind a series' last write its newest may be (see the read index).
@@ -186,17 +188,20 @@ func (v *View) Select(sel *selector.Selector, fromMs int64, live bool, fn func(h
 	}
 	var lists []*postings
 	if names, ok := sel.MetricNames(); ok {
+		key := &postings{}
 		for _, n := range names {
-			if p := v.names.byName[n]; p != nil {
+			key.name = n
+			if p, ok := v.names.Get(key); ok {
 				lists = append(lists, p)
 			}
 		}
 	} else {
-		for _, p := range v.names.sorted {
+		v.names.Ascend(func(p *postings) bool {
 			if sel.MatchValue(selector.MetricLabel, p.name) {
 				lists = append(lists, p)
 			}
-		}
+			return true
+		})
 	}
 	var cands []Handle
 	for _, p := range lists {

@@ -269,15 +269,15 @@ func TestSelectConcurrentWithChurn(t *testing.T) {
 	var stop atomic.Bool
 	var wg sync.WaitGroup
 	errs := make(chan error, 4)
-	for range 2 {
+	for _, q := range []string{`{metric=~"a|c"}`, `{metric=~"a|c|u1.*"}`} {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sel := selector.MustParse(`{metric=~"a|c"}`)
+			sel := selector.MustParse(q)
 			for !stop.Load() {
 				last := int32(-1)
 				r.View().Select(sel, 0, false, func(h Handle) bool {
-					if m := h.Labels()["metric"]; (m != "a" && m != "c") || h.slot <= last {
+					if !sel.Match(h.Labels()) || h.slot <= last {
 						errs <- fmt.Errorf("Select passed %s at slot %d after %d", h.Key(), h.slot, last)
 						stop.Store(true)
 						return false
@@ -292,7 +292,7 @@ func TestSelectConcurrentWithChurn(t *testing.T) {
 	for s := range 300 {
 		r.Begin(base + int64(s)*1000)
 		for i := range 40 {
-			n := []string{"a", "b", "c"}[(s+i)%3]
+			n := []string{"a", "b", "c", "u" + strconv.Itoa(s)}[(s+i)%4] // names come and go
 			ref := r.Series(series.Labels{"metric": n, "i": strconv.Itoa(s*40 + i)}, series.Level)
 			r.Put(ref, 1)
 		}

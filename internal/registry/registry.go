@@ -94,7 +94,8 @@ type Registry struct {
 
 	// The read index (index.go). newest is shared with the Views, like slots.
 	names      map[string]*postings // by metric name
-	nameTab    *nameTable           // last published
+	nameTree   *nameTree            // the same, ordered
+	nameTab    *nameTree            // the clone of nameTree last published
 	namesDirty bool                 // names came or went since nameTab
 	slotGen    []uint32             // by slot: generation of its latest entry
 	newest     []atomic.Int64       // by slot: no point of the series is later than newest+newestStep (index.go)
@@ -174,7 +175,7 @@ type View struct {
 	slots    []atomic.Pointer[entry] // the registry's slots when published; see Each
 	live     []uint64                // bit i: slot i was written by the view's scan; immutable
 	newest   []atomic.Int64          // the registry's newest when published; see Select
-	names    *nameTable              // the metric names' postings lists; see Select
+	names    *nameTree               // the metric names' postings lists, immutable; see Select
 	n        int                     // series in the registry when published
 	Problems []Problem
 	Added    int // series registered by the scan
@@ -205,6 +206,7 @@ func New(hist *history.Store, retention time.Duration, log *slog.Logger) *Regist
 		batches:   map[**series.Ref]*batch{},
 		subs:      map[chan<- *View]struct{}{},
 		names:     map[string]*postings{},
+		nameTree:  newNameTree(),
 	}
 	hist.Each(func(id history.ID, key string, kind series.Kind) bool {
 		labels, err := series.ParseKey(key)
@@ -869,7 +871,7 @@ func (r *Registry) publish() {
 	r.added, r.removed, r.live, r.evictedNow = 0, 0, 0, 0
 	// The View shares the slots: publishing costs nothing per series, however many there are.
 	v.slots, v.n = r.slots[:r.nslots], r.count
-	v.newest, v.names = r.newest[:r.nslots], r.nameTable()
+	v.newest, v.names = r.newest[:r.nslots], r.publishedNames()
 	// The live bits go with the View, which never changes them; the next scan gets new ones
 	// (one allocation of a bit per slot per scan).
 	v.live = r.liveBits
