@@ -2,6 +2,7 @@ package registry
 
 import (
 	"cmp"
+	"hash/maphash"
 	mathbits "math/bits"
 	"slices"
 	"sync/atomic"
@@ -25,8 +26,10 @@ import (
 //     finite set of names (metric="x", a bare name, metric=~"a|b") reads only those names'
 //     lists; one with another metric matcher (metric=~"cgroup\\..*") tests the matchers on
 //     the distinct names, not on the series. A selector with no metric matcher visits every
-//     slot, but reads no labels before the time test below, and tests a cold series on its key
-//     without parsing it (selector.MatchKey).
+//     slot, but reads no labels before the time test below and, when it allows a finite set
+//     of pids (the process page's {pid="42"}), a test of pidHash, the hash of each slot's pid
+//     label (a word per slot, pointer-free: the scanner keeps no object per process for it);
+//     it tests a cold series on its key without parsing it (selector.MatchKey).
 //   - By time: newest (by slot) is a time such that no point of the series is later than
 //     newest + newestStep: the scan that wrote it, at most every newestStep (the scanner
 //     writes tens of thousands of series a scan on a busy machine; an atomic store for each,
@@ -88,6 +91,7 @@ func (r *Registry) indexAdd(e *entry, slot int32, labels series.Labels) {
 	}
 	r.slotGen[slot]++
 	e.gen, e.post = r.slotGen[slot], p
+	r.pidHash[slot].Store(pidHash(r.seed, labels[PIDLabel]))
 	p.n++
 	a := p.arr.Load()
 	n := int(a.n.Load())
@@ -148,6 +152,12 @@ func (r *Registry) publishedNames() *nameTree {
 // newestStep is how far behind a series' last write its newest may be (see the read index).
 const newestStep = 30 * time.Second
 
+// PIDLabel is the label of a process's series that the read index keeps a hash of.
+const PIDLabel = "pid"
+
+// pidHash is the hash of a pid label's value ("" for none) in the pidHash column.
+func pidHash(seed maphash.Seed, pid string) uint32 { return uint32(maphash.String(seed, pid)) }
+
 // markNewest records that series of slot may have a point at tsMs. Scanner only.
 func (r *Registry) markNewest(slot int32, tsMs int64) {
 	if c := &r.newest[slot]; c.Load() < tsMs {
@@ -170,10 +180,19 @@ func (v *View) Select(sel *selector.Selector, fromMs int64, live bool, fn func(h
 		}
 		return int(slot) < len(v.newest) && v.newest[slot].Load() >= fromMs-newestStep.Milliseconds()
 	}
+	// When sel allows a few pids (the process page's {pid="42"}), the hash of a slot's pid
+	// rules out most series before their entry is read.
+	var pids []uint32
+	if vals, ok := sel.Values(PIDLabel); ok && len(v.pidHash) >= len(v.slots) {
+		pids = make([]uint32, 0, len(vals))
+		for _, p := range vals {
+			pids = append(pids, pidHash(v.seed, p))
+		}
+	}
 	if v.names == nil || !sel.Constrains(selector.MetricLabel) {
-		// No index to use: a test of the series' time (or live bit) before its labels.
+		// No list to read: a test of the series' time (or live bit) and pid before its labels.
 		for i := range v.slots {
-			if !alive(int32(i)) {
+			if pids != nil && !slices.Contains(pids, v.pidHash[i].Load()) || !alive(int32(i)) {
 				continue
 			}
 			e := v.slots[i].Load()
@@ -208,7 +227,7 @@ func (v *View) Select(sel *selector.Selector, fromMs int64, live bool, fn func(h
 		a := p.arr.Load()
 		for _, x := range a.e[:a.n.Load()] {
 			slot := int32(x >> 32)
-			if int(slot) >= len(v.slots) || !alive(slot) {
+			if int(slot) >= len(v.slots) || !alive(slot) || pids != nil && !slices.Contains(pids, v.pidHash[slot].Load()) {
 				continue
 			}
 			if e := v.slots[slot].Load(); e != nil && e.post == p && e.gen == uint32(x) {

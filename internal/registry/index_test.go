@@ -194,7 +194,7 @@ func TestSelectMatchesReferenceUnderChurn(t *testing.T) {
 		ps[i] = spawn(0)
 	}
 	sels := []string{"proc.cpu", `{metric=~"proc\\.(cpu|rss)"}`, `{metric=~"cgroup\\..*"}`, `{metric=~"cgroup\\..*", job="1"}`,
-		`{job="2"}`, `{}`, `{metric!="proc.io"}`, `proc.rss{pid=~"1.*"}`, `{metric=~"nope|net.rx"}`}
+		`{job="2"}`, `{pid=~"3|40|41|42|43"}`, `{pid="77", job!="1"}`, `{metric=~"proc\\..*", pid=~"5|6|70|71"}`, `{pid=""}`, `{}`, `{metric!="proc.io"}`, `proc.rss{pid=~"1.*"}`, `{metric=~"nope|net.rx"}`}
 	base := int64(1_700_000_000_000)
 	const scans = 300
 	for s := range scans {

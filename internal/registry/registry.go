@@ -26,6 +26,7 @@ package registry
 import (
 	"cmp"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	mathbits "math/bits"
 	"slices"
@@ -99,6 +100,8 @@ type Registry struct {
 	namesDirty bool                 // names came or went since nameTab
 	slotGen    []uint32             // by slot: generation of its latest entry
 	newest     []atomic.Int64       // by slot: no point of the series is later than newest+newestStep (index.go)
+	pidHash    []atomic.Uint32      // by slot: hash of its pid label (index.go); shared with the Views
+	seed       maphash.Seed         // of pidHash
 
 	// Published for readers after each Commit.
 	view atomic.Pointer[View]
@@ -175,8 +178,10 @@ type View struct {
 	slots    []atomic.Pointer[entry] // the registry's slots when published; see Each
 	live     []uint64                // bit i: slot i was written by the view's scan; immutable
 	newest   []atomic.Int64          // the registry's newest when published; see Select
-	names    *nameTree               // the metric names' postings lists, immutable; see Select
-	n        int                     // series in the registry when published
+	pidHash  []atomic.Uint32         // the registry's pidHash when published; see Select
+	seed     maphash.Seed
+	names    *nameTree // the metric names' postings lists, immutable; see Select
+	n        int       // series in the registry when published
 	Problems []Problem
 	Added    int // series registered by the scan
 	Removed  int // series forgotten by the scan
@@ -207,6 +212,7 @@ func New(hist *history.Store, retention time.Duration, log *slog.Logger) *Regist
 		subs:      map[chan<- *View]struct{}{},
 		names:     map[string]*postings{},
 		nameTree:  newNameTree(),
+		seed:      maphash.MakeSeed(),
 	}
 	hist.Each(func(id history.ID, key string, kind series.Kind) bool {
 		labels, err := series.ParseKey(key)
@@ -247,11 +253,13 @@ func (r *Registry) add(key string, kind series.Kind, hid history.ID, labels seri
 			// Grow into a new array: Views published before keep the old one.
 			slots := make([]atomic.Pointer[entry], max(1024, 2*len(r.slots)))
 			newest := make([]atomic.Int64, len(slots))
+			pidHash := make([]atomic.Uint32, len(slots))
 			for i := range r.slots {
 				slots[i].Store(r.slots[i].Load())
 				newest[i].Store(r.newest[i].Load())
+				pidHash[i].Store(r.pidHash[i].Load())
 			}
-			r.slots, r.newest = slots, newest
+			r.slots, r.newest, r.pidHash = slots, newest, pidHash
 		}
 		slot = int32(r.nslots)
 		r.nslots++
@@ -872,6 +880,7 @@ func (r *Registry) publish() {
 	// The View shares the slots: publishing costs nothing per series, however many there are.
 	v.slots, v.n = r.slots[:r.nslots], r.count
 	v.newest, v.names = r.newest[:r.nslots], r.publishedNames()
+	v.pidHash, v.seed = r.pidHash[:r.nslots], r.seed
 	// The live bits go with the View, which never changes them; the next scan gets new ones
 	// (one allocation of a bit per slot per scan).
 	v.live = r.liveBits

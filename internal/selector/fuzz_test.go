@@ -2,6 +2,7 @@ package selector
 
 import (
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -49,6 +50,21 @@ func FuzzParse(f *testing.F) {
 			for _, v := range []string{v1, v2, "", m.Value} {
 				if (m.Op == MatchRegexp) != (m.Matches(v) == re.MatchString(v)) {
 					t.Fatalf("matcher %s (fast path %d) on %q disagrees with the regexp engine", m.String(), m.fast, v)
+				}
+			}
+		}
+		for _, label := range []string{"metric", "a", "pid"} {
+			// Values agrees with MetricNames, and no series outside the values is selected.
+			vals, ok := sel.Values(label)
+			if label == "metric" {
+				names, nok := sel.MetricNames()
+				if ok != nok || !slices.Equal(vals, names) {
+					t.Fatalf("%q: Values(metric) = %q, %v; MetricNames() = %q, %v", s, vals, ok, names, nok)
+				}
+			}
+			for _, l := range labels {
+				if ok && sel.Match(l) && !contains(vals, l[label]) {
+					t.Fatalf("%q matches %s=%q outside Values(%s) %q", s, label, l[label], label, vals)
 				}
 			}
 		}

@@ -233,6 +233,44 @@ func (s *Selector) MatchValue(name, v string) bool {
 	return true
 }
 
+// Values is MetricNames for any label: the finite set of values of the label name that a
+// selected series can have (from its = and =~ matchers with a finite set of literals, every
+// other matcher on the label applied to them; "" stands for a missing label too), and false
+// when the label is not limited to a finite set. The slice is the caller's.
+func (s *Selector) Values(name string) ([]string, bool) {
+	if s == nil {
+		return nil, false
+	}
+	var vals []string
+	ok := false
+	for i := range s.matchers {
+		m := &s.matchers[i]
+		if m.Name != name {
+			continue
+		}
+		var set []string
+		switch {
+		case m.Op == Equal:
+			set = []string{m.Value}
+		case m.Op == MatchRegexp && m.fast == fastSet:
+			set = m.set
+		default:
+			continue
+		}
+		if !ok {
+			vals, ok = slices.Clone(set), true
+			continue
+		}
+		vals = slices.DeleteFunc(vals, func(v string) bool { return !slices.Contains(set, v) })
+	}
+	if !ok {
+		return nil, false
+	}
+	vals = slices.DeleteFunc(vals, func(v string) bool { return !s.MatchValue(name, v) })
+	slices.Sort(vals)
+	return slices.Compact(vals), true
+}
+
 // MetricName returns the one value of the metric label a selected series can have, when the
 // selector pins it (metric="x", a bare name, or metric=~"x"). An index keyed by metric name can
 // then look up candidates directly instead of scanning every series; candidates must still be
