@@ -5,6 +5,7 @@ import (
 	"hash/maphash"
 	mathbits "math/bits"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -215,7 +216,12 @@ func (v *View) Select(sel *selector.Selector, fromMs int64, live bool, fn func(h
 			}
 		}
 	} else {
-		v.names.Ascend(func(p *postings) bool {
+		// Only the names from the selector's literal prefix on (cgroup. for cgroup\..*).
+		prefix := sel.Prefix(selector.MetricLabel)
+		v.names.AscendGreaterOrEqual(&postings{name: prefix}, func(p *postings) bool {
+			if !strings.HasPrefix(p.name, prefix) {
+				return false
+			}
 			if sel.MatchValue(selector.MetricLabel, p.name) {
 				lists = append(lists, p)
 			}

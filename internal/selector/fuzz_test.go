@@ -66,6 +66,9 @@ func FuzzParse(f *testing.F) {
 				if ok && sel.Match(l) && !contains(vals, l[label]) {
 					t.Fatalf("%q matches %s=%q outside Values(%s) %q", s, label, l[label], label, vals)
 				}
+				if p := sel.Prefix(label); sel.Match(l) && !strings.HasPrefix(l[label], p) {
+					t.Fatalf("%q matches %s=%q without its Prefix(%s) %q", s, label, l[label], label, p)
+				}
 			}
 		}
 		if names, ok := sel.MetricNames(); ok {

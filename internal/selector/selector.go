@@ -271,6 +271,34 @@ func (s *Selector) Values(name string) ([]string, bool) {
 	return slices.Compact(vals), true
 }
 
+// Prefix returns a prefix that the value of the label name has in every series s selects:
+// the longest of an = matcher's value and the literal prefixes of the =~ matchers on the label
+// ("" when none says anything). An index ordered by the label's values reads only the values
+// from the prefix on.
+func (s *Selector) Prefix(name string) string {
+	if s == nil {
+		return ""
+	}
+	best := ""
+	for i := range s.matchers {
+		m := &s.matchers[i]
+		if m.Name != name {
+			continue
+		}
+		var p string
+		switch m.Op {
+		case Equal:
+			p = m.Value
+		case MatchRegexp:
+			p, _ = m.re.LiteralPrefix()
+		}
+		if len(p) > len(best) {
+			best = p
+		}
+	}
+	return best
+}
+
 // MetricName returns the one value of the metric label a selected series can have, when the
 // selector pins it (metric="x", a bare name, or metric=~"x"). An index keyed by metric name can
 // then look up candidates directly instead of scanning every series; candidates must still be
