@@ -23,10 +23,11 @@ import (
 //
 //   - By metric name: every series is listed under its metric label's value ("" for none) in a
 //     postings list, kept with the series table by the scanner (add appends, remove leaves a
-//     stale entry that the list's next growth drops). A selector whose metric matchers allow a
-//     finite set of names (metric="x", a bare name, metric=~"a|b") reads only those names'
-//     lists; one with another metric matcher (metric=~"cgroup\\..*") tests the matchers on
-//     the distinct names, not on the series. A selector with no metric matcher visits every
+//     stale entry that the list's next growth drops, or a compaction once stale entries
+//     outnumber live ones twice). A selector whose metric matchers allow a finite set of names
+//     (metric="x", a bare name, metric=~"a|b") reads only those names' lists; one with another
+//     metric matcher (metric=~"cgroup\\..*") tests the matchers on the distinct names from the
+//     regexp's literal prefix on, not on the series. A selector with no metric matcher visits every
 //     slot, but reads no labels before the time test below and, when it allows a finite set
 //     of pids (the process page's {pid="42"}), a test of pidHash, the hash of each slot's pid
 //     label (a word per slot, pointer-free: the scanner keeps no object per process for it);
