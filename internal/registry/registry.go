@@ -307,7 +307,7 @@ const entrySlab = 64
 // object: under process churn hundreds of thousands of them (the series of dead processes, kept
 // until the series limit or the hour drops them) would each cost the collector an object to
 // mark at every cycle. An entry is never reused (readers may hold one), so a slab stays in
-// memory while any of its entries does: at most entrySlab × 64 bytes for one long-lived series
+// memory while any of its entries does: at most entrySlab × 72 bytes for one long-lived series
 // registered amid short-lived ones.
 func (r *Registry) newEntry() *entry {
 	if len(r.entries) == 0 {
