@@ -203,15 +203,16 @@ func ParseQuery(r *http.Request, defWindow, maxWindow time.Duration) (Query, err
 }
 
 // LatestJSON appends the {"series": [...]} answer of the latest values of the series q selects
-// (q.Sel, q.Visible) to b.
+// (q.Sel, q.Visible) to b. It visits only the live series of the names q.Sel allows
+// (registry.View.Select).
 func LatestJSON(b []byte, reg *registry.Registry, q Query) []byte {
 	view := reg.View()
 	hist := reg.History()
 	var scratch [2]history.Point
 	b = append(b, `{"series":[`...)
 	n := 0
-	view.Each(func(h registry.Handle) bool {
-		if !h.Live() || !q.Sel.Match(h.Labels()) || q.Visible != nil && !q.Visible(h.Labels()) {
+	view.Select(q.Sel, 0, true, func(h registry.Handle) bool {
+		if q.Visible != nil && !q.Visible(h.Labels()) {
 			return true
 		}
 		smp, ok := h.Latest(hist, scratch[:0])
@@ -285,7 +286,8 @@ func historyJSON(b []byte, reg *registry.Registry, q Query, now int64, limit int
 // windowJSON appends {"series": [...]} with one object per numeric series q selects that has
 // points in q's window: its labels, kind and "fn" when rates were taken, then what member
 // appends from the points. With a limit (bytes, 0: none) it stops once the answer is longer,
-// reporting complete false.
+// reporting complete false. It visits only the series of the names q.Sel allows that may have a
+// point in the window (registry.View.Select), not every series kept.
 func windowJSON(b []byte, reg *registry.Registry, q Query, now int64, limit int, member func(b []byte, pts []stats.Point) []byte) (_ []byte, complete bool) {
 	view := reg.View()
 	hist := reg.History()
@@ -295,8 +297,8 @@ func windowJSON(b []byte, reg *registry.Registry, q Query, now int64, limit int,
 	b = append(b, `{"series":[`...)
 	n := 0
 	var pts []stats.Point
-	view.Each(func(h registry.Handle) bool {
-		if h.Kind() == series.State || !q.Sel.Match(h.Labels()) || q.Visible != nil && !q.Visible(h.Labels()) {
+	view.Select(q.Sel, from, false, func(h registry.Handle) bool {
+		if h.Kind() == series.State || q.Visible != nil && !q.Visible(h.Labels()) {
 			return true
 		}
 		pts = Points(pts[:0], hist, h, from, now, q.Rate)

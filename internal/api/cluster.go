@@ -53,8 +53,8 @@ func (s *Server) localSamples(q Query) []series.Sample {
 	hist := s.Registry.History()
 	var scratch [2]history.Point
 	var out []series.Sample
-	view.Each(func(h registry.Handle) bool {
-		if !h.Live() || !q.Sel.Match(h.Labels()) || q.Visible != nil && !q.Visible(h.Labels()) {
+	view.Select(q.Sel, 0, true, func(h registry.Handle) bool {
+		if q.Visible != nil && !q.Visible(h.Labels()) {
 			return true
 		}
 		if smp, ok := h.Latest(hist, scratch[:0]); ok {

@@ -57,8 +57,8 @@ func ParseLabelsQuery(r *http.Request) (q string, limit int, err error) {
 }
 
 // labels answers GET /api/v1/labels?q=TEXT[&limit=N] (the UI's search suggestions) with the
-// caller's visible series only (SeriesVisible). One pass over the registry's view, stopping
-// once both lists are full; lower-casing allocates only for values that are not ASCII-lower.
+// caller's visible series only (SeriesVisible). One pass over the view's live series
+// (registry.View.EachLive: not the dead ones kept), stopping once both lists are full; lower-casing allocates only for values that are not ASCII-lower.
 func (s *Server) labels(w http.ResponseWriter, r *http.Request) {
 	q, limit, err := ParseLabelsQuery(r)
 	if err != nil {
@@ -74,10 +74,7 @@ func FindLabels(view *registry.View, visible func(series.Labels) bool, q string,
 	metrics := map[string]struct{}{}
 	values := map[LabelValue]struct{}{}
 	ans := LabelsAnswer{Metrics: []string{}, Labels: []LabelValue{}}
-	view.Each(func(h registry.Handle) bool {
-		if !h.Live() {
-			return true
-		}
+	view.EachLive(func(h registry.Handle) bool {
 		l := h.Labels()
 		if visible != nil && !visible(l) {
 			return true

@@ -595,8 +595,8 @@ func (w *wsConn) update(sub *wsSub, view *registry.View, vis func(series.Labels)
 	b = strconv.AppendInt(b, view.TS, 10)
 	b = append(b, `,"series":[`...)
 	n := 0
-	view.Each(func(h registry.Handle) bool {
-		if !h.Live() || !sub.sel.Match(h.Labels()) || vis != nil && !vis(h.Labels()) {
+	view.Select(sub.sel, 0, true, func(h registry.Handle) bool {
+		if vis != nil && !vis(h.Labels()) {
 			return true
 		}
 		smp, ok := h.Latest(hist, scratch[:0])

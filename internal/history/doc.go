@@ -39,9 +39,14 @@
 //
 // # Concurrency
 //
-// One writer goroutine (the scanner) calls Series, Begin, Add, Commit and Expire. Any number
-// of readers call Lookup, Each, Range, Last, Latest, Stats, WriteSnapshot and Saver.Save
-// concurrently. Readers take no lock shared with the writer's hot path: closed segments are
+// One writer goroutine (the scanner) calls Series, Begin, Add, Commit, Expire and Newest (the
+// O(1) bound on a series' newest point that the registry's read index starts a loaded series
+// with). Any number of readers call Lookup, Each, Range, Last, Latest, Stats, WriteSnapshot
+// and Saver.Save concurrently. Range, Last and Latest cost the segments they read (those of
+// the window; for Last, back to the series' newest point), a walk of at most 64 index entries
+// in each to find the series' block, whatever the other series hold: which series to read, out
+// of every one kept, is the registry's read index's work (internal/registry, index.go).
+// Readers take no lock shared with the writer's hot path: closed segments are
 // immutable and published through an atomic pointer; the open segment's committed scans are
 // published by an atomic count, and a reader pins the open segment with a reader count so the
 // writer does not recycle it underneath; the writer never waits for a pinned one, it uses

@@ -259,7 +259,8 @@ type view struct {
 
 // Store keeps the recent history of numeric series in memory, compressed.
 //
-// Concurrency: exactly one goroutine, the writer, calls Series, Begin, Add, Commit and Expire.
+// Concurrency: exactly one goroutine, the writer, calls Series, Begin, Add, Commit, Expire and
+// Newest.
 // Any number of other goroutines may call Lookup, Each, Range, Last, Latest, Stats,
 // WriteSnapshot and Saver.Save at the same time. Readers never block the writer: they read
 // immutable segments and the committed part of the open segment without locks, and the writer
@@ -671,6 +672,24 @@ func (s *Store) Drop(id ID) bool {
 	}
 	s.delete(s.metas.Load(), id)
 	return true
+}
+
+// Newest returns a time no point of series id is later than (for a series without points, a
+// time before it was registered; 0 for an unknown ID): the newest point's time in a closed
+// segment, or the open scan's when it has a point in the open segment. A caller indexing series
+// by time uses it for the series of a loaded snapshot. Writer goroutine only; O(1).
+func (s *Store) Newest(id ID) int64 {
+	w := &s.w
+	if int(id) >= len(w.kinds) || w.kinds[id] == 0 {
+		return 0
+	}
+	if s.hasOpenPoint(id) {
+		if w.inScan {
+			return w.ts
+		}
+		return w.lastTS0
+	}
+	return w.lastTS[id]
 }
 
 // hasOpenPoint reports whether id has a point in the open segment (committed or not).

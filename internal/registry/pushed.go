@@ -43,6 +43,8 @@ func (r *Registry) PutAt(ref *series.Ref, tsMs int64, bits uint64) (int64, error
 	}
 	if slot == r.scanTS {
 		r.liveBits[ref.ID>>6] |= 1 << (ref.ID & 63)
+	} else {
+		r.markNewest(ref.ID, slot) // a late point: the index must not skip it (index.go)
 	}
 	return slot, nil
 }

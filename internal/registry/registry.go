@@ -9,6 +9,11 @@
 // operation: what readers learn of a scan's writes (Handle.Live, View.Live) is published with
 // the View at Commit.
 //
+// Queries find their series with View.Select (index.go): the series of the metric names a
+// selector allows that may have a point in the window (or are live), so that a query costs
+// what it selects, not the hundred thousand dead processes' series a churned machine keeps for
+// the hour. The index is kept by the scanner with the series table and read without a lock.
+//
 // Pushed series (those labelled source="push", which internal/ingest gives every series pushed
 // to the agent and no collector gives its own) are kept in a budget of their own: the series
 // limit (SetMaxSeries) counts and evicts only collected series, and SetMaxPushed bounds the
@@ -21,6 +26,7 @@ package registry
 import (
 	"cmp"
 	"fmt"
+	"hash/maphash"
 	"log/slog"
 	mathbits "math/bits"
 	"slices"
@@ -95,6 +101,16 @@ type Registry struct {
 	probs       []Problem
 	logged      map[Problem]int64 // problems already logged, with the scan they were last seen in
 
+	// The read index (index.go). newest is shared with the Views, like slots.
+	names      map[string]*postings // by metric name
+	nameTree   *nameTree            // the same, ordered
+	nameTab    *nameTree            // the clone of nameTree last published
+	namesDirty bool                 // names came or went since nameTab
+	slotGen    []uint32             // by slot: generation of its latest entry
+	newest     []atomic.Int64       // by slot: no point of the series is later than newest+newestStep (index.go)
+	pidHash    []atomic.Uint32      // by slot: hash of its pid label (index.go); shared with the Views
+	seed       maphash.Seed         // of pidHash
+
 	// Published for readers after each Commit.
 	view atomic.Pointer[View]
 
@@ -109,6 +125,8 @@ type entry struct {
 	kind    series.Kind
 	pushed  bool // labelled source="push"
 	hid     history.ID
+	gen     uint32                        // the slot's generation when the entry was made (index.go)
+	post    *postings                     // the postings list of its metric name
 	labels  atomic.Value                  // series.Labels, the linked Ref's; a nil map while the series is cold (see sweepCold)
 	stateTS atomic.Int64                  // states only: ts of the scan that last wrote it
 	state   atomic.Pointer[series.Sample] // states only: latest text and since
@@ -167,7 +185,11 @@ type View struct {
 	TS       int64
 	slots    []atomic.Pointer[entry] // the registry's slots when published; see Each
 	live     []uint64                // bit i: slot i was written by the view's scan; immutable
-	n        int                     // series in the registry when published
+	newest   []atomic.Int64          // the registry's newest when published; see Select
+	pidHash  []atomic.Uint32         // the registry's pidHash when published; see Select
+	seed     maphash.Seed
+	names    *nameTree // the metric names' postings lists, immutable; see Select
+	n        int       // series in the registry when published
 	Problems []Problem
 	Added    int // series registered by the scan
 	Removed  int // series forgotten by the scan
@@ -196,6 +218,9 @@ func New(hist *history.Store, retention time.Duration, log *slog.Logger) *Regist
 		logged:    map[Problem]int64{},
 		batches:   map[**series.Ref]*batch{},
 		subs:      map[chan<- *View]struct{}{},
+		names:     map[string]*postings{},
+		nameTree:  newNameTree(),
+		seed:      maphash.MakeSeed(),
 	}
 	hist.OnClose(r.closedBlock)
 	r.closedSeen = hist.Closed()
@@ -205,7 +230,8 @@ func New(hist *history.Store, retention time.Duration, log *slog.Logger) *Regist
 			log.Warn("history holds a series with an unreadable key", "key", key, "err", err)
 			return true
 		}
-		r.add(key, kind, id, labels, nil) // cold until a collector writes it
+		slot := r.add(key, kind, id, labels, nil) // cold until a collector writes it
+		r.markNewest(slot, hist.Newest(id))
 		return true
 	})
 	r.publish()
@@ -236,16 +262,21 @@ func (r *Registry) add(key string, kind series.Kind, hid history.ID, labels seri
 		if r.nslots == len(r.slots) {
 			// Grow into a new array: Views published before keep the old one.
 			slots := make([]atomic.Pointer[entry], max(1024, 2*len(r.slots)))
+			newest := make([]atomic.Int64, len(slots))
+			pidHash := make([]atomic.Uint32, len(slots))
 			for i := range r.slots {
 				slots[i].Store(r.slots[i].Load())
+				newest[i].Store(r.newest[i].Load())
+				pidHash[i].Store(r.pidHash[i].Load())
 			}
-			r.slots = slots
+			r.slots, r.newest, r.pidHash = slots, newest, pidHash
 		}
 		slot = int32(r.nslots)
 		r.nslots++
 		r.hot = append(r.hot, hotSlot{})
 		r.lastTS = append(r.lastTS, 0)
 		r.class = append(r.class, 0)
+		r.slotGen = append(r.slotGen, 0)
 		if n := (r.nslots + 63) >> 6; n > len(r.liveBits) {
 			r.liveBits = append(r.liveBits, 0) // not published until Commit: grown in place
 		}
@@ -255,6 +286,7 @@ func (r *Registry) add(key string, kind series.Kind, hid history.ID, labels seri
 		ref.ID = slot
 	}
 	r.lastTS[slot] = 0
+	r.newest[slot].Store(0)
 	switch {
 	case e.pushed:
 		r.class[slot] = classPushed
@@ -263,6 +295,7 @@ func (r *Registry) add(key string, kind series.Kind, hid history.ID, labels seri
 	default:
 		r.class[slot] = 0
 	}
+	r.indexAdd(e, slot, labels) // before readers see e
 	r.slots[slot].Store(e)
 	if kind == series.State {
 		r.stateKeys[key] = slot
@@ -284,7 +317,7 @@ const entrySlab = 64
 // object: under process churn hundreds of thousands of them (the series of dead processes, kept
 // until the series limit or the hour drops them) would each cost the collector an object to
 // mark at every cycle. An entry is never reused (readers may hold one), so a slab stays in
-// memory while any of its entries does: at most entrySlab × 64 bytes for one long-lived series
+// memory while any of its entries does: at most entrySlab × 72 bytes for one long-lived series
 // registered amid short-lived ones.
 func (r *Registry) newEntry() *entry {
 	if len(r.entries) == 0 {
@@ -537,7 +570,11 @@ func (r *Registry) markWritten() int {
 	for w, word := range r.liveBits {
 		n += mathbits.OnesCount64(word)
 		for ; word != 0; word &= word - 1 {
-			r.lastTS[w<<6+mathbits.TrailingZeros64(word)] = r.scanTS
+			slot := w<<6 + mathbits.TrailingZeros64(word)
+			r.lastTS[slot] = r.scanTS
+			if c := &r.newest[slot]; r.scanTS-c.Load() >= newestStep.Milliseconds() {
+				c.Store(r.scanTS) // a load, not a store, at most scans (index.go)
+			}
 		}
 	}
 	return n
@@ -588,6 +625,7 @@ func (r *Registry) remove(slot int32) {
 		ref.ID = -1
 	}
 	r.slots[slot].Store(nil)
+	r.indexRemove(e)
 	r.hot[slot] = hotSlot{}
 	r.class[slot] = 0
 	r.free = append(r.free, slot)
@@ -852,6 +890,8 @@ func (r *Registry) publish() {
 	r.added, r.removed, r.live, r.evictedNow = 0, 0, 0, 0
 	// The View shares the slots: publishing costs nothing per series, however many there are.
 	v.slots, v.n = r.slots[:r.nslots], r.count
+	v.newest, v.names = r.newest[:r.nslots], r.publishedNames()
+	v.pidHash, v.seed = r.pidHash[:r.nslots], r.seed
 	// The live bits go with the View, which never changes them; the next scan gets new ones
 	// (one allocation of a bit per slot per scan).
 	v.live = r.liveBits

@@ -188,6 +188,117 @@ func (s *Selector) Match(l series.Labels) bool {
 	return true
 }
 
+// Constrains reports whether some matcher of s is on the label name. A nil *Selector
+// constrains no label.
+func (s *Selector) Constrains(name string) bool {
+	if s == nil {
+		return false
+	}
+	for i := range s.matchers {
+		if s.matchers[i].Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// Only reports whether every matcher of s is on the label name (true for the empty selector):
+// then MatchValue(name, v) is Match of any series whose value of name is v, and an index keyed
+// by that label answers the selector without reading the series' other labels.
+func (s *Selector) Only(name string) bool {
+	if s == nil {
+		return true
+	}
+	for i := range s.matchers {
+		if s.matchers[i].Name != name {
+			return false
+		}
+	}
+	return true
+}
+
+// MatchValue reports whether v, as the value of the label name ("" for a missing one),
+// satisfies every matcher of s on that label; matchers on other labels are not looked at. An
+// index keyed by the label's values (such as the registry's by metric name) uses it to pick
+// the values whose series may match. It does not allocate.
+func (s *Selector) MatchValue(name, v string) bool {
+	if s == nil {
+		return true
+	}
+	for i := range s.eval {
+		if m := &s.eval[i]; m.Name == name && !m.Matches(v) {
+			return false
+		}
+	}
+	return true
+}
+
+// Values is MetricNames for any label: the finite set of values of the label name that a
+// selected series can have (from its = and =~ matchers with a finite set of literals, every
+// other matcher on the label applied to them; "" stands for a missing label too), and false
+// when the label is not limited to a finite set. The slice is the caller's.
+func (s *Selector) Values(name string) ([]string, bool) {
+	if s == nil {
+		return nil, false
+	}
+	var vals []string
+	ok := false
+	for i := range s.matchers {
+		m := &s.matchers[i]
+		if m.Name != name {
+			continue
+		}
+		var set []string
+		switch {
+		case m.Op == Equal:
+			set = []string{m.Value}
+		case m.Op == MatchRegexp && m.fast == fastSet:
+			set = m.set
+		default:
+			continue
+		}
+		if !ok {
+			vals, ok = slices.Clone(set), true
+			continue
+		}
+		vals = slices.DeleteFunc(vals, func(v string) bool { return !slices.Contains(set, v) })
+	}
+	if !ok {
+		return nil, false
+	}
+	vals = slices.DeleteFunc(vals, func(v string) bool { return !s.MatchValue(name, v) })
+	slices.Sort(vals)
+	return slices.Compact(vals), true
+}
+
+// Prefix returns a prefix that the value of the label name has in every series s selects:
+// the longest of an = matcher's value and the literal prefixes of the =~ matchers on the label
+// ("" when none says anything). An index ordered by the label's values reads only the values
+// from the prefix on.
+func (s *Selector) Prefix(name string) string {
+	if s == nil {
+		return ""
+	}
+	best := ""
+	for i := range s.matchers {
+		m := &s.matchers[i]
+		if m.Name != name {
+			continue
+		}
+		var p string
+		switch m.Op {
+		case Equal:
+			p = m.Value
+		case MatchRegexp:
+			p, _ = m.re.LiteralPrefix()
+		}
+		if len(p) > len(best) {
+			best = p
+		}
+	}
+	return best
+}
+
 // MetricName returns the one value of the metric label a selected series can have, when the
 // selector pins it (metric="x", a bare name, or metric=~"x"). An index keyed by metric name can
 // then look up candidates directly instead of scanning every series; candidates must still be
