@@ -87,6 +87,8 @@ type Caller struct {
 	// Roles are what the caller may do.
 	Roles Role
 	// Unix is true for a caller on the Unix socket; UID and GID are then its credentials.
+	// Without a web config, a TCP caller whose socket is on this host has its owner's UID too
+	// (Name "uid:N (tcp)"; see peertcp.go).
 	Unix     bool
 	UID, GID uint32
 	// Processes is which processes the caller may see.
@@ -94,8 +96,10 @@ type Caller struct {
 	// Details is whose private details the caller may see among the processes it sees: the
 	// io counters (/proc/PID/io) and what comes from the environment (/proc/PID/environ: the
 	// application's name and series, found through CANTAL_PATH), which /proc shows only to the
-	// process's owner and root, hidepid or not (issue 31, N13). ProcessesOwn for a caller on
-	// the Unix socket other than root; ProcessesAll (the zero value) for every other caller.
+	// process's owner and root, hidepid or not (issue 31, N13). ProcessesOwn for a local
+	// caller other than root (on the Unix socket, or over TCP from a socket of this host
+	// without a web config); ProcessesNone for a TCP caller the kernel could not be asked
+	// about; ProcessesAll (the zero value) for every other caller.
 	Details ProcessAccess
 }
 

@@ -135,7 +135,26 @@ func (g *Guard) identify(r *http.Request) (Caller, bool) {
 		if isLoopback(r.RemoteAddr) {
 			c.Roles |= Write
 		}
-		if g.PrivateProcesses {
+		// A TCP caller on this host is the local user owning its socket, seen with the Unix
+		// socket's rules: root every process, another user its own processes' private
+		// details (and, under private processes, only its own processes) (N13). A caller
+		// from elsewhere is anonymous; one the kernel could not be asked about is taken for
+		// another user: no private details, no process under private processes.
+		switch uid, local, known, err := peerUID(r.Context()); {
+		case known && err != nil:
+			c.Details = ProcessesNone
+			if g.PrivateProcesses {
+				c.Processes = ProcessesNone
+			}
+		case local && uid != 0:
+			c.Name, c.UID = "uid:"+itoa(uid)+" (tcp)", uid
+			c.Details = ProcessesOwn
+			if g.PrivateProcesses {
+				c.Processes = ProcessesOwn
+			}
+		case local: // root
+			c.Name = "uid:0 (tcp)"
+		case g.PrivateProcesses:
 			c.Processes = ProcessesNone
 		}
 		return c, true

@@ -17,13 +17,14 @@ type PeerCred struct {
 type credKey struct{}
 
 // ConnContext is an http.Server ConnContext: for a connection on a Unix socket it records the
-// peer's credentials, which the Guard then reads; other connections pass unchanged. A Unix
+// peer's credentials, which the Guard then reads; for a TCP connection, its addresses, for the
+// Guard to ask the kernel who owns its other end when that is a socket of this host (peertcp.go). A Unix
 // connection whose credentials cannot be read is marked with the uid and gid of nobody, so it is
 // never taken for root.
 func ConnContext(ctx context.Context, c net.Conn) context.Context {
 	uc, ok := unwrapUnix(c)
 	if !ok {
-		return ctx
+		return withTCPPeer(ctx, c)
 	}
 	cred := PeerCred{PID: -1, UID: nobody, GID: nobody}
 	if raw, err := uc.SyscallConn(); err == nil {
