@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cantal-go/cantal/internal/access"
+	"github.com/cantal-go/cantal/internal/cantalv1"
 	"github.com/cantal-go/cantal/internal/cluster"
 	"github.com/cantal-go/cantal/internal/connlimit"
 	"github.com/cantal-go/cantal/internal/logbudget"
@@ -168,6 +169,8 @@ func needRole(r *http.Request) access.Role {
 	case strings.HasPrefix(r.URL.Path, "/debug/pprof"):
 		return access.Write
 	case r.Method == http.MethodGet || r.Method == http.MethodHead || r.Method == http.MethodOptions:
+		return access.Read
+	case cantalv1.ReadOnlyPost(r): // the original API's POST /query only reads
 		return access.Read
 	default:
 		return access.Write
