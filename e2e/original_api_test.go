@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/fxamacker/cbor/v2"
@@ -124,5 +126,108 @@ func TestOriginalCantalRoutesServeTheirSchemas(t *testing.T) {
 	}
 	if code, _, _ := do("GET", "/add_host", ""); code != 405 {
 		t.Errorf("GET /add_host: %d; want 405", code)
+	}
+}
+
+// unixDo sends method path (with body) to the agent's Unix socket as uid, with curl, and
+// returns the raw answer.
+func unixDo(t *testing.T, sock string, uid int, method, path, body string) []byte {
+	t.Helper()
+	args := []string{"-sS", "--unix-socket", sock, "-X", method, "http://localhost" + path}
+	if body != "" {
+		args = append(args, "--data-binary", body)
+	}
+	cmd := exec.Command("curl", args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}}
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("curl %s %s as %d: %v", method, path, uid, err)
+	}
+	return out
+}
+
+// originalKeysPIDs returns the pid labels of the keys of an /all_metrics answer, or of a
+// /query answer's MultiTip dataset named name.
+func originalKeysPIDs(t *testing.T, b []byte, name string) map[string]bool {
+	t.Helper()
+	var entries [][]cbor.RawMessage
+	if name == "" {
+		var am struct {
+			Metrics [][]cbor.RawMessage `cbor:"metrics"`
+		}
+		if err := cbor.Unmarshal(b, &am); err != nil {
+			t.Fatalf("/all_metrics: %v: %.200s", err, b)
+		}
+		entries = am.Metrics
+	} else {
+		var q struct {
+			Values map[string][]cbor.RawMessage `cbor:"values"`
+		}
+		if err := cbor.Unmarshal(b, &q); err != nil || len(q.Values[name]) != 2 || cbor.Unmarshal(q.Values[name][1], &entries) != nil {
+			t.Fatalf("/query: %v: %.200s", err, b)
+		}
+	}
+	pids := map[string]bool{}
+	for _, e := range entries {
+		var kb []byte
+		var k map[string]string
+		if len(e) == 0 || cbor.Unmarshal(e[0], &kb) != nil || (len(kb) > 0 && cbor.Unmarshal(kb, &k) != nil) {
+			t.Fatalf("entry %x has no key", e)
+		}
+		if k["pid"] != "" {
+			pids[k["pid"]] = true
+		}
+	}
+	return pids
+}
+
+// checkOriginalRoutesPrivacy: the original Cantal routes show a caller what /api/v1 shows it
+// (finding 12's rules): nobody on the socket sees its own process and not root's in
+// /all_processes, /all_metrics and /query; an anonymous network caller sees no process.
+func checkOriginalRoutesPrivacy(t *testing.T, a *agent, sock string, mine, roots *proc) {
+	t.Helper()
+	var pr struct {
+		All []struct {
+			PID     int    `json:"pid"`
+			UID     int    `json:"uid"`
+			Cmdline string `json:"cmdline"`
+		} `json:"all"`
+	}
+	out := unixDo(t, sock, nobody, "GET", "/all_processes", "")
+	if err := json.Unmarshal(out, &pr); err != nil {
+		t.Fatalf("nobody's /all_processes: %v: %.200s", err, out)
+	}
+	seen := map[int]bool{}
+	for _, p := range pr.All {
+		seen[p.PID] = true
+		if p.UID != nobody {
+			t.Errorf("nobody's /all_processes shows process %d of uid %d", p.PID, p.UID)
+		}
+	}
+	if !seen[mine.cmd.Process.Pid] || seen[roots.cmd.Process.Pid] {
+		t.Errorf("nobody's /all_processes: own process seen %v, root's seen %v", seen[mine.cmd.Process.Pid], seen[roots.cmd.Process.Pid])
+	}
+	if all := unixDo(t, sock, 0, "GET", "/all_processes", ""); bytes.Contains(all, []byte("ROOT-SECRET")) || bytes.Contains(all, []byte("abc123")) {
+		t.Errorf("root's /all_processes shows a secret from a command line")
+	}
+	q := `{"rules": {"p": {"series": {"source": "Fine", "condition": ["Has", "pid"]}, "extract": ["Tip"], "functions": []}}}`
+	for what, pids := range map[string]map[string]bool{
+		"/all_metrics": originalKeysPIDs(t, unixDo(t, sock, nobody, "GET", "/all_metrics", ""), ""),
+		"/query":       originalKeysPIDs(t, unixDo(t, sock, nobody, "POST", "/query", q), "p"),
+	} {
+		if pids[roots.pid()] || !pids[mine.pid()] {
+			t.Errorf("nobody's %s: root's process %v, own process %v; want false, true", what, pids[roots.pid()], pids[mine.pid()])
+		}
+	}
+	if pids := originalKeysPIDs(t, unixDo(t, sock, 0, "GET", "/all_metrics", ""), ""); !pids[roots.pid()] {
+		t.Errorf("root's /all_metrics lacks root's process %s", roots.pid())
+	}
+	code, body := a.raw("GET", "/all_processes", "")
+	if code == 200 && strings.Contains(body, `"pid"`) {
+		t.Errorf("an anonymous network caller's /all_processes lists processes under hidepid")
+	}
+	_, body = a.raw("POST", "/query", q)
+	if pids := originalKeysPIDs(t, []byte(body), "p"); len(pids) > 0 {
+		t.Errorf("an anonymous network caller's /query has %d processes' series under hidepid", len(pids))
 	}
 }
