@@ -195,32 +195,35 @@ func extract(sel []selected, hist *history.Store, ex Extract, budget *int, name 
 		return d, nil
 	}
 	// HistoryByNum, HistoryByTime: read each series' points, then align them.
+	// The points read are spent from the budget as they are read (so a refused query has read
+	// at most one series past it), then exchanged for the cells of the aligned answer.
 	per := make([][]history.Point, len(sel))
+	read := 0
 	var tip int64
-	for i, x := range sel {
-		if ex.Kind == ExHistoryByNum {
-			per[i] = hist.Last(x.h.HistoryID(), int(min(ex.N, math.MaxInt32)), nil)
-		} else {
-			if p, ok := hist.Latest(x.h.HistoryID()); ok {
-				tip = max(tip, p.TS)
-			}
-		}
-	}
-	if ex.Kind == ExHistoryByTime {
-		// One slot more than the window: the original keeps the first point at or past it.
-		from := tip - int64(min(ex.N, math.MaxInt64/4)) - hist.MaxSlot()
+	if ex.Kind == ExHistoryByNum {
+		n := int(min(ex.N, uint64(max(*budget, 0))+1))
 		for i, x := range sel {
-			hist.Range(x.h.HistoryID(), from, tip, func(ts int64, bits uint64) bool {
-				per[i] = append(per[i], history.Point{TS: ts, Bits: bits})
-				return true
-			})
+			per[i] = hist.Last(x.h.HistoryID(), n, nil)
+			read += len(per[i])
 			if err := spend(len(per[i])); err != nil {
 				return dataset{}, err
 			}
 		}
 	} else {
-		for _, p := range per {
-			if err := spend(len(p)); err != nil {
+		for _, x := range sel {
+			if p, ok := hist.Latest(x.h.HistoryID()); ok {
+				tip = max(tip, p.TS)
+			}
+		}
+		// One slot more than the window: the original keeps the first point at or past it.
+		from := tip - int64(min(ex.N, math.MaxInt64/4)) - hist.MaxSlot()
+		for i, x := range sel {
+			hist.Range(x.h.HistoryID(), from, tip, func(ts int64, bits uint64) bool {
+				per[i] = append(per[i], history.Point{TS: ts, Bits: bits})
+				return len(per[i]) <= *budget
+			})
+			read += len(per[i])
+			if err := spend(len(per[i])); err != nil {
 				return dataset{}, err
 			}
 		}
@@ -248,6 +251,10 @@ func extract(sel []selected, hist *history.Store, ex Extract, budget *int, name 
 				}
 			}
 		}
+	}
+	*budget += read
+	if err := spend(len(sel) * len(ts)); err != nil {
+		return dataset{}, err
 	}
 	idx := make(map[int64]int, len(ts))
 	for i, t := range ts {

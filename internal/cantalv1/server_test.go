@@ -62,6 +62,7 @@ func fixture(t *testing.T) *fixtureData {
 	reqs := ref(series.Counter, "metric", "requests", "pid", "42")
 	stA := ref(series.State, "metric", "phase", "app", "a")
 	stB := ref(series.State, "metric", "phase", "app", "b")
+	gappy := ref(series.Level, "metric", "gappy")
 	end := time.Now().UnixMilli()
 	f := &fixtureData{reg: reg}
 	for i := int64(0); i < scans; i++ {
@@ -79,7 +80,10 @@ func fixture(t *testing.T) *fixtureData {
 		reg.Put(uidSock, uint64(4))                        //
 		reg.Put(procCPU, uint64(500+100*i))                //
 		reg.Put(reqs, []uint64{10, 20, 30, 5, 15}[i])      // restarted at scan 3
-		reg.PutState(stA, end-60000, "running")            //
+		if i != 2 {
+			reg.Put(gappy, uint64(i))
+		}
+		reg.PutState(stA, end-60000, "running") //
 		reg.PutState(stB, end-30000, []string{"starting", "starting", "running", "running", "running"}[i])
 		reg.Commit()
 	}
@@ -653,5 +657,35 @@ func TestAddHostJoinsThePeer(t *testing.T) {
 	f.srv.Join = nil
 	if code, _, _ := f.do(t, "POST", "/add_host", `{"addr": "10.0.0.3:22682"}`); code != 409 {
 		t.Errorf("add_host without gossip: %d; want 409", code)
+	}
+}
+
+// TestQueryHistoryByTimeAndAlignment: HistoryByTime keeps the points back to the first one at
+// least the window older than the newest; series are aligned on the timestamps they share, a
+// series missing a scan having null there.
+func TestQueryHistoryByTimeAndAlignment(t *testing.T) {
+	f := fixture(t)
+	vals := f.query(t, `{"rules": {
+		"t0": `+rule("Fine", `["Eq", "metric", "load_avg_1min"]`, `["HistoryByTime", 0]`, `[]`)+`,
+		"t3": `+rule("Fine", `["Eq", "metric", "load_avg_1min"]`, `["HistoryByTime", 3000]`, `[]`)+`,
+		"t4": `+rule("Fine", `["Eq", "metric", "load_avg_1min"]`, `["HistoryByTime", 4000]`, `[]`)+`,
+		"gap": `+rule("Fine", `["Or", ["Eq", "metric", "gappy"], ["Eq", "metric", "memory.MemTotal"]]`, `["HistoryByNum", 5]`, `[["SumBy", "metric", "Ignore", false]]`)+`}}`)
+	newest := reversed(f.ts)
+	for name, n := range map[string]int{"t0": 1, "t3": 3, "t4": 3} {
+		e := arr(t, arr(t, arr(t, vals[name])[1])[0])
+		if !reflect.DeepEqual(e[2], u64s(newest[:n])) {
+			t.Errorf("%s: timestamps %v; want the %d newest", name, e[2], n)
+		}
+	}
+	items := arr(t, arr(t, vals["gap"])[1])
+	if len(items) != 2 {
+		t.Fatalf("gap: %v", items)
+	}
+	g := arr(t, items[0]) // "gappy" sorts first
+	if k := decodeKey(t, g[0]); k["metric"] != "gappy" {
+		t.Fatalf("gap: first series %v", k)
+	}
+	if want := []any{uint64(2), []any{uint64(4), uint64(3), nil, uint64(1), uint64(0)}}; !reflect.DeepEqual(g[1], want) || !reflect.DeepEqual(g[2], u64s(newest)) {
+		t.Errorf("gappy: %v at %v; want %v (null where it missed a scan)", g[1], g[2], want)
 	}
 }
