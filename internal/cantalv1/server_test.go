@@ -689,3 +689,53 @@ func TestQueryHistoryByTimeAndAlignment(t *testing.T) {
 		t.Errorf("gappy: %v at %v; want %v (null where it missed a scan)", g[1], g[2], want)
 	}
 }
+
+// TestKeyMappingTable: each row of docs/original-api.md's key table maps as it says.
+func TestKeyMappingTable(t *testing.T) {
+	for _, c := range []struct {
+		ours  series.Labels
+		kind  series.Kind
+		bits  uint64
+		want  string // the original's key as JSON
+		typ   int
+		value uint64 // the original's value (integers and counters)
+	}{
+		{series.Labels{"metric": "system.uptime_s"}, series.Float, math.Float64bits(12.5), `{"metric":"uptime"}`, typFloat, 12},
+		{series.Labels{"metric": "system.idle_s"}, series.Float, math.Float64bits(3), `{"metric":"idle_time"}`, typFloat, 3},
+		{series.Labels{"metric": "system.load_avg_15min"}, series.Float, math.Float64bits(1), `{"metric":"load_avg_15min"}`, typFloat, 1},
+		{series.Labels{"metric": "system.tasks_runnable"}, series.Level, 4, `{"metric":"proc_runnable"}`, typCounter, 4},
+		{series.Labels{"metric": "system.tasks_total"}, series.Level, 400, `{"metric":"proc_total"}`, typCounter, 400},
+		{series.Labels{"metric": "cpu.guest_nice_ms"}, series.Counter, 12340, `{"metric":"cpu.guest_nice"}`, typCounter, 1234},
+		{series.Labels{"metric": "cpu.user_ms", "cpu": "0"}, series.Counter, 12340, `{"cpu":"0","metric":"cpu.user_ms"}`, typCounter, 12340},
+		{series.Labels{"metric": "memory.MemFree"}, series.Level, 4096, `{"metric":"memory.MemFree"}`, typInteger, 4096},
+		{series.Labels{"metric": "net.interface.rx.errors", "interface": "eth0"}, series.Counter, 5, `{"interface":"eth0","metric":"net.interface.rx.errs"}`, typCounter, 5},
+		{series.Labels{"metric": "net.interface.tx.collisions", "interface": "eth0"}, series.Counter, 6, `{"interface":"eth0","metric":"net.interface.tx.colls"}`, typCounter, 6},
+		{series.Labels{"metric": "net.interface.rx.bytes", "interface": "eth0"}, series.Counter, 7, `{"interface":"eth0","metric":"net.interface.rx.bytes"}`, typCounter, 7},
+		{series.Labels{"metric": "disk.write.bytes", "device": "sda"}, series.Counter, 5120, `{"device":"sda","metric":"disk.write.sectors"}`, typCounter, 10},
+		{series.Labels{"metric": "disk.read.time_ms", "device": "sda"}, series.Counter, 9, `{"device":"sda","metric":"disk.read.time"}`, typCounter, 9},
+		{series.Labels{"metric": "disk.io_time_ms", "device": "sda"}, series.Counter, 9, `{"device":"sda","metric":"disk.time"}`, typCounter, 9},
+		{series.Labels{"metric": "disk.weighted_io_time_ms", "device": "sda"}, series.Counter, 9, `{"device":"sda","metric":"disk.weighted_time"}`, typCounter, 9},
+		{series.Labels{"metric": "disk.read.ops", "device": "sda"}, series.Counter, 9, `{"device":"sda","metric":"disk.read.ops"}`, typCounter, 9},
+		{series.Labels{"metric": "disk.in_progress", "device": "sda"}, series.Level, 2, `{"device":"sda","metric":"disk.in_progress"}`, typInteger, 2},
+		{series.Labels{"metric": "tcp.sockets", "state": "close_wait"}, series.Level, 1, `{"metric":"net.tcp.close_wait"}`, typInteger, 1},
+		{series.Labels{"metric": "tcp.sockets", "state": "time_wait"}, series.Level, 1, `{"metric":"net.tcp.time_wait"}`, typInteger, 1},
+		{series.Labels{"metric": "tcp.sockets", "state": "syn_sent"}, series.Level, 1, `{"metric":"tcp.sockets","state":"syn_sent"}`, typInteger, 1},
+		{series.Labels{"metric": "tcp.rx_queue"}, series.Level, 8, `{"metric":"net.tcp.rx_queue"}`, typInteger, 8},
+		{series.Labels{"metric": "tcp.listen.established", "port": "80"}, series.Level, 3, `{"metric":"net.tcp.passive.established","port":"80"}`, typInteger, 3},
+		{series.Labels{"metric": "net.TcpExt.ListenDrops"}, series.Counter, 3, `{"metric":"net.TcpExt.ListenDrops"}`, typCounter, 3},
+		{series.Labels{"metric": "requests", "pid": "7", "appname": "x"}, series.Counter, 3, `{"appname":"x","metric":"requests","pid":"7"}`, typCounter, 3},
+	} {
+		k := mapKey(c.ours, c.kind)
+		var m map[string]string
+		if err := cbor.Unmarshal(k.bytes, &m); err != nil {
+			t.Fatalf("%v: key bytes: %v", c.ours, err)
+		}
+		if got := keyString(m); got != c.want || keyString(k.labels) != c.want {
+			t.Errorf("%v: key %s (labels %v); want %s", c.ours, got, k.labels, c.want)
+		}
+		v := k.convert(c.kind, c.bits)
+		if v.typ != c.typ || (c.typ != typFloat && v.u != c.value) || (c.typ == typFloat && uint64(v.f) != c.value) {
+			t.Errorf("%v: value %+v; want type %d value %d", c.ours, v, c.typ, c.value)
+		}
+	}
+}
