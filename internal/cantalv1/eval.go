@@ -172,14 +172,17 @@ func extract(sel []selected, hist *history.Store, ex Extract, budget *int, name 
 		if err := spend(len(sel)); err != nil {
 			return d, err
 		}
+		// DiffToAtMost n: the latest value minus the one up to n scans before it (the oldest of
+		// the last n+1 points); a series with no earlier point is left out, as the original
+		// leaves it out.
 		n := 1
 		if ex.Kind == ExDiffToAtMost {
-			n = int(min(ex.N, math.MaxInt32))
+			n = int(min(ex.N, math.MaxInt32-1)) + 1
 		}
 		var pts []history.Point
 		for _, x := range sel {
 			pts = hist.Last(x.h.HistoryID(), n, pts[:0])
-			if len(pts) == 0 {
+			if len(pts) == 0 || ex.Kind == ExDiffToAtMost && len(pts) < 2 {
 				continue
 			}
 			newest, oldest := pts[len(pts)-1], pts[0]

@@ -402,9 +402,6 @@ func parseExtract(b []byte) (Extract, error) {
 	if e.N, err = uintField(f[0]); err != nil {
 		return e, fmt.Errorf("%s: %w", name, err)
 	}
-	if e.N == 0 && e.Kind != ExHistoryByTime {
-		return e, fmt.Errorf("%s: the limit must be at least 1", name)
-	}
 	return e, nil
 }
 

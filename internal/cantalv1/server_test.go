@@ -323,15 +323,24 @@ func TestQueryTipAndDiffToAtMost(t *testing.T) {
 	f := fixture(t)
 	vals := f.query(t, `{"rules": {"tip": `+rule("Fine", `["Eq", "metric", "cpu.user"]`, `["Tip"]`, `[]`)+`,
 		"diff": `+rule("Fine", `["Eq", "metric", "cpu.user"]`, `["DiffToAtMost", 3]`, `[]`)+`}}`)
-	last, third := uint64(f.ts[scans-1]), uint64(f.ts[scans-3])
+	last, back3 := uint64(f.ts[scans-1]), uint64(f.ts[scans-4])
 	tip := arr(t, arr(t, arr(t, vals["tip"])[1])[0])
 	if decodeKey(t, tip[0])["metric"] != "cpu.user" || !reflect.DeepEqual(tip[1], []any{uint64(1), uint64(10400)}) ||
 		!reflect.DeepEqual(tip[2], []any{last, last}) {
 		t.Errorf("tip %v", tip)
 	}
 	d := arr(t, arr(t, arr(t, vals["diff"])[1])[0])
-	if !reflect.DeepEqual(d[1], []any{uint64(1), uint64(200)}) || !reflect.DeepEqual(d[2], []any{last, third}) {
-		t.Errorf("diff %v; want [1, 200] over [%d, %d]", d, last, third)
+	if !reflect.DeepEqual(d[1], []any{uint64(1), uint64(300)}) || !reflect.DeepEqual(d[2], []any{last, back3}) {
+		t.Errorf("diff %v; want [1, 300] over [%d, %d] (3 scans back)", d, last, back3)
+	}
+	// Up to n back: 10 scans back from 5 points is the oldest; 0 back leaves every series out.
+	vals = f.query(t, `{"rules": {"far": `+rule("Fine", `["Eq", "metric", "cpu.user"]`, `["DiffToAtMost", 10]`, `[]`)+`,
+		"zero": `+rule("Fine", `["Eq", "metric", "cpu.user"]`, `["DiffToAtMost", 0]`, `[]`)+`}}`)
+	if d := arr(t, arr(t, arr(t, vals["far"])[1])[0]); !reflect.DeepEqual(d[1], []any{uint64(1), uint64(400)}) || !reflect.DeepEqual(d[2], []any{last, uint64(f.ts[0])}) {
+		t.Errorf("diff 10 back %v; want [1, 400] over the oldest point", d)
+	}
+	if z := arr(t, vals["zero"]); len(arr(t, z[1])) != 0 {
+		t.Errorf("diff 0 back %v; want an empty MultiTip", z)
 	}
 }
 
@@ -471,7 +480,7 @@ func TestQueryBadBodiesGetClearErrors(t *testing.T) {
 		{`{"rules": {"r": {"series": {"source": "Coarse", "condition": ["Has", "a"]}, "extract": ["Tip"], "functions": []}}}`, `unknown "Coarse"`},
 		{`{"rules": {"r": {"series": {"source": "Fine", "condition": ["RegexLike", "a", "("]}, "extract": ["Tip"], "functions": []}}}`, "invalid regex"},
 		{`{"rules": {"r": {"series": {"source": "Fine", "condition": ["Has", "a"]}, "extract": ["HistoryByNum", -1], "functions": []}}}`, "non-negative integer"},
-		{`{"rules": {"r": {"series": {"source": "Fine", "condition": ["Has", "a"]}, "extract": ["DiffToAtMost", 0], "functions": []}}}`, "at least 1"},
+		{`{"rules": {"r": {"series": {"source": "Fine", "condition": ["Has", "a"]}, "extract": ["HistoryByNum", 1.5], "functions": []}}}`, "non-negative integer"},
 		{`{"rules": {"r": {"series": {"source": "Fine", "condition": ["Has", "a"]}, "extract": ["Tip"], "functions": [["Sum", "Keep"]]}}}`, "Ignore"},
 		{`{"rules": {"r": {"series": {"source": "Fine", "condition": ["Has", "a"]}, "extract": ["Tip"]}}}`, "required"},
 		{`{"rules": {"r": {"series": {"source": "Fine", "condition": ` + strings.Repeat(`["Not", `, 40) + `["Has", "a"]` + strings.Repeat(`]`, 40) + `}, "extract": ["Tip"], "functions": []}}}`, "nested deeper"},
