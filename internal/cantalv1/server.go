@@ -107,7 +107,7 @@ var suffixes = [...]struct {
 	f Format
 }{{"", JSON}, {".json", JSON}, {".cbor", CBOR}, {".gron", Gron}}
 
-// Paths lists every path Register serves, for the role decision (ReadOnlyPost) and docs.
+// Paths lists every path Register serves.
 func Paths() []string {
 	var out []string
 	for _, base := range []string{"/status", "/all_processes", "/all_sockets", "/all_metrics", "/all_peers", "/peers_with_remote", "/add_host", "/query"} {

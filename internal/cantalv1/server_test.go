@@ -626,7 +626,16 @@ func TestStatusProcessesSocketsPeersShapes(t *testing.T) {
 	if code != 200 || ct != "text/x-gron" || !bytes.Contains(b, []byte("json.peers[0].id = \"aa01\";\n")) || !bytes.HasPrefix(b, []byte("json = {};\njson.peers = [];\n")) {
 		t.Errorf("all_peers.gron: %d %s\n%s", code, ct, b)
 	}
-	// Other paths still reach the fallback; the original's paths never do.
+	// Every path Register serves answers itself, never the fallback; other paths still reach it.
+	for _, p := range Paths() {
+		method := "GET"
+		if strings.HasPrefix(p, "/query") || strings.HasPrefix(p, "/add_host") {
+			method = "POST"
+		}
+		if _, _, b := f.do(t, method, p, `{"rules": {}, "addr": "10.0.0.9:1"}`); strings.Contains(string(b), "<html>") {
+			t.Errorf("%s %s reached the fallback", method, p)
+		}
+	}
 	if _, _, b := f.do(t, "GET", "/status.html", ""); string(b) != "<html>UI</html>" {
 		t.Errorf("/status.html: %s", b)
 	}
