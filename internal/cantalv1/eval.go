@@ -118,7 +118,7 @@ func (s *Server) evaluate(q *Query, visible func(series.Labels) bool) (map[strin
 				err = errTooBig{fmt.Sprintf("rule %q selects more than %d series (the limit of one rule): narrow its condition", name, lim.MaxSeries)}
 				return false
 			}
-			sel = append(sel, selected{h, ok})
+			sel = append(sel, selected{h, ok.withBytes()})
 			return true
 		})
 		if err != nil {
@@ -126,6 +126,9 @@ func (s *Server) evaluate(q *Query, visible func(series.Labels) bool) (map[strin
 		}
 		var d dataset
 		if !rule.Fine {
+			if budget -= len(sel); budget < 0 {
+				return nil, errTooBig{fmt.Sprintf("rule %q: the answer would hold more values than the query limit: select fewer series", name)}
+			}
 			d = tipStates(sel, hist)
 		} else {
 			d, err = extract(sel, hist, rule.Extract, &budget, name)
@@ -746,7 +749,7 @@ func (s *Server) allMetrics(w http.ResponseWriter, r *http.Request, _ Format) {
 		if !ok {
 			return true
 		}
-		k := mapKey(l, h.Kind())
+		k := mapKey(l, h.Kind()).withBytes()
 		v := value{typ: typState, text: smp.Text, since: smp.Since}
 		if h.Kind() != series.State {
 			v = k.convert(h.Kind(), smp.Bits)

@@ -18,8 +18,9 @@ const (
 )
 
 // origKey is one of this agent's series under the original's key: its labels, their CBOR key
-// bytes (cantal_history::Key: a CBOR map of text to text, keys in byte order), the original's
-// value type, and how a value of ours becomes the original's.
+// bytes (cantal_history::Key: a CBOR map of text to text, keys in byte order; set by withBytes,
+// only for the series an answer holds), the original's value type, and how a value of ours
+// becomes the original's.
 type origKey struct {
 	labels series.Labels
 	bytes  []byte
@@ -96,7 +97,13 @@ func mapKey(l series.Labels, k series.Kind) origKey {
 			out = series.Labels{"metric": "net.interface." + dir + "." + netDevRenamed[col], "interface": l["interface"]}
 		}
 	}
-	return origKey{labels: out, bytes: keyBytes(out), typ: typ, div: div}
+	return origKey{labels: out, typ: typ, div: div}
+}
+
+// withBytes returns k with its key bytes.
+func (k origKey) withBytes() origKey {
+	k.bytes = keyBytes(k.labels)
+	return k
 }
 
 func kindType(k series.Kind) int {

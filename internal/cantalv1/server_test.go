@@ -743,7 +743,7 @@ func TestKeyMappingTable(t *testing.T) {
 		{series.Labels{"metric": "net.TcpExt.ListenDrops"}, series.Counter, 3, `{"metric":"net.TcpExt.ListenDrops"}`, typCounter, 3},
 		{series.Labels{"metric": "requests", "pid": "7", "appname": "x"}, series.Counter, 3, `{"appname":"x","metric":"requests","pid":"7"}`, typCounter, 3},
 	} {
-		k := mapKey(c.ours, c.kind)
+		k := mapKey(c.ours, c.kind).withBytes()
 		var m map[string]string
 		if err := cbor.Unmarshal(k.bytes, &m); err != nil {
 			t.Fatalf("%v: key bytes: %v", c.ours, err)
