@@ -19,7 +19,12 @@ require (
 
 require go.opentelemetry.io/proto/otlp v1.11.1
 
-require github.com/cilium/ebpf v0.22.0
+require (
+	github.com/cilium/ebpf v0.22.0
+	github.com/fxamacker/cbor/v2 v2.10.0
+)
+
+require github.com/x448/float16 v0.8.4 // indirect
 
 require (
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260928230214-8a89bd6388cc // indirect

@@ -146,6 +146,7 @@ func TestFinding12_HidePIDPrivacy(t *testing.T) {
 	if strings.Contains(body, `"pid":"`) {
 		t.Errorf("an anonymous network caller's /api/v1/metrics has per-process series under hidepid")
 	}
+	checkOriginalRoutesPrivacy(t, a, sock, mine, roots) // the original Cantal API (original_api_test.go)
 }
 
 // numProcs sums the cantal_process_num_procs samples of a /metrics exposition.

@@ -123,6 +123,15 @@ var secureRoutes = []struct {
 	{"POST", "/api/v2/write", "secure_test v=2", true},
 	{"POST", "/v1/metrics", "", true}, // an empty OTLP request (protobuf without Content-Type)
 	{"POST", "/api/v1/peers", `{"addr":"127.0.0.1:1"}`, true},
+	// The original Cantal agent's API (package cantalv1): /query only reads.
+	{"GET", "/status", "", false},
+	{"GET", "/all_processes.json", "", false},
+	{"GET", "/all_sockets.cbor", "", false},
+	{"GET", "/all_metrics", "", false},
+	{"GET", "/all_peers.gron", "", false},
+	{"GET", "/peers_with_remote", "", false},
+	{"POST", "/query", `{"rules":{}}`, false},
+	{"POST", "/add_host", `{"addr":"127.0.0.1:1"}`, true},
 }
 
 // TestSecureRoutesGoClient: with a web config, every route answers 401 to no credential and to
@@ -166,7 +175,7 @@ func TestSecureRoutesGoClient(t *testing.T) {
 		if got := code(r.method, r.path, r.body, "reader", "rpass"); got != want {
 			t.Errorf("%s %s as reader = %d; want %d", r.method, r.path, got, want)
 		}
-		if r.write && r.path != "/api/v1/peers" { // joining needs --cluster-name
+		if r.write && r.path != "/api/v1/peers" && r.path != "/add_host" { // joining needs --cluster-name
 			got := code(r.method, r.path, r.body, "writer", "wpass")
 			if got != 200 && got != 204 {
 				t.Errorf("%s %s as writer = %d; want 2xx", r.method, r.path, got)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cantal-go/cantal/internal/access"
 	"github.com/cantal-go/cantal/internal/api"
+	"github.com/cantal-go/cantal/internal/cantalv1"
 	"github.com/cantal-go/cantal/internal/cluster"
 	"github.com/cantal-go/cantal/internal/connlimit"
 	"github.com/cantal-go/cantal/internal/logbudget"
@@ -198,6 +199,8 @@ func needRole(r *http.Request) access.Role {
 		return access.Write
 	case r.Method == http.MethodGet || r.Method == http.MethodHead || r.Method == http.MethodOptions:
 		return access.Read
+	case cantalv1.ReadOnlyPost(r): // the original API's POST /query only reads
+		return access.Read
 	default:
 		return access.Write
 	}
@@ -233,15 +236,15 @@ func (a *Agent) handler() http.Handler {
 	return closeUnread(deadlines(g.Handler(a.bodies.readBodies(admit(g.IsMember, limitQueries(a.mux, queryConcurrency()))))))
 }
 
-// takesBody reports whether r's route takes a request body: the ingest routes and adding a
-// peer. Any other request that announces a body is refused without reading it (finding N10:
+// takesBody reports whether r's route takes a request body: the ingest routes, adding a peer,
+// and the original Cantal API's query and add_host (package cantalv1). Any other request that announces a body is refused without reading it (finding N10:
 // GETs with bodies used to take the shared body budget from the pushes).
 func takesBody(r *http.Request) bool {
 	if r.Method != http.MethodPost {
 		return false
 	}
 	switch r.URL.Path {
-	case "/write", "/api/v2/write", "/v1/metrics", "/api/v1/peers":
+	case "/write", "/api/v2/write", "/v1/metrics", "/api/v1/peers", "/query", "/add_host":
 		return true
 	}
 	return false
