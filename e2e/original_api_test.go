@@ -183,7 +183,7 @@ func originalKeysPIDs(t *testing.T, b []byte, name string) map[string]bool {
 
 // checkOriginalRoutesPrivacy: the original Cantal routes show a caller what /api/v1 shows it
 // (finding 12's rules): nobody on the socket sees its own process and not root's in
-// /all_processes, /all_metrics and /query; an anonymous network caller sees no process.
+// /all_processes, /all_metrics and /query; another user over TCP sees no process.
 func checkOriginalRoutesPrivacy(t *testing.T, a *agent, sock string, mine, roots *proc) {
 	t.Helper()
 	var pr struct {
@@ -222,12 +222,12 @@ func checkOriginalRoutesPrivacy(t *testing.T, a *agent, sock string, mine, roots
 	if pids := originalKeysPIDs(t, unixDo(t, sock, 0, "GET", "/all_metrics", ""), ""); !pids[roots.pid()] {
 		t.Errorf("root's /all_metrics lacks root's process %s", roots.pid())
 	}
-	code, body := a.raw("GET", "/all_processes", "")
+	code, body := a.tcpAs(otherUID, "GET", "/all_processes", "")
 	if code == 200 && strings.Contains(body, `"pid"`) {
-		t.Errorf("an anonymous network caller's /all_processes lists processes under hidepid")
+		t.Errorf("another user's /all_processes over TCP lists processes under hidepid")
 	}
-	_, body = a.raw("POST", "/query", q)
+	_, body = a.tcpAs(otherUID, "POST", "/query", q)
 	if pids := originalKeysPIDs(t, []byte(body), "p"); len(pids) > 0 {
-		t.Errorf("an anonymous network caller's /query has %d processes' series under hidepid", len(pids))
+		t.Errorf("another user's /query over TCP has %d processes' series under hidepid", len(pids))
 	}
 }

@@ -92,12 +92,21 @@ func TestOthersPrivateDetailsHiddenWithoutHidepid(t *testing.T) {
 	if strings.Contains(m, "nobodys-app") {
 		t.Error("another user's /metrics names the application")
 	}
-	_ = a
+	// The same users over TCP, known by their sockets' owners (N13, the TCP half).
+	if _, out := a.tcpAs(otherUID, "GET", sel, ""); strings.Contains(out, "requests.number") || strings.Contains(out, "nobodys-app") || strings.Contains(out, "process.io.") {
+		t.Errorf("another user over TCP reads the application's or io series: %.400s", out)
+	}
+	if _, out := a.tcpAs(nobody, "GET", sel, ""); !strings.Contains(out, "requests.number") {
+		t.Errorf("the owner over TCP does not read its application's series: %.300s", out)
+	}
+	if _, out := a.tcpAs(0, "GET", sel, ""); !strings.Contains(out, "requests.number") || !strings.Contains(out, "process.io.") {
+		t.Errorf("root over TCP does not read the application's and io series: %.300s", out)
+	}
 }
 
 // A caller who may see only some processes gets the process and application counts of those,
-// not the machine's totals: a third user under private processes, and an anonymous network
-// caller (none). (issue 31, N14)
+// not the machine's totals: a third user under private processes, on the Unix socket and over
+// TCP (none). (issue 31, N14)
 func TestStatusCountsFilteredForPrivateCallers(t *testing.T) {
 	serial(t)
 	a, sock := startSocketAgent(t, "--private-processes", "on")
@@ -121,8 +130,8 @@ func TestStatusCountsFilteredForPrivateCallers(t *testing.T) {
 	if p, n := counts(out); p != 0 || n != 0 {
 		t.Errorf("a user with no process counts %d processes, %d apps; want 0, 0", p, n)
 	}
-	_, body := a.raw("GET", "/api/v1/status", "")
+	_, body := a.tcpAs(otherUID, "GET", "/api/v1/status", "")
 	if p, n := counts(body); p != 0 || n != 0 {
-		t.Errorf("an anonymous network caller counts %d processes, %d apps; want 0, 0", p, n)
+		t.Errorf("a user with no process over TCP counts %d processes, %d apps; want 0, 0", p, n)
 	}
 }

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -22,6 +23,25 @@ func unixGet(t *testing.T, sock string, uid int, path string) (string, error) {
 	return string(out), err
 }
 
+// tcpAs sends one request to the agent's TCP address from a curl running as uid: a local user
+// over TCP, whom the agent knows by its socket's owner (sock_diag) without a web config.
+func (a *agent) tcpAs(uid int, method, path, body string) (int, string) {
+	a.t.Helper()
+	args := []string{"-sS", "-o", "-", "-w", "\n%{http_code}", "-X", method, a.URL + path}
+	if body != "" {
+		args = append(args, "--data-binary", body)
+	}
+	cmd := exec.Command("curl", args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(uid)}}
+	out, err := cmd.Output()
+	if err != nil {
+		a.t.Fatalf("curl as uid %d %s %s: %v: %s", uid, method, path, err, out)
+	}
+	i := bytes.LastIndexByte(out, '\n')
+	code, _ := strconv.Atoi(string(out[i+1:]))
+	return code, string(out[:i])
+}
+
 type procRow struct {
 	PID     int      `json:"pid"`
 	UID     int      `json:"uid"`
@@ -38,7 +58,7 @@ func processesOf(t *testing.T, body string) []procRow {
 }
 
 // TestFinding12_HidePIDPrivacy: with /proc mounted hidepid=2, a local user asking over the Unix
-// socket sees its own processes and not root's, an anonymous network caller sees none, root
+// socket or over TCP sees its own processes and not root's, root
 // sees every one; command lines carry no secret either way.
 func TestFinding12_HidePIDPrivacy(t *testing.T) {
 	serial(t)
@@ -133,18 +153,23 @@ func TestFinding12_HidePIDPrivacy(t *testing.T) {
 	if numProcs(all0) <= numProcs(mine0) {
 		t.Errorf("root's /metrics counts %d grouped processes, nobody's %d: root must see more", numProcs(all0), numProcs(mine0))
 	}
-	// An anonymous network caller: no process at all.
-	code, body := a.raw("GET", "/api/v1/processes", "")
+	// Over TCP, a local user is known by its socket's owner (N13): root sees every process,
+	// another user with no process none. (A caller from another host is anonymous and sees
+	// none: access's TestRemoteTCPCallerStaysAnonymous.)
+	if _, body := a.tcpAs(0, "GET", "/api/v1/processes", ""); len(processesOf(t, body)) < 2 {
+		t.Errorf("root over TCP sees %d processes under hidepid; want every one", len(processesOf(t, body)))
+	}
+	code, body := a.tcpAs(otherUID, "GET", "/api/v1/processes", "")
 	if code == 200 && len(processesOf(t, body)) > 0 {
-		t.Errorf("an anonymous network caller got %d processes under hidepid", len(processesOf(t, body)))
+		t.Errorf("another user over TCP got %d processes under hidepid", len(processesOf(t, body)))
 	}
-	_, body = a.raw("GET", "/metrics", "")
+	_, body = a.tcpAs(otherUID, "GET", "/metrics", "")
 	if strings.Contains(body, `pid="`) || numProcs(body) != 0 {
-		t.Errorf("an anonymous network caller's /metrics has per-process series under hidepid (%d processes in groups)", numProcs(body))
+		t.Errorf("another user's /metrics over TCP has per-process series under hidepid (%d processes in groups)", numProcs(body))
 	}
-	_, body = a.raw("GET", "/api/v1/metrics?match=%7Bpid%3D~%22.%2B%22%7D", "")
+	_, body = a.tcpAs(otherUID, "GET", "/api/v1/metrics?match=%7Bpid%3D~%22.%2B%22%7D", "")
 	if strings.Contains(body, `"pid":"`) {
-		t.Errorf("an anonymous network caller's /api/v1/metrics has per-process series under hidepid")
+		t.Errorf("another user's /api/v1/metrics over TCP has per-process series under hidepid")
 	}
 	checkOriginalRoutesPrivacy(t, a, sock, mine, roots) // the original Cantal API (original_api_test.go)
 }

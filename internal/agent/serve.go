@@ -244,10 +244,10 @@ func takesBody(r *http.Request) bool {
 		return false
 	}
 	switch r.URL.Path {
-	case "/write", "/api/v2/write", "/v1/metrics", "/api/v1/peers", "/query", "/add_host":
+	case "/write", "/api/v2/write", "/v1/metrics", "/api/v1/peers":
 		return true
 	}
-	return false
+	return cantalv1.TakesBody(r)
 }
 
 // closeUnread is the outermost handler. A request that announces a body is answered with

@@ -133,6 +133,23 @@ func ReadOnlyPost(r *http.Request) bool {
 	return false
 }
 
+// TakesBody reports whether r is a POST to a route of this package that reads a request body
+// (/query and /add_host, with their suffixes), for the agent's rule that only such routes take
+// one.
+func TakesBody(r *http.Request) bool {
+	if r.Method != http.MethodPost {
+		return false
+	}
+	for _, base := range []string{"/query", "/add_host"} {
+		for _, s := range suffixes {
+			if r.URL.Path == base+s.s {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // Register adds the original's routes to mux as exact paths, so they win over a "/" fallback.
 func (s *Server) Register(mux *http.ServeMux) {
 	get := func(base string, h func(w http.ResponseWriter, r *http.Request, f Format)) {
