@@ -13,12 +13,11 @@ import (
 // and carbon exports. It reads the registry's current View and never blocks a scan.
 func (a *Agent) samples() []series.Sample {
 	view := a.reg.View()
-	out := make([]series.Sample, 0, view.Len())
+	var out []series.Sample
 	var scratch [2]history.Point
-	view.Each(func(h registry.Handle) bool {
-		if !h.Live() {
-			return true
-		}
+	// Only the live series: a walk of the view's live bits, not of every series kept (under
+	// process churn, ~100 000 kept for ~2 000 live).
+	view.EachLive(func(h registry.Handle) bool {
 		if smp, ok := h.Latest(a.hist, scratch[:0]); ok {
 			out = append(out, smp)
 		}
