@@ -6,7 +6,7 @@ import uPlot from "uplot";
 import "uplot/dist/uPlot.min.css";
 import { h } from "./dom";
 import { axisLabel, fmtTime, fmtUnit, type Unit } from "./format";
-import type { Aligned } from "./store";
+import { gapAfter, type Aligned, type Line } from "./store";
 
 export interface ChartOptions {
   title: string;
@@ -175,6 +175,8 @@ export class TimeChart {
       this.plot?.destroy();
       this.names = key;
       this.plot = new uPlot(this.options(names, styles), data as uPlot.AlignedData, this.body);
+      // The browser tests read what uPlot holds and draws (data, scales, colours) from here.
+      (this.el as HTMLElement & { uplot?: uPlot }).uplot = this.plot;
       this.el.dataset.lines = String(names.length);
       this.el.dataset.legend = names.join("\n");
       this.applyZoom();
@@ -318,8 +320,12 @@ export class TimeChart {
   }
 }
 
-/** drawSpark draws values as a sparkline on canvas (no axes: the row shows value and unit). */
-export function drawSpark(canvas: HTMLCanvasElement, values: (number | null)[]) {
+/**
+ * drawSpark draws a line as a sparkline on canvas (no axes: the row shows value and unit),
+ * placed by time: a step longer than gapAfter (a missed scan, an outage) and a null are left
+ * blank, never bridged.
+ */
+export function drawSpark(canvas: HTMLCanvasElement, line: Line) {
   const dpr = window.devicePixelRatio || 1;
   const w = canvas.clientWidth || 120, hh = canvas.clientHeight || 20;
   if (canvas.width !== w * dpr) {
@@ -330,27 +336,32 @@ export function drawSpark(canvas: HTMLCanvasElement, values: (number | null)[]) 
   if (!ctx) return;
   ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
   ctx.clearRect(0, 0, w, hh);
-  const vs = values.filter((v): v is number => v !== null && Number.isFinite(v));
+  const vs = line.v.filter((v): v is number => v !== null && Number.isFinite(v));
   if (vs.length < 2) return;
   let lo = Math.min(...vs), hi = Math.max(...vs);
   if (hi === lo) {
     hi += 1;
     lo -= 1;
   }
+  const n = line.ts.length;
+  const t0 = line.ts[0], span = Math.max(1, line.ts[n - 1] - t0);
+  const gap = gapAfter(line.ts);
   ctx.strokeStyle = cssVar("--c1") || "#36c";
   ctx.lineWidth = 1.25;
   ctx.beginPath();
   let pen = false;
-  values.forEach((v, i) => {
+  for (let i = 0; i < n; i++) {
+    const v = line.v[i];
     if (v === null || !Number.isFinite(v)) {
       pen = false;
-      return;
+      continue;
     }
-    const x = (i / (values.length - 1)) * (w - 2) + 1;
+    if (i > 0 && line.ts[i] - line.ts[i - 1] > gap) pen = false;
+    const x = ((line.ts[i] - t0) / span) * (w - 2) + 1;
     const y = hh - 2 - ((v - lo) / (hi - lo)) * (hh - 4);
     if (pen) ctx.lineTo(x, y);
     else ctx.moveTo(x, y);
     pen = true;
-  });
+  }
   ctx.stroke();
 }

@@ -5,7 +5,7 @@ import { TimeChart } from "../chart";
 import { esc, h } from "../dom";
 import { fmtBytes, fmtDuration, fmtNum, round } from "../format";
 import type { Ctx } from "../main";
-import { align, combine, Store, sum, type Track } from "../store";
+import { align, alignPoints, combine, Store, sum, sumLines, type Track } from "../store";
 import { card, heading, setText, SortTable } from "../widgets";
 import { fsRows, latency, perCPU } from "./machine";
 import "./overview.css";
@@ -180,9 +180,8 @@ export async function overview(ctx: Ctx) {
     const rx = net.find((l) => l.metric === "net.interface.rx.bytes");
     const tx = net.find((l) => l.metric === "net.interface.tx.bytes");
     if (rx.length + tx.length === 0) return;
-    const d = align([...rx, ...tx]);
-    const ys = d.slice(1) as (number | null | undefined)[][];
-    netChart.set([d[0], combine(ys.slice(0, rx.length), sum), combine(ys.slice(rx.length), sum)], ["received", "sent"]);
+    // Interfaces come and go: each scan's total is the sum of the interfaces it saw.
+    netChart.set(alignPoints([sumLines(rx), sumLines(tx)]), ["received", "sent"]);
   };
   ctx.sub(`{metric=~"net\\\\.interface\\\\.(rx|tx)\\\\.bytes", interface!="lo"}`, {
     history: WINDOW, fn: "rate",
@@ -197,9 +196,7 @@ export async function overview(ctx: Ctx) {
     const rd = all.filter((t) => t.labels.metric === "disk.read.bytes" && keep.has(t.labels.device));
     const wr = all.filter((t) => t.labels.metric === "disk.write.bytes" && keep.has(t.labels.device));
     if (rd.length + wr.length === 0) return;
-    const d = align([...rd, ...wr]);
-    const ys = d.slice(1) as (number | null | undefined)[][];
-    diskChart.set([d[0], combine(ys.slice(0, rd.length), sum), combine(ys.slice(rd.length), sum)], ["read", "written"]);
+    diskChart.set(alignPoints([sumLines(rd), sumLines(wr)]), ["read", "written"]);
   };
   ctx.sub(`{metric=~"disk\\\\.(read|write)\\\\.bytes"}`, {
     history: WINDOW, fn: "rate",
