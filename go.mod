@@ -21,6 +21,8 @@ require go.opentelemetry.io/proto/otlp v1.11.1
 
 require github.com/cilium/ebpf v0.22.0
 
+require github.com/klauspost/compress v1.19.1
+
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect

@@ -41,7 +41,7 @@ export async function seriesList(ctx: Ctx) {
   const match = q ? "" : (ctx.params.get("match") ?? "");
   const input = h("input", {
     type: "search", id: "sel", name: "match", value: q || match, class: "mono wide", spellcheck: "false", autocomplete: "off",
-    placeholder: `a word, or cpu.user_ms, {metric=~"memory\\\\..*"}, {pid="1"}`, "data-search": true,
+    placeholder: `a word, or cpu.user_ms, cpu.user_ms{cpu="0"}, {metric=~"memory\\\\..*"}, {pid="1"}`, "data-search": true,
     "aria-describedby": "sel-help",
   });
   const form = h("form", { class: "toolbar", role: "search" },
@@ -63,7 +63,7 @@ export async function seriesList(ctx: Ctx) {
   const head = h("div", { class: "vlist-head", "aria-hidden": "true" },
     h("span", {}, "Series"), h("span", {}, "Kind"), h("span", { class: "num" }, "Value (counters per second)"), h("span", {}, "Last 5 min"));
   root.append(
-    heading("Metrics", "Every series the agent keeps. Type a word to search metric names and label values (suggestions as you type); a bare metric name selects it; {key=\"v\", key!=\"v\", key=~\"re\", key!~\"re\"} match labels. Counters show their rate."),
+    heading("Metrics", "Every live series (written by the latest scan; the overview also counts those kept in history). Type a word to search metric names and label values (suggestions as you type); a bare metric name selects it; {key=\"v\", key!=\"v\", key=~\"re\", key!~\"re\"} match labels, also after a name: name{key=\"v\"}. Counters show their rate."),
     form, h("p", { id: "sel-help", class: "suggest-note" }, "Suggestions: metric names and label values of this agent's series containing what you type; Enter applies."), count, err, head, viewport,
   );
 
@@ -210,7 +210,7 @@ export async function seriesList(ctx: Ctx) {
     }
     byKey = next;
     if (changed) keys = [...next.keys()].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
-    count.textContent = `${keys.length.toLocaleString("en-US")} series${match ? ` match ${match}` : q ? ` contain “${q}” in their name or a label${searchNote}` : ""}`;
+    count.textContent = `${keys.length.toLocaleString("en-US")} live series${match ? ` match ${match}` : q ? ` contain “${q}” in their name or a label${searchNote}` : ""}`;
     count.dataset.count = String(keys.length);
     err.replaceChildren();
     if (keys.length === 0) err.replaceChildren(message("info", q ? `No live series has “${q}” in its name or a label.` : "No live series match this selector."));
