@@ -484,6 +484,22 @@ func TestBrowserOverviewTraffic(t *testing.T) {
 	if err := waitJS(ctx, `document.body.dataset.ready === "/" && [...document.querySelectorAll("figure.chart")].filter((f) => Number(f.dataset.points) >= 2).length >= 8`); err != nil {
 		t.Fatalf("overview drawn: %v", err)
 	}
+	// Every chart drawn: navigation start to each chart's first drawn line (reported, not
+	// asserted: timing depends on the machine).
+	if err := waitJS(ctx, `[...document.querySelectorAll("figure.chart")].every((f) => f.dataset.firstDrawMs !== undefined || f.dataset.title.startsWith("Disk latency"))`); err != nil {
+		t.Fatalf("every chart drawn: %v", err)
+	}
+	draws, err := chromedp.Run(ctx, chromedp.Evaluate[map[string]int](`Object.fromEntries([...document.querySelectorAll("figure.chart")].map((f) => [f.dataset.title, Number(f.dataset.firstDrawMs ?? -1)]))`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := 0
+	for _, ms := range draws {
+		last = max(last, ms)
+	}
+	t.Logf("overview: every chart drawn %d ms after navigation start (per chart: %v)", last, draws)
+	appendTiming(t, uiArtifacts(t), fmt.Sprintf("overview all charts drawn: %d ms", last))
+
 	// Steady state: what the open tab keeps receiving, over 30 s.
 	const window = 30 * time.Second
 	m.set(true)
