@@ -152,7 +152,9 @@ func TestBrowserReadable(t *testing.T) {
 	}
 
 	// Series: live and kept named.
-	if err := waitJS(ctx, `/live .* kept/.test(document.querySelector("#ov-series").textContent)`); err != nil {
+	short, cancelShort := context.WithTimeout(ctx, 15*time.Second)
+	defer cancelShort()
+	if err := waitJS(short, `/live .* kept/.test(document.querySelector("#ov-series").textContent)`); err != nil {
 		got, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("#ov-series").closest(".card").innerText`))
 		t.Errorf("series card %q: want live and kept counts named: %v", got, err)
 	}
@@ -164,7 +166,9 @@ func TestBrowserReadable(t *testing.T) {
 			t.Fatal(err)
 		}
 		const fig = `document.querySelector("figure.chart")`
-		if err := waitJS(ctx, fmt.Sprintf(`%s && Number(%s.dataset.lines) === %d`, fig, fig, n)); err != nil {
+		wctx, cancelW := context.WithTimeout(ctx, 30*time.Second)
+		defer cancelW()
+		if err := waitJS(wctx, fmt.Sprintf(`%s && Number(%s.dataset.lines) === %d && %s.dataset.colors`, fig, fig, n, fig)); err != nil {
 			t.Fatalf("chart of %s with %d lines: %v", sel, n, err)
 		}
 		type line struct{ Name, Colour string }
@@ -205,7 +209,9 @@ func TestBrowserReadable(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.Navigate(ag.url("/series"))); err != nil {
 		t.Fatal(err)
 	}
-	if err := waitJS(ctx, `document.body.dataset.ready === "/series" && /live series/.test(document.querySelector("#series-count").textContent)`); err != nil {
+	short2, cancelShort2 := context.WithTimeout(ctx, 30*time.Second)
+	defer cancelShort2()
+	if err := waitJS(short2, `document.body.dataset.ready === "/series" && /live series/.test(document.querySelector("#series-count").textContent)`); err != nil {
 		got, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector("#series-count")?.textContent`))
 		t.Errorf("Metrics count %q: want it to say live series: %v", got, err)
 	}
