@@ -285,39 +285,50 @@ func TestBrowserChartPageFits(t *testing.T) {
 	if err := waitJS(ctx, `document.querySelectorAll("table.grid tbody tr td.num").length >= 8 && document.querySelector("figure.chart")`); err != nil {
 		t.Fatalf("chart page with statistics: %v", err)
 	}
-	fits := func(what string, w int) {
-		t.Helper()
-		type geo struct{ SW, CW, Right, W int }
-		var g geo
-		cond := `(() => { const s = document.scrollingElement; const th = [...document.querySelectorAll("table.grid th")].pop();
-			return {SW: s.scrollWidth, CW: s.clientWidth, Right: Math.ceil(th.getBoundingClientRect().right), W: innerWidth}; })()`
-		waitUntil(t, 20*time.Second, what, func() error {
-			var err error
-			if g, err = chromedp.Run(ctx, chromedp.Evaluate[geo](cond)); err != nil {
+	// within polls cond for up to d and returns its last error (nil once it held).
+	within := func(d time.Duration, cond func() error) error {
+		deadline := time.Now().Add(d)
+		for {
+			err := cond()
+			if err == nil || time.Now().After(deadline) {
 				return err
 			}
-			if g.W != w || g.SW > g.CW || g.Right > g.CW {
-				return fmt.Errorf("window %d px: scrollWidth %d, clientWidth %d, last statistics column ends at %d", g.W, g.SW, g.CW, g.Right)
-			}
-			return nil
-		})
+			time.Sleep(250 * time.Millisecond)
+		}
 	}
-	fits("the chart page at 1280 px fits without sideways scrolling", 1280)
+	type geo struct{ SW, CW, Right, W int }
+	const geoJS = `(() => { const s = document.scrollingElement; const th = [...document.querySelectorAll("table.grid th")].pop();
+		return {SW: s.scrollWidth, CW: s.clientWidth, Right: Math.ceil(th.getBoundingClientRect().right), W: innerWidth}; })()`
+	err := within(20*time.Second, func() error {
+		g, err := chromedp.Run(ctx, chromedp.Evaluate[geo](geoJS))
+		if err != nil {
+			return err
+		}
+		if g.W != 1280 || g.SW > g.CW || g.Right > g.CW {
+			return fmt.Errorf("window %d px: scrollWidth %d, clientWidth %d, last statistics column ends at %d", g.W, g.SW, g.CW, g.Right)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Errorf("the chart page at 1280 px scrolls sideways: %v", err)
+	}
 	if err := chromedp.Do(ctx, chromedp.EmulateViewport(390, 844)); err != nil {
 		t.Fatal(err)
 	}
 	// On a phone the statistics table scrolls inside itself; the page does not.
-	type pg struct{ SW, CW int }
-	waitUntil(t, 20*time.Second, "the chart page on a 390 px phone fits", func() error {
-		g, err := chromedp.Run(ctx, chromedp.Evaluate[pg](`({SW: document.scrollingElement.scrollWidth, CW: document.scrollingElement.clientWidth})`))
+	err = within(20*time.Second, func() error {
+		g, err := chromedp.Run(ctx, chromedp.Evaluate[geo](geoJS))
 		if err != nil {
 			return err
 		}
-		if g.SW > g.CW {
-			return fmt.Errorf("scrollWidth %d > clientWidth %d", g.SW, g.CW)
+		if g.W != 390 || g.SW > g.CW {
+			return fmt.Errorf("window %d px: scrollWidth %d > clientWidth %d", g.W, g.SW, g.CW)
 		}
 		return nil
 	})
+	if err != nil {
+		t.Errorf("the chart page on a 390 px phone scrolls sideways: %v", err)
+	}
 	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 800)); err != nil {
 		t.Fatal(err)
 	}
