@@ -31,6 +31,8 @@ require (
 	google.golang.org/grpc v1.84.0
 )
 
+require github.com/klauspost/compress v1.19.1
+
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect

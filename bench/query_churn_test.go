@@ -165,7 +165,7 @@ func buildQueryNode(b *testing.B, churn bool) *queryNode {
 	}
 	srv := &api.Server{Registry: reg, Log: slog.New(slog.DiscardHandler), MaxWindow: time.Hour,
 		Status:    func(context.Context) any { return struct{}{} },
-		Processes: func(context.Context) any { return struct{}{} }}
+		Processes: func(context.Context, api.ProcessQuery) any { return struct{}{} }}
 	mux := http.NewServeMux()
 	srv.Register(mux)
 	return &queryNode{reg: reg, mux: mux, livePID: strconv.Itoa(ps[0].pid)}

@@ -1,14 +1,20 @@
 package agent
 
 import (
+	"bytes"
+	"cmp"
 	"context"
 	"net/http"
 	"os"
+	"path/filepath"
 	"runtime"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/cantal-go/cantal/internal/access"
+	"github.com/cantal-go/cantal/internal/api"
 	"github.com/cantal-go/cantal/internal/redact"
 	"github.com/cantal-go/cantal/internal/registry"
 	"github.com/cantal-go/cantal/internal/remotewrite"
@@ -17,12 +23,14 @@ import (
 
 // Status is the /api/v1/status answer.
 type Status struct {
-	NodeID      string  `json:"node_id"`
-	NodeName    string  `json:"node_name"`
-	Hostname    string  `json:"hostname"`
-	Version     string  `json:"version"`
-	Started     int64   `json:"started"` // unix ms
-	UptimeS     float64 `json:"uptime_s"`
+	NodeID   string  `json:"node_id"`
+	NodeName string  `json:"node_name"`
+	Hostname string  `json:"hostname"`
+	Version  string  `json:"version"`
+	Started  int64   `json:"started"` // unix ms
+	UptimeS  float64 `json:"uptime_s"`
+	// HostUptimeS is the machine's uptime (--proc/uptime), absent when unreadable.
+	HostUptimeS float64 `json:"host_uptime_s,omitempty"`
 	IntervalMs  int64   `json:"interval_ms"`
 	HistoryS    float64 `json:"history_s"`
 	Pid         int     `json:"pid"`
@@ -107,6 +115,7 @@ func (a *Agent) status(ctx context.Context) any {
 	s.Version = Version
 	s.Started = a.started.UnixMilli()
 	s.UptimeS = time.Since(a.started).Seconds()
+	s.HostUptimeS = hostUptime(a.cfg.Proc)
 	s.IntervalMs = a.cfg.Interval.Milliseconds()
 	s.HistoryS = a.cfg.History.Seconds()
 	s.Pid = os.Getpid()
@@ -182,13 +191,55 @@ type ProcessJSON struct {
 	Metrics    bool     `json:"metrics"`
 }
 
+// hostUptime reads the machine's uptime in seconds from proc's uptime file (its first
+// field); 0 when it cannot be read or parsed.
+func hostUptime(proc string) float64 {
+	b, err := os.ReadFile(filepath.Join(proc, "uptime"))
+	if err != nil {
+		return 0
+	}
+	f, _, _ := bytes.Cut(bytes.TrimSpace(b), []byte(" "))
+	v, err := strconv.ParseFloat(string(f), 64)
+	if err != nil || v < 0 {
+		return 0
+	}
+	return v
+}
+
 // processes is the /api/v1/processes answer for the caller in ctx: the rows of the processes
 // it may see (access.Caller.SeesProcess), with command lines redacted by package redact unless
 // --show-cmdlines. A caller who may see no process gets an empty list, not an error, as /proc
 // mounted hidepid=2 shows an unprivileged user an empty process list rather than refusing.
-func (a *Agent) processes(ctx context.Context) any {
+func (a *Agent) processes(ctx context.Context, q api.ProcessQuery) any {
 	c, _ := access.FromContext(ctx)
-	return map[string]any{"processes": processRows(a.procs.Table(), c, a.cfg.ShowCmdlines, a.apps.Exports)}
+	rows := processRows(a.procs.Table(), c, a.cfg.ShowCmdlines, a.apps.Exports)
+	total := len(rows)
+	return map[string]any{"processes": topProcesses(rows, q), "total": total}
+}
+
+// topProcesses orders rows as q asks (largest CPU share or RSS first, ties by pid) and keeps
+// the first q.Limit (0: all). rows is reordered in place.
+func topProcesses(rows []ProcessJSON, q api.ProcessQuery) []ProcessJSON {
+	key := func(p *ProcessJSON) float64 { return p.CPUPercent }
+	switch q.Sort {
+	case "cpu":
+	case "rss":
+		key = func(p *ProcessJSON) float64 { return float64(p.RSS) }
+	default:
+		key = nil
+	}
+	if key != nil {
+		slices.SortStableFunc(rows, func(a, b ProcessJSON) int {
+			if c := cmp.Compare(key(&b), key(&a)); c != 0 {
+				return c
+			}
+			return cmp.Compare(a.PID, b.PID)
+		})
+	}
+	if q.Limit > 0 && len(rows) > q.Limit {
+		rows = rows[:q.Limit]
+	}
+	return rows
 }
 
 // processRows turns the process table into the rows caller may see; whole keeps command lines

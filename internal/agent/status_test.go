@@ -1,10 +1,13 @@
 package agent
 
 import (
+	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 
 	"github.com/cantal-go/cantal/internal/access"
+	"github.com/cantal-go/cantal/internal/api"
 	"github.com/cantal-go/cantal/internal/sysscan"
 )
 
@@ -112,5 +115,50 @@ func TestVisibleCounts(t *testing.T) {
 		if p, a := visibleCounts(table, c.caller, exports); p != c.procs || a != c.apps {
 			t.Errorf("%s: %d processes, %d apps; want %d, %d", c.name, p, a, c.procs, c.apps)
 		}
+	}
+}
+
+// TestTopProcesses: sort=cpu|rss orders the largest first (ties by pid) and limit keeps the
+// first rows; no sort keeps the table's order.
+func TestTopProcesses(t *testing.T) {
+	rows := func() []ProcessJSON {
+		return []ProcessJSON{{PID: 5, CPUPercent: 1, RSS: 50}, {PID: 2, CPUPercent: 9, RSS: 10}, {PID: 9, CPUPercent: 9, RSS: 90}, {PID: 1, CPUPercent: 0, RSS: 70}}
+	}
+	pids := func(rs []ProcessJSON) []int {
+		var out []int
+		for _, r := range rs {
+			out = append(out, r.PID)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		q    api.ProcessQuery
+		want []int
+	}{
+		{api.ProcessQuery{}, []int{5, 2, 9, 1}},
+		{api.ProcessQuery{Sort: "cpu"}, []int{2, 9, 5, 1}},
+		{api.ProcessQuery{Sort: "cpu", Limit: 2}, []int{2, 9}},
+		{api.ProcessQuery{Sort: "rss", Limit: 3}, []int{9, 1, 5}},
+		{api.ProcessQuery{Limit: 10}, []int{5, 2, 9, 1}},
+	} {
+		if got := pids(topProcesses(rows(), tc.q)); !slices.Equal(got, tc.want) {
+			t.Errorf("%+v: pids %v; want %v", tc.q, got, tc.want)
+		}
+	}
+}
+
+// TestHostUptime: the first field of proc's uptime file; 0 when missing or garbled.
+func TestHostUptime(t *testing.T) {
+	dir := t.TempDir()
+	if v := hostUptime(dir); v != 0 {
+		t.Errorf("no uptime file: %v; want 0", v)
+	}
+	os.WriteFile(filepath.Join(dir, "uptime"), []byte("12345.67 2345.10\n"), 0o644)
+	if v := hostUptime(dir); v != 12345.67 {
+		t.Errorf("uptime %v; want 12345.67", v)
+	}
+	os.WriteFile(filepath.Join(dir, "uptime"), []byte("x y\n"), 0o644)
+	if v := hostUptime(dir); v != 0 {
+		t.Errorf("garbled uptime: %v; want 0", v)
 	}
 }

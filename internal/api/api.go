@@ -20,11 +20,14 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/klauspost/compress/gzhttp"
 
 	"github.com/cantal-go/cantal/internal/alerts"
 	"github.com/cantal-go/cantal/internal/apiwire"
@@ -49,8 +52,8 @@ type Server struct {
 	Registry *registry.Registry
 	Status   func(ctx context.Context) any // the /api/v1/status object for the caller in ctx
 	// Processes returns the /api/v1/processes object for the caller in ctx (access.FromContext):
-	// only the processes it may see.
-	Processes func(ctx context.Context) any
+	// only the processes it may see, ordered and cut as q asks.
+	Processes func(ctx context.Context, q ProcessQuery) any
 	Peers     Peers
 	Log       *slog.Logger
 	// MaxWindow bounds the window of history and stats queries (the retention).
@@ -109,7 +112,7 @@ func handle(mux *http.ServeMux, path string, methods map[string]http.HandlerFunc
 	for m := range methods {
 		allow = append(allow, m)
 	}
-	mux.HandleFunc(path, func(w http.ResponseWriter, r *http.Request) {
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		h, ok := methods[r.Method]
 		if !ok && r.Method == http.MethodHead {
 			h, ok = methods[http.MethodGet]
@@ -121,6 +124,13 @@ func handle(mux *http.ServeMux, path string, methods map[string]http.HandlerFunc
 		}
 		h(w, r)
 	})
+	if path != "/api/v1/ws" {
+		// JSON answers are gzipped for clients that accept it (gzhttp: Accept-Encoding with
+		// q-values, Vary, answers under 1 KiB left alone); the WebSocket is not wrapped.
+		mux.Handle(path, gzhttp.GzipHandler(handler))
+	} else {
+		mux.Handle(path, handler)
+	}
 }
 
 // Error writes {"error": msg} with code.
@@ -150,7 +160,43 @@ func writeRaw(w http.ResponseWriter, b []byte) {
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) { WriteJSON(w, s.Status(r.Context())) }
 func (s *Server) processes(w http.ResponseWriter, r *http.Request) {
-	WriteJSON(w, s.Processes(r.Context()))
+	q, err := ParseProcessQuery(r.URL.Query())
+	if err != nil {
+		Error(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	WriteJSON(w, s.Processes(r.Context(), q))
+}
+
+// ProcessQuery is what /api/v1/processes?sort=cpu|rss&limit=N asks: the processes ordered by
+// CPU share or resident memory, largest first (ties by pid), and only the first Limit (0:
+// all), so a page showing a top ten fetches ten rows, not every process.
+type ProcessQuery struct {
+	Sort  string // "", "cpu" or "rss"
+	Limit int
+}
+
+// maxProcessLimit bounds limit= (more than any process table holds).
+const maxProcessLimit = 1 << 22
+
+// ParseProcessQuery reads sort and limit from v; an unknown sort or a limit that is not a
+// number from 1 to 4194304 is an error naming the parameter.
+func ParseProcessQuery(v url.Values) (ProcessQuery, error) {
+	var q ProcessQuery
+	switch s := v.Get("sort"); s {
+	case "", "cpu", "rss":
+		q.Sort = s
+	default:
+		return q, fmt.Errorf("bad sort %q: want cpu or rss", s)
+	}
+	if l := v.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > maxProcessLimit {
+			return q, fmt.Errorf("bad limit %q: want a number from 1 to %d", l, maxProcessLimit)
+		}
+		q.Limit = n
+	}
+	return q, nil
 }
 
 // Query is a parsed series query: ?match=SEL&window=DUR&fn=rate.

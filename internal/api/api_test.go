@@ -46,7 +46,7 @@ func fixture(t testing.TB) (*registry.Registry, *httptest.Server, int64) {
 		reg.Commit()
 	}
 	srv := &Server{Registry: reg, Status: func(context.Context) any { return map[string]int{"x": 1} },
-		Processes: func(context.Context) any { return map[string]any{"processes": []any{}} },
+		Processes: func(context.Context, ProcessQuery) any { return map[string]any{"processes": []any{}} },
 		Log:       slog.New(slog.DiscardHandler), MaxWindow: time.Hour}
 	mux := http.NewServeMux()
 	srv.Register(mux)

@@ -59,7 +59,7 @@ func privacyServer(t *testing.T, uids func(int) (uint32, bool), cluster Cluster)
 	srv := &Server{Registry: reg, Log: slog.New(slog.DiscardHandler), MaxWindow: time.Hour, NodeName: "a",
 		ProcessUID: uids, Cluster: cluster,
 		Status:    func(context.Context) any { return map[string]any{} },
-		Processes: func(context.Context) any { return map[string]any{"processes": []any{}} }}
+		Processes: func(context.Context, ProcessQuery) any { return map[string]any{"processes": []any{}} }}
 	mux := http.NewServeMux()
 	srv.Register(mux)
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -41,7 +41,7 @@ func TestHistoryWindowWithDeadSeries(t *testing.T) {
 		reg.Commit()
 	}
 	srv := &Server{Registry: reg, Log: slog.New(slog.DiscardHandler), MaxWindow: time.Hour,
-		Status: func(context.Context) any { return nil }, Processes: func(context.Context) any { return nil }}
+		Status: func(context.Context) any { return nil }, Processes: func(context.Context, ProcessQuery) any { return nil }}
 	mux := http.NewServeMux()
 	srv.Register(mux)
 	ts := httptest.NewServer(mux)

@@ -12,6 +12,7 @@ type StatusHead struct {
 	Version     string   `json:"version"`
 	Started     int64    `json:"started"` // unix ms
 	UptimeS     StdFloat `json:"uptime_s"`
+	HostUptimeS StdFloat `json:"host_uptime_s"` // the machine's; 0 when unknown
 	IntervalMs  int64    `json:"interval_ms"`
 	HistoryS    StdFloat `json:"history_s"`
 	Pid         int      `json:"pid"`

@@ -680,18 +680,17 @@ func TestBrowserFleet(t *testing.T) {
 	})
 }
 
-// linePixels counts, in the chart's canvas, the pixels close to each of the first n line
-// colours of the theme (--c1, --c2, ...).
+// linePixels counts, in the chart's canvas, the pixels close to each of its first n line
+// colours (the figure's data-colors: each line's colour, derived from its name).
 func linePixels(t *testing.T, ctx context.Context, fig string, n int) []int {
 	t.Helper()
 	js := fmt.Sprintf(`(() => {
-		const c = %s.querySelector("canvas");
+		const f = %s, c = f.querySelector("canvas");
 		const d = c.getContext("2d").getImageData(0, 0, c.width, c.height).data;
-		const cs = getComputedStyle(document.documentElement);
 		const probe = document.createElement("canvas").getContext("2d");
 		const cols = [];
-		for (let i = 1; i <= %d; i++) {
-			probe.fillStyle = cs.getPropertyValue("--c" + i).trim();
+		for (const col of (f.dataset.colors || "").split(" ").slice(0, %d)) {
+			probe.fillStyle = col;
 			probe.fillRect(0, 0, 1, 1);
 			cols.push(probe.getImageData(0, 0, 1, 1).data);
 		}

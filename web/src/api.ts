@@ -37,6 +37,8 @@ export interface Status {
   version: string;
   started: number;
   uptime_s: number;
+  /** host_uptime_s is the machine's uptime (absent when the agent could not read it). */
+  host_uptime_s?: number;
   interval_ms: number;
   history_s: number;
   pid: number;

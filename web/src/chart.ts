@@ -5,8 +5,8 @@
 import uPlot from "uplot";
 import "uplot/dist/uPlot.min.css";
 import { h } from "./dom";
-import { axisLabel, fmtTime, fmtUnit, type Unit } from "./format";
-import type { Aligned } from "./store";
+import { axisLabel, BYTE_INCRS, fmtByteTicks, fmtTime, fmtUnit, type Unit } from "./format";
+import { gapAfter, type Aligned, type Line } from "./store";
 
 export interface ChartOptions {
   title: string;
@@ -25,11 +25,89 @@ function cssVar(name: string): string {
   return getComputedStyle(document.documentElement).getPropertyValue(name).trim();
 }
 
-/** palette returns the theme's line colours. */
+/** palette returns the theme's ten tuned line colours (--c1 … --c10). */
 export function palette(): string[] {
   const out: string[] = [];
-  for (let i = 1; i <= 10; i++) out.push(cssVar(`--c${i}`) || "#888");
+  for (let i = 1; i <= 10; i++) out.push(cssVar(`--c${i}`) || "#888888");
   return out;
+}
+
+/** SLOTS is how many colours lines choose from: the theme's ten, then generated ones. */
+const SLOTS = 40;
+const PHI = 0.618033988749895;
+
+/** hashName is FNV-1a of a line's name: the same name always gets the same slot. */
+function hashName(s: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < s.length; i++) {
+    h ^= s.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  return h >>> 0;
+}
+
+/** hslHex writes an HSL colour as #rrggbb (callers append an alpha byte to it). */
+function hslHex(hue: number, sat: number, light: number): string {
+  const a = sat * Math.min(light, 1 - light);
+  const f = (n: number) => {
+    const k = (n + hue / 30) % 12;
+    const c = light - a * Math.max(-1, Math.min(k - 3, 9 - k, 1));
+    return Math.round(255 * c).toString(16).padStart(2, "0");
+  };
+  return `#${f(0)}${f(8)}${f(4)}`;
+}
+
+/**
+ * slotColor is colour slot i: the theme's tuned colours first, then hues spaced by the golden
+ * ratio (each far from the ones before it), alternating two lightness levels, lighter in the
+ * dark theme.
+ */
+function slotColor(i: number, tuned: string[], dark: boolean): string {
+  if (i < tuned.length) return tuned[i];
+  const k = i - tuned.length;
+  const hue = ((k * PHI + 0.05) % 1) * 360;
+  const light = (dark ? 0.68 : 0.4) + (k % 2 ? (dark ? -0.12 : 0.12) : 0);
+  return hslHex(hue, 0.72, light);
+}
+
+/** rgbDistance is the sum of the channel differences of two #rrggbb colours. */
+function rgbDistance(a: string, b: string): number {
+  let d = 0;
+  for (let i = 1; i < 7; i += 2) d += Math.abs(parseInt(a.slice(i, i + 2), 16) - parseInt(b.slice(i, i + 2), 16));
+  return d;
+}
+
+/** NEAR is the distance under which two line colours are hard to tell apart. */
+const NEAR = 70;
+
+/**
+ * lineColors gives each line a colour derived from its name (a hash picks one of SLOTS
+ * colours), so a series keeps its colour as other lines come and go and across pages. A name
+ * whose slot is taken in this chart, or whose colour is near one already given, takes the next
+ * slot that is neither, so up to SLOTS lines are told apart (more wrap around).
+ */
+export function lineColors(names: string[], tuned: string[] = palette(), dark = document.documentElement.dataset.theme === "dark"): string[] {
+  const used = new Set<number>();
+  const given: string[] = [];
+  return names.map((n) => {
+    const first = hashName(n) % SLOTS;
+    let pick = -1, free = -1;
+    for (let i = 0; i < SLOTS; i++) {
+      const slot = (first + i) % SLOTS;
+      if (used.has(slot)) continue;
+      if (free < 0) free = slot;
+      const c = slotColor(slot, tuned, dark);
+      if (given.every((g) => rgbDistance(g, c) >= NEAR)) {
+        pick = slot;
+        break;
+      }
+    }
+    if (pick < 0) pick = free >= 0 ? free : first;
+    used.add(pick);
+    const c = slotColor(pick, tuned, dark);
+    given.push(c);
+    return c;
+  });
 }
 
 /** Range is a time window in unix seconds. */
@@ -140,7 +218,7 @@ export class TimeChart {
   constructor(parent: HTMLElement, private opt: ChartOptions) {
     this.body = h("div", { class: "chart-body" });
     this.empty = h("div", { class: "chart-empty" }, "waiting for data…");
-    this.el = h("figure", { class: "chart", "data-title": opt.title },
+    this.el = h("figure", { class: "chart unloaded", "data-title": opt.title },
       h("figcaption", {}, opt.title, h("span", { class: "unit" }, ` (${axisLabel(opt.unit)})`)),
       this.body, this.empty);
     parent.appendChild(this.el);
@@ -175,8 +253,12 @@ export class TimeChart {
       this.plot?.destroy();
       this.names = key;
       this.plot = new uPlot(this.options(names, styles), data as uPlot.AlignedData, this.body);
+      this.el.classList.remove("unloaded");
+      // The browser tests read what uPlot holds and draws (data, scales, colours) from here.
+      (this.el as HTMLElement & { uplot?: uPlot }).uplot = this.plot;
       this.el.dataset.lines = String(names.length);
       this.el.dataset.legend = names.join("\n");
+      this.el.dataset.colors = lineColors(names).join(" ");
       this.applyZoom();
       this.mark();
       return;
@@ -221,7 +303,7 @@ export class TimeChart {
 
   private options(names: string[], styles: LineStyle[]): uPlot.Options {
     const unit = this.opt.unit;
-    const colors = palette();
+    const colors = lineColors(names);
     const fg = cssVar("--muted") || "#666";
     const grid = cssVar("--grid") || "#ddd";
     const axis = { stroke: fg, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid, width: 1 } };
@@ -281,7 +363,7 @@ export class TimeChart {
         { label: "time", value: (_u, v) => (v == null ? "now" : fmtTime(v * 1000)) },
         ...names.map((n, i) => {
           const st = styles[i] ?? "";
-          const color = colors[i % colors.length];
+          const color = colors[i];
           return {
             label: st === "down" ? `${n} (unreachable)` : st === "stale" ? `${n} (stale)` : n,
             stroke: st === "down" ? color + "80" : color,
@@ -303,7 +385,10 @@ export class TimeChart {
           labelSize: narrow ? 0 : 20,
           // Wide enough for the longest tick label (≈7 px a character at 12 px) plus the label.
           size: (_u, values) => Math.max(40, ...(values ?? []).map((v) => String(v).length * 7.2 + (narrow ? 24 : 30))),
-          values: (_u, splits) => splits.map((v) => fmtUnit(v, unit)),
+          // Byte axes step in round binary units, each axis written in one unit.
+          ...(unit === "bytes" || unit === "bytes/s"
+            ? { incrs: BYTE_INCRS, values: (_u: uPlot, splits: number[], _ax: number, _sp: number, incr: number) => fmtByteTicks(splits, incr, unit === "bytes/s" ? "/s" : "") }
+            : { values: (_u: uPlot, splits: number[]) => splits.map((v) => fmtUnit(v, unit)) }),
         },
       ],
     };
@@ -318,8 +403,12 @@ export class TimeChart {
   }
 }
 
-/** drawSpark draws values as a sparkline on canvas (no axes: the row shows value and unit). */
-export function drawSpark(canvas: HTMLCanvasElement, values: (number | null)[]) {
+/**
+ * drawSpark draws a line as a sparkline on canvas (no axes: the row shows value and unit),
+ * placed by time: a step longer than gapAfter (a missed scan, an outage) and a null are left
+ * blank, never bridged.
+ */
+export function drawSpark(canvas: HTMLCanvasElement, line: Line) {
   const dpr = window.devicePixelRatio || 1;
   const w = canvas.clientWidth || 120, hh = canvas.clientHeight || 20;
   if (canvas.width !== w * dpr) {
@@ -330,27 +419,32 @@ export function drawSpark(canvas: HTMLCanvasElement, values: (number | null)[]) 
   if (!ctx) return;
   ctx.setTransform(dpr, 0, 0, dpr, 0, 0);
   ctx.clearRect(0, 0, w, hh);
-  const vs = values.filter((v): v is number => v !== null && Number.isFinite(v));
+  const vs = line.v.filter((v): v is number => v !== null && Number.isFinite(v));
   if (vs.length < 2) return;
   let lo = Math.min(...vs), hi = Math.max(...vs);
   if (hi === lo) {
     hi += 1;
     lo -= 1;
   }
+  const n = line.ts.length;
+  const t0 = line.ts[0], span = Math.max(1, line.ts[n - 1] - t0);
+  const gap = gapAfter(line.ts);
   ctx.strokeStyle = cssVar("--c1") || "#36c";
   ctx.lineWidth = 1.25;
   ctx.beginPath();
   let pen = false;
-  values.forEach((v, i) => {
+  for (let i = 0; i < n; i++) {
+    const v = line.v[i];
     if (v === null || !Number.isFinite(v)) {
       pen = false;
-      return;
+      continue;
     }
-    const x = (i / (values.length - 1)) * (w - 2) + 1;
+    if (i > 0 && line.ts[i] - line.ts[i - 1] > gap) pen = false;
+    const x = ((line.ts[i] - t0) / span) * (w - 2) + 1;
     const y = hh - 2 - ((v - lo) / (hi - lo)) * (hh - 4);
     if (pen) ctx.lineTo(x, y);
     else ctx.moveTo(x, y);
     pen = true;
-  });
+  }
   ctx.stroke();
 }

@@ -22,6 +22,32 @@ export function fmtBytes(v: number): string {
   return `${v < 0 ? "-" : ""}${trim(a)} ${IEC[i]}`;
 }
 
+/**
+ * BYTE_INCRS are the tick steps of a byte axis: 1, 2, 5, 10, 20, 50, 100, 200 and 500 of each
+ * binary unit (B, KiB, MiB, …), and fractions of a byte for tiny rates, so every tick is a
+ * round number in the unit it is written in (0, 2, 4, 6 GiB; not 9.31 GiB, which is the
+ * decimal step 10 000 000 000 written in binary units).
+ */
+export const BYTE_INCRS: number[] = [0.01, 0.02, 0.05, 0.1, 0.2, 0.5].concat(
+  ...IEC.map((_, i) => [1, 2, 5, 10, 20, 50, 100, 200, 500].map((m) => m * 1024 ** i)));
+
+/**
+ * fmtByteTicks writes the ticks of one byte axis, all in the unit of the step incr (one of
+ * BYTE_INCRS), so they read as round numbers: 512 MiB steps → "0 MiB", "512 MiB", "1024 MiB".
+ * suffix follows the unit ("/s" for rates).
+ */
+export function fmtByteTicks(splits: number[], incr: number, suffix = ""): string[] {
+  let i = 0;
+  while (i < IEC.length - 1 && incr >= 1024 ** (i + 1)) i++;
+  const d = 1024 ** i;
+  return splits.map((v) => {
+    const x = v / d;
+    const r = Math.round(x);
+    const txt = Math.abs(x - r) < 1e-9 * Math.max(1, Math.abs(x)) ? String(r) : String(Number(x.toPrecision(3)));
+    return `${txt} ${IEC[i]}${suffix}`;
+  });
+}
+
 /** fmtNum writes a number with SI suffixes: 12345 → "12.3k". */
 export function fmtNum(v: number): string {
   if (!Number.isFinite(v)) return String(v);

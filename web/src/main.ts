@@ -176,29 +176,40 @@ async function refreshPeers() {
 window.setInterval(refreshPeers, 3000);
 refreshPeers();
 
-let uptimeBase: { s: number; at: number } | null = null;
+/** hostUp is the host's uptime as last read (seconds) and when, for the header's "up …". */
+let hostUp: { s: number; at: number } | null = null;
 async function refreshHeader() {
   try {
     const st = await status();
-    document.title = `${st.hostname} · cantal`;
-    uptimeBase = { s: st.uptime_s, at: Date.now() };
+    document.title = `${st.node_name} · cantal`;
+    if (st.host_uptime_s && !hostUp) hostUp = { s: st.host_uptime_s, at: Date.now() };
     if (st.interval_ms > 0) intervalMs = st.interval_ms;
-    hostEl.textContent = st.hostname;
-    hostEl.title = `node ${st.node_name} (${st.node_id}), cantal-agent ${st.version}`;
+    // The node as the cluster names it (--node-name); the host name and the agent's own
+    // uptime in the tooltip.
+    hostEl.textContent = st.node_name;
+    hostEl.title = `node ${st.node_name} (${st.node_id}) on host ${st.hostname}, cantal-agent ${st.version}, agent up ${fmtDuration(st.uptime_s)}`;
+    showUptime();
   } catch {
     /* the connection badge tells */
   }
+}
+
+function showUptime() {
+  if (hostUp) hostEl.dataset.uptime = fmtDuration(hostUp.s + (Date.now() - hostUp.at) / 1000);
 }
 
 // ---- ticks: one subscription shared by every page ----
 
 const tickFns = new Set<(ts: number) => void>();
 live.subscribe(`{metric="system.uptime_s"}`, {
-  onUpdate(ts) {
+  onUpdate(ts, series) {
     lastTick = Date.now();
     showConn();
     for (const fn of tickFns) fn(ts);
-    if (uptimeBase) hostEl.dataset.uptime = fmtDuration(uptimeBase.s + (Date.now() - uptimeBase.at) / 1000);
+    // The host's uptime, as this scan read it.
+    const v = series[0]?.value;
+    if (typeof v === "number") hostUp = { s: v, at: Date.now() };
+    showUptime();
   },
 });
 

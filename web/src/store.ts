@@ -87,24 +87,25 @@ export class Store {
 export type Aligned = [number[], ...(number | null | undefined)[][]];
 
 /**
- * gapAfter returns how far apart two points of ts may be before the line breaks: 2.5 times
- * the median step (the scan interval), at least one second.
+ * gapAfter returns how far apart two points of ts may be before the line breaks: 1.5 times
+ * the median step (the scan interval), at least one second. One missed scan (two steps) is
+ * a gap; a scan late by less than half an interval is not.
  */
 export function gapAfter(ts: number[]): number {
   if (ts.length < 3) return Infinity;
   const d: number[] = [];
   for (let i = 1; i < ts.length; i++) d.push(ts[i] - ts[i - 1]);
   d.sort((a, b) => a - b);
-  return Math.max(1000, d[d.length >> 1] * 2.5);
+  return Math.max(1000, d[d.length >> 1] * 1.5);
 }
 
 /**
  * alignPoints puts lines of (ts ms, value) points on one time axis (the union of their
  * timestamps, in seconds). A line has undefined at the other lines' timestamps, and null
- * one millisecond after a point followed by a gap (a step over 2.5 scan intervals), so a
+ * one millisecond after a point followed by a gap (a step over 1.5 scan intervals), so a
  * missing point is drawn as a break, never bridged.
  */
-export function alignPoints(lines: { ts: number[]; v: (number | null)[] }[]): Aligned {
+export function alignPoints(lines: Line[]): Aligned {
   const all = new Set<number>();
   const breaks: number[][] = lines.map((l) => {
     const gap = gapAfter(l.ts);
@@ -153,3 +154,32 @@ export function combine(lines: (number | null | undefined)[][], fn: (vs: number[
 }
 
 export const sum = (vs: number[]) => vs.reduce((a, b) => a + b, 0);
+
+/** Line is one line's points: ts in unix ms, v its values (null: no value at that scan). */
+export interface Line {
+  ts: number[];
+  v: (number | null)[];
+}
+
+/**
+ * sumLines builds one line summing, at each timestamp any of lines has, the values of the
+ * lines that have a point there: a line without one (an interface that did not exist yet, or
+ * no longer) adds nothing instead of blanking the sum. A timestamp where every point is null
+ * or not finite is null. The sum's own gaps (no line had a point for a while) are found by
+ * alignPoints like any line's.
+ */
+export function sumLines(lines: Line[]): Line {
+  const by = new Map<number, number | null>();
+  for (const l of lines) {
+    for (let i = 0; i < l.ts.length; i++) {
+      const ts = l.ts[i], v = l.v[i];
+      if (v === null || !Number.isFinite(v)) {
+        if (!by.has(ts)) by.set(ts, null);
+        continue;
+      }
+      by.set(ts, (by.get(ts) ?? 0) + v);
+    }
+  }
+  const ts = [...by.keys()].sort((a, b) => a - b);
+  return { ts, v: ts.map((t) => by.get(t) ?? null) };
+}

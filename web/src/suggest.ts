@@ -26,7 +26,7 @@ export interface Suggestion {
  */
 export function suggest(ans: LabelsAnswer, text: string, max = MAX_SUGGESTIONS): Suggestion[] {
   const q = text.trim().toLowerCase();
-  if (!q || q.startsWith("{")) return [];
+  if (!q || q.startsWith("{") || NAMED_SELECTOR.test(q)) return [];
   const rank = (s: string) => (s.toLowerCase().startsWith(q) ? 0 : 1);
   const out: Suggestion[] = [];
   for (const m of [...ans.metrics].sort((a, b) => rank(a) - rank(b))) {
@@ -49,12 +49,19 @@ export function matchesText(l: Labels, q: string): boolean {
 }
 
 /**
- * isSelector tells a selector from free text: a braced matcher list, or a bare name that is a
- * metric the agent has. Anything else is searched as text.
+ * NAMED_SELECTOR is `name{...}`, the form README documents beside `{...}`: a metric name (no
+ * spaces, braces or quotes) followed by a braced matcher list.
+ */
+const NAMED_SELECTOR = /^[^\s{}"'=~!]+\s*\{.*\}$/s;
+
+/**
+ * isSelector tells a selector from free text: a braced matcher list, with or without a metric
+ * name before it (`{k="v"}`, `name{k="v"}`), or a bare name that is a metric the agent has.
+ * Anything else is searched as text. The agent parses a selector and names what is wrong.
  */
 export function isSelector(ans: LabelsAnswer | null, text: string): boolean {
   const t = text.trim();
-  if (t.startsWith("{")) return true;
+  if (t.startsWith("{") || NAMED_SELECTOR.test(t)) return true;
   if (!ans) return false;
   return ans.metrics.includes(t);
 }
@@ -78,7 +85,7 @@ export class Suggester {
   /** lookup asks the agent for metric names and label values containing text (cached per text). */
   lookup(text: string, limit = MAX_SUGGESTIONS): Promise<LabelsAnswer | null> {
     const q = text.trim();
-    if (!q || q.startsWith("{")) return Promise.resolve(null);
+    if (!q || q.startsWith("{") || NAMED_SELECTOR.test(q)) return Promise.resolve(null);
     const key = `${limit}\u0000${q}`;
     let p = this.cache.get(key);
     if (!p) {

@@ -5,7 +5,7 @@ import { TimeChart } from "../chart";
 import { esc, h } from "../dom";
 import { fmtDuration, fmtUnit, guessUnit, type Unit } from "../format";
 import type { Ctx } from "../main";
-import { align, combine, Store, sum, type Aligned } from "../store";
+import { align, alignPoints, Store, sumLines } from "../store";
 import { heading, message, SortTable } from "../widgets";
 
 const WINDOWS: [string, number][] = [["5m", 5 * 60e3], ["15m", 15 * 60e3], ["1h", 60 * 60e3]];
@@ -61,13 +61,12 @@ export function chartPage(ctx: Ctx) {
     }
     const shown = tracks.slice(0, MAX_LINES);
     if (tracks.length > MAX_LINES) note.replaceChildren(message("info", `${tracks.length} series match; the chart shows the first ${MAX_LINES}. Narrow the selector to see others.`));
-    const d = align(shown);
     const names = legend(shown.map((t) => t.labels));
     if (withSum && shown.length > 1) {
-      // The sum over instances at each scan; a scan where one of them is missing has no sum.
-      chart.set([...d, combine(d.slice(1) as (number | null | undefined)[][], sum)] as Aligned, [...names, `sum of ${shown.length}`]);
+      // The sum over the instances each scan saw (instances come and go).
+      chart.set(alignPoints([...shown, sumLines(shown)]), [...names, `sum of ${shown.length}`]);
     } else {
-      chart.set(d, names);
+      chart.set(align(shown), names);
     }
   };
   const drawStates = (series: Series[]) => {

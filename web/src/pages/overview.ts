@@ -1,11 +1,11 @@
 // Overview: the node at a glance, live: CPU (total and per CPU), memory, load, network, disks
 // (throughput and latency), filesystem space, top processes and the agent's own cost.
-import { getJSON, type Process, type Series } from "../api";
+import { getJSON, type Process, type Series, type Status } from "../api";
 import { TimeChart } from "../chart";
 import { esc, h } from "../dom";
 import { fmtBytes, fmtDuration, fmtNum, round } from "../format";
 import type { Ctx } from "../main";
-import { align, combine, Store, sum, type Track } from "../store";
+import { align, alignPoints, combine, Store, sum, sumLines, type Track } from "../store";
 import { card, heading, setText, SortTable } from "../widgets";
 import { fsRows, latency, perCPU } from "./machine";
 import "./overview.css";
@@ -34,6 +34,15 @@ function procTable(sortKey: "cpu" | "rss", caption: string): SortTable<Process> 
   ], sortKey, true, undefined, caption);
 }
 
+/**
+ * seriesText writes the live series (written by the latest scan, what the Metrics page lists)
+ * beside those kept in history (live ones plus those of processes and interfaces gone within
+ * --history): "1.4k live / 96.2k kept".
+ */
+export function seriesText(st: Status): string {
+  return `${fmtNum(st.counts.live_series ?? 0)} live / ${fmtNum(st.counts.series ?? 0)} kept`;
+}
+
 export async function overview(ctx: Ctx) {
   const st = await ctx.status();
   if (!ctx.alive()) return;
@@ -41,8 +50,8 @@ export async function overview(ctx: Ctx) {
   root.append(
     heading("Overview", `Node ${st.node_name}: every chart shows the last 15 minutes and moves with each scan (every ${st.interval_ms / 1000} s).`),
     h("section", { class: "cards", "aria-label": "Node" },
-      card("Host", "ov-host"), card("Host uptime", "ov-uptime"), card("Agent uptime", "ov-agent-up"), card("CPU busy", "ov-cpu"), card("Memory used", "ov-mem"),
-      card("Load (1 min)", "ov-load"), card("Processes", "ov-procs"), card("Series", "ov-series"), card("Last scan", "ov-scan")),
+      card("Node", "ov-host"), card("Host uptime", "ov-uptime"), card("Agent uptime", "ov-agent-up"), card("CPU busy", "ov-cpu"), card("Memory used", "ov-mem"),
+      card("Load (1 min)", "ov-load"), card("Processes", "ov-procs"), card("Series: live / kept in history", "ov-series"), card("Last scan", "ov-scan")),
   );
   const grid = h("section", { class: "charts", "aria-label": "Machine charts" });
   root.append(grid);
@@ -70,8 +79,8 @@ export async function overview(ctx: Ctx) {
   const charts = [cpuChart, memChart, loadChart, netChart, diskChart, cpusChart, latChart, agentCPU, agentMem];
   ctx.cleanup(() => charts.forEach((c) => c.destroy()));
 
-  setText(root, "ov-host", st.hostname);
-  setText(root, "ov-series", fmtNum(st.counts.series ?? 0));
+  setText(root, "ov-host", st.hostname === st.node_name ? st.hostname : `${st.node_name} (host ${st.hostname})`);
+  setText(root, "ov-series", seriesText(st));
   setText(root, "ov-procs", String(st.counts.processes ?? "–"));
 
   // CPU: cpu.*_ms rates of cpu="total" as shares of their sum (which is CPUs × 1000 ms/s).
@@ -84,9 +93,11 @@ export async function overview(ctx: Ctx) {
     const ys = data.slice(1) as (number | null | undefined)[][];
     const total = combine(ys, sum);
     const pct = (line: (number | null | undefined)[]) => line.map((v, i) => (v == null || !total[i] ? null : (100 * v) / total[i]!));
-    const other = combine([ys[3], ys[4], ys[5], ys[6]], sum);
-    const lines = [pct(ys[0]), pct(ys[1]), pct(ys[2]), pct(other)];
-    cpuChart.set([data[0], ...lines], ["user", "system", "iowait", "other (nice, irq, softirq, steal)"]);
+    // nice is user time at a lower priority: its own line (a batch job shows there), not
+    // lumped with the kernel's interrupt time and a hypervisor's steal.
+    const other = combine([ys[4], ys[5], ys[6]], sum);
+    const lines = [pct(ys[0]), pct(ys[1]), pct(ys[2]), pct(ys[3]), pct(other)];
+    cpuChart.set([data[0], ...lines], ["user", "system", "iowait", "nice", "other (irq, softirq, steal)"]);
     const busy = pct(combine(ys.slice(0, 7), sum));
     const last = busy[busy.length - 1];
     if (last !== null && last !== undefined) setText(root, "ov-cpu", `${last.toFixed(1)} %`);
@@ -180,9 +191,8 @@ export async function overview(ctx: Ctx) {
     const rx = net.find((l) => l.metric === "net.interface.rx.bytes");
     const tx = net.find((l) => l.metric === "net.interface.tx.bytes");
     if (rx.length + tx.length === 0) return;
-    const d = align([...rx, ...tx]);
-    const ys = d.slice(1) as (number | null | undefined)[][];
-    netChart.set([d[0], combine(ys.slice(0, rx.length), sum), combine(ys.slice(rx.length), sum)], ["received", "sent"]);
+    // Interfaces come and go: each scan's total is the sum of the interfaces it saw.
+    netChart.set(alignPoints([sumLines(rx), sumLines(tx)]), ["received", "sent"]);
   };
   ctx.sub(`{metric=~"net\\\\.interface\\\\.(rx|tx)\\\\.bytes", interface!="lo"}`, {
     history: WINDOW, fn: "rate",
@@ -197,9 +207,7 @@ export async function overview(ctx: Ctx) {
     const rd = all.filter((t) => t.labels.metric === "disk.read.bytes" && keep.has(t.labels.device));
     const wr = all.filter((t) => t.labels.metric === "disk.write.bytes" && keep.has(t.labels.device));
     if (rd.length + wr.length === 0) return;
-    const d = align([...rd, ...wr]);
-    const ys = d.slice(1) as (number | null | undefined)[][];
-    diskChart.set([d[0], combine(ys.slice(0, rd.length), sum), combine(ys.slice(rd.length), sum)], ["read", "written"]);
+    diskChart.set(alignPoints([sumLines(rd), sumLines(wr)]), ["read", "written"]);
   };
   ctx.sub(`{metric=~"disk\\\\.(read|write)\\\\.bytes"}`, {
     history: WINDOW, fn: "rate",
@@ -229,12 +237,16 @@ export async function overview(ctx: Ctx) {
     if (busy) return;
     busy = true;
     try {
-      const [ps, st2] = await Promise.all([getJSON<{ processes: Process[] }>("/api/v1/processes"), ctx.status()]);
+      // Only the rows the two tables show, ordered by the agent (the whole list was ~27 KB
+      // per refresh on a busy node); total is the number of processes.
+      type Top = { processes: Process[]; total: number };
+      const [byCPU, byMem, st2] = await Promise.all([
+        getJSON<Top>("/api/v1/processes?sort=cpu&limit=10"), getJSON<Top>("/api/v1/processes?sort=rss&limit=10"), ctx.status()]);
       if (!ctx.alive()) return;
-      topCPU.set(topCPU.sorted(ps.processes).slice(0, 10), true);
-      topMem.set(topMem.sorted(ps.processes).slice(0, 10), true);
-      setText(root, "ov-procs", String(ps.processes.length));
-      setText(root, "ov-series", fmtNum(st2.counts.series ?? 0));
+      topCPU.set(topCPU.sorted(byCPU.processes), true);
+      topMem.set(topMem.sorted(byMem.processes), true);
+      setText(root, "ov-procs", String(byCPU.total));
+      setText(root, "ov-series", seriesText(st2));
       setText(root, "ov-scan", `${st2.last_scan.duration_ms.toFixed(0)} ms`);
       setText(root, "ov-agent-up", fmtDuration(st2.uptime_s));
       ctx.ready();

@@ -99,7 +99,7 @@ export async function processPage(ctx: Ctx) {
       const row = appBody.querySelector(`tr[data-key="${CSS.escape(t.key)}"] .val`);
       if (row) row.innerHTML = esc(valueText(t));
       const cv = sparks.get(t.key);
-      if (cv) drawSpark(cv, t.v);
+      if (cv) drawSpark(cv, t);
     }
   };
   ctx.sub(`{pid="${pid}"}`, {

@@ -6,13 +6,14 @@ import { drawSpark } from "../chart";
 import { h } from "../dom";
 import { fmtDuration, fmtUnit, guessUnit } from "../format";
 import type { Ctx } from "../main";
+import type { Line } from "../store";
 import { heading, message } from "../widgets";
 import { matchesText, isSelector, Suggester } from "../suggest";
 
 const ROW = 30; // px, fixed so the list can be virtualised
 const OVERSCAN = 8;
-const SPARK_POINTS = 150; // 5 min at 2 s
 const SPARK_WINDOW = "5m";
+const SPARK_WINDOW_MS = 5 * 60e3;
 
 /** valueOf writes a series' latest value with its unit: rates for counters, text for states. */
 export function valueOf(s: Series): string {
@@ -40,7 +41,7 @@ export async function seriesList(ctx: Ctx) {
   const match = q ? "" : (ctx.params.get("match") ?? "");
   const input = h("input", {
     type: "search", id: "sel", name: "match", value: q || match, class: "mono wide", spellcheck: "false", autocomplete: "off",
-    placeholder: `a word, or cpu.user_ms, {metric=~"memory\\\\..*"}, {pid="1"}`, "data-search": true,
+    placeholder: `a word, or cpu.user_ms, cpu.user_ms{cpu="0"}, {metric=~"memory\\\\..*"}, {pid="1"}`, "data-search": true,
     "aria-describedby": "sel-help",
   });
   const form = h("form", { class: "toolbar", role: "search" },
@@ -62,13 +63,13 @@ export async function seriesList(ctx: Ctx) {
   const head = h("div", { class: "vlist-head", "aria-hidden": "true" },
     h("span", {}, "Series"), h("span", {}, "Kind"), h("span", { class: "num" }, "Value (counters per second)"), h("span", {}, "Last 5 min"));
   root.append(
-    heading("Metrics", "Every series the agent keeps. Type a word to search metric names and label values (suggestions as you type); a bare metric name selects it; {key=\"v\", key!=\"v\", key=~\"re\", key!~\"re\"} match labels. Counters show their rate."),
+    heading("Metrics", "Every live series (written by the latest scan; the overview also counts those kept in history). Type a word to search metric names and label values (suggestions as you type); a bare metric name selects it; {key=\"v\", key!=\"v\", key=~\"re\", key!~\"re\"} match labels, also after a name: name{key=\"v\"}. Counters show their rate."),
     form, h("p", { id: "sel-help", class: "suggest-note" }, "Suggestions: metric names and label values of this agent's series containing what you type; Enter applies."), count, err, head, viewport,
   );
 
   let byKey = new Map<string, Series>();
   let keys: string[] = [];
-  const sparks = new Map<string, (number | null)[]>();
+  const sparks = new Map<string, Line>();
   const wanted = new Set<string>(); // keys whose sparkline history is yet to fetch
   let rendered = false;
 
@@ -117,7 +118,7 @@ export async function seriesList(ctx: Ctx) {
       const sp = sparks.get(key);
       if (sp) drawSpark(el.children[3] as HTMLCanvasElement, sp);
       else {
-        drawSpark(el.children[3] as HTMLCanvasElement, []);
+        drawSpark(el.children[3] as HTMLCanvasElement, { ts: [], v: [] });
         if (s.kind !== "state") wanted.add(key);
       }
       if (el.parentNode !== inner) inner.appendChild(el);
@@ -161,14 +162,21 @@ export async function seriesList(ctx: Ctx) {
       wanted.delete(key);
       const s = byKey.get(key);
       if (!s || sparks.has(key)) continue;
-      sparks.set(key, []); // placeholder: fetched once
+      sparks.set(key, { ts: [], v: [] }); // placeholder: fetched once
       inflight++;
       const q = `match=${encodeURIComponent(exactSelector(s.labels))}&window=${SPARK_WINDOW}${s.kind === "counter" ? "&fn=rate" : ""}`;
       getJSON<{ series: HistorySeries[] }>(`/api/v1/history?${q}`)
         .then((ans) => {
           const pts = ans.series[0]?.points ?? [];
-          const cur = sparks.get(key) ?? [];
-          sparks.set(key, [...pts.map((p) => num(p[1])), ...cur].slice(-SPARK_POINTS));
+          const cur = sparks.get(key) ?? { ts: [], v: [] };
+          // The history, then the live points that came after it.
+          const last = pts.length ? pts[pts.length - 1][0] : -Infinity;
+          const keep = cur.ts.findIndex((ts) => ts > last);
+          const from = keep < 0 ? cur.ts.length : keep;
+          sparks.set(key, {
+            ts: [...pts.map((p) => p[0]), ...cur.ts.slice(from)],
+            v: [...pts.map((p) => num(p[1])), ...cur.v.slice(from)],
+          });
           schedule();
         })
         .catch(() => sparks.delete(key))
@@ -189,15 +197,20 @@ export async function seriesList(ctx: Ctx) {
       next.set(k, s);
       if (!changed && !byKey.has(k)) changed = true;
       const sp = sparks.get(k);
-      if (sp && sp.length >= 0) {
-        const v = sparkValue(s);
-        sp.push(v);
-        if (sp.length > SPARK_POINTS) sp.shift();
+      if (sp && (sp.ts.length === 0 || s.ts > sp.ts[sp.ts.length - 1])) {
+        sp.ts.push(s.ts);
+        sp.v.push(sparkValue(s));
+        let drop = 0;
+        while (drop < sp.ts.length && sp.ts[drop] < s.ts - SPARK_WINDOW_MS) drop++;
+        if (drop) {
+          sp.ts.splice(0, drop);
+          sp.v.splice(0, drop);
+        }
       }
     }
     byKey = next;
     if (changed) keys = [...next.keys()].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
-    count.textContent = `${keys.length.toLocaleString("en-US")} series${match ? ` match ${match}` : q ? ` contain “${q}” in their name or a label${searchNote}` : ""}`;
+    count.textContent = `${keys.length.toLocaleString("en-US")} live series${match ? ` match ${match}` : q ? ` contain “${q}” in their name or a label${searchNote}` : ""}`;
     count.dataset.count = String(keys.length);
     err.replaceChildren();
     if (keys.length === 0) err.replaceChildren(message("info", q ? `No live series has “${q}” in its name or a label.` : "No live series match this selector."));
