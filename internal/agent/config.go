@@ -57,6 +57,8 @@ type Config struct {
 	PrivateProcesses string   // auto (when /proc is mounted hidepid), on or off
 	ShowCmdlines     bool     // serve command lines whole instead of redacted
 	MaxConnections   int      // open HTTP connections at most; 0: half the descriptor limit
+	MaxAnswerBytes   int64    // bytes one query's answer may take (package querylimit)
+	AnswerBudget     int64    // bytes of every answer built and not yet sent, together
 
 	AlertRules    string        // YAML rules file (docs/alerts.md); "" = built-in rules only
 	AlertCPU      float64       // cpu_busy above this % (0: off)
@@ -90,6 +92,8 @@ func DefaultConfig() Config {
 		LogFormat:        "text",
 		TimerSlack:       5 * time.Millisecond,
 		PrivateProcesses: "auto",
+		MaxAnswerBytes:   64 << 20,
+		AnswerBudget:     256 << 20,
 		AlertCPU:         90,
 		AlertMemory:      10,
 		AlertDisk:        10,
@@ -159,6 +163,8 @@ func ParseFlags(name string, args []string, getenv func(string) string) (Config,
 	fs.StringVar(&c.PrivateProcesses, "private-processes", c.PrivateProcesses, "serve each local caller only its own processes and anonymous network callers none: auto (when /proc is mounted hidepid), on, off")
 	fs.BoolVar(&c.ShowCmdlines, "show-cmdlines", c.ShowCmdlines, "serve process command lines whole (default: values that look like secrets are redacted)")
 	fs.IntVar(&c.MaxConnections, "max-connections", c.MaxConnections, "open HTTP connections at most (0: half the descriptor limit)")
+	fs.Int64Var(&c.MaxAnswerBytes, "max-answer-bytes", c.MaxAnswerBytes, "bytes one query's answer may take; a larger one gets 422 (narrow the match or window)")
+	fs.Int64Var(&c.AnswerBudget, "answer-budget", c.AnswerBudget, "bytes of every query answer built and not yet read by its client, together; past it new queries get 503 with Retry-After")
 	fs.StringVar(&c.AlertRules, "alert-rules", c.AlertRules, "YAML file of threshold rules (selector, fn, op, threshold, for, severity, summary; see docs/alerts.md)")
 	fs.Float64Var(&c.AlertCPU, "alert-cpu", c.AlertCPU, "alert cpu_busy when the CPUs are busy above this percentage for --alert-for (0: off)")
 	fs.Float64Var(&c.AlertMemory, "alert-memory", c.AlertMemory, "alert memory_low when MemAvailable is below this percentage of MemTotal for --alert-for (0: off)")
@@ -221,6 +227,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--private-processes %q: want auto, on or off", c.PrivateProcesses)
 	case c.MaxConnections < 0:
 		return fmt.Errorf("--max-connections %d is negative", c.MaxConnections)
+	case c.MaxAnswerBytes < 64<<10 || c.AnswerBudget < c.MaxAnswerBytes:
+		return fmt.Errorf("--max-answer-bytes %d must be at least 65536 and --answer-budget %d at least as large", c.MaxAnswerBytes, c.AnswerBudget)
 	case c.ClusterSize < 0:
 		return fmt.Errorf("--cluster-size %d is negative", c.ClusterSize)
 	case !strings.HasPrefix(c.InfluxPath, "/"):

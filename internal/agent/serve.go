@@ -202,7 +202,7 @@ func (a *Agent) handler() http.Handler {
 		}
 	}
 	bodies := newBodyBudget(maxBody, maxBodies)
-	return deadlines(g.Handler(bodies.readBodies(limitQueries(a.mux, queryConcurrency()))))
+	return deadlines(g.Handler(bodies.readBodies(limitQueries(a.mux, a.queries))))
 }
 
 // Bodies: each at most maxBody (as the ingest's own limit of a compressed body), all together at

@@ -200,7 +200,11 @@ func (s *Server) clusterMetrics(w http.ResponseWriter, r *http.Request) {
 		errMsg string
 		series []series.Sample
 	}
-	nodes := []nodeSeries{{node: s.NodeName, status: remote.OK, series: s.localSamples(q)}}
+	var local []series.Sample
+	if !s.local(r, func() { local = s.localSamples(q) }) {
+		return // the client gave up waiting for a query slot
+	}
+	nodes := []nodeSeries{{node: s.NodeName, status: remote.OK, series: local}}
 	if s.Cluster != nil {
 		query := s.Cluster.Query
 		if lq, ok := s.Cluster.(LatestQuerier); ok {
@@ -336,8 +340,17 @@ func (s *Server) clusterHistory(w http.ResponseWriter, r *http.Request) {
 		body                 json.RawMessage
 	}
 	now := time.Now().UnixMilli()
-	local := HistoryJSON(nil, s.Registry, q, now)
-	results := []result{{node: s.NodeName, status: "ok", body: withNodeLabels(local, s.NodeName, nil)}}
+	limit := answerLimit(w)
+	var local []byte
+	complete := true
+	if !s.local(r, func() { local, complete = nodeHistoryJSON(nil, s.Registry, q, now, limit, s.NodeName) }) {
+		return // the client gave up waiting for a query slot
+	}
+	if !complete {
+		tooLarge(w, limit)
+		return
+	}
+	results := []result{{node: s.NodeName, status: "ok", body: local}}
 	if hk, ok := s.Cluster.(HistoryKeeper); ok && q.Window <= hk.Kept() {
 		from := now - q.Window.Milliseconds()
 		t0 := time.Now()
