@@ -20,12 +20,14 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/cantal-go/cantal/internal/access"
 	"github.com/cantal-go/cantal/internal/alerts"
 	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/history"
@@ -122,8 +124,26 @@ func handle(mux *http.ServeMux, path string, methods map[string]http.HandlerFunc
 			Error(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed on %s", r.Method, path))
 			return
 		}
-		h(w, r)
+		h(w, r.WithContext(remote.WithCaller(r.Context(), callerName(r))))
 	})
+}
+
+// callerName names the caller of r for the bounds the cluster hub keeps per caller (distinct
+// remote selectors, remote.Config.MaxSelectorsPerCaller): its user or certificate name, its uid
+// on the Unix socket, else its network address.
+func callerName(r *http.Request) string {
+	c, ok := access.FromContext(r.Context())
+	switch {
+	case ok && c.Name != "":
+		return c.Via + ":" + c.Name
+	case ok && c.Unix:
+		return "uid:" + strconv.FormatUint(uint64(c.UID), 10)
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	return "addr:" + host
 }
 
 // Error writes {"error": msg} with code.
