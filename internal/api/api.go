@@ -394,10 +394,12 @@ func nodeHistoryJSON(b []byte, reg *registry.Registry, q Query, now int64, limit
 }
 
 // local runs fn, the local node's part of a cluster answer, under a query slot (Slots); it
-// reports false, without running fn, when the client gave up waiting for one.
-func (s *Server) local(r *http.Request, fn func()) bool {
+// reports false, without running fn and having answered 503 to w, when no slot came free while
+// the request could wait.
+func (s *Server) local(w http.ResponseWriter, r *http.Request, fn func()) bool {
 	release, err := s.Slots.Acquire(r.Context())
 	if err != nil {
+		querylimit.Busy(w)
 		return false
 	}
 	defer release()

@@ -201,8 +201,8 @@ func (s *Server) clusterMetrics(w http.ResponseWriter, r *http.Request) {
 		series []series.Sample
 	}
 	var local []series.Sample
-	if !s.local(r, func() { local = s.localSamples(q) }) {
-		return // the client gave up waiting for a query slot
+	if !s.local(w, r, func() { local = s.localSamples(q) }) {
+		return // no query slot came free (answered)
 	}
 	nodes := []nodeSeries{{node: s.NodeName, status: remote.OK, series: local}}
 	if s.Cluster != nil {
@@ -343,8 +343,8 @@ func (s *Server) clusterHistory(w http.ResponseWriter, r *http.Request) {
 	limit := answerLimit(w)
 	var local []byte
 	complete := true
-	if !s.local(r, func() { local, complete = nodeHistoryJSON(nil, s.Registry, q, now, limit, s.NodeName) }) {
-		return // the client gave up waiting for a query slot
+	if !s.local(w, r, func() { local, complete = nodeHistoryJSON(nil, s.Registry, q, now, limit, s.NodeName) }) {
+		return // no query slot came free (answered)
 	}
 	if !complete {
 		tooLarge(w, limit)

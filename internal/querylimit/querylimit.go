@@ -75,7 +75,10 @@ func (l *Limiter) Handler(next http.Handler, slot bool) http.Handler {
 		if slot {
 			var err error
 			if release, err = l.Acquire(r.Context()); err != nil {
-				return // the client gave up while waiting
+				// The client gave up, or the connection's read deadline ended the request's
+				// context: say why, in case the client is still there.
+				Busy(w)
+				return
 			}
 		}
 		a := &answer{l: l, header: http.Header{}}
@@ -105,6 +108,7 @@ type answer struct {
 	size   int64 // bytes of body written
 	held   int64 // bytes taken from the budget
 	err    error // errTooLarge or errBusy: the answer is refused
+	gaveUp bool  // the handler found no slot (Busy) and wrote nothing
 }
 
 func (a *answer) Header() http.Header { return a.header }
@@ -194,6 +198,10 @@ func (a *answer) send(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusServiceUnavailable, "busy: the answers waiting for slow clients take the whole answer budget; retry")
 		return
 	}
+	if a.code == 0 && a.size == 0 && a.gaveUp {
+		Busy(w)
+		return
+	}
 	h := w.Header()
 	for k, v := range a.header {
 		h[k] = v
@@ -218,6 +226,17 @@ func (a *answer) send(w http.ResponseWriter, r *http.Request) {
 		a.l.held.Release(n)
 		a.held -= n
 	}
+}
+
+// Busy answers 503 with Retry-After to a request that waited for a query slot until its context
+// ended. A handler that takes a slot itself (Limiter.Acquire) calls it when it gets none.
+func Busy(w http.ResponseWriter) {
+	if a, ok := w.(*answer); ok && a.code == 0 && a.size == 0 {
+		a.gaveUp = true
+		return // send answers for it, once the handler has returned
+	}
+	w.Header().Set("Retry-After", "1")
+	writeError(w, http.StatusServiceUnavailable, "busy: no query slot came free while the request could wait; retry")
 }
 
 // TooLarge is the error text of an answer larger than each bytes.

@@ -181,3 +181,33 @@ func TestHeadKeepsLength(t *testing.T) {
 		t.Errorf("%d bytes still charged after a HEAD", h)
 	}
 }
+
+// TestGaveUpWaitingIsBusy: a request whose context ends while it waits for a slot (its client
+// gone, or the connection's read deadline) is answered 503 with Retry-After, never an empty 200;
+// so is one whose handler found no slot itself (Busy), as the cluster routes' local part does.
+func TestGaveUpWaitingIsBusy(t *testing.T) {
+	l := New(1, 1<<20, 1<<20)
+	ran := false
+	h := l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { ran = true }), true)
+	release, _ := l.Acquire(context.Background())
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequestWithContext(ctx, "GET", "/", nil))
+	release()
+	if ran || w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" {
+		t.Errorf("gave up waiting: ran %v, %d (Retry-After %q); want not run, 503 with Retry-After", ran, w.Code, w.Header().Get("Retry-After"))
+	}
+	own := l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := l.Acquire(ctx); err != nil {
+			Busy(w)
+		}
+	}), false)
+	release, _ = l.Acquire(context.Background())
+	defer release()
+	w = httptest.NewRecorder()
+	own.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+	if w.Code != http.StatusServiceUnavailable || !strings.Contains(w.Body.String(), "busy") {
+		t.Errorf("handler without a slot: %d %q; want 503 busy", w.Code, w.Body.String())
+	}
+}
