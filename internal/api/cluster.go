@@ -18,6 +18,7 @@ import (
 
 	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/history"
+	"github.com/cantal-go/cantal/internal/querylimit"
 	"github.com/cantal-go/cantal/internal/registry"
 	"github.com/cantal-go/cantal/internal/remote"
 	"github.com/cantal-go/cantal/internal/series"
@@ -349,6 +350,9 @@ func (s *Server) clusterHistory(w http.ResponseWriter, r *http.Request) {
 	if !complete {
 		tooLarge(w, limit)
 		return
+	}
+	if !querylimit.Reserve(w, cap(local)) {
+		return // held while the peers answer: within the answer budget, or 503 busy
 	}
 	results := []result{{node: s.NodeName, status: "ok", body: local}}
 	if hk, ok := s.Cluster.(HistoryKeeper); ok && q.Window <= hk.Kept() {

@@ -109,6 +109,9 @@ type answer struct {
 	held   int64 // bytes taken from the budget
 	err    error // errTooLarge or errBusy: the answer is refused
 	gaveUp bool  // the handler found no slot (Busy) and wrote nothing
+	// reserved: bytes taken from the budget by Reserve for a part the answer will hold; the
+	// answer's bytes are charged beyond them.
+	reserved int64
 }
 
 func (a *answer) Header() http.Header { return a.header }
@@ -168,7 +171,9 @@ func (a *answer) keep(b []byte) (int, error) {
 		a.err = errTooLarge
 		return 0, a.err
 	}
-	if !a.charge(int64(cap(b))) {
+	need := int64(cap(b)) - a.reserved
+	a.reserved = max(-need, 0)
+	if need > 0 && !a.charge(need) {
 		return 0, a.err
 	}
 	a.chunks = append(a.chunks, b)
@@ -259,6 +264,23 @@ func Room(w http.ResponseWriter) int {
 		return int(max(a.l.each-a.size, 0))
 	}
 	return math.MaxInt
+}
+
+// Reserve takes n bytes from w's answer budget for a part of the answer the handler holds
+// before it writes it (the cluster routes' local part while they wait for the peers); the
+// bytes written after are charged beyond them. It reports false when the budget has not n bytes
+// left: the request is then answered 503 busy whatever the handler writes. It does nothing, and
+// reports true, when w is not a limited request's.
+func Reserve(w http.ResponseWriter, n int) bool {
+	a, ok := w.(*answer)
+	if !ok || a.err != nil {
+		return !ok
+	}
+	if !a.charge(int64(n)) {
+		return false
+	}
+	a.reserved += int64(n)
+	return true
 }
 
 // WriteOwned writes b to w, handing b over when w is a limited request's (the answer keeps it

@@ -242,3 +242,40 @@ func BenchmarkAnswer(b *testing.B) {
 		})
 	}
 }
+
+// TestReserve: bytes reserved for a part held before writing count against the budget (a
+// second reservation past it makes that answer 503), and are not charged twice once written.
+func TestReserve(t *testing.T) {
+	l := New(2, 1<<20, 1<<20)
+	hold, held := make(chan struct{}), make(chan struct{})
+	h := l.Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		part := make([]byte, 700<<10)
+		if !Reserve(w, cap(part)) {
+			return
+		}
+		if r.URL.Path == "/hold" {
+			close(held)
+			<-hold
+		}
+		WriteOwned(w, part)
+	}), false)
+	first := make(chan int)
+	go func() {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest("GET", "/hold", nil))
+		first <- w.Code
+	}()
+	<-held
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest("GET", "/", nil))
+	if w.Code != http.StatusServiceUnavailable {
+		t.Errorf("a reservation past the budget: %d; want 503", w.Code)
+	}
+	close(hold)
+	if code := <-first; code != 200 {
+		t.Errorf("the answer whose part was reserved: %d; want 200 (its bytes not charged twice)", code)
+	}
+	if n := heldBytes(l); n != 0 {
+		t.Errorf("%d bytes still charged after both answers", n)
+	}
+}
