@@ -35,6 +35,7 @@ import (
 	"github.com/cantal-go/cantal/internal/carbon"
 	"github.com/cantal-go/cantal/internal/history"
 	"github.com/cantal-go/cantal/internal/ingest"
+	"github.com/cantal-go/cantal/internal/querylimit"
 	"github.com/cantal-go/cantal/internal/registry"
 	"github.com/cantal-go/cantal/internal/remotewrite"
 	"github.com/cantal-go/cantal/internal/rrddrpc"
@@ -76,6 +77,7 @@ type Agent struct {
 	remoteWrite []*remotewrite.Endpoint
 
 	mux       *http.ServeMux
+	queries   *querylimit.Limiter // the query slots and answer budget (limit.go), made by routes
 	listeners []boundListener
 	web       *access.WebConfig // nil without --web-config
 	gossip    *gossip           // nil without --cluster-name
@@ -430,7 +432,9 @@ func (a *Agent) saveHistory() {
 }
 
 func (a *Agent) routes() {
+	a.queries = querylimit.New(queryConcurrency(), a.cfg.MaxAnswerBytes, a.cfg.AnswerBudget)
 	s := &api.Server{
+		Slots:          a.queries,
 		Registry:       a.reg,
 		Status:         a.status,
 		Processes:      a.processes,

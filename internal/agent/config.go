@@ -60,6 +60,8 @@ type Config struct {
 	MaxConnections   int      // open HTTP connections at most; 0: half the descriptor limit
 	MaxConnsPerSrc   int      // open connections from one IP address at most, every listener; 0: an eighth of MaxConnections
 	MaxWebSockets    int      // open WebSockets at most; 0: a sixteenth of MaxConnections
+	MaxAnswerBytes   int64    // bytes one query's answer may take (package querylimit)
+	AnswerBudget     int64    // bytes of every answer built and not yet sent, together
 
 	AlertRules    string        // YAML rules file (docs/alerts.md); "" = built-in rules only
 	AlertCPU      float64       // cpu_busy above this % (0: off)
@@ -93,6 +95,8 @@ func DefaultConfig() Config {
 		LogFormat:        "text",
 		TimerSlack:       5 * time.Millisecond,
 		PrivateProcesses: "auto",
+		MaxAnswerBytes:   64 << 20,
+		AnswerBudget:     256 << 20,
 		AlertCPU:         90,
 		AlertMemory:      10,
 		AlertDisk:        10,
@@ -164,6 +168,8 @@ func ParseFlags(name string, args []string, getenv func(string) string) (Config,
 	fs.IntVar(&c.MaxConnections, "max-connections", c.MaxConnections, "open connections at most on each HTTP listener; the gossip TCP and statsd TCP listeners take a quarter of it each (0: half the descriptor limit, at most 4096)")
 	fs.IntVar(&c.MaxConnsPerSrc, "max-connections-per-source", c.MaxConnsPerSrc, "open connections from one IP address (on a Unix socket, one uid) at most, on each listener (0: an eighth of --max-connections)")
 	fs.IntVar(&c.MaxWebSockets, "max-websockets", c.MaxWebSockets, "open WebSockets (/api/v1/ws) at most (0: a sixteenth of --max-connections)")
+	fs.Int64Var(&c.MaxAnswerBytes, "max-answer-bytes", c.MaxAnswerBytes, "bytes one query's answer may take; a larger one gets 422 (narrow the match or window)")
+	fs.Int64Var(&c.AnswerBudget, "answer-budget", c.AnswerBudget, "bytes of every query answer built and not yet read by its client, together; past it new queries get 503 with Retry-After")
 	fs.StringVar(&c.AlertRules, "alert-rules", c.AlertRules, "YAML file of threshold rules (selector, fn, op, threshold, for, severity, summary; see docs/alerts.md)")
 	fs.Float64Var(&c.AlertCPU, "alert-cpu", c.AlertCPU, "alert cpu_busy when the CPUs are busy above this percentage for --alert-for (0: off)")
 	fs.Float64Var(&c.AlertMemory, "alert-memory", c.AlertMemory, "alert memory_low when MemAvailable is below this percentage of MemTotal for --alert-for (0: off)")
@@ -253,6 +259,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--max-connections-per-source %d is negative", c.MaxConnsPerSrc)
 	case c.MaxWebSockets < 0:
 		return fmt.Errorf("--max-websockets %d is negative", c.MaxWebSockets)
+	case c.MaxAnswerBytes < 64<<10 || c.AnswerBudget < c.MaxAnswerBytes:
+		return fmt.Errorf("--max-answer-bytes %d must be at least 65536 and --answer-budget %d at least as large", c.MaxAnswerBytes, c.AnswerBudget)
 	case c.ClusterSize < 0:
 		return fmt.Errorf("--cluster-size %d is negative", c.ClusterSize)
 	case !strings.HasPrefix(c.InfluxPath, "/"):

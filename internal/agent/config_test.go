@@ -41,6 +41,8 @@ func TestParseFlagsErrors(t *testing.T) {
 		{[]string{"--influx-path", "influx"}, nil, "must start with /"},
 		{[]string{"--timer-slack", "-1ms"}, nil, "--timer-slack"},
 		{[]string{"--timer-slack", "2s"}, nil, "--timer-slack"},
+		{[]string{"--max-answer-bytes", "1000"}, nil, "--max-answer-bytes"},
+		{[]string{"--max-answer-bytes", "1000000", "--answer-budget", "999999"}, nil, "--answer-budget"},
 	} {
 		_, err := ParseFlags("cantal-agent", tc.args, func(k string) string { return tc.env[k] })
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -14,40 +14,39 @@ import (
 
 	"github.com/cantal-go/cantal/internal/api"
 	"github.com/cantal-go/cantal/internal/cluster"
+	"github.com/cantal-go/cantal/internal/querylimit"
 )
 
-// limitQueries admits at most n requests at a time to the handlers that read many series
-// (metrics, history, stats, processes, the exports, the UI's files); the others wait their turn
-// for as long as their client waits. A monitoring agent must not let its readers starve its
-// scans: with one CPU kept free of queries (n = GOMAXPROCS-1), an API hammered by clients slows
-// the answers down, not the scans. Exempt, because they wait rather than compute or must stay
-// cheap: the WebSocket and gossip streams, cluster queries (they wait on peers),
-// /api/v1/status and /debug/pprof/. Exemption goes by path only: a request to any other route
-// that merely carries an Upgrade header waits its turn like the rest (finding 6).
+// limitQueries admits at most l's slots of requests at a time to the handlers that read many
+// series (metrics, history, stats, labels, processes, the exports, the UI's files); the others
+// wait their turn for as long as their client waits. A monitoring agent must not let its readers
+// starve its scans: with one CPU kept free of queries (n = GOMAXPROCS-1), an API hammered by
+// clients slows the answers down, not the scans.
+//
+// A limited request's answer is built into memory under its slot and sent after the slot is
+// given back (querylimit.Limiter.Handler), so a client that never reads its answer holds only
+// its own connection (issue 31, N4). The cluster routes take no slot here: they take one
+// themselves around their local part, and not while they wait for the peers (N7); their answers
+// are bounded and buffered all the same. Exempt, because they wait rather than compute or must
+// stay cheap: the WebSocket and gossip streams, /api/v1/status and /debug/pprof/. Exemption
+// goes by path only: a request to any other route that merely carries an Upgrade header waits
+// its turn like the rest (finding 6).
 //
 // A request's body is read before it takes a slot (see readBodies), so a client that sends its
 // headers and then nothing holds no slot (finding 3).
-func limitQueries(next http.Handler, n int) http.Handler {
-	sem := make(chan struct{}, max(1, n))
+func limitQueries(next http.Handler, l *querylimit.Limiter) http.Handler {
+	limited := l.Handler(next, true)
+	cluster := l.Handler(next, false)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if queryExempt(r) {
+		switch p := r.URL.Path; {
+		case streaming(r) || p == "/api/v1/status" || strings.HasPrefix(p, "/debug/pprof/"):
 			next.ServeHTTP(w, r)
-			return
+		case strings.HasPrefix(p, "/api/v1/cluster/"):
+			cluster.ServeHTTP(w, r)
+		default:
+			limited.ServeHTTP(w, r)
 		}
-		select {
-		case sem <- struct{}{}:
-		case <-r.Context().Done():
-			return // the client gave up while waiting
-		}
-		defer func() { <-sem }()
-		next.ServeHTTP(w, r)
 	})
-}
-
-func queryExempt(r *http.Request) bool {
-	p := r.URL.Path
-	return streaming(r) || p == "/api/v1/status" ||
-		strings.HasPrefix(p, "/api/v1/cluster/") || strings.HasPrefix(p, "/debug/pprof/")
 }
 
 // streaming reports whether r is for a long-lived stream: the WebSocket or a gossip stream.

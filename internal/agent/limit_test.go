@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/cantal-go/cantal/internal/querylimit"
 )
 
 // TestLimitQueries checks the query limiter: with one slot, a second query waits until the
@@ -28,7 +30,7 @@ func TestLimitQueries(t *testing.T) {
 			running.Add(-1)
 		}
 		ran.Add(1)
-	}), 1)
+	}), querylimit.New(1, 1<<20, 4<<20))
 	do := func(ctx context.Context, path string, hdr ...string) <-chan struct{} {
 		done := make(chan struct{})
 		r := httptest.NewRequestWithContext(ctx, "GET", path, nil)
@@ -84,7 +86,7 @@ func TestFinding06_UpgradeHeaderDoesNotSkipLimiter(t *testing.T) {
 			held.Store(true)
 			<-release
 		}
-	}), 1)
+	}), querylimit.New(1, 1<<20, 4<<20))
 	go h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/api/v1/metrics?hold=1", nil))
 	for !held.Load() {
 		time.Sleep(time.Millisecond)
@@ -113,7 +115,7 @@ func TestFinding03_SilentBodyHoldsNoSlot(t *testing.T) {
 	mux.HandleFunc("/write", func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body) })
 	mux.HandleFunc("/api/v1/metrics", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "answer") })
 	b := newBodyBudget(1<<20, 4<<20)
-	srv := httptest.NewServer(deadlines(b.readBodies(limitQueries(mux, 1))))
+	srv := httptest.NewServer(deadlines(b.readBodies(limitQueries(mux, querylimit.New(1, 1<<20, 4<<20)))))
 	defer srv.Close()
 	for range 3 {
 		c, err := net.Dial("tcp", srv.Listener.Addr().String())

@@ -233,12 +233,13 @@ func (a *Agent) handler() http.Handler {
 			return err == nil && c.IsLiveMemberIP(net.ParseIP(host))
 		}
 	}
-	return closeUnread(deadlines(g.Handler(a.bodies.readBodies(admit(g.IsMember, limitQueries(a.mux, queryConcurrency()))))))
+	return closeUnread(deadlines(g.Handler(a.bodies.readBodies(admit(g.IsMember, limitQueries(a.mux, a.queries))))))
 }
 
 // takesBody reports whether r's route takes a request body: the ingest routes, adding a peer,
-// and the original Cantal API's query and add_host (package cantalv1). Any other request that announces a body is refused without reading it (finding N10:
-// GETs with bodies used to take the shared body budget from the pushes).
+// and the original Cantal API's query and add_host (package cantalv1). Any other request that
+// announces a body is refused without reading it (finding N10: GETs with bodies used to take
+// the shared body budget from the pushes).
 func takesBody(r *http.Request) bool {
 	if r.Method != http.MethodPost {
 		return false

@@ -19,6 +19,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -27,12 +29,15 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cantal-go/cantal/internal/access"
 	"github.com/klauspost/compress/gzhttp"
 
 	"github.com/cantal-go/cantal/internal/alerts"
 	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/history"
+	"github.com/cantal-go/cantal/internal/querylimit"
 	"github.com/cantal-go/cantal/internal/registry"
+	"github.com/cantal-go/cantal/internal/remote"
 	"github.com/cantal-go/cantal/internal/selector"
 	"github.com/cantal-go/cantal/internal/series"
 	"github.com/cantal-go/cantal/internal/stats"
@@ -76,6 +81,10 @@ type Server struct {
 	// MaxWebSockets bounds the WebSockets open at once (the next is answered 503); 0: no bound.
 	MaxWebSockets int
 	wsOpen        atomic.Int64
+
+	// Slots are the agent's query slots (package querylimit): the cluster routes, which the
+	// limiter lets through without one, take one around their local part. nil: no limit.
+	Slots *querylimit.Limiter
 
 	// Alerts returns the latest evaluation of the alert rules (/api/v1/alerts); nil: none.
 	Alerts func() *alerts.Snapshot
@@ -122,7 +131,7 @@ func handle(mux *http.ServeMux, path string, methods map[string]http.HandlerFunc
 			Error(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed on %s", r.Method, path))
 			return
 		}
-		h(w, r)
+		h(w, r.WithContext(remote.WithCaller(r.Context(), callerName(r))))
 	})
 	if path != "/api/v1/ws" {
 		// JSON answers are gzipped for clients that accept it (gzhttp: Accept-Encoding with
@@ -131,6 +140,24 @@ func handle(mux *http.ServeMux, path string, methods map[string]http.HandlerFunc
 	} else {
 		mux.Handle(path, handler)
 	}
+}
+
+// callerName names the caller of r for the bounds the cluster hub keeps per caller (distinct
+// remote selectors, remote.Config.MaxSelectorsPerCaller): its user or certificate name, its uid
+// on the Unix socket, else its network address.
+func callerName(r *http.Request) string {
+	c, ok := access.FromContext(r.Context())
+	switch {
+	case ok && c.Name != "":
+		return c.Via + ":" + c.Name
+	case ok && c.Unix:
+		return "uid:" + strconv.FormatUint(uint64(c.UID), 10)
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		host = r.RemoteAddr
+	}
+	return "addr:" + host
 }
 
 // Error writes {"error": msg} with code.
@@ -152,10 +179,26 @@ func WriteJSON(w http.ResponseWriter, v any) {
 	writeRaw(w, append(b, '\n'))
 }
 
+// writeRaw writes the JSON answer b, handing it to the query limiter's answer when w is one
+// (no copy: b is not used afterwards).
 func writeRaw(w http.ResponseWriter, b []byte) {
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-	w.Write(b)
+	querylimit.WriteOwned(w, b)
+}
+
+// answerLimit is the limit for historyJSON and windowJSON of an answer written to w: what the
+// query limiter lets it take (0: none).
+func answerLimit(w http.ResponseWriter) int {
+	if n := querylimit.Room(w); n < math.MaxInt {
+		return max(n, 1)
+	}
+	return 0
+}
+
+// tooLarge answers 422 to a query whose answer grew past its limit.
+func tooLarge(w http.ResponseWriter, limit int) {
+	Error(w, http.StatusUnprocessableEntity, querylimit.TooLarge(int64(limit)))
 }
 
 func (s *Server) status(w http.ResponseWriter, r *http.Request) { WriteJSON(w, s.Status(r.Context())) }
@@ -335,12 +378,25 @@ func historyJSON(b []byte, reg *registry.Registry, q Query, now int64, limit int
 // reporting complete false. It visits only the series of the names q.Sel allows that may have a
 // point in the window (registry.View.Select), not every series kept.
 func windowJSON(b []byte, reg *registry.Registry, q Query, now int64, limit int, member func(b []byte, pts []stats.Point) []byte) (_ []byte, complete bool) {
+	start := len(b)
+	b = append(b, `{"series":[`...)
+	rest := 0 // windowSeries's limit: what is left of limit after the prefix
+	if limit > 0 {
+		rest = max(limit-(len(b)-start), 1)
+	}
+	b, complete = windowSeries(b, reg, q, now, rest, "", member)
+	return append(b, "]}\n"...), complete
+}
+
+// windowSeries appends windowJSON's series objects, comma-separated, without the array around
+// them; node, when set, is added to every series' labels (the local node's part of a cluster
+// answer). limit is windowJSON's, of the bytes appended here; below 1, none.
+func windowSeries(b []byte, reg *registry.Registry, q Query, now int64, limit int, node string, member func(b []byte, pts []stats.Point) []byte) (_ []byte, complete bool) {
 	view := reg.View()
 	hist := reg.History()
 	from := now - q.Window.Milliseconds()
 	start := len(b)
 	complete = true
-	b = append(b, `{"series":[`...)
 	n := 0
 	var pts []stats.Point
 	view.Select(q.Sel, from, false, func(h registry.Handle) bool {
@@ -356,7 +412,11 @@ func windowJSON(b []byte, reg *registry.Registry, q Query, now int64, limit int,
 		}
 		n++
 		b = append(b, `{"labels":`...)
-		b = append(b, h.Key()...)
+		if node != "" {
+			b = append(b, remote.WithNode(h.Labels(), node).Key()...)
+		} else {
+			b = append(b, h.Key()...)
+		}
 		b = append(b, `,"kind":"`...)
 		b = append(b, h.Kind().String()...)
 		b = append(b, '"')
@@ -371,7 +431,32 @@ func windowJSON(b []byte, reg *registry.Registry, q Query, now int64, limit int,
 		}
 		return true
 	})
-	return append(b, "]}\n"...), complete
+	return b, complete
+}
+
+// nodeHistoryJSON appends the local node's series array of a cluster history answer: HistoryJSON's
+// series, each labelled with node, within limit bytes (0: none; complete false past it).
+func nodeHistoryJSON(b []byte, reg *registry.Registry, q Query, now int64, limit int, node string) (_ []byte, complete bool) {
+	b = append(b, '[')
+	b, complete = windowSeries(b, reg, q, now, limit, node, func(b []byte, pts []stats.Point) []byte {
+		b = append(b, `,"points":`...)
+		return appendPoints(b, pts)
+	})
+	return append(b, ']'), complete
+}
+
+// local runs fn, the local node's part of a cluster answer, under a query slot (Slots); it
+// reports false, without running fn and having answered 503 to w, when no slot came free while
+// the request could wait.
+func (s *Server) local(w http.ResponseWriter, r *http.Request, fn func()) bool {
+	release, err := s.Slots.Acquire(r.Context())
+	if err != nil {
+		querylimit.Busy(w)
+		return false
+	}
+	defer release()
+	fn()
+	return true
 }
 
 func (s *Server) history(w http.ResponseWriter, r *http.Request) {
@@ -380,7 +465,13 @@ func (s *Server) history(w http.ResponseWriter, r *http.Request) {
 		Error(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	writeRaw(w, HistoryJSON(make([]byte, 0, 4096), s.Registry, q, time.Now().UnixMilli()))
+	limit := answerLimit(w)
+	b, complete := historyJSON(make([]byte, 0, 4096), s.Registry, q, time.Now().UnixMilli(), limit)
+	if !complete {
+		tooLarge(w, limit)
+		return
+	}
+	writeRaw(w, b)
 }
 
 func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
@@ -389,7 +480,13 @@ func (s *Server) stats(w http.ResponseWriter, r *http.Request) {
 		Error(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	writeRaw(w, StatsJSON(make([]byte, 0, 4096), s.Registry, q, time.Now().UnixMilli()))
+	limit := answerLimit(w)
+	b, complete := statsJSON(make([]byte, 0, 4096), s.Registry, q, time.Now().UnixMilli(), limit)
+	if !complete {
+		tooLarge(w, limit)
+		return
+	}
+	writeRaw(w, b)
 }
 
 func (s *Server) peers(w http.ResponseWriter, r *http.Request) {
@@ -431,10 +528,15 @@ func (s *Server) addPeer(w http.ResponseWriter, r *http.Request) {
 // StatsJSON appends the {"series": [{"labels", "kind", "count", "min", ...}]} answer for q to b:
 // the statistics of each matching series over the window (of its rates with fn=rate).
 func StatsJSON(b []byte, reg *registry.Registry, q Query, now int64) []byte {
+	b, _ = statsJSON(b, reg, q, now, 0)
+	return b
+}
+
+// statsJSON is StatsJSON with windowJSON's limit.
+func statsJSON(b []byte, reg *registry.Registry, q Query, now int64, limit int) (_ []byte, complete bool) {
 	var z stats.Summarizer
-	b, _ = windowJSON(b, reg, q, now, 0, func(b []byte, pts []stats.Point) []byte {
+	return windowJSON(b, reg, q, now, limit, func(b []byte, pts []stats.Point) []byte {
 		b = append(b, ',')
 		return z.Summarize(pts).AppendFields(b)
 	})
-	return b
 }

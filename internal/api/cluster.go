@@ -18,6 +18,7 @@ import (
 	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/clusteragg"
 	"github.com/cantal-go/cantal/internal/history"
+	"github.com/cantal-go/cantal/internal/querylimit"
 	"github.com/cantal-go/cantal/internal/registry"
 	"github.com/cantal-go/cantal/internal/remote"
 	"github.com/cantal-go/cantal/internal/series"
@@ -113,7 +114,11 @@ func (s *Server) clusterMetrics(w http.ResponseWriter, r *http.Request) {
 	}
 	var nodes []nodeSeries
 	if ns.want(s.NodeName) {
-		nodes = append(nodes, nodeSeries{node: s.NodeName, status: remote.OK, series: s.localSamples(q)})
+		var local []series.Sample
+		if !s.local(w, r, func() { local = s.localSamples(q) }) {
+			return // no query slot came free (answered)
+		}
+		nodes = append(nodes, nodeSeries{node: s.NodeName, status: remote.OK, series: local})
 	}
 	if s.Cluster != nil {
 		query := s.Cluster.Query
@@ -270,10 +275,22 @@ func (s *Server) clusterHistory(w http.ResponseWriter, r *http.Request) {
 		body                 json.RawMessage
 	}
 	now := time.Now().UnixMilli()
+	limit := answerLimit(w)
 	var results []result
 	if ns.want(s.NodeName) {
-		local := HistoryJSON(nil, s.Registry, q, now)
-		results = append(results, result{node: s.NodeName, status: "ok", body: withNodeLabels(local, s.NodeName, nil)})
+		var local []byte
+		complete := true
+		if !s.local(w, r, func() { local, complete = nodeHistoryJSON(nil, s.Registry, q, now, limit, s.NodeName) }) {
+			return // no query slot came free (answered)
+		}
+		if !complete {
+			tooLarge(w, limit)
+			return
+		}
+		if !querylimit.Reserve(w, cap(local)) {
+			return // held while the peers answer: within the answer budget, or 503 busy
+		}
+		results = append(results, result{node: s.NodeName, status: "ok", body: local})
 	}
 	if hk, ok := s.Cluster.(HistoryKeeper); ok && q.Window <= hk.Kept() {
 		from := now - q.Window.Milliseconds()

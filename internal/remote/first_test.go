@@ -47,7 +47,7 @@ func newSeriesPeer(n, points int, interval time.Duration) *chunkPeer {
 		latest = append(latest, map[string]any{"labels": labels, "kind": "float", "value": 0.42, "ts": now})
 	}
 	p := &chunkPeer{msgs: map[string][2][]byte{}}
-	for _, id := range []string{subKey(chunkMatch, false), chunkPrefix + subKey(chunkMatch, false)} {
+	for _, id := range []string{subKey(canonicalMatch(chunkMatch), false), chunkPrefix + subKey(canonicalMatch(chunkMatch), false)} {
 		h, _ := json.Marshal(map[string]any{"type": "history", "id": id, "series": hist})
 		u, _ := json.Marshal(map[string]any{"type": "update", "id": id, "ts": now, "series": latest})
 		p.msgs[id] = [2][]byte{h, u}
@@ -167,7 +167,7 @@ type anyMsg struct {
 // BenchmarkDecodeChunk: one peer's history chunk (one series, 300 points: 5 minutes at 1 s
 // scans), decoded into wirePoints (now) and into [2]any (before), side by side.
 func BenchmarkDecodeChunk(b *testing.B) {
-	msg := newChunkPeer(300, time.Second).msgs[subKey(chunkMatch, false)][0]
+	msg := newChunkPeer(300, time.Second).msgs[subKey(canonicalMatch(chunkMatch), false)][0]
 	b.Run("wirePoint", func(b *testing.B) {
 		b.ReportAllocs()
 		b.SetBytes(int64(len(msg)))
@@ -406,7 +406,7 @@ func TestChunkSubscriptionGoes(t *testing.T) {
 	if len(ans) != 1 || ans[0].Status != OK || len(ans[0].Series) != 1 || len(ans[0].Series[0].Points) < 5 {
 		t.Fatalf("history query = %+v; want the peer's chunk", ans)
 	}
-	live, chunk := subKey(chunkMatch, false), chunkPrefix+subKey(chunkMatch, false)
+	live, chunk := subKey(canonicalMatch(chunkMatch), false), chunkPrefix+subKey(canonicalMatch(chunkMatch), false)
 	want := []string{"subscribe " + live, "subscribe " + chunk, "unsubscribe " + chunk}
 	for i, w := range want {
 		select {

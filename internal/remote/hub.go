@@ -70,7 +70,13 @@ type Config struct {
 	// a first query in a cluster of a thousand nodes opens them in waves rather than all at
 	// once. Below it, every peer's connection is opened at the same time.
 	MaxDials int
-	Log      *slog.Logger
+	// MaxSelectors bounds the distinct selectors subscribed to at the peers (default 64), and
+	// MaxSelectorsPerCaller those one caller (WithCaller) may add (default 16): see
+	// selectors.go. Each peer refuses more than 256 subscriptions on one connection, and a
+	// selector takes two while its history chunk comes.
+	MaxSelectors          int
+	MaxSelectorsPerCaller int
+	Log                   *slog.Logger
 }
 
 // Point is one value of a remote series.
@@ -93,6 +99,10 @@ const (
 	OK          NodeState = "ok"
 	Stale       NodeState = "stale"
 	Unreachable NodeState = "unreachable"
+	// Busy: the peer is reachable but this query's selector is not subscribed there: this
+	// node has too many distinct selectors in use (BusyError), or the peer refused the
+	// subscription (its subscriptions on this node's connection are used up). Error says which.
+	Busy NodeState = "busy"
 )
 
 // NodeAnswer is one node's part of a cluster answer.
@@ -124,6 +134,10 @@ type Hub struct {
 
 	mu    sync.Mutex
 	peers map[string]*peer // by member ID
+	// sels are the distinct selectors admitted (by subKey), callerSels how many each caller
+	// added (selectors.go).
+	sels       map[string]*selUse
+	callerSels map[string]int
 }
 
 // New returns a Hub; call Run to let it work.
@@ -146,10 +160,16 @@ func New(cfg Config) *Hub {
 	if cfg.MaxDials <= 0 {
 		cfg.MaxDials = 256
 	}
+	if cfg.MaxSelectors <= 0 {
+		cfg.MaxSelectors = 64
+	}
+	if cfg.MaxSelectorsPerCaller <= 0 {
+		cfg.MaxSelectorsPerCaller = 16
+	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	h := &Hub{cfg: cfg, peers: map[string]*peer{}}
+	h := &Hub{cfg: cfg, peers: map[string]*peer{}, sels: map[string]*selUse{}, callerSels: map[string]int{}}
 	h.ctx, h.stop = context.WithCancel(context.Background())
 	h.dial = newDialer(cfg.Timeout, cfg.TLS != nil, h.clientTLS, cfg.MaxDials)
 	return h
@@ -201,6 +221,7 @@ func (h *Hub) expire(now time.Time) {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.expireSelectors(now)
 	for id, p := range h.peers {
 		if p.expire(now, h.cfg.Idle) == 0 || !members[id] {
 			p.stop()
@@ -232,6 +253,10 @@ func (h *Hub) QueryLatest(ctx context.Context, match string, rate bool) []NodeAn
 func (h *Hub) query(ctx context.Context, match string, rate, chunk bool) []NodeAnswer {
 	start := time.Now()
 	members := wantedMembers(ctx, h.cfg.Members())
+	match = canonicalMatch(match)
+	if err := h.admit(subKey(match, rate), callerOf(ctx), start); err != nil {
+		return busyAnswers(members, err)
+	}
 	subs := make([]*sub, len(members))
 	var wait []<-chan struct{}
 	var waitFor []int // member index of each wait
@@ -295,10 +320,32 @@ wait:
 	return out
 }
 
+// busyAnswers answers every member with status Busy and err, but those with no HTTP address
+// (unreachable whatever the query), sorted by name.
+func busyAnswers(members []Member, err error) []NodeAnswer {
+	out := make([]NodeAnswer, 0, len(members))
+	for _, m := range members {
+		a := NodeAnswer{Node: m.Name, ID: m.ID, Status: Busy, Error: err.Error()}
+		if m.HTTP == "" {
+			a.Status, a.Error = Unreachable, ""
+		}
+		out = append(out, a)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Node < out[j].Node })
+	return out
+}
+
 // Listen delivers every peer's updates for match to fn as they arrive, until ctx ends. fn is
 // called from the peers' connection goroutines (one peer's updates in order, different peers'
-// possibly concurrently), with no lock of the hub held, and must not block.
+// possibly concurrently), with no lock of the hub held, and must not block. A selector past the
+// hub's bounds (selectors.go) is not listened to: Listen returns at once.
 func (h *Hub) Listen(ctx context.Context, match string, rate bool, fn func(Update)) {
+	match = canonicalMatch(match)
+	key, caller := subKey(match, rate), callerOf(ctx)
+	if err := h.admit(key, caller, time.Now()); err != nil {
+		h.cfg.Log.Debug("cluster stream not listened to", "match", match, "err", err)
+		return
+	}
 	seen := map[string]*sub{}
 	refresh := func() {
 		for _, m := range h.cfg.Members() {
@@ -320,6 +367,7 @@ func (h *Hub) Listen(ctx context.Context, match string, rate bool, fn func(Updat
 			return
 		case <-t.C:
 			refresh() // new peers join the stream
+			h.admit(key, caller, time.Now())
 			for _, s := range seen {
 				s.touch()
 			}
@@ -327,13 +375,14 @@ func (h *Hub) Listen(ctx context.Context, match string, rate bool, fn func(Updat
 	}
 }
 
-// subscribe returns m's subscription to match, made if needed (keeping its history chunk when
+// subscribe returns m's subscription to match (in its canonical form), made if needed (keeping its history chunk when
 // chunk is set), and the peer connection that carries it; nil, nil for a member without an
 // HTTP address.
 func (h *Hub) subscribe(m Member, match string, rate, chunk bool) (*sub, *peer) {
 	if m.HTTP == "" {
 		return nil, nil
 	}
+	match = canonicalMatch(match)
 	h.mu.Lock()
 	p := h.peers[m.ID]
 	if p == nil || p.http != m.HTTP {

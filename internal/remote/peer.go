@@ -107,6 +107,9 @@ func (p *peer) subscribe(match string, rate, chunk bool) *sub {
 	if chunk && s.askChunk() {
 		wake = true
 	}
+	if s.retryRefused(time.Now()) {
+		wake = true
+	}
 	p.mu.Unlock()
 	if wake {
 		p.poke()
@@ -292,7 +295,7 @@ func (p *peer) syncSubs(ctx context.Context, c *websocket.Conn, sent map[string]
 	p.mu.Lock()
 	var live, chunks, drop [][]byte
 	for k, s := range p.subs {
-		if !sent[k] {
+		if resend := s.takeResend(); !sent[k] || resend {
 			live = append(live, s.request())
 			sent[k] = true
 		}

@@ -63,7 +63,37 @@ type sub struct {
 	lastData  time.Time
 	connected bool
 	errMsg    string
+	// refused: the peer answered the live subscription with an error (its subscriptions on
+	// this connection are used up): the node is Busy, not unreachable. The subscription is
+	// sent again (resend) by a query at least refuseRetry after refusedAt.
+	refused   bool
+	refusedAt time.Time
+	resend    bool
 	listeners []listener
+}
+
+// refuseRetry is how long a refused subscription waits before a query sends it again.
+const refuseRetry = time.Second
+
+// retryRefused reports whether s was refused long enough ago to be sent again, and marks it to
+// be (takeResend).
+func (s *sub) retryRefused(now time.Time) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.refused || s.resend || now.Sub(s.refusedAt) < refuseRetry {
+		return false
+	}
+	s.resend = true
+	return true
+}
+
+// takeResend reports whether s is to be sent again on the current connection, and clears it.
+func (s *sub) takeResend() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := s.resend
+	s.resend = false
+	return r
 }
 
 type listener struct {
@@ -246,10 +276,14 @@ func (s *sub) receive(node string, m *wireMsg) {
 	switch m.Type {
 	case "error":
 		s.errMsg = m.Error
+		s.refused, s.refusedAt = true, time.Now()
 	case "history":
 		s.applyHistory(m)
 		s.lastData = time.Now()
 	case "update":
+		if s.refused {
+			s.refused, s.errMsg = false, ""
+		}
 		for _, l := range s.listeners {
 			if l.ctx.Err() == nil {
 				notify = append(notify, l)
@@ -286,7 +320,8 @@ func (s *sub) receive(node string, m *wireMsg) {
 	s.trim()
 	s.mu.Unlock()
 	s.gaveUp.Store(false)
-	if m.Type == "update" {
+	if m.Type == "update" || m.Type == "error" {
+		// The peer's current values, or its refusal: either way it answered.
 		s.latestOnce.Do(func() { close(s.latest) })
 	}
 	for _, l := range notify {
@@ -332,6 +367,8 @@ func (s *sub) answer(now time.Time, interval time.Duration, m Member) NodeAnswer
 	}
 	fresh := !s.lastData.IsZero() && now.Sub(s.lastData) <= StaleAfter(interval)
 	switch {
+	case s.refused && s.connected && m.Up:
+		a.Status = Busy
 	case fresh && s.connected && m.Up:
 		a.Status = OK
 		a.Since = 0
