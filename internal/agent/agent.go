@@ -45,9 +45,6 @@ import (
 	"github.com/cantal-go/cantal/internal/web"
 )
 
-// Version is the agent's version, set at build time with -ldflags "-X ...agent.Version=...".
-var Version = "0.1.0-dev"
-
 // Agent is one node's agent. Build it with New, then call Run once.
 type Agent struct {
 	cfg     Config

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"github.com/cantal-go/cantal/internal/buildinfo"
 	"net"
 	"time"
 
@@ -50,7 +51,7 @@ func (a *Agent) startGossip() error {
 		ccfg.StreamsViaHTTP = sameAddr(bind, httpAddr.String())
 		ccfg.HTTPAddr = advertisedHTTP(httpAddr.String(), bind)
 	}
-	ccfg.Version = Version
+	ccfg.Version = buildinfo.Version
 	ccfg.KeyFile = a.cfg.GossipKey
 	ccfg.StateDir = a.cfg.StateDir
 	ccfg.Peers = a.cfg.Peers

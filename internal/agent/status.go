@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"github.com/cantal-go/cantal/internal/buildinfo"
 	"os"
 	"runtime"
 	"time"
@@ -102,7 +103,7 @@ func (a *Agent) status(ctx context.Context) any {
 	s.NodeID = a.nodeID
 	s.NodeName = a.cfg.NodeName
 	s.Hostname, _ = os.Hostname()
-	s.Version = Version
+	s.Version = buildinfo.Version
 	s.Started = a.started.UnixMilli()
 	s.UptimeS = time.Since(a.started).Seconds()
 	s.IntervalMs = a.cfg.Interval.Milliseconds()

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/cantal-go/cantal/internal/buildinfo"
 	"io"
 	"net/http"
 	"os"
@@ -73,6 +74,7 @@ Query a cantal-agent:
                                  points of each matching series (--rate: counters as per-second rates)
   stats [SEL] [--window DUR]     count, min, max, mean, median, p90, p95, p99, slope per series
   peers                          the other agents this one knows
+  version (or --version)         this command's version, VCS revision and Go version
   top [--interval DUR] [--sort cpu|rss] [--once]
                                  live view of the node: CPU, memory, load, network and disk
                                  rates, the busiest processes; q quits, c/m sort by CPU/memory
@@ -306,6 +308,9 @@ func (c *CLI) run(ctx context.Context, args []string) error {
 	switch cmd {
 	case "help", "-h", "-help", "--help":
 		return flag.ErrHelp
+	case "version", "-version", "--version":
+		fmt.Fprintln(c.Stdout, "cantal", buildinfo.Get())
+		return nil
 	case "cluster":
 		if len(args) < 2 || strings.HasPrefix(args[1], "-") {
 			return usagef("cluster: want a subcommand: metrics, history or stats")
