@@ -433,6 +433,7 @@ func (a *Agent) routes() {
 		ClusterTimeout: time.Second,
 		Alerts:         a.alerts.Alerts,
 		MaxWebSockets:  limitsOf(a.cfg).websockets,
+		Targets:        a.targets,
 	}
 	if a.gossip != nil {
 		s.Peers = a.gossip

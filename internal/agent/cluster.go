@@ -4,8 +4,11 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/buildinfo"
 	"net"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/cantal-go/cantal/internal/cluster"
@@ -141,4 +144,42 @@ func (g *gossip) run(ctx context.Context) error {
 	g.c.Leave(2 * time.Second)
 	g.c.Shutdown()
 	return err
+}
+
+// targets answers /api/v1/targets: with gossip, every member alive or suspect (a suspect one
+// is still a member and may answer: Prometheus tells by scraping) with the HTTP address it
+// advertises, the node itself included; without, the node alone. Members without a TCP
+// address (Unix sockets only) are left out.
+func (a *Agent) targets() []apiwire.TargetGroup {
+	if a.gossip != nil {
+		return targetGroups(a.cfg.ClusterName, a.gossip.c.Local(), a.gossip.c.Peers())
+	}
+	addr := a.tcpAddr()
+	if addr == nil {
+		return nil
+	}
+	return targetGroups("", cluster.Peer{Name: a.cfg.NodeName, HTTP: advertisedHTTP(addr.String(), addr.String()), Status: cluster.StatusAlive}, nil)
+}
+
+// targetGroups makes the http_sd_configs groups of self and peers: one group per member so
+// that each has its own node label, sorted by node name, then address.
+func targetGroups(clusterName string, self cluster.Peer, peers []cluster.Peer) []apiwire.TargetGroup {
+	out := make([]apiwire.TargetGroup, 0, len(peers)+1)
+	for _, p := range append([]cluster.Peer{self}, peers...) {
+		if p.HTTP == "" || (p.Status != cluster.StatusAlive && p.Status != cluster.StatusSuspect) {
+			continue
+		}
+		labels := map[string]string{"node": p.Name}
+		if clusterName != "" {
+			labels["cluster"] = clusterName
+		}
+		out = append(out, apiwire.TargetGroup{Targets: []string{p.HTTP}, Labels: labels})
+	}
+	slices.SortFunc(out, func(x, y apiwire.TargetGroup) int {
+		if c := strings.Compare(x.Labels["node"], y.Labels["node"]); c != 0 {
+			return c
+		}
+		return strings.Compare(x.Targets[0], y.Targets[0])
+	})
+	return out
 }
