@@ -251,12 +251,13 @@ func Load(name string, args []string, getenv func(string) string) (Config, Mode,
 	// Start again from the defaults: the file, the environment, then the command line.
 	c = DefaultConfig()
 	c.ConfigFile = file
+	var fileLines map[string]int // line of each setting the file gives and nothing overrides
 	if file != "" {
 		data, err := flagfile.Read(file)
 		if err != nil {
 			return c, mode, fmt.Errorf("--config: %w", err)
 		}
-		if err := flagfile.Apply(fs, file, data, func(n string) bool { return commandOnly[n] }); err != nil {
+		if fileLines, err = flagfile.Apply(fs, file, data, func(n string) bool { return commandOnly[n] }); err != nil {
 			return c, mode, err
 		}
 	}
@@ -267,6 +268,7 @@ func Load(name string, args []string, getenv func(string) string) (Config, Mode,
 		}
 		env := "CANTAL_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
 		if v := getenv(env); v != "" {
+			delete(fileLines, f.Name)
 			if l, ok := f.Value.(flagfile.List); ok {
 				l.Reset()
 			}
@@ -279,6 +281,7 @@ func Load(name string, args []string, getenv func(string) string) (Config, Mode,
 		return c, mode, err
 	}
 	for n := range set {
+		delete(fileLines, n)
 		if l, ok := fs.Lookup(n).Value.(flagfile.List); ok {
 			l.Reset()
 		}
@@ -287,7 +290,23 @@ func Load(name string, args []string, getenv func(string) string) (Config, Mode,
 		return c, mode, err
 	}
 	c.ConfigFile = file
-	return c, mode, c.Validate()
+	if err := c.Validate(); err != nil {
+		return c, mode, inFile(err, file, fileLines)
+	}
+	return c, mode, nil
+}
+
+var flagName = regexp.MustCompile(`--([a-z0-9-]+)`)
+
+// inFile places a Validate error at the line of the file that set the first flag it names,
+// when the file did (and neither the environment nor the command line overrode it).
+func inFile(err error, file string, lines map[string]int) error {
+	for _, m := range flagName.FindAllStringSubmatch(err.Error(), -1) {
+		if line, ok := lines[m[1]]; ok {
+			return &flagfile.Error{File: file, Line: line, Msg: err.Error()}
+		}
+	}
+	return err
 }
 
 // excludeRegexp compiles an exclusion flag; the empty string excludes nothing.

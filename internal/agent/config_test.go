@@ -137,8 +137,8 @@ func TestLoadCheckConfig(t *testing.T) {
 		{"\ninterval: 5\n", "agent.yml:2: interval: want a duration"},
 		{"alert-node-down: yes\n", "agent.yml:1: alert-node-down: want true or false"},
 		{"peer: {a: b}\n", "agent.yml:1: peer: want a list of strings"},
-		{"max-series: -1\n", "--max-series -1 is negative"},
-		{"interval: 1ms\n", "--interval 1ms is too short"},
+		{"max-series: -1\n", "agent.yml:1: --max-series -1 is negative"},
+		{"pprof: true\ninterval: 1ms\n", "agent.yml:2: --interval 1ms is too short"},
 		{"version: true\n", "agent.yml:1: version cannot be set in a configuration file"},
 	} {
 		file := writeConfig(t, tc.doc)
@@ -149,6 +149,11 @@ func TestLoadCheckConfig(t *testing.T) {
 		if _, err := ParseFlags("cantal-agent", []string{"--config", file}, nil); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("--config of %q = %v; want the same error at a start", tc.doc, err)
 		}
+	}
+	// A bad value from the command line is not placed in the file that a flag overrode.
+	over := writeConfig(t, "interval: 5s\n")
+	if _, err := ParseFlags("cantal-agent", []string{"--config", over, "--interval", "1ms"}, nil); err == nil || err.Error() != "--interval 1ms is too short" {
+		t.Errorf("--interval 1ms over the file's = %v; want the flag's error without a file line", err)
 	}
 	if _, err := ParseFlags("cantal-agent", []string{"--config", filepath.Join(t.TempDir(), "none.yml")}, nil); err == nil {
 		t.Error("a missing --config file was accepted")

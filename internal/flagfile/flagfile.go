@@ -55,54 +55,55 @@ var yamlLine = regexp.MustCompile(`line (\d+)`)
 // settings, such as --config itself). A key that is not a flag, a key given twice, a value of
 // the wrong type (a list for a flag that takes one value, a string for a number or a
 // duration, ...) or a value its flag refuses is an error; the first one is returned, and fs
-// may then hold some of the file's values.
-func Apply(fs *flag.FlagSet, file string, data []byte, skip func(name string) bool) error {
+// may then hold some of the file's values. On success it returns the line of each key set,
+// for the caller's own checks of the values (see Error).
+func Apply(fs *flag.FlagSet, file string, data []byte, skip func(name string) bool) (map[string]int, error) {
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
-			return nil // empty file
+			return nil, nil // empty file
 		}
 		// yaml's messages may quote the text; keep only where it is.
 		line := 0
 		if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
 			fmt.Sscan(m[1], &line)
 		}
-		return &Error{file, line, "not valid YAML"}
+		return nil, &Error{file, line, "not valid YAML"}
 	}
 	var extra yaml.Node
 	if err := dec.Decode(&extra); err == nil {
-		return &Error{file, extra.Line, "a second YAML document: want one mapping of settings"}
+		return nil, &Error{file, extra.Line, "a second YAML document: want one mapping of settings"}
 	}
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 {
-		return &Error{file, doc.Line, "want one mapping of settings"}
+		return nil, &Error{file, doc.Line, "want one mapping of settings"}
 	}
 	root := doc.Content[0]
 	if root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
-		return nil // only comments
+		return nil, nil // only comments
 	}
 	if root.Kind != yaml.MappingNode {
-		return &Error{file, root.Line, "want a mapping of settings (key: value), not " + kindName(root)}
+		return nil, &Error{file, root.Line, "want a mapping of settings (key: value), not " + kindName(root)}
 	}
 	seen := map[string]int{}
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		k, v := root.Content[i], root.Content[i+1]
 		if k.Kind != yaml.ScalarNode || k.Tag != "!!str" {
-			return &Error{file, k.Line, "a key that is not a setting's name"}
+			return nil, &Error{file, k.Line, "a key that is not a setting's name"}
 		}
 		f := fs.Lookup(k.Value)
 		if f == nil || (skip != nil && skip(k.Value)) {
-			return &Error{file, k.Line, unknownKey(fs, k.Value, skip)}
+			return nil, &Error{file, k.Line, unknownKey(fs, k.Value, skip)}
 		}
 		if prev, ok := seen[k.Value]; ok {
-			return &Error{file, k.Line, fmt.Sprintf("%s given twice (first at line %d)", k.Value, prev)}
+			return nil, &Error{file, k.Line, fmt.Sprintf("%s given twice (first at line %d)", k.Value, prev)}
 		}
 		seen[k.Value] = k.Line
 		if err := set(f, v); err != nil {
-			return &Error{file, v.Line, k.Value + ": " + err.Error()}
+			return nil, &Error{file, v.Line, k.Value + ": " + err.Error()}
 		}
 	}
-	return nil
+	return seen, nil
 }
 
 // set gives f the value of node v, checking its YAML type against the flag's.

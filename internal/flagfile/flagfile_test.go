@@ -51,7 +51,7 @@ func TestApply(t *testing.T) {
 	var s settings
 	fs := newFS(&s)
 	doc := "# agent\nlisten: 0.0.0.0:9\ninterval: 5s\nmax-series: 0x10\nalert-cpu: 75.5\npprof: true\npeer: [a:1, b:2]\n"
-	if err := Apply(fs, "a.yml", []byte(doc), skipConfig); err != nil {
+	if _, err := Apply(fs, "a.yml", []byte(doc), skipConfig); err != nil {
 		t.Fatal(err)
 	}
 	want := settings{"0.0.0.0:9", 5 * time.Second, 16, 75.5, true, []string{"a:1", "b:2"}}
@@ -59,14 +59,14 @@ func TestApply(t *testing.T) {
 		t.Errorf("settings = %+v; want %+v", s, want)
 	}
 	// A scalar for a list, null for a string, 0 for a duration.
-	if err := Apply(fs, "a.yml", []byte("peer: c:3\nlisten:\ninterval: 0\n"), skipConfig); err != nil {
+	if _, err := Apply(fs, "a.yml", []byte("peer: c:3\nlisten:\ninterval: 0\n"), skipConfig); err != nil {
 		t.Fatal(err)
 	}
 	if !reflect.DeepEqual(s.peers, []string{"c:3"}) || s.listen != "" || s.interval != 0 {
 		t.Errorf("settings = %+v; want peers [c:3] (replaced), empty listen, interval 0", s)
 	}
 	for _, empty := range []string{"", "# nothing\n", "---\n"} {
-		if err := Apply(fs, "a.yml", []byte(empty), skipConfig); err != nil {
+		if _, err := Apply(fs, "a.yml", []byte(empty), skipConfig); err != nil {
 			t.Errorf("Apply(%q) = %v; want nothing set", empty, err)
 		}
 	}
@@ -96,7 +96,7 @@ func TestApplyErrors(t *testing.T) {
 		{"1: x\n", "a.yml:1: a key that is not a setting's name"},
 	} {
 		var s settings
-		err := Apply(newFS(&s), "a.yml", []byte(tc.doc), skipConfig)
+		_, err := Apply(newFS(&s), "a.yml", []byte(tc.doc), skipConfig)
 		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
 			t.Errorf("Apply(%q) = %v; want %q", tc.doc, err, tc.want)
 		}
@@ -112,7 +112,7 @@ func FuzzApply(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, doc string) {
 		var s settings
-		err := Apply(newFS(&s), "a.yml", []byte(doc), skipConfig)
+		_, err := Apply(newFS(&s), "a.yml", []byte(doc), skipConfig)
 		if err == nil {
 			return
 		}
