@@ -169,6 +169,13 @@ func TestReadRefuses(t *testing.T) {
 	if _, err := Read(inSticky); err != nil {
 		t.Errorf("Read(root's file in a sticky directory) = %v; want it read", err)
 	}
+	otherDir := filepath.Join(dir, "users")
+	os.Mkdir(otherDir, 0o755)
+	os.WriteFile(filepath.Join(otherDir, "agent.yml"), []byte("x: 1\n"), 0o644)
+	os.Chown(otherDir, 65534, 65534)
+	dirLink := filepath.Join(dir, "etc-link")
+	os.Symlink(dir, dirLink)
+	os.Lchown(dirLink, 65534, 65534)
 	big := write("big.yml", 0o644, 0, 0)
 	os.Truncate(big, MaxSize+1)
 	for _, tc := range []struct{ path, want string }{
@@ -177,7 +184,9 @@ func TestReadRefuses(t *testing.T) {
 		{plantedLink, "symbolic link " + plantedLink + " is owned by uid 65534"},
 		{write("world.yml", 0o646, 0, 0), "writable by every user"},
 		{write("group.yml", 0o664, 0, 65534), "writable by group 65534"},
-		{inOpen, "its directory " + sub + " is writable by every user"},
+		{inOpen, "directory " + sub + " is writable by every user"},
+		{filepath.Join(otherDir, "agent.yml"), "directory " + otherDir + " is owned by uid 65534"},
+		{filepath.Join(dirLink, "good.yml"), "symbolic link " + dirLink + " is owned by uid 65534"},
 		{dir, "not a regular file"},
 		{big, "larger than"},
 	} {

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 
@@ -27,9 +28,10 @@ const maxLinks = 40
 //   - the file must be a regular file owned by root or the agent's user, not writable by
 //     others (mode o+w), and writable by its group only when the group is root's or the
 //     agent's effective group; at most MaxSize bytes;
-//   - the directory holding it must be owned by root or the agent's user and not writable
-//     by others or an untrusted group, unless it is sticky (then only the file's owner, who
-//     is trusted, can replace the file).
+//   - every directory it really is in, up to "/", must be owned by root or the agent's user
+//     and not writable by others or an untrusted group, unless it is sticky (then only the
+//     file's owner, who is trusted, can replace the file): as sshd's StrictModes; and a
+//     symbolic link among the directories of the path given must be a trusted user's.
 //
 // The file's checks are made on the descriptor that is read (opened without following a
 // symbolic link), so a file swapped in between is never read unchecked. Errors never quote
@@ -40,6 +42,16 @@ func Read(path string) ([]byte, error) {
 	trustedGID := func(gid uint32) bool { return gid == 0 || int(gid) == egid }
 	refuse := func(reason string) error { return &safefile.RefusedError{Path: path, Reason: reason} }
 
+	// A symbolic link among the directories of the path, as the kernel resolves them, must be
+	// a trusted user's too.
+	if abs, err := filepath.Abs(path); err == nil {
+		for dir := filepath.Dir(abs); dir != "/"; dir = filepath.Dir(dir) {
+			var st unix.Stat_t
+			if unix.Lstat(dir, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFLNK && !trustedUID(st.Uid) {
+				return nil, refuse(fmt.Sprintf("symbolic link %s is owned by uid %d, neither root nor the agent's user", dir, st.Uid))
+			}
+		}
+	}
 	p := path
 	for links := 0; ; links++ {
 		var st unix.Stat_t
@@ -89,19 +101,29 @@ func Read(path string) ([]byte, error) {
 	case st.Size > MaxSize:
 		return nil, refuse(fmt.Sprintf("larger than %d bytes", MaxSize))
 	}
-	dir := filepath.Dir(p)
-	var dst unix.Stat_t
-	if err := unix.Stat(dir, &dst); err != nil {
-		return nil, &os.PathError{Op: "stat", Path: dir, Err: err}
+	// The directories the file really is in (the kernel's path of the open file, no links),
+	// from its own up to "/", as sshd's StrictModes checks them.
+	real, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
+	if err != nil || !filepath.IsAbs(real) {
+		return nil, refuse("the path of the open file is not known")
 	}
-	sticky := dst.Mode&unix.S_ISVTX != 0
-	switch {
-	case !trustedUID(dst.Uid):
-		return nil, refuse(fmt.Sprintf("its directory %s is owned by uid %d, neither root nor the agent's user", dir, dst.Uid))
-	case !sticky && dst.Mode&0o002 != 0:
-		return nil, refuse(fmt.Sprintf("its directory %s is writable by every user", dir))
-	case !sticky && dst.Mode&0o020 != 0 && !trustedGID(dst.Gid):
-		return nil, refuse(fmt.Sprintf("its directory %s is writable by group %d, neither root's nor the agent's", dir, dst.Gid))
+	for dir := filepath.Dir(real); ; dir = filepath.Dir(dir) {
+		var dst unix.Stat_t
+		if err := unix.Stat(dir, &dst); err != nil {
+			return nil, &os.PathError{Op: "stat", Path: dir, Err: err}
+		}
+		sticky := dst.Mode&unix.S_ISVTX != 0
+		switch {
+		case !trustedUID(dst.Uid):
+			return nil, refuse(fmt.Sprintf("directory %s is owned by uid %d, neither root nor the agent's user", dir, dst.Uid))
+		case !sticky && dst.Mode&0o002 != 0:
+			return nil, refuse(fmt.Sprintf("directory %s is writable by every user", dir))
+		case !sticky && dst.Mode&0o020 != 0 && !trustedGID(dst.Gid):
+			return nil, refuse(fmt.Sprintf("directory %s is writable by group %d, neither root's nor the agent's", dir, dst.Gid))
+		}
+		if dir == "/" {
+			break
+		}
 	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxSize+1))
 	if err != nil {
