@@ -149,6 +149,23 @@ func TestAgentVersionAndCheckConfig(t *testing.T) {
 	if out, code := run("cantal-agent", "--check-config", open); code != 1 || !strings.Contains(out, "refused: writable by every user") {
 		t.Errorf("--check-config of a world-writable file = %d, %q; want 1 and a refusal", code, out)
 	}
+	// A symbolic link (root's) to a file another user owns is refused, as another user's link
+	// to root's good file.
+	if os.Geteuid() == 0 {
+		theirs := write("theirs.yml", "listen: 127.0.0.1:1\n", 0o644)
+		os.Chown(theirs, 65534, 65534)
+		link := filepath.Join(dir, "link.yml")
+		os.Symlink(theirs, link)
+		if out, code := run("cantal-agent", "--check-config", link); code != 1 || !strings.Contains(out, "refused: owned by uid 65534") {
+			t.Errorf("--check-config of a link to another user's file = %d, %q; want 1 and a refusal", code, out)
+		}
+		planted := filepath.Join(dir, "planted.yml")
+		os.Symlink(good, planted)
+		os.Lchown(planted, 65534, 65534)
+		if out, code := run("cantal-agent", "--check-config", planted); code != 1 || !strings.Contains(out, "is owned by uid 65534") {
+			t.Errorf("--check-config through another user's link = %d, %q; want 1 and a refusal", code, out)
+		}
+	}
 	// A start with the refused file stops before listening.
 	if out, code := run("cantal-agent", "--config", open); code != 2 || !strings.Contains(out, "refused") {
 		t.Errorf("a start with a world-writable --config = %d, %q; want 2 and a refusal", code, out)

@@ -162,18 +162,29 @@ func (a *Agent) targets() []apiwire.TargetGroup {
 }
 
 // targetGroups makes the http_sd_configs groups of self and peers: one group per member so
-// that each has its own node label, sorted by node name, then address.
+// that each has its own node label, sorted by node name, then address. A member whose HTTP
+// listener is on a wildcard address (0.0.0.0:22682) is listed at its gossip host.
 func targetGroups(clusterName string, self cluster.Peer, peers []cluster.Peer) []apiwire.TargetGroup {
 	out := make([]apiwire.TargetGroup, 0, len(peers)+1)
 	for _, p := range append([]cluster.Peer{self}, peers...) {
 		if p.HTTP == "" || (p.Status != cluster.StatusAlive && p.Status != cluster.StatusSuspect) {
 			continue
 		}
+		addr := p.HTTP
+		if h, port, err := net.SplitHostPort(addr); err == nil {
+			// A listener on a wildcard address advertises it as is: scrape the host the
+			// member gossips from instead (memberlist advertises a routable one).
+			if ip := net.ParseIP(h); (h == "" || ip != nil && ip.IsUnspecified()) && p.Addr != "" {
+				if gh, _, err := net.SplitHostPort(p.Addr); err == nil {
+					addr = net.JoinHostPort(gh, port)
+				}
+			}
+		}
 		labels := map[string]string{"node": p.Name}
 		if clusterName != "" {
 			labels["cluster"] = clusterName
 		}
-		out = append(out, apiwire.TargetGroup{Targets: []string{p.HTTP}, Labels: labels})
+		out = append(out, apiwire.TargetGroup{Targets: []string{addr}, Labels: labels})
 	}
 	slices.SortFunc(out, func(x, y apiwire.TargetGroup) int {
 		if c := strings.Compare(x.Labels["node"], y.Labels["node"]); c != 0 {
