@@ -197,3 +197,19 @@ func TestConfigExample(t *testing.T) {
 		t.Errorf("the example loads to\n%+v\nwant the defaults\n%+v", cfg, want)
 	}
 }
+
+// TestReadmeListsEveryFlag keeps README.md's flag table current: every flag of the agent has
+// a row naming it.
+func TestReadmeListsEveryFlag(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := DefaultConfig()
+	var v, ch bool
+	c.flagSet("x", &v, &ch).VisitAll(func(f *flag.Flag) {
+		if !strings.Contains(string(readme), "| `--"+f.Name) && !strings.Contains(string(readme), ", `--"+f.Name) {
+			t.Errorf("README.md's flag table has no row for --%s", f.Name)
+		}
+	})
+}
