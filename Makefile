@@ -5,7 +5,8 @@ GO      ?= go
 BIN     := bin
 ARGS    ?=
 VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -s -w -X github.com/cantal-go/cantal/internal/agent.Version=$(VERSION)
+REVISION := $(shell r=$$(git rev-parse HEAD 2>/dev/null) && { git diff --quiet HEAD 2>/dev/null || r=$$r-dirty; echo $$r; })
+LDFLAGS := -s -w -X github.com/cantal-go/cantal/internal/buildinfo.Version=$(VERSION) -X github.com/cantal-go/cantal/internal/buildinfo.Revision=$(REVISION)
 
 .PHONY: all setup setup-run build run test test-unit test-e2e bench fuzz vet clean
 

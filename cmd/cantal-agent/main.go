@@ -11,15 +11,25 @@ import (
 	"os"
 
 	"github.com/cantal-go/cantal/internal/agent"
+	"github.com/cantal-go/cantal/internal/buildinfo"
 	"github.com/cantal-go/cantal/internal/gcpace"
 )
 
 func main() {
-	cfg, err := agent.ParseFlags(os.Args[0], os.Args[1:], os.Getenv)
-	if errors.Is(err, flag.ErrHelp) {
+	cfg, mode, err := agent.Load(os.Args[0], os.Args[1:], os.Getenv)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
 		return
-	}
-	if err != nil {
+	case mode == agent.ModeVersion:
+		fmt.Println("cantal-agent", buildinfo.Get())
+		return
+	case mode == agent.ModeCheckConfig && err != nil:
+		fmt.Fprintln(os.Stderr, "cantal-agent: configuration refused:", err)
+		os.Exit(1)
+	case mode == agent.ModeCheckConfig:
+		fmt.Println("cantal-agent: configuration OK")
+		return
+	case err != nil:
 		fmt.Fprintln(os.Stderr, "cantal-agent:", err)
 		os.Exit(2)
 	}

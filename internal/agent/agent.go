@@ -46,9 +46,6 @@ import (
 	"github.com/cantal-go/cantal/internal/web"
 )
 
-// Version is the agent's version, set at build time with -ldflags "-X ...agent.Version=...".
-var Version = "0.1.0-dev"
-
 // Agent is one node's agent. Build it with New, then call Run once.
 type Agent struct {
 	cfg     Config
@@ -445,6 +442,7 @@ func (a *Agent) routes() {
 		ClusterTimeout: time.Second,
 		Alerts:         a.alerts.Alerts,
 		MaxWebSockets:  limitsOf(a.cfg).websockets,
+		Targets:        a.targets,
 	}
 	if a.gossip != nil {
 		s.Peers = a.gossip

@@ -7,6 +7,7 @@ import (
 
 	"github.com/cantal-go/cantal/internal/access"
 	"github.com/cantal-go/cantal/internal/api"
+	"github.com/cantal-go/cantal/internal/buildinfo"
 	"github.com/cantal-go/cantal/internal/cantalv1"
 	"github.com/cantal-go/cantal/internal/cluster"
 	"github.com/cantal-go/cantal/internal/registry"
@@ -52,7 +53,7 @@ func (a *Agent) cantalv1Routes(s *api.Server) {
 func (a *Agent) cantalv1Status(context.Context) cantalv1.Status {
 	v := a.reg.View()
 	st := cantalv1.Status{
-		Version:      Version,
+		Version:      buildinfo.Version,
 		Started:      a.started,
 		ScanDuration: time.Duration(a.lastScanNs.Load()),
 		LastScan:     v.TS,

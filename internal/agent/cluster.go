@@ -4,7 +4,11 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"github.com/cantal-go/cantal/internal/apiwire"
+	"github.com/cantal-go/cantal/internal/buildinfo"
 	"net"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/cantal-go/cantal/internal/cluster"
@@ -50,7 +54,7 @@ func (a *Agent) startGossip() error {
 		ccfg.StreamsViaHTTP = sameAddr(bind, httpAddr.String())
 		ccfg.HTTPAddr = advertisedHTTP(httpAddr.String(), bind)
 	}
-	ccfg.Version = Version
+	ccfg.Version = buildinfo.Version
 	ccfg.KeyFile = a.cfg.GossipKey
 	ccfg.StateDir = a.cfg.StateDir
 	ccfg.Peers = a.cfg.Peers
@@ -140,4 +144,53 @@ func (g *gossip) run(ctx context.Context) error {
 	g.c.Leave(2 * time.Second)
 	g.c.Shutdown()
 	return err
+}
+
+// targets answers /api/v1/targets: with gossip, every member alive or suspect (a suspect one
+// is still a member and may answer: Prometheus tells by scraping) with the HTTP address it
+// advertises, the node itself included; without, the node alone. Members without a TCP
+// address (Unix sockets only) are left out.
+func (a *Agent) targets() []apiwire.TargetGroup {
+	if a.gossip != nil {
+		return targetGroups(a.cfg.ClusterName, a.gossip.c.Local(), a.gossip.c.Peers())
+	}
+	addr := a.tcpAddr()
+	if addr == nil {
+		return nil
+	}
+	return targetGroups("", cluster.Peer{Name: a.cfg.NodeName, HTTP: advertisedHTTP(addr.String(), addr.String()), Status: cluster.StatusAlive}, nil)
+}
+
+// targetGroups makes the http_sd_configs groups of self and peers: one group per member so
+// that each has its own node label, sorted by node name, then address. A member whose HTTP
+// listener is on a wildcard address (0.0.0.0:22682) is listed at its gossip host.
+func targetGroups(clusterName string, self cluster.Peer, peers []cluster.Peer) []apiwire.TargetGroup {
+	out := make([]apiwire.TargetGroup, 0, len(peers)+1)
+	for _, p := range append([]cluster.Peer{self}, peers...) {
+		if p.HTTP == "" || (p.Status != cluster.StatusAlive && p.Status != cluster.StatusSuspect) {
+			continue
+		}
+		addr := p.HTTP
+		if h, port, err := net.SplitHostPort(addr); err == nil {
+			// A listener on a wildcard address advertises it as is: scrape the host the
+			// member gossips from instead (memberlist advertises a routable one).
+			if ip := net.ParseIP(h); (h == "" || ip != nil && ip.IsUnspecified()) && p.Addr != "" {
+				if gh, _, err := net.SplitHostPort(p.Addr); err == nil {
+					addr = net.JoinHostPort(gh, port)
+				}
+			}
+		}
+		labels := map[string]string{"node": p.Name}
+		if clusterName != "" {
+			labels["cluster"] = clusterName
+		}
+		out = append(out, apiwire.TargetGroup{Targets: []string{addr}, Labels: labels})
+	}
+	slices.SortFunc(out, func(x, y apiwire.TargetGroup) int {
+		if c := strings.Compare(x.Labels["node"], y.Labels["node"]); c != 0 {
+			return c
+		}
+		return strings.Compare(x.Targets[0], y.Targets[0])
+	})
+	return out
 }

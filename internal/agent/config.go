@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cantal-go/cantal/internal/flagfile"
 	"github.com/cantal-go/cantal/internal/redact"
 	"github.com/cantal-go/cantal/internal/selector"
 	"github.com/cantal-go/cantal/internal/sysscan"
@@ -69,6 +70,8 @@ type Config struct {
 	AlertDisk     float64       // filesystem_full: available below this % (0: off)
 	AlertFor      time.Duration // how long the built-in machine rules must hold before firing
 	AlertNodeDown bool          // node_down: a peer suspect or dead
+
+	ConfigFile string // --config: the YAML file the settings were read from; "" = none
 }
 
 // DefaultConfig returns the embedded defaults.
@@ -105,6 +108,7 @@ func DefaultConfig() Config {
 	}
 }
 
+// listFlag is a repeatable, comma-separated flag. It implements flagfile.List.
 type listFlag struct{ p *[]string }
 
 func (l listFlag) String() string {
@@ -123,11 +127,32 @@ func (l listFlag) Set(s string) error {
 	return nil
 }
 
-// ParseFlags parses the agent's command line. Each flag may also come from the environment as
-// CANTAL_<FLAG> (upper case, dashes as underscores); the command line wins.
-func ParseFlags(name string, args []string, getenv func(string) string) (Config, error) {
-	c := DefaultConfig()
+// Get implements flag.Getter.
+func (l listFlag) Get() any { return *l.p }
+
+// Reset empties the list, so that a later source replaces an earlier one's values.
+func (l listFlag) Reset() { *l.p = nil }
+
+// Mode is what an invocation of cantal-agent asks for besides its settings.
+type Mode int
+
+// The modes.
+const (
+	ModeRun         Mode = iota // run the agent
+	ModeVersion                 // --version: print the build and exit
+	ModeCheckConfig             // --check-config [FILE]: check the settings and exit
+)
+
+// commandOnly are the flags that are not settings: no key in a configuration file, no
+// CANTAL_* variable.
+var commandOnly = map[string]bool{"config": true, "check-config": true, "version": true}
+
+// flagSet binds every flag to c's fields, and the command-only flags to mode and c.ConfigFile.
+func (c *Config) flagSet(name string, version, check *bool) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.StringVar(&c.ConfigFile, "config", c.ConfigFile, "YAML file of settings: each flag's name (without dashes) is a key; the command line and CANTAL_* override it (docs/configuration.md; packaged path /etc/cantal/agent.yml; empty: the embedded defaults)")
+	fs.BoolVar(check, "check-config", false, "check the settings (the --config file, or the FILE given after this flag, with the rest of the command line and CANTAL_*), print the first error with its file:line, and exit 0 if they are valid, 1 if not")
+	fs.BoolVar(version, "version", false, "print the version, VCS revision and Go version, and exit")
 	fs.StringVar(&c.Listen, "listen", c.Listen, "HTTP address of the API and web UI: host:port or unix:PATH, several comma-separated")
 	fs.StringVar(&c.GossipListen, "gossip-listen", c.GossipListen, "UDP gossip address (default: the address and port of --listen)")
 	fs.StringVar(&c.ClusterName, "cluster-name", c.ClusterName, "cluster name; enables gossip with peers of the same name")
@@ -178,36 +203,124 @@ func ParseFlags(name string, args []string, getenv func(string) string) (Config,
 	fs.BoolVar(&c.AlertNodeDown, "alert-node-down", c.AlertNodeDown, "alert node_down when a peer is suspect or dead in the membership for 10 s")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "text or json")
+	return fs
+}
 
-	set := map[string]bool{}
+// ParseFlags is Load for callers that only run the agent: --version and --check-config give
+// an error.
+func ParseFlags(name string, args []string, getenv func(string) string) (Config, error) {
+	c, mode, err := Load(name, args, getenv)
+	if err == nil && mode != ModeRun {
+		err = fmt.Errorf("--version and --check-config are not settings")
+	}
+	return c, err
+}
+
+// Load parses an invocation of cantal-agent into a validated Config: the embedded defaults,
+// then the --config file (or CANTAL_CONFIG; see package flagfile for its format and the rules
+// it is read under), then each flag's CANTAL_<FLAG> variable (upper case, dashes as
+// underscores), then the command line: each source replaces what the ones before it set,
+// repeatable flags included. It is the one path from a file and flags to a Config, used to
+// run, by --check-config and (next) by reload. getenv may be nil (no environment).
+//
+// With --version, Load returns ModeVersion and nothing else is checked. With --check-config
+// the settings are checked as for a run and ModeCheckConfig is returned with the result; a
+// single argument after the flags is then the file to check (as --config). Errors in the file
+// name its path and line.
+func Load(name string, args []string, getenv func(string) string) (Config, Mode, error) {
+	c := DefaultConfig()
+	var version, check bool
+	fs := c.flagSet(name, &version, &check)
 	if err := fs.Parse(args); err != nil {
-		return c, err
+		return c, ModeRun, err
 	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	mode := ModeRun
+	switch {
+	case version:
+		return c, ModeVersion, nil
+	case check:
+		mode = ModeCheckConfig
 	}
+	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if set["remote-write"] {
+		// Only the command line: every local user reads it (ps); a file or the environment is
+		// private.
 		if err := noPasswordOnCommandLine(c.RemoteWrite); err != nil {
-			return c, err
+			return c, mode, err
+		}
+	}
+	switch {
+	case fs.NArg() == 1 && check && !set["config"]:
+		c.ConfigFile = fs.Arg(0)
+		set["config"] = true
+	case fs.NArg() > 0:
+		return c, mode, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	if !set["config"] && getenv != nil {
+		c.ConfigFile = getenv("CANTAL_CONFIG")
+	}
+	file := c.ConfigFile
+
+	// Start again from the defaults: the file, the environment, then the command line.
+	c = DefaultConfig()
+	c.ConfigFile = file
+	var fileLines map[string]int // line of each setting the file gives and nothing overrides
+	if file != "" {
+		data, err := flagfile.Read(file)
+		if err != nil {
+			return c, mode, fmt.Errorf("--config: %w", err)
+		}
+		if fileLines, err = flagfile.Apply(fs, file, data, func(n string) bool { return commandOnly[n] }); err != nil {
+			return c, mode, err
 		}
 	}
 	var errs []error
 	fs.VisitAll(func(f *flag.Flag) {
-		if set[f.Name] || getenv == nil {
+		if set[f.Name] || commandOnly[f.Name] || getenv == nil {
 			return
 		}
 		env := "CANTAL_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
 		if v := getenv(env); v != "" {
+			delete(fileLines, f.Name)
+			if l, ok := f.Value.(flagfile.List); ok {
+				l.Reset()
+			}
 			if err := f.Value.Set(v); err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", env, err))
 			}
 		}
 	})
 	if err := errors.Join(errs...); err != nil {
-		return c, err
+		return c, mode, err
 	}
-	return c, c.Validate()
+	for n := range set {
+		delete(fileLines, n)
+		if l, ok := fs.Lookup(n).Value.(flagfile.List); ok {
+			l.Reset()
+		}
+	}
+	if err := fs.Parse(args); err != nil {
+		return c, mode, err
+	}
+	c.ConfigFile = file
+	if err := c.Validate(); err != nil {
+		return c, mode, inFile(err, file, fileLines)
+	}
+	return c, mode, nil
+}
+
+var flagName = regexp.MustCompile(`--([a-z0-9-]+)`)
+
+// inFile places a Validate error at the line of the file that set the first flag it names,
+// when the file did (and neither the environment nor the command line overrode it).
+func inFile(err error, file string, lines map[string]int) error {
+	for _, m := range flagName.FindAllStringSubmatch(err.Error(), -1) {
+		if line, ok := lines[m[1]]; ok {
+			return &flagfile.Error{File: file, Line: line, Msg: err.Error()}
+		}
+	}
+	return err
 }
 
 // noPasswordOnCommandLine refuses a --remote-write URL given on the command line that carries a

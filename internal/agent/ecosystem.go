@@ -2,6 +2,7 @@ package agent
 
 import (
 	"github.com/cantal-go/cantal/internal/api"
+	"github.com/cantal-go/cantal/internal/buildinfo"
 	"github.com/cantal-go/cantal/internal/export"
 	"github.com/cantal-go/cantal/internal/history"
 	"github.com/cantal-go/cantal/internal/ingest"
@@ -30,8 +31,9 @@ func (a *Agent) samples() []series.Sample {
 // ingest (POST /write, POST /api/v2/write, /ping for clients that check the server first).
 // The exports show each caller only the series it may see (api.Server.SeriesVisible).
 func (a *Agent) ecosystemRoutes(s *api.Server) {
+	build := buildinfo.Get()
 	a.mux.Handle("GET /metrics", export.PrometheusHandler(a.samples, export.Options{Visible: s.SeriesVisible, PerPID: a.cfg.MetricsPerPID,
-		Timestamps: !a.cfg.MetricsNoTS}))
+		Timestamps: !a.cfg.MetricsNoTS, BuildInfo: &build}))
 	a.mux.Handle("GET "+a.cfg.InfluxPath, export.InfluxHandler(a.samples, export.Influx{Visible: s.SeriesVisible,
 		HostTag: a.cfg.InfluxHostTag, Host: a.cfg.NodeName}))
 	a.mux.Handle("POST /write", a.push.WriteHandler())

@@ -5,6 +5,8 @@ import (
 	"cmp"
 	"context"
 	"net/http"
+
+	"github.com/cantal-go/cantal/internal/buildinfo"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -112,7 +114,7 @@ func (a *Agent) status(ctx context.Context) any {
 	s.NodeID = a.nodeID
 	s.NodeName = a.cfg.NodeName
 	s.Hostname, _ = os.Hostname()
-	s.Version = Version
+	s.Version = buildinfo.Version
 	s.Started = a.started.UnixMilli()
 	s.UptimeS = time.Since(a.started).Seconds()
 	s.HostUptimeS = hostUptime(a.cfg.Proc)

@@ -89,6 +89,10 @@ type Server struct {
 	// Alerts returns the latest evaluation of the alert rules (/api/v1/alerts); nil: none.
 	Alerts func() *alerts.Snapshot
 
+	// Targets returns the Prometheus service-discovery groups of /api/v1/targets: every live
+	// member's scrape address, the node itself included; nil: none.
+	Targets func() []apiwire.TargetGroup
+
 	// wsBudget bounds the bytes of answers waiting on one WebSocket connection; 0:
 	// defaultWSBudget. Tests make it small.
 	wsBudget int
@@ -110,6 +114,7 @@ func (s *Server) Register(mux *http.ServeMux) {
 	handle(mux, "/api/v1/alerts", map[string]http.HandlerFunc{"GET": s.alerts})
 	handle(mux, "/api/v1/cluster/alerts", map[string]http.HandlerFunc{"GET": s.clusterAlerts})
 	s.registerCluster(mux)
+	s.registerTargets(mux)
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		Error(w, http.StatusNotFound, fmt.Sprintf("no such API route: %s", r.URL.Path))
 	})

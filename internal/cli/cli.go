@@ -12,6 +12,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/cantal-go/cantal/internal/buildinfo"
 	"io"
 	"net/http"
 	"os"
@@ -80,6 +81,7 @@ Query a cantal-agent:
                                  count, min, max, mean, median, p90, p95, p99, slope per series
                                  (--rate: of counters' per-second rates)
   peers                          the other agents this one knows
+  version (or --version)         this command's version, VCS revision and Go version
   top [--interval DUR] [--sort cpu|rss] [--once]
                                  live view of the node: CPU, memory, load, network and disk
                                  rates, the busiest processes; q quits, c/m sort by CPU/memory
@@ -335,6 +337,9 @@ func (c *CLI) run(ctx context.Context, args []string) error {
 	switch cmd {
 	case "help", "-h", "-help", "--help":
 		return flag.ErrHelp
+	case "version", "-version", "--version":
+		fmt.Fprintln(c.Stdout, "cantal", buildinfo.Get())
+		return nil
 	case "cluster":
 		if len(args) < 2 || strings.HasPrefix(args[1], "-") {
 			return usagef("cluster: want a subcommand: metrics, history or stats")

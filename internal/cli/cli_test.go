@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -307,5 +308,14 @@ func TestValuesErrors(t *testing.T) {
 	c, _, errb = testCLI(nil)
 	if code := c.Run(context.Background(), []string{"values", base}); code != ExitError || !strings.Contains(errb.String(), "read metrics at") {
 		t.Errorf("values of a short file = %d, %q", code, errb)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	for _, arg := range []string{"version", "--version", "-version"} {
+		c, out, _ := testCLI(nil)
+		if code := c.Run(context.Background(), []string{arg}); code != 0 || !strings.HasPrefix(out.String(), "cantal version ") || !strings.Contains(out.String(), runtime.Version()) {
+			t.Errorf("%s = %d, %q; want exit 0 and the version with Go's", arg, code, out)
+		}
 	}
 }

@@ -27,6 +27,8 @@ type promHandler struct {
 	opts   Options
 	groups *groupState
 	pool   sync.Pool // *Prom with warm buffers
+	// preamble is written before the samples: the cantal_build_info family, or nothing.
+	preamble []byte
 }
 
 func (h *promHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -43,6 +45,7 @@ func (h *promHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	enc.Options = h.opts
 	enc.groups = h.groups
 	buf := getBuf()
+	*buf = append(*buf, h.preamble...)
 	samples, kept := visibleSamples(r, h.source(), h.opts.Visible)
 	// The groups' counter state follows only expositions of every series (see the package doc).
 	*buf = enc.append(*buf, samples, f, kept == nil)

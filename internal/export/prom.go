@@ -53,6 +53,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/cantal-go/cantal/internal/buildinfo"
 	"github.com/cantal-go/cantal/internal/promname"
 	"github.com/cantal-go/cantal/internal/series"
 )
@@ -126,6 +127,9 @@ type Options struct {
 	Visible func(ctx context.Context) func(series.Labels) bool
 	// Mapper names the series; nil: a Mapper with default options, made at first use.
 	Mapper *promname.Mapper
+	// BuildInfo, read by PrometheusHandler only, when set makes every exposition begin with
+	// the gauge cantal_build_info{version,revision,goversion} 1, as Prometheus's build_info.
+	BuildInfo *buildinfo.Info
 }
 
 // Prom encodes samples in the Prometheus text or OpenMetrics format. The zero value is ready to
@@ -783,5 +787,18 @@ func PrometheusHandler(source func() []series.Sample, opts Options) http.Handler
 	if opts.Mapper == nil {
 		opts.Mapper = promname.New(promname.Options{})
 	}
-	return &promHandler{source: source, opts: opts, groups: newGroupState()}
+	return &promHandler{source: source, opts: opts, groups: newGroupState(), preamble: buildInfoFamily(opts.BuildInfo)}
+}
+
+// buildInfoFamily is the cantal_build_info family for in (nil: none), the same in the text
+// format and OpenMetrics.
+func buildInfoFamily(in *buildinfo.Info) []byte {
+	if in == nil {
+		return nil
+	}
+	b := []byte("# HELP cantal_build_info A metric with a constant '1' value labeled by version, revision and goversion from which cantal-agent was built.\n# TYPE cantal_build_info gauge\ncantal_build_info")
+	b = appendLabel(b, 0, "version", in.Version)
+	b = appendLabel(b, 1, "revision", in.Revision)
+	b = appendLabel(b, 2, "goversion", in.GoVersion)
+	return append(b, "} 1\n"...)
 }
