@@ -155,6 +155,11 @@ func (m *Mapper) MapInto(s *Series, l series.Labels, kind series.Kind) bool {
 		return false
 	}
 	if r != nil && r.matches(l, kind) {
+		if r.alt != nil {
+			if a := r.alt(l); a != nil {
+				r = a
+			}
+		}
 		if r.drop || r.skip(m, l) {
 			return false
 		}
