@@ -34,12 +34,19 @@ import (
 // startNodeExporter starts node_exporter with its default collectors on a free loopback port.
 func startNodeExporter(t *testing.T) string {
 	t.Helper()
+	return startNodeExporterArgs(t)
+}
+
+// startNodeExporterArgs starts node_exporter with args (besides its listen address and log
+// level) on a free loopback port and returns its /metrics URL.
+func startNodeExporterArgs(t *testing.T, args ...string) string {
+	t.Helper()
 	ne, err := exec.LookPath("prometheus-node-exporter")
 	if err != nil {
 		t.Fatalf("prometheus-node-exporter is not installed: run `make setup` (scripts/install-deps-prom.sh)")
 	}
 	addr := freePort(t)
-	startProc(t, nil, nil, ne, "--web.listen-address="+addr, "--log.level=warn")
+	startProc(t, nil, nil, ne, append([]string{"--web.listen-address=" + addr, "--log.level=warn"}, args...)...)
 	u := "http://" + addr + "/metrics"
 	waitFor(t, 15*time.Second, func() error { _, err := scrapeFamilies(u); return err })
 	return u
