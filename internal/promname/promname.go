@@ -17,6 +17,8 @@ import (
 	"sync"
 	"unicode/utf8"
 
+	"github.com/prometheus/common/model"
+
 	"github.com/cantal-go/cantal/internal/series"
 )
 
@@ -102,7 +104,15 @@ type Options struct {
 	// node_exporter's --collector.netdev.device-exclude. nil: node_exporter's default
 	// (DefaultNetDeviceExclude: lo).
 	NetDevicesExclude func(device string) bool
+	// TextfileType returns the type of a family read by the textfile collector
+	// (internal/textfile), as its file declares it; nil or false: gauge.
+	TextfileType func(name string) (Type, bool)
 }
+
+// TextfileLabel is the label of the series read from a *.prom file (internal/textfile): its
+// path. Such a series, a Float with a valid Prometheus name and label names, is exported under
+// its own name and labels, without this one (see Mapper.MapInto).
+const TextfileLabel = "textfile"
 
 // Mapper names Cantal series as Prometheus does. It caches the rule of each metric name it
 // has seen (bounded); it is safe for concurrent use. Make one with New; the zero value is not
@@ -173,6 +183,9 @@ func (m *Mapper) MapInto(s *Series, l series.Labels, kind series.Kind) bool {
 	}
 	if kind < series.Counter || kind > series.State {
 		return false
+	}
+	if path, ok := l[TextfileLabel]; ok && kind == series.Float && m.textfile(s, lbuf, l, path) {
+		return true
 	}
 	*s = Series{Scale: 1, Labels: lbuf}
 	switch kind {
@@ -336,4 +349,35 @@ func Name(s string, metric bool) string {
 		}
 	}
 	return n
+}
+
+// textfile maps a series of the textfile collector verbatim: its name, its labels but
+// TextfileLabel, its family's type. It reports false (the series is named as an application's)
+// unless the name and label names are valid Prometheus names, as the collector's parser makes
+// them, and the series is not pushed.
+func (m *Mapper) textfile(s *Series, lbuf []Label, l series.Labels, path string) bool {
+	metric := l["metric"]
+	if !model.LegacyValidation.IsValidMetricName(metric) || l[series.SourceLabel] == series.SourcePush {
+		return false
+	}
+	for k := range l {
+		if k != "metric" && !model.LegacyValidation.IsValidLabelName(k) {
+			return false
+		}
+	}
+	typ := Gauge
+	if m.opt.TextfileType != nil {
+		if t, ok := m.opt.TextfileType(metric); ok {
+			typ = t
+		}
+	}
+	*s = Series{Name: metric, Type: typ, Scale: 1, Labels: lbuf, Help: "Metric read from " + path}
+	for k, v := range l {
+		if k == "metric" || k == TextfileLabel || v == "" {
+			continue
+		}
+		s.Labels = append(s.Labels, Label{k, v})
+	}
+	sortLabels(s.Labels)
+	return true
 }

@@ -196,3 +196,41 @@ func TestMapBareMetalAsNodeExporter(t *testing.T) {
 		}
 	}
 }
+
+// A series of the textfile collector keeps its own name, labels (camelCase and all) and its
+// file's type; the collector's own series are node_exporter's.
+func TestMapTextfileVerbatim(t *testing.T) {
+	m := New(Options{TextfileType: func(name string) (Type, bool) {
+		if name == "backupRuns_total" {
+			return Counter, true
+		}
+		return 0, false
+	}})
+	s, ok := m.Map(series.Labels{"metric": "backupRuns_total", "textfile": "/var/lib/t/b.prom", "jobName": "db", "empty": ""}, series.Float)
+	if !ok || s.Name != "backupRuns_total" || s.Type != Counter || !reflect.DeepEqual(s.Labels, []Label{{"jobName", "db"}}) ||
+		s.Machine || s.Help != "Metric read from /var/lib/t/b.prom" {
+		t.Errorf("textfile series: %+v %v", s, ok)
+	}
+	s, _ = m.Map(series.Labels{"metric": "node_memory_MemFree_bytes", "textfile": "/t/a.prom"}, series.Float)
+	if s.Name != "node_memory_MemFree_bytes" || s.Type != Gauge {
+		t.Errorf("untyped textfile series: %+v", s)
+	}
+	// Not the collector's: an application's series with a label textfile but an invalid name,
+	// or a pushed one, is named by the application rule.
+	s, _ = m.Map(series.Labels{"metric": "requests.count", "textfile": "x"}, series.Float)
+	if s.Name != "requests_count" {
+		t.Errorf("application series with a textfile label: %+v", s)
+	}
+	s, _ = m.Map(series.Labels{"metric": "fooBar", "textfile": "x", "source": "push"}, series.Float)
+	if s.Name != "foo_bar" {
+		t.Errorf("pushed series with a textfile label: %+v", s)
+	}
+	s, _ = m.Map(series.Labels{"metric": "textfile.mtime_s", "file": "/t/a.prom"}, series.Float)
+	if s.Name != "node_textfile_mtime_seconds" || !reflect.DeepEqual(s.Labels, []Label{{"file", "/t/a.prom"}}) {
+		t.Errorf("mtime: %+v", s)
+	}
+	s, _ = m.Map(series.Labels{"metric": "textfile.scrape_error"}, series.Level)
+	if s.Name != "node_textfile_scrape_error" || s.Type != Gauge {
+		t.Errorf("scrape_error: %+v", s)
+	}
+}
