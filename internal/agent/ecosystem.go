@@ -33,7 +33,7 @@ func (a *Agent) samples() []series.Sample {
 // The exports show each caller only the series it may see (api.Server.SeriesVisible).
 func (a *Agent) ecosystemRoutes(s *api.Server) {
 	a.mux.Handle("GET /metrics", export.PrometheusHandler(a.samples, export.Options{Visible: s.SeriesVisible, PerPID: a.cfg.MetricsPerPID,
-		Timestamps: !a.cfg.MetricsNoTS, Mapper: promname.New(a.promOptions())}))
+		Timestamps: !a.cfg.MetricsNoTS, Mapper: promname.New(a.promOptions()), Gather: selfMetrics()}))
 	a.mux.Handle("GET "+a.cfg.InfluxPath, export.InfluxHandler(a.samples, export.Influx{Visible: s.SeriesVisible,
 		HostTag: a.cfg.InfluxHostTag, Host: a.cfg.NodeName}))
 	a.mux.Handle("POST /write", a.push.WriteHandler())

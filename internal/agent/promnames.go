@@ -1,6 +1,10 @@
 package agent
 
 import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/cantal-go/cantal/internal/promname"
 	"github.com/cantal-go/cantal/internal/textfile"
 )
@@ -24,4 +28,18 @@ func (a *Agent) promOptions() promname.Options {
 		}
 	}
 	return o
+}
+
+// selfMetrics returns the gatherer of the agent's own process_* families on /metrics
+// (process_cpu_seconds_total, process_resident_memory_bytes, process_open_fds, process_max_fds,
+// process_virtual_memory_bytes, process_start_time_seconds, ...), as every Prometheus exporter
+// has them: client_golang's process collector, read from the real /proc/self whatever --proc
+// says.
+func selfMetrics() func() []*dto.MetricFamily {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return func() []*dto.MetricFamily {
+		mfs, _ := reg.Gather() // what could be read: a family it failed to read is left out
+		return mfs
+	}
 }

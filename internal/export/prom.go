@@ -53,6 +53,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/cantal-go/cantal/internal/promname"
 	"github.com/cantal-go/cantal/internal/series"
 )
@@ -126,6 +128,9 @@ type Options struct {
 	Visible func(ctx context.Context) func(series.Labels) bool
 	// Mapper names the series; nil: a Mapper with default options, made at first use.
 	Mapper *promname.Mapper
+	// Gather, when set, returns families written after the series' (the agent's process_*
+	// self-metrics); called once per exposition, from its goroutine.
+	Gather func() []*dto.MetricFamily
 }
 
 // Prom encodes samples in the Prometheus text or OpenMetrics format. The zero value is ready to
@@ -373,6 +378,7 @@ func (e *Prom) append(dst []byte, samples []series.Sample, f Format, trackGroups
 			}
 		}
 	}
+	dst = e.appendGathered(dst, f)
 	if f == FormatOpenMetrics {
 		dst = append(dst, "# EOF\n"...)
 	}
