@@ -67,7 +67,9 @@ func scrapeError(t *testing.T, rec *series.Recorder) float64 {
 	return v
 }
 
-func problems(rec *series.Recorder, path string) string { return strings.Join(rec.Problems[path], "; ") }
+func problems(rec *series.Recorder, path string) string {
+	return strings.Join(rec.Problems[path], "; ")
+}
 
 const backup = `# HELP backup_age_seconds Age of the last backup.
 # TYPE backup_age_seconds gauge
