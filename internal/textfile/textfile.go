@@ -11,7 +11,7 @@
 // with the family's type from Collector.Type). A histogram or summary is written as its lines:
 // <name>_bucket{le}, <name>_sum, <name>_count, <name>{quantile}, untyped. Besides the files'
 // series, the collector writes node_exporter's own: textfile.mtime_s{file=<path>} (exported as
-// node_textfile_mtime_seconds), the mtime of each file read successfully, and
+// node_textfile_mtime_seconds), the mtime in whole seconds of each file read successfully, and
 // textfile.scrape_error (node_textfile_scrape_error): 1 when any file, or the directory, could
 // not be read or was refused, else 0.
 //
@@ -302,7 +302,7 @@ func (c *Collector) read(d *safefile.Dir, name string, f *file) error {
 		return errors.New(f.err)
 	}
 	f.parsed, f.refs = p, nil
-	f.mtimeS = float64(st.Mtim.Sec) + float64(st.Mtim.Nsec)/1e9
+	f.mtimeS = float64(st.Mtim.Sec) // whole seconds, as node_exporter 1.5
 	return nil
 }
 
