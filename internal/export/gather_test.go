@@ -71,3 +71,16 @@ func TestGatheredSelfMetrics(t *testing.T) {
 
 func strPtr(s string) *string     { return &s }
 func floatPtr(v float64) *float64 { return &v }
+
+// BenchmarkSelfMetrics: what the process_* families add to one exposition (client_golang's
+// process collector reads /proc/self at each gather).
+func BenchmarkSelfMetrics(b *testing.B) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	e := Prom{Options: Options{Gather: func() []*dto.MetricFamily { m, _ := reg.Gather(); return m }}}
+	var buf []byte
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = e.Append(buf[:0], nil, FormatText)
+	}
+}

@@ -34,6 +34,7 @@ type Sample struct {
 	Name   string
 	Labels []Label // sorted by name; empty values left out (Prometheus treats them as absent)
 	Value  float64
+	key    string // seriesKey of Name and Labels
 }
 
 // File is a parsed file: its samples, in the order of their families' names, and the type of
@@ -121,7 +122,7 @@ func Parse(b []byte) (*File, error) {
 					return &ParseError{Msg: "family " + n + " is written with two types"}
 				}
 				f.Types[n] = typ
-				f.Samples = append(f.Samples, Sample{Name: n, Labels: l, Value: v})
+				f.Samples = append(f.Samples, Sample{Name: n, Labels: l, Value: v, key: k})
 				return nil
 			}
 			var err error

@@ -86,6 +86,7 @@ type Collector struct {
 	buf    []byte
 
 	errRef *series.Ref
+	taken  map[string]bool // series taken in this scan, by key (kept for its buckets)
 
 	mu    sync.RWMutex
 	types map[string]Type // family types of the files taken in the latest scan
@@ -135,7 +136,7 @@ func New(dir string, opt Options) *Collector {
 		opt.MaxSeries = DefaultMaxSeries
 	}
 	return &Collector{dir: dir, opt: opt, policy: safefile.Policy{MaxSize: opt.MaxFileSize},
-		files: map[string]*file{}, types: map[string]Type{}}
+		files: map[string]*file{}, types: map[string]Type{}, taken: map[string]bool{}}
 }
 
 // Type returns the type of the family name as the files taken in the latest scan declare it.
@@ -185,7 +186,8 @@ func (c *Collector) Collect(ctx context.Context, sink series.Sink) error {
 	}
 	var total int64
 	nseries := 0
-	taken := map[string]bool{}
+	taken := c.taken
+	clear(taken)
 	for _, name := range names {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -223,7 +225,7 @@ func (c *Collector) Collect(ctx context.Context, sink series.Sink) error {
 		nseries += len(f.parsed.Samples)
 		for i := range f.parsed.Samples {
 			s := &f.parsed.Samples[i]
-			taken[seriesKey(s.Name, s.Labels)] = true
+			taken[s.key] = true
 			types[s.Name] = f.parsed.Types[s.Name]
 		}
 		c.put(f, sink)
@@ -240,7 +242,7 @@ func (c *Collector) Collect(ctx context.Context, sink series.Sink) error {
 func conflict(p *File, taken map[string]bool, types map[string]Type) string {
 	for i := range p.Samples {
 		s := &p.Samples[i]
-		if taken[seriesKey(s.Name, s.Labels)] {
+		if taken[s.key] {
 			return "a series of family " + s.Name + " is in an earlier file too"
 		}
 		if t, ok := types[s.Name]; ok && t != p.Types[s.Name] {
