@@ -160,3 +160,89 @@ func TestNodeExporterBareMetalFixtures(t *testing.T) {
 		t.Errorf("cantal_md_disks_down: %v", v)
 	}
 }
+
+// mixinDisk is node-mixin's default disk-device selector of its RAID alerts.
+const mixinDisk = `device=~"(/dev/)?(mmcblk.p.+|nvme.+|rbd.+|sd.+|vd.+|xvd.+|dm-.+|md.+|dasd.+)"`
+
+// nodeMixinBareMetalAlerts are node-mixin's alerts (alerts/alerts.libsonnet) whose inputs are
+// the RAID and textfile families, with their thresholds and without their "for".
+var nodeMixinBareMetalAlerts = map[string]string{
+	"NodeRAIDDegraded": `node_md_disks_required{job="node",` + mixinDisk + `} - ignoring (state) (node_md_disks{state="active",job="node",` +
+		mixinDisk + `}) > 0`,
+	"NodeRAIDDiskFailure":              `node_md_disks{state="failed",job="node",` + mixinDisk + `} > 0`,
+	"NodeTextFileCollectorScrapeError": `node_textfile_scrape_error{job="node"} == 1`,
+}
+
+// TestNodeMixinBareMetalAlertsSideBySide: one real Prometheus scrapes the agent and
+// node_exporter 1.5, both reading the same fixture tree of a server (degraded arrays md1 and
+// md3 with a failed member each) and the same textfile directory (one broken file); node-mixin's
+// RAID and textfile alert expressions give the same answers for both instances: the same
+// series with the same values, and the ones the fixture must give.
+func TestNodeMixinBareMetalAlertsSideBySide(t *testing.T) {
+	background(t)()
+	proc, sys := writeBareMetalTree(t, t.TempDir())
+	tf := t.TempDir()
+	os.Chmod(filepath.Dir(tf), 0o755)
+	os.Chmod(tf, 0o755)
+	os.WriteFile(filepath.Join(tf, "ok.prom"), []byte("backup_ok 1\n"), 0o644)
+	os.WriteFile(filepath.Join(tf, "broken.prom"), []byte("broken{a=\"\n"), 0o644)
+	ne := startNodeExporterArgs(t, "--path.procfs="+proc, "--path.sysfs="+sys, "--collector.disable-defaults",
+		"--collector.mdadm", "--collector.textfile", "--collector.textfile.directory="+tf)
+	a := startAgent(t, "--proc", proc, "--sys", sys, "--textfile-dir", tf)
+	neTarget := strings.TrimSuffix(strings.TrimPrefix(ne, "http://"), "/metrics")
+	agTarget := strings.TrimPrefix(a.URL, "http://")
+
+	prom := need(t, "prometheus")
+	dir := t.TempDir()
+	cfg := fmt.Sprintf("global:\n  scrape_interval: 2s\n  scrape_timeout: 2s\n"+
+		"scrape_configs:\n  - job_name: node\n    static_configs: [{targets: [%q, %q]}]\n", neTarget, agTarget)
+	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	addr := freePort(t)
+	startProc(t, nil, nil, prom, "--config.file="+filepath.Join(dir, "prometheus.yml"),
+		"--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+addr, "--log.level=warn")
+	api := "http://" + addr
+	want := map[string][]string{
+		"NodeRAIDDegraded":                 {"device=md1", "device=md3"},
+		"NodeRAIDDiskFailure":              {"device=md1", "device=md3"},
+		"NodeTextFileCollectorScrapeError": {""},
+	}
+	waitFor(t, 60*time.Second, func() error {
+		for alert, q := range nodeMixinBareMetalAlerts {
+			byInstance := map[string]map[string]float64{neTarget: {}, agTarget: {}}
+			ans, err := promQuery(api, q)
+			if err != nil {
+				return err
+			}
+			for _, r := range ans.Data.Result {
+				var ls []string
+				for k, v := range r.Metric {
+					if k != "instance" && k != "job" && k != "__name__" && k != "state" {
+						ls = append(ls, k+"="+v)
+					}
+				}
+				sort.Strings(ls)
+				if m := byInstance[r.Metric["instance"]]; m != nil {
+					m[strings.Join(ls, ",")] = num(r.Value[1])
+				}
+			}
+			for inst, m := range byInstance {
+				var got []string
+				for k := range m {
+					got = append(got, k)
+				}
+				sort.Strings(got)
+				if strings.Join(got, ";") != strings.Join(want[alert], ";") {
+					return fmt.Errorf("%s on %s: %v, want %v", alert, inst, got, want[alert])
+				}
+			}
+			for k, v := range byInstance[neTarget] {
+				if byInstance[agTarget][k] != v {
+					return fmt.Errorf("%s{%s}: agent %v, node_exporter %v", alert, k, byInstance[agTarget][k], v)
+				}
+			}
+		}
+		return nil
+	})
+}

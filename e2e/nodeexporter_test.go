@@ -498,8 +498,9 @@ const nodeMixinRules = `groups:
 // test asserts the series the alert compares exist and combine, not that the alert fires (an
 // idle interface's error ratio is 0/0, NaN, which is data).
 // The fs selectors are the mixin's defaults. node_md_* (software RAID) and
-// node_textfile_scrape_error (node_exporter's text-file collector) are left out: the agent has
-// neither collector.
+// node_textfile_scrape_error are left out: this VM has no md array and the agent's textfile
+// collector is off by default; TestNodeMixinBareMetalAlertsSideBySide (baremetal_test.go)
+// evaluates those alerts on a fixture tree and a textfile directory.
 var nodeMixinAlertExprs = map[string]string{
 	"NodeFilesystemSpaceFillingUp":       `node_filesystem_avail_bytes{job="node",fstype!="",mountpoint!=""} / node_filesystem_size_bytes{job="node",fstype!="",mountpoint!=""} * 100 and predict_linear(node_filesystem_avail_bytes{job="node",fstype!="",mountpoint!=""}[1m], 24*60*60) > -1e30 and node_filesystem_readonly{job="node",fstype!="",mountpoint!=""} >= 0`,
 	"NodeFilesystemAlmostOutOfSpace":     `node_filesystem_avail_bytes{job="node",fstype!="",mountpoint!=""} / node_filesystem_size_bytes{job="node",fstype!="",mountpoint!=""} * 100 and node_filesystem_readonly{job="node",fstype!="",mountpoint!=""} >= 0`,
