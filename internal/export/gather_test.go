@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/cantal-go/cantal/internal/promname"
 	"github.com/cantal-go/cantal/internal/series"
 )
 
@@ -82,5 +83,29 @@ func BenchmarkSelfMetrics(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		buf = e.Append(buf[:0], nil, FormatText)
+	}
+}
+
+// A textfile's counter named without _total stays a counter in the text format and is
+// "unknown" in OpenMetrics (whose counters' samples end in _total); one with _total is a
+// counter in both. The textfile series keep their own names and labels, without textfile.
+func TestTextfileCountersInBothFormats(t *testing.T) {
+	m := promname.New(promname.Options{TextfileType: func(string) (promname.Type, bool) { return promname.Counter, true }})
+	samples := []series.Sample{
+		{Labels: series.Labels{"metric": "jobs", "textfile": "/t/a.prom", "jobName": "x"}, Kind: series.Float, Bits: math.Float64bits(5), TS: 1700000000000},
+		{Labels: series.Labels{"metric": "runs_total", "textfile": "/t/a.prom"}, Kind: series.Float, Bits: math.Float64bits(2), TS: 1700000000000},
+	}
+	e := Prom{Options: Options{Mapper: m}}
+	text := string(e.Append(nil, samples, FormatText))
+	for _, w := range []string{"# TYPE jobs counter\njobs{jobName=\"x\"} 5\n", "# TYPE runs_total counter\nruns_total 2\n", "# HELP jobs Metric read from /t/a.prom\n"} {
+		if !strings.Contains(text, w) {
+			t.Errorf("text lacks %q:\n%s", w, text)
+		}
+	}
+	om := string(e.Append(nil, samples, FormatOpenMetrics))
+	for _, w := range []string{"# TYPE jobs unknown\njobs{jobName=\"x\"} 5\n", "# TYPE runs counter\nruns_total 2\n"} {
+		if !strings.Contains(om, w) {
+			t.Errorf("OpenMetrics lacks %q:\n%s", w, om)
+		}
 	}
 }

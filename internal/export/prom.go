@@ -602,6 +602,10 @@ func (e *Prom) appendHeader(dst []byte, fm *family, f Format) []byte {
 	famName := fm.name
 	typ := fm.typ.String()
 	switch {
+	case fm.typ == promname.Counter && f == FormatOpenMetrics && !strings.HasSuffix(famName, "_total"):
+		// A counter named without _total (a textfile's: the text format allows it) cannot be an
+		// OpenMetrics counter, whose samples end in _total: it is unknown there.
+		typ = "unknown"
 	case fm.typ == promname.Counter && f == FormatOpenMetrics:
 		famName = strings.TrimSuffix(famName, "_total")
 	case fm.typ == promname.Untyped && f == FormatOpenMetrics:
