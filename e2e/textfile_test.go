@@ -123,6 +123,17 @@ func TestTextfileSideBySide(t *testing.T) {
 		ss[0].Labels["jobName"] != "db" {
 		t.Errorf("API: %+v %v", ss, err)
 	}
+	// In the history, a point per scan.
+	waitFor(t, 20*time.Second, func() error {
+		hs, err := a.series("/api/v1/history?window=1m", `{metric="backup_age_seconds",job="home"}`)
+		if err != nil {
+			return err
+		}
+		if len(hs) != 1 || len(hs[0].Points) < 3 || hs[0].Points[len(hs[0].Points)-1][1] != 7200.5 {
+			return fmt.Errorf("history: %+v", hs)
+		}
+		return nil
+	})
 	// The agent's own process metrics.
 	for _, name := range []string{"process_cpu_seconds_total", "process_resident_memory_bytes", "process_open_fds",
 		"process_max_fds", "process_virtual_memory_bytes", "process_start_time_seconds"} {
