@@ -353,15 +353,16 @@ func Name(s string, metric bool) string {
 
 // textfile maps a series of the textfile collector verbatim: its name, its labels but
 // TextfileLabel, its family's type. It reports false (the series is named as an application's)
-// unless the name and label names are valid Prometheus names, as the collector's parser makes
-// them, and the series is not pushed.
+// unless the name and label names are valid Prometheus names not reserved by Prometheus (no
+// leading "__", no colon: colons are for recording rules), and the series is not pushed.
 func (m *Mapper) textfile(s *Series, lbuf []Label, l series.Labels, path string) bool {
 	metric := l["metric"]
-	if !model.LegacyValidation.IsValidMetricName(metric) || l[series.SourceLabel] == series.SourcePush {
+	if !model.LegacyValidation.IsValidMetricName(metric) || strings.HasPrefix(metric, "__") || strings.ContainsRune(metric, ':') ||
+		l[series.SourceLabel] == series.SourcePush {
 		return false
 	}
 	for k := range l {
-		if k != "metric" && !model.LegacyValidation.IsValidLabelName(k) {
+		if k != "metric" && (!model.LegacyValidation.IsValidLabelName(k) || strings.HasPrefix(k, "__")) {
 			return false
 		}
 	}
