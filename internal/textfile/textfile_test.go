@@ -138,6 +138,12 @@ func TestRenamedIntoPlace(t *testing.T) {
 	if _, ok := value(rec, series.Labels{"metric": "backup_age_seconds", "job": "db", "textfile": path}); ok {
 		t.Errorf("a series gone from the file is still written")
 	}
+	// Removed: none of its series, no mtime, and nothing kept of it.
+	os.Remove(path)
+	rec = collect(t, c)
+	if len(rec.Values) != 1 || scrapeError(t, rec) != 0 || len(c.files) != 0 {
+		t.Errorf("after removal: %v, %d files kept", rec.Values, len(c.files))
+	}
 }
 
 // A file written in place, caught half-written (ending mid-line), is refused whole: none of
