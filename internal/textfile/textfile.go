@@ -40,7 +40,8 @@
 //   - Problems name the file and what is wrong, never its contents.
 //
 // A file is parsed again only when its inode, size, mtime or ctime changed since the last scan;
-// otherwise its last values are written again without reading it.
+// otherwise its last values are written again without reading it. Names starting with "."
+// (temporary files) are skipped, as are names not ending in ".prom".
 package textfile
 
 import (
