@@ -2,7 +2,8 @@
 // node_exporter 1.5 names them (node_cpu_seconds_total{cpu,mode}, node_memory_MemAvailable_bytes,
 // node_network_receive_bytes_total{device}, ...), the agent's own machine series that have no
 // node_exporter equivalent under promtool-clean "cantal_" names in base units, per-process series
-// as cantal_process_* families (grouped by the caller, see Series.Process), and every other series
+// as cantal_process_* families (grouped by the caller, see Series.Process), the series of
+// *.prom files (label TextfileLabel) under their own names, and every other series
 // (applications' shm files, rrdd plugins, pushed series) by the generic rule of AppName.
 //
 // The /metrics export and the remote-write client both use a Mapper, so a series has the same
@@ -127,7 +128,7 @@ type Mapper struct {
 
 type appKey struct {
 	s    string
-	kind uint8 // 0 metric name, 1 label name, 2 counter name
+	kind uint8 // 0 metric name, 1 label name, 2 counter name, 3 a textfile's HELP (s: its path)
 }
 
 // maxCached bounds each cache; it is cleared when full.
@@ -255,6 +256,8 @@ func (m *Mapper) cached(k appKey) string {
 		n = Name(k.s, true)
 	case 1:
 		n = Name(k.s, false)
+	case 3: // the HELP of a textfile's family, as node_exporter writes it
+		n = "Metric read from " + k.s
 	case 2:
 		n = Name(k.s, true)
 		if !strings.HasSuffix(n, "_total") {
@@ -372,7 +375,7 @@ func (m *Mapper) textfile(s *Series, lbuf []Label, l series.Labels, path string)
 			typ = t
 		}
 	}
-	*s = Series{Name: metric, Type: typ, Scale: 1, Labels: lbuf, Help: "Metric read from " + path}
+	*s = Series{Name: metric, Type: typ, Scale: 1, Labels: lbuf, Help: m.cached(appKey{path, 3})}
 	for k, v := range l {
 		if k == "metric" || k == TextfileLabel || v == "" {
 			continue
