@@ -30,9 +30,12 @@
 //     line, a client-side timestamp, a series twice, a reserved label refuse the whole file
 //     (its series are not written this scan; the other files' are). The file is stat'ed again
 //     after the read: a file that changed while it was read (written in place) is not taken
-//     this scan. Writing to a temporary name and renaming into place, as node_exporter's
-//     documentation asks, is never read half-written; a file written in place is read either
-//     whole or as a prefix that is refused unless it ends on a line boundary.
+//     this scan, nor is a file modified less than Options.Settle (100 ms) ago unless it was
+//     the same at the previous scan: a writer writing in place is given time to finish, the
+//     previous version's values standing meanwhile. Writing to a temporary name and renaming
+//     into place, as node_exporter's documentation asks, is never read half-written; a file
+//     written in place by a writer that stalls longer than that mid-write can be caught as a
+//     prefix, which is refused unless it ends on a line boundary.
 //   - The files' sizes together are capped (Options.MaxTotalSize, 16 MiB), and so are their
 //     series (Options.MaxSeries, 50 000): a file beyond either is refused.
 //   - A series already taken from an earlier file (in name order) refuses the later file, and
@@ -55,6 +58,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -74,7 +78,17 @@ type Options struct {
 	MaxFileSize  int64 // a larger file is refused
 	MaxTotalSize int64 // files beyond this many bytes together are refused
 	MaxSeries    int   // files beyond this many series together are refused
+	// Settle: a file modified less than this long ago is taken only once it is the same at two
+	// scans in a row (a writer writing in place may not be done); DefaultSettle when zero,
+	// none when negative.
+	Settle time.Duration
+	// Now is the clock Settle is measured with; time.Now when nil.
+	Now func() time.Time
 }
+
+// DefaultSettle is the default Options.Settle: a cron job writing its file in place is done
+// within milliseconds.
+const DefaultSettle = 100 * time.Millisecond
 
 // Collector reads one directory's *.prom files. Collect is called from the scan goroutine,
 // never concurrently with itself; Type may be called from any goroutine.
@@ -101,14 +115,15 @@ func (c *Collector) Parses() uint64 { return c.parses.Load() }
 
 // file is what the Collector keeps of one file between scans.
 type file struct {
-	stat   statKey
-	parsed *File  // nil: the last read failed (err)
-	err    string // why the last read failed
-	refs   []*series.Ref
-	mtime  *series.Ref
-	mtimeS float64
-	seen   uint64
-	path   string
+	stat    statKey
+	pending statKey // a version seen modified less than Options.Settle ago, not taken yet
+	parsed  *File   // nil: the last read failed (err), or not read yet
+	err     string  // why the last read failed
+	refs    []*series.Ref
+	mtime   *series.Ref
+	mtimeS  float64
+	seen    uint64
+	path    string
 }
 
 // statKey is what tells a file changed.
@@ -135,6 +150,12 @@ func New(dir string, opt Options) *Collector {
 	}
 	if opt.MaxSeries <= 0 {
 		opt.MaxSeries = DefaultMaxSeries
+	}
+	if opt.Settle == 0 {
+		opt.Settle = DefaultSettle
+	}
+	if opt.Now == nil {
+		opt.Now = time.Now
 	}
 	return &Collector{dir: dir, opt: opt, policy: safefile.Policy{MaxSize: opt.MaxFileSize},
 		files: map[string]*file{}, types: map[string]Type{}, taken: map[string]bool{}}
@@ -206,6 +227,9 @@ func (c *Collector) Collect(ctx context.Context, sink series.Sink) error {
 			failed = true
 			sink.Problem(f.path, err.Error())
 			continue
+		}
+		if f.parsed == nil {
+			continue // a new file still settling: taken at a later scan
 		}
 		total += f.stat.size
 		if total > c.opt.MaxTotalSize {
@@ -280,6 +304,12 @@ func (c *Collector) read(d *safefile.Dir, name string, f *file) error {
 			return errors.New(f.err)
 		}
 		return nil // unchanged: its last values stand
+	}
+	if mt := time.Unix(int64(st.Mtim.Sec), int64(st.Mtim.Nsec)); c.opt.Settle > 0 && c.opt.Now().Sub(mt) < c.opt.Settle && k != f.pending {
+		// Modified a moment ago: a writer writing in place may not be done. The version it
+		// had (if any) stands for this scan; this one is taken if it is the same next scan.
+		f.pending = k
+		return nil
 	}
 	c.buf = c.buf[:0]
 	buf, err := readAll(fh, c.buf, c.opt.MaxFileSize)

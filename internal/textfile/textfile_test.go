@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cantal-go/cantal/internal/series"
 )
@@ -89,7 +90,7 @@ func TestRenamedIntoPlace(t *testing.T) {
 	path := filepath.Join(d, "backup.prom")
 	renameInto(t, path, backup)
 	os.WriteFile(filepath.Join(d, "notes.txt"), []byte("not a .prom file"), 0o644)
-	c := New(d, Options{})
+	c := New(d, later(Options{}))
 	rec := collect(t, c)
 	if e := scrapeError(t, rec); e != 0 {
 		t.Fatalf("scrape_error %v: %v", e, rec.Problems)
@@ -158,7 +159,7 @@ func TestWrittenInPlace(t *testing.T) {
 	}
 	defer f.Close()
 	f.WriteString(full[:15]) // "job_a_ok 1\njob"
-	c := New(d, Options{})
+	c := New(d, later(Options{}))
 	rec := collect(t, c)
 	if scrapeError(t, rec) != 1 || !strings.Contains(problems(rec, path), "line 2") {
 		t.Errorf("half-written: scrape_error %v, problems %q", scrapeError(t, rec), problems(rec, path))
@@ -198,7 +199,7 @@ func TestMalformedFilesRefusedOthersKept(t *testing.T) {
 	for name, content := range bad {
 		renameInto(t, filepath.Join(d, name), content)
 	}
-	rec := collect(t, New(d, Options{}))
+	rec := collect(t, New(d, later(Options{})))
 	if scrapeError(t, rec) != 1 {
 		t.Errorf("scrape_error 0")
 	}
@@ -230,7 +231,7 @@ func TestDuplicateFamiliesAcrossFiles(t *testing.T) {
 	renameInto(t, filepath.Join(d, "b.prom"), "# TYPE job_ok gauge\njob_ok{job=\"b\"} 1\n")
 	renameInto(t, filepath.Join(d, "c.prom"), "job_ok{job=\"a\"} 0\n")
 	renameInto(t, filepath.Join(d, "d.prom"), "# TYPE job_ok counter\njob_ok{job=\"d\"} 1\n")
-	rec := collect(t, New(d, Options{}))
+	rec := collect(t, New(d, later(Options{})))
 	if scrapeError(t, rec) != 1 {
 		t.Errorf("scrape_error 0")
 	}
@@ -262,7 +263,7 @@ func TestLargeFileRefused(t *testing.T) {
 	}
 	renameInto(t, big, b.String())
 	renameInto(t, filepath.Join(d, "small.prom"), "small 1\n")
-	c := New(d, Options{})
+	c := New(d, later(Options{}))
 	rec := collect(t, c)
 	if scrapeError(t, rec) != 1 || !strings.Contains(problems(rec, big), "exceeds the limit of 1048576 bytes") {
 		t.Errorf("big file: scrape_error %v, problem %q", scrapeError(t, rec), problems(rec, big))
@@ -283,7 +284,7 @@ func TestLargeFileRefused(t *testing.T) {
 	for i := 0; i < 4; i++ {
 		renameInto(t, filepath.Join(d2, string(rune('a'+i))+".prom"), chunk)
 	}
-	rec = collect(t, New(d2, Options{MaxTotalSize: 2 << 20}))
+	rec = collect(t, New(d2, later(Options{MaxTotalSize: 2 << 20})))
 	if !strings.Contains(problems(rec, filepath.Join(d2, "c.prom")), "together are larger") {
 		t.Errorf("total cap: %v", rec.Problems)
 	}
@@ -297,7 +298,7 @@ func TestSymlinksRefused(t *testing.T) {
 	os.Symlink(outside, filepath.Join(d, "out.prom"))
 	renameInto(t, filepath.Join(d, "real.prom"), "real_value 1\n")
 	os.Symlink("real.prom", filepath.Join(d, "in.prom"))
-	rec := collect(t, New(d, Options{}))
+	rec := collect(t, New(d, later(Options{})))
 	if scrapeError(t, rec) != 1 {
 		t.Errorf("scrape_error 0")
 	}
@@ -324,7 +325,7 @@ func TestOtherUsersFilesRefused(t *testing.T) {
 	renameInto(t, ww, "ww_value 1\n")
 	os.Chmod(ww, 0o666)
 	renameInto(t, filepath.Join(d, "root.prom"), "root_value 1\n")
-	rec := collect(t, New(d, Options{}))
+	rec := collect(t, New(d, later(Options{})))
 	if scrapeError(t, rec) != 1 {
 		t.Errorf("scrape_error 0")
 	}
@@ -348,7 +349,7 @@ func TestOtherUsersFilesRefused(t *testing.T) {
 	f := filepath.Join(ud, "user.prom")
 	renameInto(t, f, "user_value 1\n")
 	os.Chown(f, 65534, 65534)
-	rec = collect(t, New(ud, Options{}))
+	rec = collect(t, New(ud, later(Options{})))
 	if _, ok := value(rec, series.Labels{"metric": "user_value", "textfile": f}); !ok || scrapeError(t, rec) != 0 {
 		t.Errorf("the directory owner's file: %v", rec.Problems)
 	}
@@ -357,8 +358,72 @@ func TestOtherUsersFilesRefused(t *testing.T) {
 // A missing directory is a scrape error, as in node_exporter.
 func TestMissingDirectory(t *testing.T) {
 	d := filepath.Join(dir(t), "nope")
-	rec := collect(t, New(d, Options{}))
+	rec := collect(t, New(d, later(Options{})))
 	if scrapeError(t, rec) != 1 || rec.Problems[d] == nil {
 		t.Errorf("missing directory: %v", rec.Problems)
+	}
+}
+
+// later sets opt's clock a minute ahead: every file is older than Options.Settle, so a file
+// is taken at the first scan that sees it.
+func later(opt Options) Options {
+	opt.Now = func() time.Time { return time.Now().Add(time.Minute) }
+	return opt
+}
+
+// A file written in place, caught between two writes that end on line boundaries (which would
+// parse), is not taken while it was modified less than Options.Settle ago and differs from
+// what the previous scan saw: no series, no problem, the previous version's values standing;
+// once the same at two scans, it is taken whole.
+func TestInPlaceWriterGivenTimeToSettle(t *testing.T) {
+	d := dir(t)
+	path := filepath.Join(d, "job.prom")
+	var now time.Time
+	justAfterWrite := func() {
+		st, err := os.Stat(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		now = st.ModTime().Add(10 * time.Millisecond)
+	}
+	c := New(d, Options{Now: func() time.Time { return now }})
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	f.WriteString("part_a 1\n")
+	justAfterWrite()
+	rec := collect(t, c)
+	if len(rec.Values) != 1 || scrapeError(t, rec) != 0 || len(rec.Problems) != 0 {
+		t.Errorf("first half, just written: %v %v", rec.Values, rec.Problems)
+	}
+	f.WriteString("part_b 2\n")
+	justAfterWrite()
+	rec = collect(t, c)
+	if len(rec.Values) != 1 {
+		t.Errorf("second half, just written: %v", rec.Values)
+	}
+	rec = collect(t, c) // the same as at the previous scan: done
+	for m, v := range map[string]float64{"part_a": 1, "part_b": 2} {
+		if got, ok := value(rec, series.Labels{"metric": m, "textfile": path}); !ok || got != v {
+			t.Errorf("settled: %s %v %v", m, got, ok)
+		}
+	}
+	// Rewritten in place: the previous version stands until the new one settles.
+	f.Truncate(0)
+	f.WriteAt([]byte("part_a 5\n"), 0)
+	justAfterWrite()
+	rec = collect(t, c)
+	if got, _ := value(rec, series.Labels{"metric": "part_b", "textfile": path}); got != 2 {
+		t.Errorf("while the rewrite settles, part_b %v, want the previous 2", got)
+	}
+	now = now.Add(time.Second)
+	rec = collect(t, c)
+	if got, _ := value(rec, series.Labels{"metric": "part_a", "textfile": path}); got != 5 {
+		t.Errorf("after the rewrite settled, part_a %v", got)
+	}
+	if _, ok := value(rec, series.Labels{"metric": "part_b", "textfile": path}); ok {
+		t.Errorf("part_b still written after the rewrite")
 	}
 }
