@@ -147,8 +147,9 @@ func TestRenamedIntoPlace(t *testing.T) {
 	}
 }
 
-// A file written in place, caught half-written (ending mid-line), is refused whole: none of
-// its series, scrape_error 1; complete, it is taken.
+// A file written in place by a writer that stalled mid-line longer than Options.Settle (the
+// clock of later), caught half-written, is refused whole: none of its series, scrape_error 1;
+// complete, it is taken.
 func TestWrittenInPlace(t *testing.T) {
 	d := dir(t)
 	path := filepath.Join(d, "inplace.prom")
