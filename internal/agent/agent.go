@@ -43,6 +43,7 @@ import (
 	"github.com/cantal-go/cantal/internal/selector"
 	"github.com/cantal-go/cantal/internal/series"
 	"github.com/cantal-go/cantal/internal/sysscan"
+	"github.com/cantal-go/cantal/internal/textfile"
 	"github.com/cantal-go/cantal/internal/web"
 )
 
@@ -67,6 +68,10 @@ type Agent struct {
 	// the OTLP decoder (see readBodies).
 	bodies *bodyBudget
 	colls  []namedCollector
+
+	// textfile reads --textfile-dir (nil: off); /metrics and remote write take its families'
+	// types from it (promOptions).
+	textfile *textfile.Collector
 
 	alerts *alerts.Engine // threshold rules, evaluated after each scan (alerts.go)
 
@@ -188,6 +193,10 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 	a.colls = append(a.colls, namedCollector{"push", a.push})
 	if cfg.RRDDDir != "" {
 		a.colls = append(a.colls, namedCollector{"rrdd", rrddscan.New(cfg.RRDDDir, rrddscan.Options{})})
+	}
+	if cfg.TextfileDir != "" {
+		a.textfile = textfile.New(cfg.TextfileDir, textfile.Options{})
+		a.colls = append(a.colls, namedCollector{"textfile", a.textfile})
 	}
 
 	if err := a.openAlerts(); err != nil {

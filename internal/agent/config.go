@@ -31,6 +31,7 @@ type Config struct {
 	SnapshotInterval time.Duration // how often history is saved besides at shutdown
 	RRDDDir          string        // XAPI rrdd plugin files
 	RRDDRPC          string        // Unix socket serving xcp-rrdd's plugin XML-RPC; "" = off
+	TextfileDir      string        // *.prom files as node_exporter's textfile collector reads them; "" = off
 	Proc             string        // proc root
 	Sys              string        // sys root
 	FSMountsExclude  string        // regexp of mount points the filesystem collector leaves out
@@ -166,6 +167,7 @@ func (c *Config) flagSet(name string, version, check *bool) *flag.FlagSet {
 	fs.DurationVar(&c.SnapshotInterval, "snapshot-interval", c.SnapshotInterval, "how often the history snapshot is written (also at shutdown)")
 	fs.StringVar(&c.RRDDDir, "rrdd-dir", c.RRDDDir, "directory of XAPI rrdd plugin files (empty: off)")
 	fs.StringVar(&c.RRDDRPC, "rrdd-rpc", c.RRDDRPC, "Unix socket on which to serve xcp-rrdd's plugin XML-RPC, so unmodified XAPI plugins register and write into --rrdd-dir (XAPI's libraries look for /var/xapi/xcp-rrdd; empty: off)")
+	fs.StringVar(&c.TextfileDir, "textfile-dir", c.TextfileDir, "directory of *.prom files in the Prometheus text format, read every scan as node_exporter's --collector.textfile.directory (files of root or the directory's owner only, at most 1 MiB each; empty: off)")
 	fs.StringVar(&c.Proc, "proc", c.Proc, "proc file system root")
 	fs.StringVar(&c.Sys, "sys", c.Sys, "sys file system root")
 	fs.StringVar(&c.FSMountsExclude, "fs-mount-points-exclude", c.FSMountsExclude, "regexp of mount points whose space and inodes are not collected (default: node_exporter 1.5's; empty: none left out)")

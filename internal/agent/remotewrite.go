@@ -52,7 +52,7 @@ func (a *Agent) openRemoteWrite() error {
 		{Name: "instance", Value: a.cfg.NodeName + ":" + listenPort(a.cfg.Listen)},
 		{Name: "node", Value: a.cfg.NodeName},
 	}
-	namer := promNamer()
+	namer := promNamer(a.promOptions())
 	seen := map[string]bool{}
 	for _, c := range cfgs {
 		if seen[c.URL] {
@@ -88,8 +88,8 @@ func pushedSeries(l series.Labels) bool { return l[registry.PushLabel] == regist
 // machine, with their units' scale). Per-process series are sent per pid (pid, process, cgroup
 // labels), not summed per group as /metrics shows them: a sum of series is not a point any
 // scan stored. State series (Info) have no history and are never read.
-func promNamer() remotewrite.Namer {
-	m := promname.New(promname.Options{})
+func promNamer(opt promname.Options) remotewrite.Namer {
+	m := promname.New(opt)
 	return func(l series.Labels, k series.Kind) (string, []remotewrite.Label, float64, bool) {
 		s, ok := m.Map(l, k)
 		if !ok || s.Type == promname.Info {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cantal-go/cantal/internal/history"
+	"github.com/cantal-go/cantal/internal/promname"
 	"github.com/cantal-go/cantal/internal/remotewrite"
 	"github.com/cantal-go/cantal/internal/series"
 )
@@ -72,7 +73,7 @@ func TestListenPort(t *testing.T) {
 
 // TestPromNamer: remote write names a series as /metrics does (internal/promname).
 func TestPromNamer(t *testing.T) {
-	n := promNamer()
+	n := promNamer(promname.Options{})
 	name, labels, scale, ok := n(series.Labels{"metric": "cpu.idle_ms", "cpu": "0"}, series.Counter)
 	if !ok || name != "node_cpu_seconds_total" || scale != 0.001 || len(labels) != 2 ||
 		labels[0] != (remotewrite.Label{Name: "cpu", Value: "0"}) || labels[1] != (remotewrite.Label{Name: "mode", Value: "idle"}) {

@@ -56,6 +56,7 @@ import (
 	"github.com/cantal-go/cantal/internal/buildinfo"
 	"github.com/cantal-go/cantal/internal/promname"
 	"github.com/cantal-go/cantal/internal/series"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // Format is an exposition format.
@@ -130,6 +131,10 @@ type Options struct {
 	// BuildInfo, read by PrometheusHandler only, when set makes every exposition begin with
 	// the gauge cantal_build_info{version,revision,goversion} 1, as Prometheus's build_info.
 	BuildInfo *buildinfo.Info
+
+	// Gather, when set, returns families written after the series' (the agent's process_*
+	// self-metrics); called once per exposition, from its goroutine.
+	Gather func() []*dto.MetricFamily
 }
 
 // Prom encodes samples in the Prometheus text or OpenMetrics format. The zero value is ready to
@@ -377,6 +382,7 @@ func (e *Prom) append(dst []byte, samples []series.Sample, f Format, trackGroups
 			}
 		}
 	}
+	dst = e.appendGathered(dst, f)
 	if f == FormatOpenMetrics {
 		dst = append(dst, "# EOF\n"...)
 	}
@@ -600,6 +606,10 @@ func (e *Prom) appendHeader(dst []byte, fm *family, f Format) []byte {
 	famName := fm.name
 	typ := fm.typ.String()
 	switch {
+	case fm.typ == promname.Counter && f == FormatOpenMetrics && !strings.HasSuffix(famName, "_total"):
+		// A counter named without _total (a textfile's: the text format allows it) cannot be an
+		// OpenMetrics counter, whose samples end in _total: it is unknown there.
+		typ = "unknown"
 	case fm.typ == promname.Counter && f == FormatOpenMetrics:
 		famName = strings.TrimSuffix(famName, "_total")
 	case fm.typ == promname.Untyped && f == FormatOpenMetrics:

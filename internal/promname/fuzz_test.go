@@ -27,6 +27,10 @@ func FuzzMap(f *testing.F) {
 		{"__name__", "__x", "", "\x01"},
 		{"ünï:c.ode", "a b", "\xff", "\x02"},
 		{"vmstat.pgfault", "", "", "\x01"},
+		// With a second byte of kind odd, the series has textfile="/t/a.prom" (a *.prom file's).
+		{"backupRuns_total", "jobName", "db", "\x02\x01"},
+		{"__x", "__y", "v", "\x02\x01"},
+		{"ok_name", "__y", "v", "\x02\x01"},
 	} {
 		f.Add(s[0], s[1], s[2], s[3])
 	}
@@ -35,6 +39,9 @@ func FuzzMap(f *testing.F) {
 		l := series.Labels{"metric": metric}
 		if label != "" && label != "metric" {
 			l[label] = value
+		}
+		if len(kind) > 1 && kind[1]&1 != 0 && label != "textfile" {
+			l["textfile"] = "/t/a.prom"
 		}
 		k := series.Counter
 		if kind != "" {

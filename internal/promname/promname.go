@@ -2,7 +2,8 @@
 // node_exporter 1.5 names them (node_cpu_seconds_total{cpu,mode}, node_memory_MemAvailable_bytes,
 // node_network_receive_bytes_total{device}, ...), the agent's own machine series that have no
 // node_exporter equivalent under promtool-clean "cantal_" names in base units, per-process series
-// as cantal_process_* families (grouped by the caller, see Series.Process), and every other series
+// as cantal_process_* families (grouped by the caller, see Series.Process), the series of
+// *.prom files (label TextfileLabel) under their own names, and every other series
 // (applications' shm files, rrdd plugins, pushed series) by the generic rule of AppName.
 //
 // The /metrics export and the remote-write client both use a Mapper, so a series has the same
@@ -16,6 +17,8 @@ import (
 	"strings"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/prometheus/common/model"
 
 	"github.com/cantal-go/cantal/internal/series"
 )
@@ -102,7 +105,15 @@ type Options struct {
 	// node_exporter's --collector.netdev.device-exclude. nil: node_exporter's default
 	// (DefaultNetDeviceExclude: lo).
 	NetDevicesExclude func(device string) bool
+	// TextfileType returns the type of a family read by the textfile collector
+	// (internal/textfile), as its file declares it; nil or false: gauge.
+	TextfileType func(name string) (Type, bool)
 }
+
+// TextfileLabel is the label of the series read from a *.prom file (internal/textfile): its
+// path. Such a series, a Float with a valid Prometheus name and label names, is exported under
+// its own name and labels, without this one (see Mapper.MapInto).
+const TextfileLabel = "textfile"
 
 // Mapper names Cantal series as Prometheus does. It caches the rule of each metric name it
 // has seen (bounded); it is safe for concurrent use. Make one with New; the zero value is not
@@ -117,7 +128,7 @@ type Mapper struct {
 
 type appKey struct {
 	s    string
-	kind uint8 // 0 metric name, 1 label name, 2 counter name
+	kind uint8 // 0 metric name, 1 label name, 2 counter name, 3 a textfile's HELP (s: its path)
 }
 
 // maxCached bounds each cache; it is cleared when full.
@@ -155,6 +166,11 @@ func (m *Mapper) MapInto(s *Series, l series.Labels, kind series.Kind) bool {
 		return false
 	}
 	if r != nil && r.matches(l, kind) {
+		if r.alt != nil {
+			if a := r.alt(l); a != nil {
+				r = a
+			}
+		}
 		if r.drop || r.skip(m, l) {
 			return false
 		}
@@ -168,6 +184,9 @@ func (m *Mapper) MapInto(s *Series, l series.Labels, kind series.Kind) bool {
 	}
 	if kind < series.Counter || kind > series.State {
 		return false
+	}
+	if path, ok := l[TextfileLabel]; ok && kind == series.Float && m.textfile(s, lbuf, l, path) {
+		return true
 	}
 	*s = Series{Scale: 1, Labels: lbuf}
 	switch kind {
@@ -237,6 +256,8 @@ func (m *Mapper) cached(k appKey) string {
 		n = Name(k.s, true)
 	case 1:
 		n = Name(k.s, false)
+	case 3: // the HELP of a textfile's family, as node_exporter writes it
+		n = "Metric read from " + k.s
 	case 2:
 		n = Name(k.s, true)
 		if !strings.HasSuffix(n, "_total") {
@@ -331,4 +352,36 @@ func Name(s string, metric bool) string {
 		}
 	}
 	return n
+}
+
+// textfile maps a series of the textfile collector verbatim: its name, its labels but
+// TextfileLabel, its family's type. It reports false (the series is named as an application's)
+// unless the name and label names are valid Prometheus names not reserved by Prometheus (no
+// leading "__", no colon: colons are for recording rules), and the series is not pushed.
+func (m *Mapper) textfile(s *Series, lbuf []Label, l series.Labels, path string) bool {
+	metric := l["metric"]
+	if !model.LegacyValidation.IsValidMetricName(metric) || strings.HasPrefix(metric, "__") || strings.ContainsRune(metric, ':') ||
+		l[series.SourceLabel] == series.SourcePush {
+		return false
+	}
+	for k := range l {
+		if k != "metric" && (!model.LegacyValidation.IsValidLabelName(k) || strings.HasPrefix(k, "__")) {
+			return false
+		}
+	}
+	typ := Gauge
+	if m.opt.TextfileType != nil {
+		if t, ok := m.opt.TextfileType(metric); ok {
+			typ = t
+		}
+	}
+	*s = Series{Name: metric, Type: typ, Scale: 1, Labels: lbuf, Help: m.cached(appKey{path, 3})}
+	for k, v := range l {
+		if k == "metric" || k == TextfileLabel || v == "" {
+			continue
+		}
+		s.Labels = append(s.Labels, Label{k, v})
+	}
+	sortLabels(s.Labels)
+	return true
 }

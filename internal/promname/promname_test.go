@@ -145,3 +145,92 @@ func TestMapIntoNoAlloc(t *testing.T) {
 		t.Errorf("%v allocations", n)
 	}
 }
+
+// The md, schedstat and thermal series under node_exporter 1.5's names, labels, types and
+// units (issue 36), values as node_exporter writes them for the same files.
+func TestMapBareMetalAsNodeExporter(t *testing.T) {
+	m := New(Options{})
+	for _, tc := range []struct {
+		labels series.Labels
+		kind   series.Kind
+		name   string
+		typ    Type
+		out    []Label
+		in, v  float64
+	}{
+		{series.Labels{"metric": "md.state", "device": "md1", "state": "recovering"}, series.Level, "node_md_state", Gauge,
+			[]Label{{"device", "md1"}, {"state", "recovering"}}, 1, 1},
+		{series.Labels{"metric": "md.disks", "device": "md1", "state": "failed"}, series.Level, "node_md_disks", Gauge,
+			[]Label{{"device", "md1"}, {"state", "failed"}}, 1, 1},
+		{series.Labels{"metric": "md.disks", "device": "md1", "state": "down"}, series.Level, "cantal_md_disks_down", Gauge,
+			[]Label{{"device", "md1"}}, 1, 1},
+		{series.Labels{"metric": "md.disks_required", "device": "md1"}, series.Level, "node_md_disks_required", Gauge,
+			[]Label{{"device", "md1"}}, 3, 3},
+		{series.Labels{"metric": "md.blocks", "device": "md1"}, series.Level, "node_md_blocks", Gauge,
+			[]Label{{"device", "md1"}}, 1953260544, 1953260544},
+		{series.Labels{"metric": "md.blocks_synced", "device": "md1"}, series.Level, "node_md_blocks_synced", Gauge,
+			[]Label{{"device", "md1"}}, 83034112, 83034112},
+		{series.Labels{"metric": "schedstat.running_ns", "cpu": "0"}, series.Counter, "node_schedstat_running_seconds_total", Counter,
+			[]Label{{"cpu", "0"}}, 2045936778163039, 2045936778163039 / 1e9},
+		{series.Labels{"metric": "schedstat.waiting_ns", "cpu": "1"}, series.Counter, "node_schedstat_waiting_seconds_total", Counter,
+			[]Label{{"cpu", "1"}}, 364107263788241, 364107.263788241},
+		{series.Labels{"metric": "schedstat.timeslices", "cpu": "1"}, series.Counter, "node_schedstat_timeslices_total", Counter,
+			[]Label{{"cpu", "1"}}, 5145567945, 5145567945},
+		{series.Labels{"metric": "thermal.zone.temp_c", "zone": "0", "type": "x86_pkg_temp"}, series.Float, "node_thermal_zone_temp", Gauge,
+			[]Label{{"type", "x86_pkg_temp"}, {"zone", "0"}}, 52.5, 52.5},
+		{series.Labels{"metric": "thermal.cooling.cur_state", "name": "1", "type": "intel_powerclamp"}, series.Level, "node_cooling_device_cur_state", Gauge,
+			[]Label{{"name", "1"}, {"type", "intel_powerclamp"}}, 1, 1},
+		{series.Labels{"metric": "thermal.cooling.max_state", "name": "1", "type": "intel_powerclamp"}, series.Level, "node_cooling_device_max_state", Gauge,
+			[]Label{{"name", "1"}, {"type", "intel_powerclamp"}}, 50, 50},
+	} {
+		s, ok := m.Map(tc.labels, tc.kind)
+		if !ok {
+			t.Errorf("%v: not exported", tc.labels)
+			continue
+		}
+		if s.Name != tc.name || s.Type != tc.typ || !reflect.DeepEqual(s.Labels, tc.out) || !s.Machine {
+			t.Errorf("%v: got %s %v %v machine=%v, want %s %v %v", tc.labels, s.Name, s.Type, s.Labels, s.Machine, tc.name, tc.typ, tc.out)
+		}
+		if v := s.Value(tc.in); v != tc.v {
+			t.Errorf("%v: value %v → %v, want %v", tc.labels, tc.in, v, tc.v)
+		}
+	}
+}
+
+// A series of the textfile collector keeps its own name, labels (camelCase and all) and its
+// file's type; the collector's own series are node_exporter's.
+func TestMapTextfileVerbatim(t *testing.T) {
+	m := New(Options{TextfileType: func(name string) (Type, bool) {
+		if name == "backupRuns_total" {
+			return Counter, true
+		}
+		return 0, false
+	}})
+	s, ok := m.Map(series.Labels{"metric": "backupRuns_total", "textfile": "/var/lib/t/b.prom", "jobName": "db", "empty": ""}, series.Float)
+	if !ok || s.Name != "backupRuns_total" || s.Type != Counter || !reflect.DeepEqual(s.Labels, []Label{{"jobName", "db"}}) ||
+		s.Machine || s.Help != "Metric read from /var/lib/t/b.prom" {
+		t.Errorf("textfile series: %+v %v", s, ok)
+	}
+	s, _ = m.Map(series.Labels{"metric": "node_memory_MemFree_bytes", "textfile": "/t/a.prom"}, series.Float)
+	if s.Name != "node_memory_MemFree_bytes" || s.Type != Gauge {
+		t.Errorf("untyped textfile series: %+v", s)
+	}
+	// Not the collector's: an application's series with a label textfile but an invalid name,
+	// or a pushed one, is named by the application rule.
+	s, _ = m.Map(series.Labels{"metric": "requests.count", "textfile": "x"}, series.Float)
+	if s.Name != "requests_count" {
+		t.Errorf("application series with a textfile label: %+v", s)
+	}
+	s, _ = m.Map(series.Labels{"metric": "fooBar", "textfile": "x", "source": "push"}, series.Float)
+	if s.Name != "foo_bar" {
+		t.Errorf("pushed series with a textfile label: %+v", s)
+	}
+	s, _ = m.Map(series.Labels{"metric": "textfile.mtime_s", "file": "/t/a.prom"}, series.Float)
+	if s.Name != "node_textfile_mtime_seconds" || !reflect.DeepEqual(s.Labels, []Label{{"file", "/t/a.prom"}}) {
+		t.Errorf("mtime: %+v", s)
+	}
+	s, _ = m.Map(series.Labels{"metric": "textfile.scrape_error"}, series.Level)
+	if s.Name != "node_textfile_scrape_error" || s.Type != Gauge {
+		t.Errorf("scrape_error: %+v", s)
+	}
+}

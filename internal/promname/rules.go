@@ -1,6 +1,7 @@
 package promname
 
 import (
+	"math"
 	"regexp"
 	"strings"
 
@@ -31,7 +32,13 @@ type rule struct {
 	extra    *rule  // a second series the same Cantal series gives (see Mapper.MapExtra)
 	valueOf  string // extra: the label whose number is the value
 	dropBare bool   // the series with no label but metric is not exported (all-CPU cpu.*)
+	// alt, when set, returns the rule that names a matching series instead of this one (nil:
+	// this one), by its labels: md.disks{state="down"}, which node_exporter 1.5 does not have.
+	alt func(series.Labels) *rule
 }
+
+// mdDisksDown is md.disks{state="down"}: array members missing ("_" in "[UU_]").
+var mdDisksDown = r("cantal_md_disks_down", Gauge, series.Level, 1, "Members missing from the array (\"_\" in \"[UU_]\" of /proc/mdstat).", []string{"device"})
 
 func (r *rule) matches(l series.Labels, kind series.Kind) bool {
 	if r.kind != 0 && r.kind != kind {
@@ -55,8 +62,8 @@ func (r *rule) skip(m *Mapper, l series.Labels) bool {
 func (r *rule) series() Series {
 	s := Series{Name: r.name, Type: r.typ, Scale: r.scale, Clock: r.clock, Process: r.process, Machine: true, Help: r.help}
 	if r.scale > 0 && r.scale < 1 {
-		d := 1 / r.scale
-		if d == float64(int64(d)) && 1/d == r.scale {
+		d := math.Round(1 / r.scale) // 1/1e-9 is 999999999.9999999 in float64
+		if 1/d == r.scale {
 			s.div = d
 		}
 	}
@@ -404,6 +411,37 @@ var fixedRules = func() map[string]*rule {
 	add("hwmon.in_v", r("node_hwmon_in_volts", Gauge, series.Float, 1, "Hardware monitor for voltage (input)", hw))
 	info("hwmon.chip", "node_hwmon_chip_names", "Annotation metric for human-readable chip names", "chip", "chip_name")
 	info("hwmon.sensor", "node_hwmon_sensor_label", "Label for given chip and sensor", "chip", "sensor", "label")
+
+	// Software RAID, as node_exporter 1.5's mdadm collector (/proc/mdstat). node_exporter 1.5
+	// counts active, failed and spare disks only: the count of "_" in "[UU_]" (md.disks
+	// state=down) is cantal_md_disks_down, so node_md_disks has exactly node_exporter's series.
+	mdl := []string{"device"}
+	add("md.state", r("node_md_state", Gauge, series.Level, 1, "Indicates the state of md-device.", []string{"device", "state"}))
+	mdDisks := r("node_md_disks", Gauge, series.Level, 1, "Number of active/failed/spare disks of device.", []string{"device", "state"})
+	mdDisks.alt = func(l series.Labels) *rule {
+		if l["state"] == "down" {
+			return mdDisksDown
+		}
+		return nil
+	}
+	add("md.disks", mdDisks)
+	add("md.disks_required", r("node_md_disks_required", Gauge, series.Level, 1, "Total number of disks of device.", mdl))
+	add("md.blocks", r("node_md_blocks", Gauge, series.Level, 1, "Total number of blocks on device.", mdl))
+	add("md.blocks_synced", r("node_md_blocks_synced", Gauge, series.Level, 1, "Number of blocks synced on device.", mdl))
+
+	// Scheduler statistics, as node_exporter's schedstat collector: seconds, not nanoseconds.
+	add("schedstat.running_ns", r("node_schedstat_running_seconds_total", Counter, series.Counter, 1e-9, "Number of seconds CPU spent running a process.", cpuLabels))
+	add("schedstat.waiting_ns", r("node_schedstat_waiting_seconds_total", Counter, series.Counter, 1e-9, "Number of seconds spent by processing waiting for this CPU.", cpuLabels))
+	add("schedstat.timeslices", r("node_schedstat_timeslices_total", Counter, series.Counter, 1, "Number of timeslices executed by CPU.", cpuLabels))
+
+	// Thermal zones and cooling devices, as node_exporter's thermal_zone collector.
+	add("thermal.zone.temp_c", r("node_thermal_zone_temp", Gauge, series.Float, 1, "Zone temperature in Celsius", []string{"zone", "type"}))
+	add("thermal.cooling.cur_state", r("node_cooling_device_cur_state", Gauge, series.Level, 1, "Current throttle state of the cooling device", []string{"name", "type"}))
+	add("thermal.cooling.max_state", r("node_cooling_device_max_state", Gauge, series.Level, 1, "Maximum throttle state of the cooling device", []string{"name", "type"}))
+
+	// The textfile collector's own series, as node_exporter's (internal/textfile).
+	add("textfile.mtime_s", r("node_textfile_mtime_seconds", Gauge, series.Float, 1, "Unixtime mtime of textfiles successfully read.", []string{"file"}))
+	add("textfile.scrape_error", r("node_textfile_scrape_error", Gauge, series.Level, 1, "1 if there was an error opening or reading a file, 0 otherwise", nil))
 
 	// Filesystems, as node_exporter's filesystem collector.
 	fsl := []string{"device", "mountpoint", "fstype"}
