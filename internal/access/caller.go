@@ -105,27 +105,21 @@ type Caller struct {
 
 // SeesDetails reports whether the caller may see the private details (Details) of a process
 // owned by uid.
-func (c Caller) SeesDetails(uid uint32) bool {
-	switch c.Details {
-	case ProcessesAll:
-		return true
-	case ProcessesOwn:
-		return uid == c.UID
-	default:
-		return false
-	}
-}
+func (c Caller) SeesDetails(uid uint32) bool { return c.Details.allows(uid, c.UID) }
 
 // Has reports whether the caller holds every role in r.
 func (c Caller) Has(r Role) bool { return c.Roles&r == r }
 
 // SeesProcess reports whether the caller may see the details of a process owned by uid.
-func (c Caller) SeesProcess(uid uint32) bool {
-	switch c.Processes {
+func (c Caller) SeesProcess(uid uint32) bool { return c.Processes.allows(uid, c.UID) }
+
+// allows reports whether p lets a caller of uid self see a process owned by uid.
+func (p ProcessAccess) allows(uid, self uint32) bool {
+	switch p {
 	case ProcessesAll:
 		return true
 	case ProcessesOwn:
-		return uid == c.UID
+		return uid == self
 	default:
 		return false
 	}

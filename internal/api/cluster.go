@@ -86,25 +86,42 @@ func serverTiming(w http.ResponseWriter, start time.Time, peers time.Duration) {
 		float64(peers)/float64(time.Millisecond), float64(time.Since(start))/float64(time.Millisecond)))
 }
 
+// clusterQuery is what both cluster routes read from a request: the query, the visibility of
+// the peers' series for the caller, the aggregation and its grouping, and the nodes selected
+// (with the context that asks only them).
+type clusterQuery struct {
+	Query
+	peerVisible func(series.Labels) bool
+	agg         string
+	grouping    clusteragg.Grouping
+	nodes       nodeSelection
+	ctx         context.Context
+}
+
+func (s *Server) parseClusterQuery(r *http.Request, defWindow time.Duration) (clusterQuery, error) {
+	q, err := s.parseQuery(r, defWindow)
+	if err != nil {
+		return clusterQuery{}, err
+	}
+	cq := clusterQuery{Query: q, peerVisible: s.PeerSeriesVisible(r.Context())}
+	if cq.agg, cq.grouping, err = parseAgg(r.URL.Query()); err != nil {
+		return clusterQuery{}, err
+	}
+	if cq.nodes, cq.ctx, err = s.selectNodes(r, &cq.Query); err != nil {
+		return clusterQuery{}, err
+	}
+	return cq, nil
+}
+
 func (s *Server) clusterMetrics(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	var peersTook time.Duration
-	q, err := s.parseQuery(r, 0)
+	cq, err := s.parseClusterQuery(r, 0)
 	if err != nil {
 		Error(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	peerVisible := s.PeerSeriesVisible(r.Context())
-	agg, grouping, err := parseAgg(r.URL.Query())
-	if err != nil {
-		Error(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	ns, ctx, err := s.selectNodes(r, &q)
-	if err != nil {
-		Error(w, http.StatusBadRequest, err.Error())
-		return
-	}
+	q, peerVisible, agg, grouping, ns, ctx := cq.Query, cq.peerVisible, cq.agg, cq.grouping, cq.nodes, cq.ctx
 	type nodeSeries struct {
 		node   string
 		status remote.NodeState
@@ -253,22 +270,12 @@ const maxHistoryFetches = 16
 func (s *Server) clusterHistory(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	var peersTook time.Duration
-	q, err := s.parseQuery(r, 5*time.Minute)
+	cq, err := s.parseClusterQuery(r, 5*time.Minute)
 	if err != nil {
 		Error(w, http.StatusBadRequest, err.Error())
 		return
 	}
-	peerVisible := s.PeerSeriesVisible(r.Context())
-	agg, grouping, err := parseAgg(r.URL.Query())
-	if err != nil {
-		Error(w, http.StatusBadRequest, err.Error())
-		return
-	}
-	ns, ctx, err := s.selectNodes(r, &q)
-	if err != nil {
-		Error(w, http.StatusBadRequest, err.Error())
-		return
-	}
+	q, peerVisible, agg, grouping, ns, ctx := cq.Query, cq.peerVisible, cq.agg, cq.grouping, cq.nodes, cq.ctx
 	type result struct {
 		node, status, errMsg string
 		since                int64
