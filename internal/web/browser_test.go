@@ -364,7 +364,6 @@ func TestBrowser(t *testing.T) {
 			{"network", "/network", "/network", `document.querySelector('figure[data-title^="Traffic"]')?.dataset.points > 0`},
 			{"peers", "/peers", "/peers", `document.querySelector(".msg") !== null`},
 			{"cluster", "/cluster", "/cluster", `document.querySelector(".msg") !== null`},
-			{"not-found", "/no/such/page", "/no/such/page", `true`},
 		}
 		for _, p := range pages {
 			t.Run(p.name, func(t *testing.T) {
@@ -379,6 +378,25 @@ func TestBrowser(t *testing.T) {
 				shot(t, ctx, p.name)
 			})
 		}
+		// A path that is no page of the UI is the server's 404 (issue 30 item 12), not the UI
+		// drawing a page of its own: a browser shows the error, and the UI does not start.
+		t.Run("not-found", func(t *testing.T) {
+			ctx := step(t, 60*time.Second)
+			if err := chromedp.Do(ctx, chromedp.Navigate(base+"/no/such/page")); err != nil {
+				t.Fatal(err)
+			}
+			body, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.body.innerText`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ready, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.body.dataset.ready !== undefined`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(body, "404 page not found") || ready {
+				t.Errorf("/no/such/page shows %q (UI started: %v); want the server's 404 and no UI", body, ready)
+			}
+		})
 		t.Run("overview-dark", func(t *testing.T) {
 			ctx := step(t, 60*time.Second)
 			open(t, ctx, "/", "/")
