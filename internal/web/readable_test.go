@@ -14,6 +14,7 @@ package web
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -495,6 +496,25 @@ func TestBrowserOverviewTraffic(t *testing.T) {
 		t.Fatal(err)
 	}
 	px := startCountingProxy(t, ag.addr)
+	// A node that has been running: its series have a few scans of history (a rate needs two),
+	// so the time measured is the page's, not the fresh agent's first scans.
+	deadline := time.Now().Add(time.Minute)
+	for {
+		var st struct {
+			LastScan struct{ Scans int64 } `json:"last_scan"`
+		}
+		if resp, err := http.Get(ag.url("/api/v1/status")); err == nil {
+			json.NewDecoder(resp.Body).Decode(&st)
+			resp.Body.Close()
+		}
+		if st.LastScan.Scans >= 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the agent made %d scans in a minute", st.LastScan.Scans)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 	if err := chromedp.Do(ctx, chromedp.Navigate("http://"+px.addr+"/")); err != nil {
 		t.Fatal(err)
 	}
