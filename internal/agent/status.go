@@ -216,7 +216,70 @@ func (a *Agent) processes(ctx context.Context, q api.ProcessQuery) any {
 	c, _ := access.FromContext(ctx)
 	rows := processRows(a.procs.Table(), c, a.cfg.ShowCmdlines, a.apps.Exports)
 	total := len(rows)
-	return map[string]any{"processes": topProcesses(rows, q), "total": total}
+	top := topProcesses(rows, q)
+	if q.Fields != nil {
+		return map[string]any{"processes": projectRows(top, q.Fields), "total": total}
+	}
+	return map[string]any{"processes": top, "total": total}
+}
+
+// projectRows keeps only the given keys (each one of api.ProcessFields) of each row.
+func projectRows(rows []ProcessJSON, fields []string) []map[string]any {
+	out := make([]map[string]any, len(rows))
+	for i := range rows {
+		p := &rows[i]
+		m := make(map[string]any, len(fields))
+		for _, f := range fields {
+			m[f] = p.field(f)
+		}
+		out[i] = m
+	}
+	return out
+}
+
+// field is the value of the row's key f (one of api.ProcessFields; nil for any other).
+func (p *ProcessJSON) field(f string) any {
+	switch f {
+	case "pid":
+		return p.PID
+	case "ppid":
+		return p.PPID
+	case "uid":
+		return p.UID
+	case "name":
+		return p.Name
+	case "cmdline":
+		return p.Cmdline
+	case "state":
+		return p.State
+	case "start_time":
+		return p.StartTime
+	case "threads":
+		return p.Threads
+	case "cpu_user":
+		return p.CPUUser
+	case "cpu_system":
+		return p.CPUSystem
+	case "cpu_percent":
+		return p.CPUPercent
+	case "rss":
+		return p.RSS
+	case "vsz":
+		return p.VSZ
+	case "swap":
+		return p.Swap
+	case "read_bytes":
+		return p.ReadBytes
+	case "write_bytes":
+		return p.WriteBytes
+	case "cgroup":
+		return p.Cgroup
+	case "appname":
+		return p.AppName
+	case "metrics":
+		return p.Metrics
+	}
+	return nil
 }
 
 // topProcesses orders rows as q asks (largest CPU share or RSS first, ties by pid) and keeps

@@ -1,8 +1,10 @@
 package agent
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -144,6 +146,27 @@ func TestTopProcesses(t *testing.T) {
 		if got := pids(topProcesses(rows(), tc.q)); !slices.Equal(got, tc.want) {
 			t.Errorf("%+v: pids %v; want %v", tc.q, got, tc.want)
 		}
+	}
+}
+
+// TestProjectRows: fields= keeps exactly the keys asked for, with the values the whole row
+// has, and every key of api.ProcessFields is a key the whole row writes.
+func TestProjectRows(t *testing.T) {
+	row := ProcessJSON{PID: 7, PPID: 1, UID: 1000, Name: "app", Cmdline: []string{"app", "-v"}, State: "S",
+		StartTime: 5, Threads: 3, CPUUser: 1.5, CPUSystem: 0.5, CPUPercent: 12.5, RSS: 4096, VSZ: 8192,
+		Swap: 1, ReadBytes: 2, WriteBytes: 3, Cgroup: "/x", AppName: "a", Metrics: true}
+	b, _ := json.Marshal(row)
+	var whole map[string]any
+	json.Unmarshal(b, &whole)
+	b, _ = json.Marshal(projectRows([]ProcessJSON{row}, api.ProcessFields))
+	var all []map[string]any
+	json.Unmarshal(b, &all)
+	if !reflect.DeepEqual(all[0], whole) {
+		t.Errorf("every field projected:\n%v\nwant the whole row:\n%v", all[0], whole)
+	}
+	b, _ = json.Marshal(projectRows([]ProcessJSON{row}, []string{"pid", "name", "cpu_percent", "rss"}))
+	if want := `[{"cpu_percent":12.5,"name":"app","pid":7,"rss":4096}]`; string(b) != want {
+		t.Errorf("four fields: %s; want %s", b, want)
 	}
 }
 

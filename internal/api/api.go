@@ -23,6 +23,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -219,16 +220,26 @@ func (s *Server) processes(w http.ResponseWriter, r *http.Request) {
 // ProcessQuery is what /api/v1/processes?sort=cpu|rss&limit=N asks: the processes ordered by
 // CPU share or resident memory, largest first (ties by pid), and only the first Limit (0:
 // all), so a page showing a top ten fetches ten rows, not every process.
+//
+// Fields, when not empty, keeps only those keys of each row (fields=pid,name,cpu_percent):
+// a page that shows four columns does not fetch every process's command line each refresh.
 type ProcessQuery struct {
-	Sort  string // "", "cpu" or "rss"
-	Limit int
+	Sort   string // "", "cpu" or "rss"
+	Limit  int
+	Fields []string // row keys to keep, each one of ProcessFields, without repeats; nil: all
 }
+
+// ProcessFields are the keys of a /api/v1/processes row, in the order the agent writes them.
+var ProcessFields = []string{"pid", "ppid", "uid", "name", "cmdline", "state", "start_time",
+	"threads", "cpu_user", "cpu_system", "cpu_percent", "rss", "vsz", "swap", "read_bytes",
+	"write_bytes", "cgroup", "appname", "metrics"}
 
 // maxProcessLimit bounds limit= (more than any process table holds).
 const maxProcessLimit = 1 << 22
 
-// ParseProcessQuery reads sort and limit from v; an unknown sort or a limit that is not a
-// number from 1 to 4194304 is an error naming the parameter.
+// ParseProcessQuery reads sort, limit and fields from v; an unknown sort, a limit that is not
+// a number from 1 to 4194304, or a field that is not one of ProcessFields is an error naming
+// the parameter.
 func ParseProcessQuery(v url.Values) (ProcessQuery, error) {
 	var q ProcessQuery
 	switch s := v.Get("sort"); s {
@@ -243,6 +254,17 @@ func ParseProcessQuery(v url.Values) (ProcessQuery, error) {
 			return q, fmt.Errorf("bad limit %q: want a number from 1 to %d", l, maxProcessLimit)
 		}
 		q.Limit = n
+	}
+	if f := v.Get("fields"); f != "" {
+		for _, name := range strings.Split(f, ",") {
+			if !slices.Contains(ProcessFields, name) {
+				return q, fmt.Errorf("bad fields: %q is not a process field (want some of %s)", name, strings.Join(ProcessFields, ","))
+			}
+			if slices.Contains(q.Fields, name) {
+				return q, fmt.Errorf("bad fields: %q given twice", name)
+			}
+			q.Fields = append(q.Fields, name)
+		}
 	}
 	return q, nil
 }

@@ -10,12 +10,13 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
 )
 
-// TestParseProcessQuery: sort and limit as /api/v1/processes documents them; anything else
+// TestParseProcessQuery: sort, limit and fields as /api/v1/processes documents them; anything else
 // is an error naming the parameter.
 func TestParseProcessQuery(t *testing.T) {
 	for _, tc := range []struct {
@@ -31,6 +32,10 @@ func TestParseProcessQuery(t *testing.T) {
 		{"limit=-3", ProcessQuery{}, "bad limit"},
 		{"limit=ten", ProcessQuery{}, "bad limit"},
 		{"limit=99999999999", ProcessQuery{}, "bad limit"},
+		{"sort=cpu&limit=10&fields=pid,name,cpu_percent,rss", ProcessQuery{Sort: "cpu", Limit: 10, Fields: []string{"pid", "name", "cpu_percent", "rss"}}, ""},
+		{"fields=pid,password", ProcessQuery{}, "bad fields"},
+		{"fields=pid,pid", ProcessQuery{}, "bad fields"},
+		{"fields=pid,", ProcessQuery{}, "bad fields"},
 	} {
 		v, _ := url.ParseQuery(tc.q)
 		got, err := ParseProcessQuery(v)
@@ -40,7 +45,7 @@ func TestParseProcessQuery(t *testing.T) {
 			}
 			continue
 		}
-		if err != nil || got != tc.want {
+		if err != nil || !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("%q = %+v, %v; want %+v", tc.q, got, err, tc.want)
 		}
 	}
@@ -101,7 +106,7 @@ func TestJSONGzip(t *testing.T) {
 	if plainResp.Header.Get("Content-Encoding") != "" || !json.Valid(plain) {
 		t.Fatalf("without Accept-Encoding: encoding %q, body valid JSON %v", plainResp.Header.Get("Content-Encoding"), json.Valid(plain))
 	}
-	if asked != (ProcessQuery{Sort: "cpu", Limit: 10}) {
+	if !reflect.DeepEqual(asked, ProcessQuery{Sort: "cpu", Limit: 10}) {
 		t.Errorf("Processes asked %+v; want sort cpu, limit 10", asked)
 	}
 	resp, zb := fetch("/api/v1/processes", "gzip, deflate, br")
