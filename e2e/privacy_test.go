@@ -57,10 +57,12 @@ func processesOf(t *testing.T, body string) []procRow {
 	return ans.Processes
 }
 
-// TestFinding12_HidePIDPrivacy: with /proc mounted hidepid=2, a local user asking over the Unix
+// TestHidePIDUserSeesOnlyOwnProcesses: with /proc mounted hidepid=2, a local user asking over the Unix
 // socket or over TCP sees its own processes and not root's, root
 // sees every one; command lines carry no secret either way.
-func TestFinding12_HidePIDPrivacy(t *testing.T) {
+//
+// Security finding 12.
+func TestHidePIDUserSeesOnlyOwnProcesses(t *testing.T) {
 	serial(t)
 	if _, err := exec.LookPath("curl"); err != nil {
 		t.Fatal("curl is not installed (make setup installs it)")

@@ -44,12 +44,14 @@ func mkdirMode(t *testing.T, path string, uid int, mode os.FileMode) string {
 	return path
 }
 
-// TestFinding01_RRDDDirSymlinkSquat: an unprivileged user creates the agent's rrdd directory
+// TestRRDDSquattedDirRefused: an unprivileged user creates the agent's rrdd directory
 // first, inside a sticky world-writable directory like /dev/shm, as a symlink to a root-only
 // directory holding a shadow-like file and a plugin file that claims to be the host's. The
 // agent refuses the directory: nothing of the shadow file shows in the status, the exports or
 // the log, and no series is published from it.
-func TestFinding01_RRDDDirSymlinkSquat(t *testing.T) {
+//
+// Security finding 1.
+func TestRRDDSquattedDirRefused(t *testing.T) {
 	serial(t)
 	top := openTree(t)
 	shm := mkdirMode(t, filepath.Join(top, "shm"), 0, 0o777|os.ModeSticky)
@@ -143,11 +145,13 @@ func TestFinding01_RRDDDirSymlinkSquat(t *testing.T) {
 	plugin.kill()
 }
 
-// TestFinding01_RRDDForeignPluginLabelled: in a plugin directory root opened to everyone
+// TestRRDDForeignPluginLabelledByOwner: in a plugin directory root opened to everyone
 // (sticky, world-writable), a plugin run by nobody is read, but its series carry
 // owner="uid 65534", never the owner="host" its metadata claims; a root plugin beside it keeps
 // owner="host".
-func TestFinding01_RRDDForeignPluginLabelled(t *testing.T) {
+//
+// Security finding 1.
+func TestRRDDForeignPluginLabelledByOwner(t *testing.T) {
 	serial(t)
 	top := openTree(t)
 	dir := mkdirMode(t, filepath.Join(top, "metrics"), 0, 0o777|os.ModeSticky)
@@ -173,11 +177,13 @@ func TestFinding01_RRDDForeignPluginLabelled(t *testing.T) {
 	})
 }
 
-// TestFinding13_UnreachableCantalPath: processes of uid 65534 point CANTAL_PATH into a
+// TestUnreachableCantalPathSameReason: processes of uid 65534 point CANTAL_PATH into a
 // root-only directory, one at files that exist there (nobody's own, even), one at a name that
 // does not exist. /api/v1/status gives both the same reason, so it cannot be used to probe
 // directories nobody cannot search, and nothing is read from there.
-func TestFinding13_UnreachableCantalPath(t *testing.T) {
+//
+// Security finding 13.
+func TestUnreachableCantalPathSameReason(t *testing.T) {
 	serial(t)
 	top := openTree(t)
 	private := mkdirMode(t, filepath.Join(top, "private"), 0, 0o700)

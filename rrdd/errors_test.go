@@ -22,10 +22,12 @@ func checkErrorText(t *testing.T, err error) {
 	}
 }
 
-// TestFinding01_ErrorsDoNotQuote: whatever part of a plugin file is wrong, Read's error says
+// TestReadErrorsDoNotQuoteFileBytes: whatever part of a plugin file is wrong, Read's error says
 // where and what, by offset and length, and never repeats the file's bytes (a file that is not
 // a plugin file, such as /etc/shadow, is read as one when it is put where plugins are).
-func TestFinding01_ErrorsDoNotQuote(t *testing.T) {
+//
+// Security finding 1.
+func TestReadErrorsDoNotQuoteFileBytes(t *testing.T) {
 	const secret = "S3cr3t"
 	field := func(fields string) []byte {
 		return buildV2(1, []uint64{0}, `{"datasources": {"`+secret+`": {`+fields+`}}}`, "")

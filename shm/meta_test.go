@@ -177,9 +177,11 @@ func checkErrorText(t *testing.T, msg string) {
 	}
 }
 
-// TestFinding13_ParseMetaDoesNotQuote: ParseMeta's errors and skip reasons name lines, columns
+// TestParseMetaErrorsDoNotQuoteFile: ParseMeta's errors and skip reasons name lines, columns
 // and the protocol's keywords, never what the file holds.
-func TestFinding13_ParseMetaDoesNotQuote(t *testing.T) {
+//
+// Security finding 13.
+func TestParseMetaErrorsDoNotQuoteFile(t *testing.T) {
 	const secret = "S3cr3t"
 	for _, meta := range []string{
 		secret + "\n",

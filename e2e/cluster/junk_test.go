@@ -7,11 +7,13 @@ import (
 	"time"
 )
 
-// TestFinding14_JunkGossipPacketsLogThrottled: an agent with a gossip key sent thousands of junk
+// TestJunkGossipPacketsLogThrottled: an agent with a gossip key sent thousands of junk
 // datagrams on its gossip port (each one a "Decrypt packet failed" ERROR line of memberlist's
 // before the fix: 23 893 lines in 5 s) writes at most its gossip log budget (5 lines a second
 // after a burst of 5) plus a summary line saying how many it held back, and keeps working.
-func TestFinding14_JunkGossipPacketsLogThrottled(t *testing.T) {
+//
+// Security finding 14.
+func TestJunkGossipPacketsLogThrottled(t *testing.T) {
 	lab := newLab(t, 2, "10.77.9")
 	hosts := lab.Hosts()
 	key := writeGossipKey(t, t.TempDir(), "gossip.key")

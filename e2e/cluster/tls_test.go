@@ -251,13 +251,15 @@ func peerNames(n *node) (string, error) {
 	return strings.Join(s, " "), nil
 }
 
-// TestFinding10_TLSCluster: three agents with mutual TLS (--web-config with the cluster CA as
+// TestTLSClusterRefusesNonMembers: three agents with mutual TLS (--web-config with the cluster CA as
 // client CA) and a gossip key answer cluster queries and WebSocket subscriptions, their peer
 // traffic being TLS; a fourth agent with a foreign certificate, with the cluster's certificate
 // but a wrong gossip key, with no key, or without TLS is never a member and gets no data from
 // any route or stream of theirs. POST /api/v1/peers (finding 11) answers one text whatever the
 // address, needs the write role, and keeps nothing it could not prove.
-func TestFinding10_TLSCluster(t *testing.T) {
+//
+// Security finding 10.
+func TestTLSClusterRefusesNonMembers(t *testing.T) {
 	lab := newLab(t, 4, "10.77.8")
 	hosts := lab.Hosts()
 	p := newPKI(t)

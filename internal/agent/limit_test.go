@@ -76,9 +76,11 @@ func TestLimitQueries(t *testing.T) {
 	}
 }
 
-// TestFinding06_UpgradeHeaderDoesNotSkipLimiter: an Upgrade header on a route that is not a
+// TestUpgradeHeaderDoesNotSkipLimiter: an Upgrade header on a route that is not a
 // stream does not let the request past the held slot.
-func TestFinding06_UpgradeHeaderDoesNotSkipLimiter(t *testing.T) {
+//
+// Security finding 6.
+func TestUpgradeHeaderDoesNotSkipLimiter(t *testing.T) {
 	release := make(chan struct{})
 	var held atomic.Bool
 	h := limitQueries(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -108,9 +110,11 @@ func TestFinding06_UpgradeHeaderDoesNotSkipLimiter(t *testing.T) {
 	<-done
 }
 
-// TestFinding03_SilentBodyHoldsNoSlot: a client that sends a POST's headers and never its body
+// TestSilentBodyHoldsNoSlot: a client that sends a POST's headers and never its body
 // does not take the query slot: with one slot, a GET still gets its answer.
-func TestFinding03_SilentBodyHoldsNoSlot(t *testing.T) {
+//
+// Security finding 3.
+func TestSilentBodyHoldsNoSlot(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/write", func(w http.ResponseWriter, r *http.Request) { io.Copy(io.Discard, r.Body) })
 	mux.HandleFunc("/api/v1/metrics", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "answer") })

@@ -13,9 +13,11 @@ import (
 	"github.com/cantal-go/cantal/internal/sysscan"
 )
 
-// TestFinding12_ProcessRows: /api/v1/processes shows a caller the processes it may see, with
+// TestProcessRowsVisibleAndRedacted: /api/v1/processes shows a caller the processes it may see, with
 // command lines redacted unless --show-cmdlines, and never changes the shared process table.
-func TestFinding12_ProcessRows(t *testing.T) {
+//
+// Security finding 12.
+func TestProcessRowsVisibleAndRedacted(t *testing.T) {
 	secret := []string{"/usr/bin/app", "--db-password=hunter2", "--port", "5432"}
 	table := []sysscan.Process{
 		{PID: 1, UID: 0, Name: "init", Cmdline: []string{"/sbin/init"}},

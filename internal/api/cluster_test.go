@@ -91,10 +91,12 @@ func TestClusterHistoryDoesNotReuseConnections(t *testing.T) {
 	}
 }
 
-// TestFinding10_ClusterHistoryOverTLS: a member with a TLS configuration is fetched from over
+// TestClusterHistoryOverTLSNeedsClusterCert: a member with a TLS configuration is fetched from over
 // HTTPS with the node's certificate; a peer that wants a certificate of the cluster answers
 // nothing to a plain fetch or a foreign certificate.
-func TestFinding10_ClusterHistoryOverTLS(t *testing.T) {
+//
+// Security finding 10.
+func TestClusterHistoryOverTLSNeedsClusterCert(t *testing.T) {
 	ca, err := testpki.NewCA("cluster CA")
 	if err != nil {
 		t.Fatal(err)

@@ -126,11 +126,13 @@ func getAs(t *testing.T, ts *httptest.Server, caller, path string) []byte {
 	return b
 }
 
-// TestFinding12_SeriesVisibleRoutes: /api/v1/metrics, history and stats answer a caller who may
+// TestSeriesRoutesShowOnlyVisible: /api/v1/metrics, history and stats answer a caller who may
 // see only its own processes with the series of its processes and of no process; one who may
 // see none with the series of no process; one who may see all with all. A pid that is no
 // longer a process is hidden from all but the last.
-func TestFinding12_SeriesVisibleRoutes(t *testing.T) {
+//
+// Security finding 12.
+func TestSeriesRoutesShowOnlyVisible(t *testing.T) {
 	ts := privacyServer(t, testUIDs, nil)
 	want := map[string][]string{
 		"all":  {"-", "100", "200", "300"},
@@ -151,9 +153,11 @@ func TestFinding12_SeriesVisibleRoutes(t *testing.T) {
 	}
 }
 
-// TestFinding12_NoProcessUID: without a way to know a process's uid, per-process series are
+// TestUnknownProcessUIDHidesProcessSeries: without a way to know a process's uid, per-process series are
 // hidden from every caller who may not see all processes (privacy fails closed).
-func TestFinding12_NoProcessUID(t *testing.T) {
+//
+// Security finding 12.
+func TestUnknownProcessUIDHidesProcessSeries(t *testing.T) {
 	ts := privacyServer(t, nil, nil)
 	for caller, want := range map[string][]string{"all": {"-", "100", "200", "300"}, "own": {"-"}, "none": {"-"}} {
 		if got := pidsOf(t, getAs(t, ts, caller, "/api/v1/metrics")); !slices.Equal(got, want) {
@@ -162,9 +166,11 @@ func TestFinding12_NoProcessUID(t *testing.T) {
 	}
 }
 
-// TestFinding12_SeriesVisibleNoFilter: a caller who sees every process, or a context with no
+// TestSeeAllCallerGetsNoFilter: a caller who sees every process, or a context with no
 // caller (internal use), gets no predicate at all: the handlers' hot path stays as it was.
-func TestFinding12_SeriesVisibleNoFilter(t *testing.T) {
+//
+// Security finding 12.
+func TestSeeAllCallerGetsNoFilter(t *testing.T) {
 	s := &Server{ProcessUID: testUIDs, NodeName: "a"}
 	if s.SeriesVisible(context.Background()) != nil || s.PeerSeriesVisible(context.Background()) != nil {
 		t.Error("no caller in the context: want no filter")
@@ -225,10 +231,12 @@ func (f privacyCluster) Members() []remote.Member {
 	return []remote.Member{{ID: "b", Name: "b", Up: true}}
 }
 
-// TestFinding12_WebSocketVisible: the WebSocket's history and updates, node and cluster scope,
+// TestWebSocketShowsOnlyVisible: the WebSocket's history and updates, node and cluster scope,
 // carry only the series the connection's caller may see; a peer's process series are hidden
 // from a caller who may not see every process.
-func TestFinding12_WebSocketVisible(t *testing.T) {
+//
+// Security finding 12.
+func TestWebSocketShowsOnlyVisible(t *testing.T) {
 	ts := privacyServer(t, testUIDs, privacyCluster{time.Now().UnixMilli()})
 	type msg struct {
 		Type, ID, Node string
@@ -285,10 +293,12 @@ func TestFinding12_WebSocketVisible(t *testing.T) {
 	}
 }
 
-// TestFinding12_ClusterRoutesVisible: cluster answers carry only the series the caller may see:
+// TestClusterRoutesShowOnlyVisible: cluster answers carry only the series the caller may see:
 // the local node's as on /api/v1/metrics, and no peer's process series for a caller who may not
 // see every process.
-func TestFinding12_ClusterRoutesVisible(t *testing.T) {
+//
+// Security finding 12.
+func TestClusterRoutesShowOnlyVisible(t *testing.T) {
 	ts := privacyServer(t, testUIDs, privacyCluster{time.Now().UnixMilli()})
 	want := map[string]map[string][]string{
 		"all":  {"a": {"-", "100", "200", "300"}, "b": {"-", "100"}},

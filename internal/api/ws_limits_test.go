@@ -87,10 +87,12 @@ func subscribe(w *wsConn, s string) {
 	w.handle(&req)
 }
 
-// TestFinding08_WSResubscribeBounded: re-subscribing an id with a long history, again and again
+// TestWSResubscribeReplacesQueued: re-subscribing an id with a long history, again and again
 // while the client reads nothing, replaces the subscription and its queued answers instead of
 // adding to them.
-func TestFinding08_WSResubscribeBounded(t *testing.T) {
+//
+// Security finding 8.
+func TestWSResubscribeReplacesQueued(t *testing.T) {
 	srv := historyServer(t, 1<<20)
 	w := newWSConn(srv, context.Background())
 	for range 200 {
@@ -114,11 +116,13 @@ func TestFinding08_WSResubscribeBounded(t *testing.T) {
 	}
 }
 
-// TestFinding08_WSHistoryBudget: histories that would take more than what the connection may
+// TestWSHistoryWithinQueueBudget: histories that would take more than what the connection may
 // still queue are not sent: an error says so and the subscription's live updates follow (a
 // page asking for more history than fits still gets its values); room freed by the writer is
 // used again.
-func TestFinding08_WSHistoryBudget(t *testing.T) {
+//
+// Security finding 8.
+func TestWSHistoryWithinQueueBudget(t *testing.T) {
 	srv := historyServer(t, 100<<10)
 	w := newWSConn(srv, context.Background())
 	var accepted, refused []string
@@ -174,9 +178,11 @@ func TestFinding08_WSHistoryBudget(t *testing.T) {
 	}
 }
 
-// TestFinding08_WSSlowReaderUpdates: the peers' updates for a client that does not read replace
+// TestWSSlowReaderUpdatesReplaced: the peers' updates for a client that does not read replace
 // one another: one per subscription and node waits, whatever their number.
-func TestFinding08_WSSlowReaderUpdates(t *testing.T) {
+//
+// Security finding 8.
+func TestWSSlowReaderUpdatesReplaced(t *testing.T) {
 	srv := historyServer(t, 1<<20)
 	w := newWSConn(srv, context.Background())
 	subscribe(w, `{"type":"subscribe","id":"c","match":"m1","scope":"cluster"}`)
@@ -207,9 +213,11 @@ func TestFinding08_WSSlowReaderUpdates(t *testing.T) {
 	}
 }
 
-// TestFinding08_WSLimits: subscriptions are bounded in number and in the bytes of their ids and
+// TestWSSubscriptionLimits: subscriptions are bounded in number and in the bytes of their ids and
 // selectors, ids in length; a client that lets errors pile up past the budget is given up on.
-func TestFinding08_WSLimits(t *testing.T) {
+//
+// Security finding 8.
+func TestWSSubscriptionLimits(t *testing.T) {
 	srv := historyServer(t, 64<<10)
 	w := newWSConn(srv, context.Background())
 	for i := range maxSubs + 10 {
@@ -262,10 +270,12 @@ func TestFinding08_WSLimits(t *testing.T) {
 	}
 }
 
-// TestFinding08_WSOrigin: the WebSocket refuses a browser handshake from another site's page,
+// TestWSRefusesForeignOrigin: the WebSocket refuses a browser handshake from another site's page,
 // accepts one from the agent's own pages and from allowed origins, and clients that send no
 // Origin (peers, the CLI).
-func TestFinding08_WSOrigin(t *testing.T) {
+//
+// Security finding 8.
+func TestWSRefusesForeignOrigin(t *testing.T) {
 	srv := historyServer(t, 0)
 	srv.WSOriginPatterns = []string{"dashboard.example"}
 	mux := http.NewServeMux()

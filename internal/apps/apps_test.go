@@ -206,11 +206,13 @@ func writePairOwned(t *testing.T, base, meta string, uid int) {
 	}
 }
 
-// TestFinding13_UnreachableCantalPath: a process of uid 65534 pointing CANTAL_PATH into a
+// TestUnreachableCantalPathSameRefusal: a process of uid 65534 pointing CANTAL_PATH into a
 // directory it cannot search gets the same refusal whether the files exist there or not (and
 // whether a subdirectory on the way exists or not), so /api/v1/status cannot be used to probe
 // root-only directories; where it can look, the answers stay precise.
-func TestFinding13_UnreachableCantalPath(t *testing.T) {
+//
+// Security finding 13.
+func TestUnreachableCantalPathSameRefusal(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Fatal("must run as root, like the agent")
 	}
@@ -274,12 +276,14 @@ func TestFinding13_UnreachableCantalPath(t *testing.T) {
 	}
 }
 
-// TestFinding13_SwappedDirectory: once the files' directory is open, the process's owner
+// TestSwappedDirectoryNotFollowedAsRoot: once the files' directory is open, the process's owner
 // replacing it, or a directory above it, with a symlink into a root-only directory does not make
 // the agent look there as root: the reader keeps to the directory it resolved as the owner (or
 // resolves the path again as the owner when inotify says the directory moved), and what it
 // reports is the same whether the root-only directory holds such files or not.
-func TestFinding13_SwappedDirectory(t *testing.T) {
+//
+// Security finding 13.
+func TestSwappedDirectoryNotFollowedAsRoot(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Fatal("must run as root, like the agent")
 	}

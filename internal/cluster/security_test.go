@@ -56,11 +56,13 @@ func tlsConfig(t *testing.T, name, key string, id *testpki.Node) Config {
 	return cfg
 }
 
-// TestFinding10_NoKeyNoData: in a cluster with mutual TLS and a gossip key, a node joins only
+// TestJoinNeedsClusterCertAndKey: in a cluster with mutual TLS and a gossip key, a node joins only
 // with both a certificate of the cluster's CA and the key; a node with a foreign certificate,
 // without the key, with a wrong key, or without TLS, cannot join in either direction, and
 // nobody lists it. The stream listener speaks TLS only and wants a client certificate.
-func TestFinding10_NoKeyNoData(t *testing.T) {
+//
+// Security finding 10.
+func TestJoinNeedsClusterCertAndKey(t *testing.T) {
 	ca, foreign := newCA(t, "cluster CA"), newCA(t, "foreign CA")
 	key := writeKey(t, []byte("0123456789abcdef0123456789abcdef"))
 	wrongKey := writeKey(t, []byte("fedcba9876543210fedcba9876543210"))
@@ -132,10 +134,12 @@ func TestFinding10_NoKeyNoData(t *testing.T) {
 	}
 }
 
-// TestFinding10_StreamsViaHTTPNeedClientCert: with streams on the agent's HTTPS server (whose
+// TestStreamsViaHTTPNeedClientCert: with streams on the agent's HTTPS server (whose
 // web config may only ask for client certificates), the stream handler itself refuses a
 // request without a verified client certificate, and members still join through it.
-func TestFinding10_StreamsViaHTTPNeedClientCert(t *testing.T) {
+//
+// Security finding 10.
+func TestStreamsViaHTTPNeedClientCert(t *testing.T) {
 	ca := newCA(t, "cluster CA")
 	key := writeKey(t, []byte("0123456789abcdef0123456789abcdef"))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -175,9 +179,11 @@ func TestFinding10_StreamsViaHTTPNeedClientCert(t *testing.T) {
 	}
 }
 
-// TestFinding10_ServerTLSRequired: a TLS node with its own stream listener needs a server
+// TestTLSNodeNeverListensPlain: a TLS node with its own stream listener needs a server
 // certificate and a client CA; it never opens a plain listener instead.
-func TestFinding10_ServerTLSRequired(t *testing.T) {
+//
+// Security finding 10.
+func TestTLSNodeNeverListensPlain(t *testing.T) {
 	ca := newCA(t, "cluster CA")
 	id := newNodeCert(t, ca, "a")
 	cfg := tlsConfig(t, "a", "", id)
@@ -231,11 +237,13 @@ func newTarpit(t *testing.T) *tarpit {
 	return tp
 }
 
-// TestFinding11_JoinProvesMembership: a join of an address that is no member of the cluster
+// TestJoinProvesMembership: a join of an address that is no member of the cluster
 // (a closed port, an HTTP server, a silent port, a UDP-only port) fails with one text after at
 // least JoinTimeout whatever the failure, and leaves nothing behind: no retry, nothing in the
 // state directory. Concurrent joins are bounded.
-func TestFinding11_JoinProvesMembership(t *testing.T) {
+//
+// Security finding 11.
+func TestJoinProvesMembership(t *testing.T) {
 	dir := t.TempDir()
 	cfg := testConfig(t, "a", "test")
 	cfg.StateDir = dir
@@ -342,9 +350,11 @@ func TestFinding11_JoinProvesMembership(t *testing.T) {
 	wg.Wait()
 }
 
-// TestFinding11_ConfiguredPeersRetried: a --peer address is retried until it answers, and a
+// TestConfiguredPeersRetried: a --peer address is retried until it answers, and a
 // join that proves membership lists the member (kept in the state directory by its id).
-func TestFinding11_ConfiguredPeersRetried(t *testing.T) {
+//
+// Security finding 11.
+func TestConfiguredPeersRetried(t *testing.T) {
 	a := start(t, testConfig(t, "a", "test"))
 	silent := newTarpit(t)
 	cfg := testConfig(t, "b", "test")
@@ -381,10 +391,12 @@ func (h *countHandler) Handle(_ context.Context, r slog.Record) error {
 func (h *countHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
 func (h *countHandler) WithGroup(string) slog.Handler      { return h }
 
-// TestFinding14_JunkPacketsLogThrottled: thousands of junk datagrams (each one an ERROR line
+// TestJunkPacketsLogThrottled: thousands of junk datagrams (each one an ERROR line
 // of memberlist's) make at most the log budget of lines, and one summary says how many were
 // held back.
-func TestFinding14_JunkPacketsLogThrottled(t *testing.T) {
+//
+// Security finding 14.
+func TestJunkPacketsLogThrottled(t *testing.T) {
 	h := &countHandler{}
 	cfg := testConfig(t, "a", "test")
 	cfg.KeyFile = writeKey(t, []byte("0123456789abcdef0123456789abcdef"))

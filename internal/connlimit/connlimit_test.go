@@ -45,9 +45,11 @@ func get(addr, path string) (string, error) {
 	return string(b), err
 }
 
-// TestFinding09_IdleConnectionsCannotExhaust: connections that send nothing (idle) fill the
+// TestIdleConnectionsCannotExhaustLimit: connections that send nothing (idle) fill the
 // limit; a real client still gets its answer, and the count never passes the limit.
-func TestFinding09_IdleConnectionsCannotExhaust(t *testing.T) {
+//
+// Security finding 9.
+func TestIdleConnectionsCannotExhaustLimit(t *testing.T) {
 	release := make(chan struct{})
 	defer close(release)
 	l, addr := serve(t, 8, release)

@@ -22,9 +22,11 @@ func visibleFor(ctx context.Context) func(series.Labels) bool {
 	return func(l series.Labels) bool { return l["pid"] != "43" }
 }
 
-// TestFinding12_ExportVisible: /metrics and /influx leave out the series a request's caller may
+// TestExportOmitsInvisibleSeries: /metrics and /influx leave out the series a request's caller may
 // not see, keep every other, and never touch what the source returned.
-func TestFinding12_ExportVisible(t *testing.T) {
+//
+// Security finding 12.
+func TestExportOmitsInvisibleSeries(t *testing.T) {
 	samples := agentSamples()
 	orig := slices.Clone(samples)
 	source := func() []series.Sample { return samples }

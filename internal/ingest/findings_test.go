@@ -152,11 +152,13 @@ func (a *agentRig) checkCollected() {
 	}
 }
 
-// TestFinding02_PushNeverCollidesWithCollected pushes the machine's own series name with every
+// TestPushNeverCollidesWithCollected pushes the machine's own series name with every
 // protocol and tag trick: none lands on the collected series, which keeps its value in the
 // registry and history; every pushed series is labelled source="push", a pushed source="push"
 // tag changes nothing and any other source tag is rejected.
-func TestFinding02_PushNeverCollidesWithCollected(t *testing.T) {
+//
+// Security finding 2.
+func TestPushNeverCollidesWithCollected(t *testing.T) {
 	a := newAgentRig(t, Config{})
 	a.scan()
 	h := a.push.WriteHandler()
@@ -203,9 +205,11 @@ func TestFinding02_PushNeverCollidesWithCollected(t *testing.T) {
 	}
 }
 
-// TestFinding04_LabelLimits pushes labels over each limit: the line (or statsd line) is
+// TestLabelLimitsRejectLine pushes labels over each limit: the line (or statsd line) is
 // rejected, the error gives sizes and never the oversized text, and nothing is stored.
-func TestFinding04_LabelLimits(t *testing.T) {
+//
+// Security finding 4.
+func TestLabelLimitsRejectLine(t *testing.T) {
 	p, _ := newTestPush(Config{})
 	huge := strings.Repeat("A", 1<<19)
 	many := make([]string, 31)
@@ -251,10 +255,12 @@ func TestFinding04_LabelLimits(t *testing.T) {
 	checkPush(t, p)
 }
 
-// TestFinding04_ByteBudget pushes series with long (allowed) tag values until the byte budget
+// TestPushByteBudget pushes series with long (allowed) tag values until the byte budget
 // is full: what the Push holds stays within MaxBytes, the rest is refused and counted, an
 // existing series is still updated, and expiry gives the bytes back.
-func TestFinding04_ByteBudget(t *testing.T) {
+//
+// Security finding 4.
+func TestPushByteBudget(t *testing.T) {
 	const budget = 1 << 20
 	p, clk := newTestPush(Config{MaxBytes: budget, Expire: time.Minute})
 	val := strings.Repeat("v", 4000)
@@ -316,11 +322,13 @@ func gzipRepeat(t testing.TB, chunk []byte, n int) []byte {
 	return bytes.Repeat(zb.Bytes(), n)
 }
 
-// TestFinding05_GzipBombStopsAtLimit posts a 1 GiB gzip bomb (about 1 MB compressed) with the
+// TestGzipBombStopsAtLimit posts a 1 GiB gzip bomb (about 1 MB compressed) with the
 // default limits: the answer is 413 as soon as the decompressed body crosses MaxBodyBytes, the
 // request reads only the compressed bytes that make up that much, and allocates a small part of
 // it (the body is decoded as it is read, never held whole).
-func TestFinding05_GzipBombStopsAtLimit(t *testing.T) {
+//
+// Security finding 5.
+func TestGzipBombStopsAtLimit(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		chunk string
@@ -361,10 +369,12 @@ func TestFinding05_GzipBombStopsAtLimit(t *testing.T) {
 	}
 }
 
-// TestFinding05_RequestBounds checks the work one request may do: MaxRequestLines lines (one
+// TestRequestLineAndSeriesBounds checks the work one request may do: MaxRequestLines lines (one
 // more is a 413, the lines before it stored) and MaxRequestNewSeries new series (the lines
 // beyond are refused; the next request may create more).
-func TestFinding05_RequestBounds(t *testing.T) {
+//
+// Security finding 5.
+func TestRequestLineAndSeriesBounds(t *testing.T) {
 	p, _ := newTestPush(Config{MaxRequestLines: 1000, MaxRequestNewSeries: 300})
 	h := p.WriteHandler()
 	var b bytes.Buffer
@@ -399,10 +409,12 @@ func TestFinding05_RequestBounds(t *testing.T) {
 	}
 }
 
-// TestFinding07_TimerCountsEverySeries checks that a statsd timer counts each of the series it
+// TestTimerCountsEverySeries checks that a statsd timer counts each of the series it
 // produces against MaxSeries: with room for 20 series, two timers (9 series each) fit, a third
 // does not, and the series collected are the 18 counted.
-func TestFinding07_TimerCountsEverySeries(t *testing.T) {
+//
+// Security finding 7.
+func TestTimerCountsEverySeries(t *testing.T) {
 	p, _ := newTestPush(Config{MaxSeries: 20})
 	var l StatsdLine
 	p.handleStatsd([]byte("a:1|ms\nb:1|h\nc:1|d\nd:1|c\n"), &l)
@@ -422,13 +434,15 @@ func TestFinding07_TimerCountsEverySeries(t *testing.T) {
 	}
 }
 
-// TestFinding07_FloodCannotEvictCollected floods the agent with pushed series — line protocol
+// TestPushFloodCannotEvictCollected floods the agent with pushed series — line protocol
 // and statsd timers, tens of thousands of distinct names, in waves that expire — into a real
 // registry and history limited to 40 collected series (--max-series) and 10000 pushed ones,
 // beside a fake collector of the machine's and an application's series: no collected series
 // loses its place or a point of its history; the flood is refused at the push budget (counted)
 // and only pushed series are evicted.
-func TestFinding07_FloodCannotEvictCollected(t *testing.T) {
+//
+// Security finding 7.
+func TestPushFloodCannotEvictCollected(t *testing.T) {
 	a := newAgentRig(t, Config{MaxSeries: 20000, Expire: 10 * time.Second})
 	a.reg.SetMaxSeries(40)
 	a.reg.SetMaxPushed(10000, 0)

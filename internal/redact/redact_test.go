@@ -7,7 +7,11 @@ import (
 	"unicode/utf8"
 )
 
-func TestFinding12_Args(t *testing.T) {
+// TestArgsRedactSecrets: Args masks the value of every secret-named option or variable in a
+// command line, with or without "=", and leaves other arguments as they are.
+//
+// Security finding 12.
+func TestArgsRedactSecrets(t *testing.T) {
 	for _, tc := range []struct {
 		in, want []string
 	}{
@@ -80,7 +84,11 @@ func TestFinding12_Args(t *testing.T) {
 	}
 }
 
-func TestFinding12_Sensitive(t *testing.T) {
+// TestSensitiveNames: Sensitive tells secret-like option and variable names (password, token,
+// key, auth...) from look-alikes that are not.
+//
+// Security finding 12.
+func TestSensitiveNames(t *testing.T) {
 	for name, want := range map[string]bool{
 		"password": true, "DB_PASSWORD": true, "dbPassword": true, "PGPASSWORD": true, "passwd": true,
 		"pass": true, "pwd": true, "MYSQL_PWD": true, "secret": true, "client-secret": true,

@@ -10,13 +10,15 @@ import (
 	"github.com/cantal-go/cantal/internal/series"
 )
 
-// TestFinding07_MaxSeriesNeverEvictsCollectedForPushed is the security issue's finding 7 at the
+// TestMaxSeriesNeverEvictsCollectedForPushed is the security issue's finding 7 at the
 // registry: thousands of live pushed series beside a few collected ones, some of them not
 // written by the latest scans (a disk idle this scan, a process that exited), under a series
 // limit far below the total. The limit counts collected series only: no collected series is
 // evicted to make room for pushed ones; when the collected ones alone exceed it, only collected
 // ones go.
-func TestFinding07_MaxSeriesNeverEvictsCollectedForPushed(t *testing.T) {
+//
+// Security finding 7.
+func TestMaxSeriesNeverEvictsCollectedForPushed(t *testing.T) {
 	r, logs := newReg(t, time.Hour)
 	r.SetMaxSeries(20)
 	collected := make([]*series.Ref, 10)
@@ -74,10 +76,12 @@ func TestFinding07_MaxSeriesNeverEvictsCollectedForPushed(t *testing.T) {
 	}
 }
 
-// TestFinding07_PushedBudget checks SetMaxPushed: pushed series beyond it, by count or by bytes,
+// TestPushedBudgetEvictsOldestPushed checks SetMaxPushed: pushed series beyond it, by count or by bytes,
 // are evicted with their history, those written longest ago first, never one written by the
 // latest scan and never a collected one, however idle.
-func TestFinding07_PushedBudget(t *testing.T) {
+//
+// Security finding 7.
+func TestPushedBudgetEvictsOldestPushed(t *testing.T) {
 	r, logs := newReg(t, time.Hour)
 	r.SetMaxSeries(1000)
 	r.SetMaxPushed(100, 0)

@@ -37,10 +37,12 @@ func tlsPeer(t *testing.T, ca *testpki.CA, f http.Handler) (*httptest.Server, *a
 	return srv, &reached
 }
 
-// TestFinding10_SubscriptionsOverTLS: a hub of a TLS cluster subscribes over WSS with its
+// TestSubscriptionsOverTLSNeedClusterCert: a hub of a TLS cluster subscribes over WSS with its
 // certificate; a hub with a foreign certificate, with none, or a plain hub gets nothing, and
 // a TLS hub never falls back to plain WebSocket.
-func TestFinding10_SubscriptionsOverTLS(t *testing.T) {
+//
+// Security finding 10.
+func TestSubscriptionsOverTLSNeedClusterCert(t *testing.T) {
 	ca, foreign := mustCA(t, "cluster CA"), mustCA(t, "foreign CA")
 	f := &fakePeer{drop: make(chan struct{}), got: make(chan struct{}, 16)}
 	f.add(time.Now().Add(-time.Second).UnixMilli(), 7)

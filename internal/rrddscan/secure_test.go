@@ -94,11 +94,13 @@ func noLeak(t *testing.T, what string, s *scanSink, err error) {
 	}
 }
 
-// TestFinding01_RRDDDirSymlinkSquat: a user who creates the plugin directory first in a sticky
+// TestSquattedPluginDirRefused: a user who creates the plugin directory first in a sticky
 // world-writable directory, as a symlink to a root-only directory (existing or not) or as a
 // directory of their own, gets a refusal: nothing in it is read, no content shows, no series
 // is published, and the refusal is the same whatever the symlink points to.
-func TestFinding01_RRDDDirSymlinkSquat(t *testing.T) {
+//
+// Security finding 1.
+func TestSquattedPluginDirRefused(t *testing.T) {
 	_, shm, private := world(t)
 	symlinkAs(t, private, filepath.Join(shm, "metrics"), nobody)
 	symlinkAs(t, filepath.Join(private, "none"), filepath.Join(shm, "elsewhere"), nobody)
@@ -138,10 +140,12 @@ func TestFinding01_RRDDDirSymlinkSquat(t *testing.T) {
 	}
 }
 
-// TestFinding01_ForeignPluginOwner: a plugin file that root did not write, or that someone
+// TestForeignPluginLabelledByOwner: a plugin file that root did not write, or that someone
 // other than root may have put where it is, never publishes series as the host's (or a VM's):
 // all of them are labelled owner="uid N" with N its owner; root's own files keep their owners.
-func TestFinding01_ForeignPluginOwner(t *testing.T) {
+//
+// Security finding 1.
+func TestForeignPluginLabelledByOwner(t *testing.T) {
 	top, shm, _ := world(t)
 	host := rrdd.NewDatasource("cpu", rrdd.Int64)
 	vm := rrdd.NewDatasource("vm_cpu", rrdd.Int64)
@@ -199,10 +203,12 @@ func TestFinding01_ForeignPluginOwner(t *testing.T) {
 	}
 }
 
-// TestFinding01_NoQuotedContents: whatever is in the plugin directory — a file that is not a
+// TestProblemsDoNotQuoteContents: whatever is in the plugin directory — a file that is not a
 // plugin file (a hard link to a shadow file), broken plugin files, symlinks and FIFOs — the
 // problems say what is wrong with it, never what it holds.
-func TestFinding01_NoQuotedContents(t *testing.T) {
+//
+// Security finding 1.
+func TestProblemsDoNotQuoteContents(t *testing.T) {
 	_, _, private := world(t)
 	dir := t.TempDir()
 	if err := os.Link(filepath.Join(private, "shadow"), filepath.Join(dir, "shadow")); err != nil {
@@ -235,9 +241,11 @@ func TestFinding01_NoQuotedContents(t *testing.T) {
 	}
 }
 
-// TestFinding13_RRDDRefusalUniform: a symlink in the plugin directory is refused for being one,
+// TestSymlinkRefusalSameWhateverTarget: a symlink in the plugin directory is refused for being one,
 // with the same reason whether its target exists, and is never followed.
-func TestFinding13_RRDDRefusalUniform(t *testing.T) {
+//
+// Security finding 13.
+func TestSymlinkRefusalSameWhateverTarget(t *testing.T) {
 	_, _, private := world(t)
 	dir := t.TempDir()
 	symlinkAs(t, filepath.Join(private, "fake"), filepath.Join(dir, "a"), 0)

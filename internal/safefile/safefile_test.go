@@ -150,10 +150,12 @@ func reachable(t *testing.T) string {
 	return dir
 }
 
-// TestFinding13_UnreachableUniform: a path that the process's owner (uid 65534) could not
+// TestUnreachablePathSameReason: a path that the process's owner (uid 65534) could not
 // resolve is refused with the same reason whether or not anything exists there, for files and
 // directories; what it can reach keeps its precise answer.
-func TestFinding13_UnreachableUniform(t *testing.T) {
+//
+// Security finding 13.
+func TestUnreachablePathSameReason(t *testing.T) {
 	dir := reachable(t)
 	private := openDir(t, filepath.Join(dir, "private"), 0, 0o700) // root-only
 	write(t, filepath.Join(private, "exists"), "secret", 65534, 0o644)
@@ -274,10 +276,12 @@ func TestOpenAt(t *testing.T) {
 	os.Remove(dir)
 }
 
-// TestFinding01_TrustedDir: a directory the agent is configured with is opened only if root put
+// TestTrustedDirNeedsRootPath: a directory the agent is configured with is opened only if root put
 // every component of its path there; a squatted one is refused with the same reason whatever it
 // points to.
-func TestFinding01_TrustedDir(t *testing.T) {
+//
+// Security finding 1.
+func TestTrustedDirNeedsRootPath(t *testing.T) {
 	dir := reachable(t)
 	shm := openDir(t, filepath.Join(dir, "shm"), 0, 0o1777|os.ModeSticky) // like /dev/shm
 	os.Chmod(shm, 0o777|os.ModeSticky)
