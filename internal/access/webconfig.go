@@ -176,20 +176,28 @@ func clientTLS(tc *web.TLSConfig) (*tls.Config, error) {
 		GetClientCertificate: getCert,
 		// Verified in VerifyConnection against roots, without the host name.
 		InsecureSkipVerify: true,
-		VerifyConnection: func(cs tls.ConnectionState) error {
-			if len(cs.PeerCertificates) == 0 {
-				return errors.New("peer presented no certificate")
-			}
-			opts := x509.VerifyOptions{Roots: roots, Intermediates: x509.NewCertPool(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-			for _, c := range cs.PeerCertificates[1:] {
-				opts.Intermediates.AddCert(c)
-			}
-			if _, err := cs.PeerCertificates[0].Verify(opts); err != nil {
-				return fmt.Errorf("peer is not a member of this cluster: %w", err)
-			}
-			return nil
-		},
+		VerifyConnection:   VerifyClusterPeer(roots),
 	}, nil
+}
+
+// VerifyClusterPeer is the check a node makes of a peer it connects to (ClientTLS's
+// VerifyConnection, with InsecureSkipVerify): the peer's chain must lead to roots, the
+// cluster's CA, for server authentication; its host name is not checked (peers are reached by
+// address). Exported so that test PKIs use this check, not a copy of it.
+func VerifyClusterPeer(roots *x509.CertPool) func(tls.ConnectionState) error {
+	return func(cs tls.ConnectionState) error {
+		if len(cs.PeerCertificates) == 0 {
+			return errors.New("peer presented no certificate")
+		}
+		opts := x509.VerifyOptions{Roots: roots, Intermediates: x509.NewCertPool(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+		for _, c := range cs.PeerCertificates[1:] {
+			opts.Intermediates.AddCert(c)
+		}
+		if _, err := cs.PeerCertificates[0].Verify(opts); err != nil {
+			return fmt.Errorf("peer is not a member of this cluster: %w", err)
+		}
+		return nil
+	}
 }
 
 // current returns the configuration in force, reloading it when a file changed (looked at no

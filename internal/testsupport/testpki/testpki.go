@@ -7,12 +7,11 @@ package testpki
 import (
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
-	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 
+	"github.com/cantal-go/cantal/internal/access"
 	"github.com/cantal-go/cantal/internal/testsupport/certs"
 )
 
@@ -77,8 +76,9 @@ func (n *Node) ServerTLS() *tls.Config {
 }
 
 // ClientTLS is the node's client side towards its peers, as access.WebConfig.ClientTLS makes
-// it: its certificate as client certificate, the peer's chain verified against the CA but not
-// its host name.
+// it: its certificate as client certificate, the peer verified by the agent's own check
+// (access.VerifyClusterPeer: the chain against the CA, not the host name), so tests using it
+// test what ships.
 func (n *Node) ClientTLS() *tls.Config {
 	cert := n.Cert
 	roots := n.CA.Pool
@@ -86,19 +86,7 @@ func (n *Node) ClientTLS() *tls.Config {
 		MinVersion:           tls.VersionTLS12,
 		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &cert, nil },
 		InsecureSkipVerify:   true,
-		VerifyConnection: func(cs tls.ConnectionState) error {
-			if len(cs.PeerCertificates) == 0 {
-				return errors.New("peer presented no certificate")
-			}
-			opts := x509.VerifyOptions{Roots: roots, Intermediates: x509.NewCertPool(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-			for _, c := range cs.PeerCertificates[1:] {
-				opts.Intermediates.AddCert(c)
-			}
-			if _, err := cs.PeerCertificates[0].Verify(opts); err != nil {
-				return fmt.Errorf("peer is not a member of this cluster: %w", err)
-			}
-			return nil
-		},
+		VerifyConnection:     access.VerifyClusterPeer(roots),
 	}
 }
 
