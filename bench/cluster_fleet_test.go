@@ -38,7 +38,7 @@ import (
 // reported), so it is an upper bound for N separate machines.
 func BenchmarkClusterFleet(b *testing.B) {
 	if err := netns.Available(); err != nil {
-		b.Fatalf("the fleet benchmark needs network namespaces (root, iproute2: scripts/install-deps-cluster.sh): %v", err)
+		b.Fatalf("the fleet benchmark needs network namespaces (root, iproute2: scripts/install-deps.sh): %v", err)
 	}
 	sizes := fleetSizes(b)
 	interval := envDuration(b, "FLEET_INTERVAL", time.Second)
@@ -131,7 +131,7 @@ func envDuration(b *testing.B, name string, def time.Duration) time.Duration {
 //	cd bench && go test -run '^$' -bench ClusterFirstQuery -benchtime 1x -timeout 30m -v
 func BenchmarkClusterFirstQuery(b *testing.B) {
 	if err := netns.Available(); err != nil {
-		b.Fatalf("the fleet benchmark needs network namespaces (root, iproute2: scripts/install-deps-cluster.sh): %v", err)
+		b.Fatalf("the fleet benchmark needs network namespaces (root, iproute2: scripts/install-deps.sh): %v", err)
 	}
 	sizes := fleetSizes(b)
 	interval := envDuration(b, "FLEET_INTERVAL", time.Second)

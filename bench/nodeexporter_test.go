@@ -18,7 +18,7 @@ import (
 
 // BenchmarkNodeExporterScrape scrapes, side by side in one run on this machine, the real
 // node_exporter (Debian prometheus-node-exporter 1.5, default collectors;
-// scripts/install-deps-prom.sh) and the real cantal-agent's /metrics, as Prometheus 2.42 does
+// scripts/install-deps.sh) and the real cantal-agent's /metrics, as Prometheus 2.42 does
 // (its Accept header, gzip), and reports the CPU each process spent per sample served: the
 // CPU time of the process from /proc/PID/stat over all the scrapes, divided by the samples
 // the scrapes returned. Target (issue 19): the agent ≤ 0.5× node_exporter per sample.
@@ -32,7 +32,7 @@ import (
 func BenchmarkNodeExporterScrape(b *testing.B) {
 	ne, err := exec.LookPath("prometheus-node-exporter")
 	if err != nil {
-		b.Fatalf("prometheus-node-exporter not installed: run scripts/install-deps-prom.sh")
+		b.Fatalf("prometheus-node-exporter not installed: run scripts/install-deps.sh")
 	}
 	dir := b.TempDir()
 	build := exec.Command("go", "build", "-o", dir+"/", "./cmd/cantal-agent")

@@ -29,7 +29,7 @@ import (
 )
 
 // The remote-write benchmarks compare the agent's remote_write (internal/remotewrite reading the
-// history) with vmagent (Debian victoria-metrics 1.79, scripts/install-deps-remotewrite.sh)
+// history) with vmagent (Debian victoria-metrics 1.79, scripts/install-deps.sh)
 // scraping the same series from the agent's /metrics exposition and remote-writing them:
 //
 //	cd bench && go test -run '^$' -bench 'RemoteWrite' -benchtime 20x -timeout 30m
@@ -209,7 +209,7 @@ func waitPos(b *testing.B, e *remotewrite.Endpoint, ts int64) {
 func benchVmagent(b *testing.B) {
 	prog, err := exec.LookPath("vmagent")
 	if err != nil {
-		b.Fatal("vmagent is not installed: run scripts/install-deps-remotewrite.sh")
+		b.Fatal("vmagent is not installed: run scripts/install-deps.sh")
 	}
 	var c countingReceiver
 	c.decode = true

@@ -20,7 +20,7 @@ func need(t *testing.T, prog string) string {
 	t.Helper()
 	p, err := exec.LookPath(prog)
 	if err != nil {
-		t.Fatalf("%s is not installed: run `make setup` (scripts/install-deps-eco.sh)", prog)
+		t.Fatalf("%s is not installed: run `make setup` (scripts/install-deps.sh)", prog)
 	}
 	return p
 }

@@ -27,7 +27,7 @@ import (
 )
 
 // The node_exporter side-by-side tests: the real node_exporter (Debian
-// prometheus-node-exporter 1.5, scripts/install-deps-prom.sh) and the real agent on the same
+// prometheus-node-exporter 1.5, scripts/install-deps.sh) and the real agent on the same
 // machine, scraped at the same moment; a real Prometheus evaluating node-mixin's rules and
 // alerts against the agent alone; promtool on the agent's live /metrics.
 
@@ -43,7 +43,7 @@ func startNodeExporterArgs(t *testing.T, args ...string) string {
 	t.Helper()
 	ne, err := exec.LookPath("prometheus-node-exporter")
 	if err != nil {
-		t.Fatalf("prometheus-node-exporter is not installed: run `make setup` (scripts/install-deps-prom.sh)")
+		t.Fatalf("prometheus-node-exporter is not installed: run `make setup` (scripts/install-deps.sh)")
 	}
 	addr := freePort(t)
 	startProc(t, nil, nil, ne, append([]string{"--web.listen-address=" + addr, "--log.level=warn"}, args...)...)

@@ -27,7 +27,7 @@ func tmux(t *testing.T, sock string, args ...string) string {
 func TestTopInTmux(t *testing.T) {
 	serial(t)
 	if _, err := exec.LookPath("tmux"); err != nil {
-		t.Fatalf("tmux not found (%v): run scripts/install-deps-carbon.sh", err)
+		t.Fatalf("tmux not found (%v): run scripts/install-deps.sh", err)
 	}
 	sock := filepath.Join(t.TempDir(), "cantal.sock")
 	a := &agent{t: t, StateDir: t.TempDir()}

@@ -1,43 +1,25 @@
 #!/bin/sh
 # setup.sh installs everything the agent's build and the whole test suite need on a fresh Debian
-# machine of this project's kind: Debian packages (only those missing; `apt-get update` once),
-# the Go modules of both modules, and the per-area installers of the test suites.
+# machine of this project's kind: the Debian packages scripts/deps.txt lists (only those missing,
+# by scripts/install-deps.sh), the Go modules of the three modules (the agent's, bench's, and
+# e2e/otelapp's: the OpenTelemetry SDK application the OTLP test builds, a module of its own so
+# the agent's go.mod does not carry the SDK) and the web UI (scripts/build-ui.sh).
 # Idempotent and quiet when nothing is missing. Run as root (the agent and its tests are root).
 #
-# `setup.sh --run` installs only what building and running the agent needs: the Go modules and
-# the web UI (Node.js and npm if missing, then scripts/build-ui.sh).
+# `setup.sh --run` installs only what building and running the agent needs: the table's "run"
+# rows (Node.js and npm), the agent's Go modules and the web UI.
 set -eu
 cd "$(dirname "$0")/.."
 
 if [ "${1:-}" = "--run" ]; then
-	if ! command -v npm >/dev/null 2>&1; then
-		export DEBIAN_FRONTEND=noninteractive
-		apt-get update -qq
-		apt-get install -y -qq --no-install-recommends nodejs npm >/dev/null
-	fi
+	sh scripts/install-deps.sh run
 	go mod download
 	sh scripts/build-ui.sh
 	exit 0
 fi
 
-# program:package pairs the core tests need.
-need=""
-for pair in python3:python3 unshare:util-linux ip:iproute2 ping:iputils-ping ps:procps \
-	mount:mount nc:netcat-openbsd curl:curl; do
-	cmd=${pair%%:*}
-	pkg=${pair#*:}
-	command -v "$cmd" >/dev/null 2>&1 || need="$need $pkg"
-done
-if [ -n "$need" ]; then
-	echo "setup: installing$need"
-	export DEBIAN_FRONTEND=noninteractive
-	apt-get update -qq
-	apt-get install -y -qq --no-install-recommends $need >/dev/null
-fi
-
-for s in scripts/install-deps-*.sh; do
-	[ -e "$s" ] && sh "$s"
-done
-
+sh scripts/install-deps.sh test
 go mod download
 (cd bench && go mod download)
+(cd e2e/otelapp && go mod download)
+sh scripts/build-ui.sh

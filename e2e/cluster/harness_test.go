@@ -1,7 +1,7 @@
 // Package cluster holds the multi-node end-to-end tests of issue 6: real cantal-agent binaries,
 // one per network namespace (package internal/testsupport/netns: veth pairs into a bridge), joined by
 // gossip, queried through the HTTP and WebSocket APIs while links are cut, healed, made lossy
-// and agents killed. They need root and iproute2 (scripts/install-deps-cluster.sh); without them
+// and agents killed. They need root and iproute2 (scripts/install-deps.sh); without them
 // they fail, never skip.
 //
 // The test process stays in the root network namespace, which the labs never touch; it reaches
@@ -88,7 +88,7 @@ type node struct {
 func newLab(t *testing.T, n int, subnet string) *netns.Lab {
 	t.Helper()
 	if err := netns.Available(); err != nil {
-		t.Fatalf("multi-node tests need network namespaces (run as root with iproute2; see scripts/install-deps-cluster.sh): %v", err)
+		t.Fatalf("multi-node tests need network namespaces (run as root with iproute2; see scripts/install-deps.sh): %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

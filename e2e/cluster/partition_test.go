@@ -41,7 +41,7 @@ const (
 // steady-state history query took 1.7 s). On a quiet machine that adds about 0.1 s.
 func TestPartitionAndHeal20(t *testing.T) {
 	if err := netns.Available(); err != nil {
-		t.Fatalf("multi-node tests need network namespaces (run as root with iproute2; see scripts/install-deps-cluster.sh): %v", err)
+		t.Fatalf("multi-node tests need network namespaces (run as root with iproute2; see scripts/install-deps.sh): %v", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 6*time.Minute)
 	defer cancel()

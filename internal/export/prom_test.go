@@ -160,7 +160,7 @@ func promtool(t *testing.T, out []byte, lint bool) {
 	t.Helper()
 	path, err := exec.LookPath("promtool")
 	if err != nil {
-		t.Fatalf("promtool not found (%v): run scripts/install-deps-eco.sh", err)
+		t.Fatalf("promtool not found (%v): run scripts/install-deps.sh", err)
 	}
 	cmd := exec.Command(path, "check", "metrics")
 	cmd.Stdin = bytes.NewReader(out)

@@ -57,7 +57,7 @@ func startProgram(t *testing.T, name string, args ...string) *lockedBuffer {
 	t.Helper()
 	path, err := exec.LookPath(name)
 	if err != nil {
-		t.Fatalf("%s not found (%v): run scripts/install-deps-eco.sh", name, err)
+		t.Fatalf("%s not found (%v): run scripts/install-deps.sh", name, err)
 	}
 	logs := &lockedBuffer{}
 	cmd := exec.Command(path, args...)

@@ -116,7 +116,7 @@ func TestStatsdRealClient(t *testing.T) {
 func TestStatsdNetcat(t *testing.T) {
 	nc, err := exec.LookPath("nc")
 	if err != nil {
-		t.Fatalf("nc not found (%v): run scripts/install-deps-eco.sh", err)
+		t.Fatalf("nc not found (%v): run scripts/install-deps.sh", err)
 	}
 	p, _ := newTestPush(Config{})
 	udp, tcp := startStatsd(t, p)

@@ -2,7 +2,7 @@ package web
 
 // Browser tests: the real agent binary, built from this checkout and started on a free port,
 // driven by Debian's headless Chromium through chromedp. They need a built UI (make setup)
-// and chromium (installed by scripts/install-deps-ui.sh); without either they fail, never skip.
+// and chromium (installed by scripts/install-deps.sh); without either they fail, never skip.
 
 import (
 	"bytes"

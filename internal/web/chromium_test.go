@@ -35,7 +35,7 @@ func requireBrowser(t *testing.T) string {
 	}
 	chrome, err := exec.LookPath("chromium")
 	if err != nil {
-		t.Fatalf("chromium not found (%v): run `make setup` (scripts/install-deps-ui.sh installs Debian's chromium)", err)
+		t.Fatalf("chromium not found (%v): run `make setup` (scripts/install-deps.sh installs Debian's chromium)", err)
 	}
 	return chrome
 }

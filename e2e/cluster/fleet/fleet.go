@@ -5,7 +5,7 @@
 // inside its own namespace, partitions and heals the lab, and reads each agent's CPU time,
 // memory and log lines from /proc.
 //
-// It needs root and iproute2 (scripts/install-deps-cluster.sh). A Fleet's methods are safe for
+// It needs root and iproute2 (scripts/install-deps.sh). A Fleet's methods are safe for
 // concurrent use; Close tears everything down (agents, namespaces).
 package fleet
 

@@ -5,7 +5,7 @@
 // commands run or started inside any host.
 //
 // It needs root (CAP_NET_ADMIN and CAP_SYS_ADMIN) and iproute2; loss injection uses tc netem
-// when the kernel has it and nftables otherwise (scripts/install-deps-cluster.sh installs both
+// when the kernel has it and nftables otherwise (scripts/install-deps.sh installs both
 // tools). A Lab is torn down by Close, which kills what was started in it and deletes every
 // namespace it made; use t.Cleanup(lab.Close) so that teardown always runs.
 package netns
@@ -65,7 +65,7 @@ func Available() error {
 		return errors.New("netns: must run as root")
 	}
 	if _, err := exec.LookPath("ip"); err != nil {
-		return fmt.Errorf("netns: iproute2 missing (run scripts/install-deps-cluster.sh): %w", err)
+		return fmt.Errorf("netns: iproute2 missing (run scripts/install-deps.sh): %w", err)
 	}
 	return nil
 }
