@@ -115,6 +115,23 @@ func serial(t *testing.T) {
 	})
 }
 
+// outageLength is how long the outage tests (TestRemoteWriteLossless, TestCarbonResendsAfterOutage)
+// keep their receivers down: $CANTAL_E2E_OUTAGE (a Go duration, at least 30 s), else 30 s. 30 s
+// drives the same code as minutes: the senders reach their longest backoff within seconds,
+// retry a dozen times at it, fall behind by the whole outage, and catch up from the history
+// afterwards. The long variant (5 minutes, as the suite ran before) is `make test-long`.
+func outageLength(t *testing.T) time.Duration {
+	t.Helper()
+	d := 30 * time.Second
+	if v := os.Getenv("CANTAL_E2E_OUTAGE"); v != "" {
+		var err error
+		if d, err = time.ParseDuration(v); err != nil || d < 30*time.Second {
+			t.Fatalf("CANTAL_E2E_OUTAGE=%q: want a duration of at least 30s (%v)", v, err)
+		}
+	}
+	return d
+}
+
 // background makes t a test that starts first, one at a time, and runs beside the serial
 // ones from its call of detach on (see scheduler for what it must own from then on).
 func background(t *testing.T) (detach func()) {
