@@ -8,7 +8,7 @@ VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 REVISION := $(shell r=$$(git rev-parse HEAD 2>/dev/null) && { git diff --quiet HEAD 2>/dev/null || r=$$r-dirty; echo $$r; })
 LDFLAGS := -s -w -X github.com/cantal-go/cantal/internal/buildinfo.Version=$(VERSION) -X github.com/cantal-go/cantal/internal/buildinfo.Revision=$(REVISION)
 
-.PHONY: all setup setup-run build run test test-unit test-e2e bench fuzz vet clean
+.PHONY: all setup setup-run build run test test-long bench bench-report fuzz vet clean
 
 all: build
 
@@ -34,18 +34,32 @@ vet:
 
 # The whole suite: formatting and vet, every package under the race detector (unit, fuzz seed
 # corpora, real Prometheus/InfluxDB/Chromium where a package needs them, end-to-end tests with the
-# real agent binary, multi-node tests in network namespaces), the 60 s ingest load test without
-# the race detector (it measures throughput; -short keeps only its short variant under -race).
+# real agent binary, multi-node tests in network namespaces), the sustained ingest load test
+# (20 s) without the race detector (it measures throughput; -short keeps only its short variant under -race).
 # The bench module (peer benchmarks) is compiled by `make vet`; run it with `make bench`.
-# Integration packages start real agents, Chromium, Prometheus, InfluxDB and network namespaces;
-# they run one package at a time after the unit packages so they do not starve each other.
+# Integration packages start real agents, Chromium, Prometheus, InfluxDB and network namespaces,
+# after the unit packages. They run side by side (-p 3: e2e, e2e/cluster and internal/web at
+# once), since each owns what it uses: ports from the kernel (port 0, never a fixed one), its
+# own temporary directories for agents' state, receivers' data and the agent binary it builds,
+# network namespaces named with a random lab id (e2e/cluster) or its pid (internal/web).
+# Outages last 30 s here; `make test-long` runs the outage tests with their long lengths.
 INTEGRATION := ./e2e/... ./internal/web/
 # Each phase prints its wall time (PHASE), so CI's log shows where the minutes go.
 PHASE = sh scripts/phase.sh
 test: setup vet
 	$(PHASE) ingest-load $(GO) test -count=1 -run 'TestLoad' -v ./internal/ingest
 	$(PHASE) unit $(GO) test -count=1 -race -short -timeout 30m $$($(GO) list ./... | grep -v -e '/e2e' -e '/internal/web$$')
-	$(PHASE) integration $(GO) test -count=1 -race -short -p 1 -timeout 30m $(INTEGRATION)
+	$(PHASE) integration $(GO) test -count=1 -race -short -p 3 -timeout 30m $(INTEGRATION)
+
+# The long variants of what `make test` runs short: the outage tests with the outage the suite
+# used to wait through (5 minutes of the remote-write receivers and of carbon down) and the
+# ingest load test sustained for 60 s (LONG_OUTAGE=, LONG_LOAD= choose other lengths).
+LONG_OUTAGE ?= 5m
+LONG_LOAD ?= 60s
+test-long:
+	CANTAL_LOAD_DURATION=$(LONG_LOAD) $(GO) test -count=1 -run 'TestLoad' -v ./internal/ingest
+	CANTAL_E2E_OUTAGE=$(LONG_OUTAGE) $(GO) test -count=1 -race -v -timeout 30m \
+		-run 'TestRemoteWriteLossless|TestCarbonResendsAfterOutage' ./e2e/
 
 bench:
 	cd bench && $(GO) test -run '^$$' -bench . -benchmem -timeout 60m ./...
