@@ -193,15 +193,17 @@ func TestHandWrittenFiles(t *testing.T) {
 	// Exit: the series is no longer live, and history gets no point after the exit.
 	p.kill()
 	exited := time.Now().UnixMilli()
-	time.Sleep(1500 * time.Millisecond)
-	ss, err := a.series("/api/v1/metrics", sel)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(ss) != 0 {
-		t.Errorf("after exit /api/v1/metrics still lists %v", ss)
-	}
-	ss, err = a.series("/api/v1/history?window=1m", `{metric="script.ticks"}`)
+	waitFor(t, 10*time.Second, func() error {
+		ss, err := a.series("/api/v1/metrics", sel)
+		if err != nil {
+			return err
+		}
+		if len(ss) != 0 {
+			return fmt.Errorf("after exit /api/v1/metrics still lists %v", ss)
+		}
+		return nil
+	})
+	ss, err := a.series("/api/v1/history?window=1m", `{metric="script.ticks"}`)
 	if err != nil || len(ss) != 1 {
 		t.Fatalf("history after exit = %v, %v", ss, err)
 	}

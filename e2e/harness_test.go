@@ -261,6 +261,25 @@ func (a *agent) start() {
 	})
 }
 
+// waitScans waits (up to 30 s: a loaded machine delays scans) until the agent has made n scans
+// since it started, where a test needs a few scans behind it (rates, every-5th-scan
+// collectors, a scan already taken) rather than betting on a fixed sleep.
+func (a *agent) waitScans(n int) {
+	a.t.Helper()
+	waitFor(a.t, 30*time.Second, func() error {
+		var st struct {
+			LastScan struct{ Scans int } `json:"last_scan"`
+		}
+		if err := a.get("/api/v1/status", &st); err != nil {
+			return err
+		}
+		if st.LastScan.Scans < n {
+			return fmt.Errorf("%d scans; want %d", st.LastScan.Scans, n)
+		}
+		return nil
+	})
+}
+
 // stop sends sig and waits for the agent to exit.
 func (a *agent) stop(sig syscall.Signal) {
 	if a.cmd == nil || a.cmd.Process == nil {

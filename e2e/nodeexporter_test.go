@@ -216,7 +216,7 @@ func TestNodeExporterSideBySide(t *testing.T) {
 	// Debian's node_exporter excludes more mount points than upstream's (the agent's default).
 	a := startAgent(t, "--fs-mount-points-exclude", debianMountPointsExclude)
 	agURL := a.URL + "/metrics"
-	time.Sleep(1500 * time.Millisecond) // a few scans: rates and the every-5th-scan collectors
+	a.waitScans(5) // a few scans: rates and the every-5th-scan collectors
 	ne1, _ := scrapeBoth(t, neURL, agURL)
 	time.Sleep(2 * time.Second)
 	ne2, ag := scrapeBoth(t, neURL, agURL)

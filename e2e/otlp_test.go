@@ -113,7 +113,7 @@ func TestOTLPIngestOTelSDK(t *testing.T) {
 func TestWriteTimestampsE2E(t *testing.T) {
 	serial(t)
 	a := startAgent(t)
-	time.Sleep(time.Second)
+	a.waitScans(3)
 	now := time.Now().UnixMilli()
 	body := fmt.Sprintf("ts old=1 %d\nts far=2 %d\nts cur=3\n", now-10*60*1000, now+60*1000)
 	code, ans := a.raw("POST", "/write?precision=ms", body)
