@@ -46,7 +46,8 @@ vet:
 INTEGRATION := ./e2e/... ./internal/web/
 # Each phase prints its wall time (PHASE), so CI's log shows where the minutes go.
 PHASE = sh scripts/phase.sh
-test: setup vet
+test: setup
+	$(PHASE) vet $(MAKE) --no-print-directory vet
 	$(PHASE) ingest-load $(GO) test -count=1 -run 'TestLoad' -v ./internal/ingest
 	$(PHASE) unit $(GO) test -count=1 -race -short -timeout 30m $$($(GO) list ./... | grep -v -e '/e2e' -e '/internal/web$$')
 	$(PHASE) integration $(GO) test -count=1 -race -short -p 3 -timeout 30m $(INTEGRATION)
