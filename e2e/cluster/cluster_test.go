@@ -455,14 +455,29 @@ func cutAndHeal(t *testing.T, nodes []*node) {
 	}
 
 	// Keep e cut a while longer so that it scans several times alone, and check it does: its
-	// own API answers inside its namespace.
-	time.Sleep(4 * interval)
-	var st struct {
-		LastScan struct{ Scans int } `json:"last_scan"`
+	// own API answers inside its namespace, with four more scans than at first (waited for
+	// with a deadline: a loaded machine delays scans).
+	scans := func() (int, error) {
+		var st struct {
+			LastScan struct{ Scans int } `json:"last_scan"`
+		}
+		err := e.get("/api/v1/status", &st)
+		return st.LastScan.Scans, err
 	}
-	if err := e.get("/api/v1/status", &st); err != nil {
+	s0, err := scans()
+	if err != nil {
 		t.Fatalf("e's own API during the cut: %v", err)
 	}
+	waitFor(t, 30*time.Second, func() error {
+		s, err := scans()
+		if err != nil {
+			return fmt.Errorf("e's own API during the cut: %w", err)
+		}
+		if s < s0+4 {
+			return fmt.Errorf("e made %d scans alone; want 4", s-s0)
+		}
+		return nil
+	})
 
 	healAt := time.Now()
 	if err := e.host.Heal(ctx); err != nil {
