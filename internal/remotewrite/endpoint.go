@@ -21,6 +21,7 @@ import (
 	"github.com/cantal-go/cantal/internal/history"
 	"github.com/cantal-go/cantal/internal/logbudget"
 	"github.com/cantal-go/cantal/internal/series"
+	"github.com/cantal-go/cantal/internal/statedir"
 )
 
 // Source is the held history an Endpoint reads; *history.Store satisfies it. Its methods must
@@ -39,9 +40,9 @@ type Options struct {
 	Source Source
 	// Namer names series; nil: DefaultNamer.
 	Namer Namer
-	// PositionPath is the position file; "": the position is kept in memory only (a restart
-	// starts from the oldest point held).
-	PositionPath string
+	// Position is the position file (named by the agent's state directory, statedir); nil:
+	// the position is kept in memory only (a restart starts from the oldest point held).
+	Position *statedir.PositionFile
 	// Interval is the scan interval: how often Run looks for new scans when not notified.
 	Interval time.Duration
 	// DefaultLabels (instance, node) are added to series that lack them, after ExternalLabels.
@@ -142,7 +143,7 @@ type point struct {
 }
 
 // New returns the endpoint of cfg (SetDefaults and Validate done, as ParseFile and FromURL do)
-// at the position of opt.PositionPath.
+// at the position of opt.Position.
 func New(cfg EndpointConfig, opt Options) (*Endpoint, error) {
 	if opt.Source == nil {
 		return nil, errors.New("remote write: no source")
@@ -182,8 +183,8 @@ func New(cfg EndpointConfig, opt Options) (*Endpoint, error) {
 	}
 	sort.Slice(e.ext, func(i, j int) bool { return e.ext[i].Name < e.ext[j].Name })
 	e.st.Name, e.st.URL = name, e.url
-	if opt.PositionPath != "" {
-		p, err := LoadPosition(opt.PositionPath)
+	if opt.Position != nil {
+		p, err := opt.Position.Load()
 		if err != nil {
 			// Start from the oldest point held: a receiver takes repeated points (see the
 			// package comment), a lost position must not lose points.
@@ -508,7 +509,7 @@ func (e *Endpoint) setPosition(ts int64) {
 
 // persist writes the position when it moved, at most once a second unless force.
 func (e *Endpoint) persist(force bool) {
-	if e.opt.PositionPath == "" {
+	if e.opt.Position == nil {
 		return
 	}
 	e.mu.Lock()
@@ -518,7 +519,7 @@ func (e *Endpoint) persist(force bool) {
 		return
 	}
 	e.lastSave = time.Now()
-	if err := SavePosition(e.opt.PositionPath, Position{URL: e.url, AckedMs: pos, LateMs: late}); err != nil {
+	if err := e.opt.Position.Save(statedir.Position{AckedMs: pos, LateMs: late}); err != nil {
 		if !e.saveError && e.lim.Allow() {
 			e.log.Error("remote write position not saved", "err", err)
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -98,6 +99,9 @@ func TestPositionRoundTripOneFormat(t *testing.T) {
 			t.Errorf("%s: %v", rel, err)
 		}
 	}
+	if fi, err := os.Stat(filepath.Join(d.Path(), PositionsDirName)); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Errorf("positions directory: %v, %v; want mode 0700", fi, err)
+	}
 	// Two accounts on one receiver keep two positions.
 	other := d.Position(RemoteWrite, "https://user2:secret@h/api/v1/write", "https://h/api/v1/write")
 	if other.Path() == rw.Path() {
@@ -189,6 +193,13 @@ func FuzzParsePosition(f *testing.F) {
 			}
 			if err != nil && len(b) > 8 && strings.Contains(err.Error(), string(b)) {
 				t.Fatalf("error quotes the content: %v", err)
+			}
+		}
+		// Carbon's earlier file: a positive decimal and nothing else but white space.
+		if p, err := parseLegacyCarbon(b); err == nil {
+			trim := strings.TrimLeft(strings.TrimSpace(string(b)), "+0")
+			if p.AckedMs <= 0 || strconv.FormatInt(p.AckedMs, 10) != trim {
+				t.Fatalf("parseLegacyCarbon(%q) = %d", b, p.AckedMs)
 			}
 		}
 	})
