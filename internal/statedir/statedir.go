@@ -14,8 +14,7 @@
 // by the first write of the successor: carbon-*.pos, remote-write/rw-*.json (Position) and
 // history.snap (internal/history). Every write goes through internal/atomicfile (temporary file,
 // fsync, rename, fsync of the directory), so a crash leaves a file's old content or its new one.
-// Allowed tells whether a path may exist in the directory; a test runs the agent and holds it
-// to that list.
+// Written lists what the agent may write there; a test runs the agent and holds it to that list.
 //
 // Concurrency: a Dir is made by Open and is safe for concurrent use; its methods only read
 // fields set by Open. Each Position has one writer (its shipper's goroutine): distinct
@@ -141,26 +140,25 @@ func CheckNodeID(id string) error {
 	return nil
 }
 
-// Allowed tells whether rel, a slash-separated path relative to the state directory, is one
-// the agent may leave there: the names of the package comment, files inside history/ and
-// position files. Legacy files are allowed too (an upgraded node has them until their
-// successor is first written).
-func Allowed(rel string) bool {
+// Written tells whether rel, a slash-separated path relative to the state directory, is one
+// the agent may write: the names of the package comment (history/ holds files of
+// internal/history's choosing, one level deep). The files of earlier versions are not among
+// them: the agent reads and deletes them, never writes them. A test runs the agent and fails
+// if it leaves anything else.
+func Written(rel string) bool {
 	switch rel {
-	case LockFile, NodeIDFile, PeersFileName, HistoryDirName, LegacyHistoryName, PositionsDirName, legacyRemoteWriteDir:
+	case LockFile, NodeIDFile, PeersFileName, HistoryDirName, PositionsDirName:
 		return true
 	}
 	dir, name, ok := strings.Cut(rel, "/")
-	if !ok {
-		return strings.HasPrefix(rel, "carbon-") && strings.HasSuffix(rel, ".pos") // legacy position
+	if !ok || name == "" || strings.Contains(name, "/") || strings.HasSuffix(name, atomicfile.TempSuffix) {
+		return false
 	}
 	switch dir {
 	case HistoryDirName:
-		return !strings.Contains(name, "/") && !strings.HasSuffix(name, atomicfile.TempSuffix)
+		return true
 	case PositionsDirName:
 		return positionName.MatchString(name)
-	case legacyRemoteWriteDir:
-		return strings.HasPrefix(name, "rw-") && strings.HasSuffix(name, ".json") && !strings.Contains(name, "/")
 	}
 	return false
 }

@@ -92,8 +92,8 @@ func TestPositionRoundTripOneFormat(t *testing.T) {
 			t.Errorf("%s holds the credentials: %s", p.Path(), b)
 		}
 		rel, _ := filepath.Rel(d.Path(), p.Path())
-		if !Allowed(filepath.ToSlash(rel)) {
-			t.Errorf("position file %s is not Allowed", rel)
+		if !Written(filepath.ToSlash(rel)) {
+			t.Errorf("position file %s is not among the files Written", rel)
 		}
 		if _, err := ParsePosition(b); err != nil {
 			t.Errorf("%s: %v", rel, err)
@@ -140,11 +140,6 @@ func TestPositionUpgradeFromEarlierFormats(t *testing.T) {
 	if got, err := rw.Load(); err != nil || got != (Position{1700000002000, 1700000001000}) {
 		t.Errorf("remote write Load from the old file = %+v, %v", got, err)
 	}
-	for rel, ok := range map[string]bool{"carbon-127_0_0_1_2003.pos": true, "remote-write/" + filepath.Base(oldRW): true} {
-		if Allowed(rel) != ok {
-			t.Errorf("Allowed(%s) = %v", rel, !ok)
-		}
-	}
 	if err := cb.Save(Position{AckedMs: 1700000003000}); err != nil {
 		t.Fatal(err)
 	}
@@ -164,17 +159,20 @@ func TestPositionUpgradeFromEarlierFormats(t *testing.T) {
 	}
 }
 
-func TestAllowed(t *testing.T) {
+func TestWritten(t *testing.T) {
 	for rel, want := range map[string]bool{
 		"lock": true, "node-id": true, "cluster-peers.json": true, "history": true, "history/HEAD": true,
 		"positions": true, "positions/carbon-0123456789abcdef.json": true,
 		"positions/remote-write-0123456789abcdef.json": true,
 		"positions/carbon-0123456789abcdef.json.tmp":   false, "positions/x.json": false,
 		"history/HEAD.tmp": false, "node-id.tmp": false, "stray": false, "rw-1.json": false,
-		"history/a/b": false, "remote-write/other": false,
+		"history/a/b": false, "remote-write/other": false, "history/": false,
+		// Earlier versions' files: read and deleted, never written.
+		"carbon-127_0_0_1_2003.pos": false, "remote-write": false, "remote-write/rw-0123456789abcdef.json": false,
+		"history.snap": false,
 	} {
-		if got := Allowed(rel); got != want {
-			t.Errorf("Allowed(%q) = %v; want %v", rel, got, want)
+		if got := Written(rel); got != want {
+			t.Errorf("Written(%q) = %v; want %v", rel, got, want)
 		}
 	}
 }
