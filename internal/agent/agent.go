@@ -280,14 +280,15 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	if a.cfg.Carbon != "" {
 		cctx, stop := context.WithCancel(context.Background())
-		c := &carbon.Client{Prefix: carbonPrefix(a.cfg), Logger: a.log.With("subsystem", "carbon")}
+		c := &carbon.Client{Prefix: carbon.Prefix(a.cfg.CarbonPrefix, a.cfg.NodeName), Logger: a.log.With("subsystem", "carbon")}
 		if a.state != nil { // one position per carbon address: a new server starts afresh
 			c.Position = a.state.Position(statedir.Carbon, a.cfg.Carbon, a.cfg.Carbon)
 		}
-		src := &carbonSource{hist: a.hist, reg: a.reg}
+		var match *selector.Selector
 		if a.cfg.CarbonMatch != "" {
-			src.match, _ = selector.Parse(a.cfg.CarbonMatch) // checked by Validate
+			match, _ = selector.Parse(a.cfg.CarbonMatch) // checked by Validate
 		}
+		src := carbon.NewHistorySource(a.hist, a.reg, match)
 		g.Add(func() error {
 			return c.Run(cctx, a.cfg.Carbon, a.cfg.CarbonInterval, src)
 		}, func(error) { stop() })

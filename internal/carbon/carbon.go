@@ -41,6 +41,9 @@
 // agent's hour); at most Client.Budget bytes per round, the next round following shortly while
 // a backlog remains. A resent point that carbon had in fact stored is harmless: Graphite keeps
 // one value per slot, and it is the same value.
+//
+// HistorySource is the agent's history as a Source, with the policy for pushed points that
+// arrive late, at a scan already sent: their series are sent again (see HistorySource).
 package carbon
 
 import (

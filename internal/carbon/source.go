@@ -1,30 +1,30 @@
-package agent
+package carbon
 
 import (
 	"math"
 	"strings"
 
-	"github.com/cantal-go/cantal/internal/carbon"
 	"github.com/cantal-go/cantal/internal/history"
 	"github.com/cantal-go/cantal/internal/registry"
 	"github.com/cantal-go/cantal/internal/selector"
 	"github.com/cantal-go/cantal/internal/series"
 )
 
-// carbonPrefix returns the Graphite path prefix of --carbon-prefix: "{node}" stands for the
-// node name made one path node (carbon.Node: dots and other characters become "_"); a
+// Prefix returns the Graphite path prefix of a template (the agent's --carbon-prefix):
+// "{node}" stands for node made one path node (Node: dots and other characters become "_"); a
 // non-empty prefix ends with a dot.
-func carbonPrefix(cfg Config) string {
-	p := strings.ReplaceAll(cfg.CarbonPrefix, "{node}", carbon.Node(cfg.NodeName))
+func Prefix(template, node string) string {
+	p := strings.ReplaceAll(template, "{node}", Node(node))
 	if p != "" && !strings.HasSuffix(p, ".") {
 		p += "."
 	}
 	return p
 }
 
-// carbonSource is the agent's history as the carbon output's carbon.Source. It is used by the
-// carbon goroutine only (pts and the late-point records are its state); the history and
-// registry it reads are safe to read while the scan goroutine writes.
+// HistorySource is the agent's history as Run's Source, with carbon's late-point policy. Build
+// it with NewHistorySource. It is used by Run's goroutine only (pts and the late-point records
+// are its state); the history and registry it reads are safe to read while the scan goroutine
+// writes.
 //
 // Late pushed points: a pushed point is stored at the scan its own time falls in, which may be
 // any committed scan of the history's open segment (after history.Store.BackfillFrom), one the
@@ -35,7 +35,7 @@ func carbonPrefix(cfg Config) string {
 // record lives in memory: the first window after a start sends pushed series from one segment
 // and MaxSlot earlier, where a point that came late before the restart may lie. Scanned
 // series never get late points: they are read once.
-type carbonSource struct {
+type HistorySource struct {
 	hist  *history.Store
 	reg   *registry.Registry
 	match *selector.Selector // nil: every series
@@ -46,6 +46,12 @@ type carbonSource struct {
 	committed, pending *lateRecord
 }
 
+// NewHistorySource returns the Source of hist, its series' labels read from reg; match, if not
+// nil, selects the series sent.
+func NewHistorySource(hist *history.Store, reg *registry.Registry, match *selector.Selector) *HistorySource {
+	return &HistorySource{hist: hist, reg: reg, match: match}
+}
+
 // lateRecord holds, for the window that ended at to, each pushed series' hash of its points in
 // (bf, to].
 type lateRecord struct {
@@ -53,7 +59,8 @@ type lateRecord struct {
 	hash   map[history.ID]uint64
 }
 
-func (s *carbonSource) Span() (oldestMs, newestMs int64) {
+// Span is Source.Span: the history's oldest and newest scans.
+func (s *HistorySource) Span() (oldestMs, newestMs int64) {
 	st := s.hist.Stats()
 	return st.OldestMs, st.LatestMs
 }
@@ -69,7 +76,8 @@ func hashPoint(h uint64, p history.Point) uint64 {
 	return (h ^ p.Bits) * hashPrime
 }
 
-func (s *carbonSource) Points(fromMs, toMs int64, fn func(series.Labels, series.Kind, []history.Point) bool) {
+// Points is Source.Points, with the late pushed points sent again (see HistorySource).
+func (s *HistorySource) Points(fromMs, toMs int64, fn func(series.Labels, series.Kind, []history.Point) bool) {
 	if s.pending != nil && fromMs == s.pending.to+1 {
 		s.committed = s.pending
 	}

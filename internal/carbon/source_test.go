@@ -1,4 +1,4 @@
-package agent
+package carbon
 
 import (
 	"log/slog"
@@ -10,27 +10,27 @@ import (
 	"github.com/cantal-go/cantal/internal/series"
 )
 
-func TestCarbonPrefix(t *testing.T) {
+func TestPrefix(t *testing.T) {
 	for _, tc := range []struct{ prefix, node, want string }{
 		{"{node}", "web1.example.com", "web1_example_com."},
 		{"servers.{node}.cantal", "db 2", "servers.db_2.cantal."},
 		{"fixed.", "x", "fixed."},
 		{"", "x", ""},
 	} {
-		if got := carbonPrefix(Config{CarbonPrefix: tc.prefix, NodeName: tc.node}); got != tc.want {
-			t.Errorf("carbonPrefix(%q, node %q) = %q; want %q", tc.prefix, tc.node, got, tc.want)
+		if got := Prefix(tc.prefix, tc.node); got != tc.want {
+			t.Errorf("Prefix(%q, node %q) = %q; want %q", tc.prefix, tc.node, got, tc.want)
 		}
 	}
 }
 
-// TestCarbonSourceLatePush: pushed points stored late, at scans the carbon output has already
+// TestHistorySourceLatePush: pushed points stored late, at scans the carbon output has already
 // read (one just behind, one ten scans back), are read again by the next window, also when
 // that window is read twice (the sender shrinks a window over its budget); scanned series are
 // read once.
-func TestCarbonSourceLatePush(t *testing.T) {
+func TestHistorySourceLatePush(t *testing.T) {
 	hist := history.New(history.Options{Retention: time.Hour, Interval: 2 * time.Second})
 	reg := registry.New(hist, time.Hour, slog.New(slog.DiscardHandler))
-	src := &carbonSource{hist: hist, reg: reg}
+	src := NewHistorySource(hist, reg, nil)
 	machine := reg.Series(series.Labels{"metric": "m"}, series.Level)
 	pushed := reg.Series(series.Labels{"metric": "p", registry.PushLabel: registry.PushValue}, series.Level)
 	const t0 = int64(1_700_000_000_000)
