@@ -288,7 +288,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		if a.cfg.CarbonMatch != "" {
 			match, _ = selector.Parse(a.cfg.CarbonMatch) // checked by Validate
 		}
-		src := carbon.NewHistorySource(a.hist, a.reg, match)
+		src := carbon.NewHistorySource(a.hist, match)
 		g.Add(func() error {
 			return c.Run(cctx, a.cfg.Carbon, a.cfg.CarbonInterval, src)
 		}, func(error) { stop() })

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/cantal-go/cantal/internal/history"
+	"github.com/cantal-go/cantal/internal/histread"
 	"github.com/cantal-go/cantal/internal/registry"
 	"github.com/cantal-go/cantal/internal/selector"
 	"github.com/cantal-go/cantal/internal/series"
@@ -22,9 +23,8 @@ func Prefix(template, node string) string {
 }
 
 // HistorySource is the agent's history as Run's Source, with carbon's late-point policy. Build
-// it with NewHistorySource. It is used by Run's goroutine only (pts and the late-point records
-// are its state); the history and registry it reads are safe to read while the scan goroutine
-// writes.
+// it with NewHistorySource. It is used by Run's goroutine only (its reader and the late-point
+// records are its state); the history it reads is safe to read while the scan goroutine writes.
 //
 // Late pushed points: a pushed point is stored at the scan its own time falls in, which may be
 // any committed scan of the history's open segment (after history.Store.BackfillFrom), one the
@@ -37,19 +37,18 @@ func Prefix(template, node string) string {
 // series never get late points: they are read once.
 type HistorySource struct {
 	hist  *history.Store
-	reg   *registry.Registry
+	read  *histread.Reader
 	match *selector.Selector // nil: every series
-	pts   []history.Point
 
 	// committed is the record of the last window known sent (the next window followed on from
 	// it), pending the one of the last window read.
 	committed, pending *lateRecord
 }
 
-// NewHistorySource returns the Source of hist, its series' labels read from reg; match, if not
-// nil, selects the series sent.
-func NewHistorySource(hist *history.Store, reg *registry.Registry, match *selector.Selector) *HistorySource {
-	return &HistorySource{hist: hist, reg: reg, match: match}
+// NewHistorySource returns the Source of hist (read with the shippers' one history reader,
+// histread); match, if not nil, selects the series sent.
+func NewHistorySource(hist *history.Store, match *selector.Selector) *HistorySource {
+	return &HistorySource{hist: hist, read: histread.New(hist), match: match}
 }
 
 // lateRecord holds, for the window that ended at to, each pushed series' hash of its points in
@@ -60,10 +59,7 @@ type lateRecord struct {
 }
 
 // Span is Source.Span: the history's oldest and newest scans.
-func (s *HistorySource) Span() (oldestMs, newestMs int64) {
-	st := s.hist.Stats()
-	return st.OldestMs, st.LatestMs
-}
+func (s *HistorySource) Span() (oldestMs, newestMs int64) { return s.read.Span() }
 
 // FNV-1a over (ts, bits) pairs, oldest first.
 const (
@@ -81,7 +77,7 @@ func (s *HistorySource) Points(fromMs, toMs int64, fn func(series.Labels, series
 	if s.pending != nil && fromMs == s.pending.to+1 {
 		s.committed = s.pending
 	}
-	bf := s.hist.BackfillFrom()
+	bf := s.read.Final()
 	// The first window after a start has no record of what was sent before: pushed series are
 	// read from one segment and MaxSlot before it, where a point that came late before a restart
 	// may lie.
@@ -93,31 +89,21 @@ func (s *HistorySource) Points(fromMs, toMs int64, fn func(series.Labels, series
 	rec := &lateRecord{bf: bf, to: toMs, hash: map[history.ID]uint64{}}
 	s.pending = rec
 	c := s.committed
-	s.reg.View().Each(func(h registry.Handle) bool {
-		kind := h.Kind()
-		if kind == series.State {
-			return true
+	s.read.Read(fromMs, toMs, 0, func(sr *histread.Series) (int64, bool) {
+		if sr.Kind == series.State || sr.Labels == nil || (s.match != nil && !s.match.Match(sr.Labels)) {
+			return 0, false
 		}
-		labels := h.Labels()
-		if s.match != nil && !s.match.Match(labels) {
-			return true
-		}
-		pushed := labels[registry.PushLabel] == registry.PushValue
 		lo := fromMs
-		if pushed {
+		if sr.Labels[registry.PushLabel] == registry.PushValue {
 			lo = min(lo, max(bf, math.MinInt64+1)+1, first)
 			if c != nil {
 				lo = min(lo, c.bf+1)
 			}
 		}
-		s.pts = s.pts[:0]
-		s.hist.Range(h.HistoryID(), lo, toMs, func(ts int64, bits uint64) bool {
-			s.pts = append(s.pts, history.Point{TS: ts, Bits: bits})
-			return true
-		})
-		pts := s.pts
-		if pushed {
-			id := h.HistoryID()
+		return lo, true
+	}, func(sr *histread.Series, pts []history.Point) bool {
+		if sr.Labels[registry.PushLabel] == registry.PushValue {
+			id := sr.ID
 			sendFrom := min(fromMs, first)
 			if c != nil {
 				old := uint64(hashBasis)
@@ -146,6 +132,6 @@ func (s *HistorySource) Points(fromMs, toMs int64, fn func(series.Labels, series
 		if len(pts) == 0 {
 			return true
 		}
-		return fn(labels, kind, pts)
+		return fn(sr.Labels, sr.Kind, pts)
 	})
 }

@@ -30,7 +30,7 @@ func TestPrefix(t *testing.T) {
 func TestHistorySourceLatePush(t *testing.T) {
 	hist := history.New(history.Options{Retention: time.Hour, Interval: 2 * time.Second})
 	reg := registry.New(hist, time.Hour, slog.New(slog.DiscardHandler))
-	src := NewHistorySource(hist, reg, nil)
+	src := NewHistorySource(hist, nil)
 	machine := reg.Series(series.Labels{"metric": "m"}, series.Level)
 	pushed := reg.Series(series.Labels{"metric": "p", registry.PushLabel: registry.PushValue}, series.Level)
 	const t0 = int64(1_700_000_000_000)

@@ -5,7 +5,8 @@
 // # Model
 //
 // It keeps no buffer of its own. An Endpoint reads the history the agent already holds
-// (Source, which *history.Store satisfies) from its position, the time of the last scan the
+// (Source, which *history.Store satisfies, through histread, the reader carbon uses too) from
+// its position, the time of the last scan the
 // receiver acknowledged, which it keeps in a small file (Options.Position: the state
 // directory's one position format, statedir.PositionFile) replaced atomically and durably after
 // every acknowledged scan. So a receiver that was down, or an agent
