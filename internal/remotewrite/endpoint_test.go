@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cantal-go/cantal/internal/histread"
 	"github.com/cantal-go/cantal/internal/history"
+	"github.com/cantal-go/cantal/internal/histread"
 	"github.com/cantal-go/cantal/internal/series"
 	"github.com/cantal-go/cantal/internal/statedir"
 )
