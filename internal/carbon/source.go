@@ -90,11 +90,12 @@ func (s *HistorySource) Points(fromMs, toMs int64, fn func(series.Labels, series
 	s.pending = rec
 	c := s.committed
 	s.read.Read(fromMs, toMs, 0, func(sr *histread.Series) (int64, bool) {
-		if sr.Kind == series.State || sr.Labels == nil || (s.match != nil && !s.match.Match(sr.Labels)) {
+		labels := sr.Labels()
+		if sr.Kind == series.State || labels == nil || (s.match != nil && !s.match.Match(labels)) {
 			return 0, false
 		}
 		lo := fromMs
-		if sr.Labels[registry.PushLabel] == registry.PushValue {
+		if labels[registry.PushLabel] == registry.PushValue {
 			lo = min(lo, max(bf, math.MinInt64+1)+1, first)
 			if c != nil {
 				lo = min(lo, c.bf+1)
@@ -102,7 +103,8 @@ func (s *HistorySource) Points(fromMs, toMs int64, fn func(series.Labels, series
 		}
 		return lo, true
 	}, func(sr *histread.Series, pts []history.Point) bool {
-		if sr.Labels[registry.PushLabel] == registry.PushValue {
+		labels := sr.Labels()
+		if labels[registry.PushLabel] == registry.PushValue {
 			id := sr.ID
 			sendFrom := min(fromMs, first)
 			if c != nil {
@@ -132,6 +134,6 @@ func (s *HistorySource) Points(fromMs, toMs int64, fn func(series.Labels, series
 		if len(pts) == 0 {
 			return true
 		}
-		return fn(sr.Labels, sr.Kind, pts)
+		return fn(labels, sr.Kind, pts)
 	})
 }

@@ -1,7 +1,8 @@
 // Package histread is the one history reader of the shippers (carbon, remote write): both send
 // the held history from a position, so both read every series' points in a window of scan
-// times, series by series, from a Source (*history.Store). It keeps each series' parsed labels
-// between reads, so a shipper that reads every scan parses a series' key once, not once a scan.
+// times, series by series, from a Source (*history.Store). It keeps the parsed labels of the
+// series asked for between reads, so a shipper that reads every scan parses a series' key once,
+// not once a scan.
 //
 // Concurrency: a Reader is used by one goroutine (its shipper's); the Source must be safe to
 // read while the agent's scan goroutine writes it (history.Store is).
@@ -25,14 +26,32 @@ type Source interface {
 	BackfillFrom() int64
 }
 
-// Series is one series as Read shows it. Its fields are valid during the callback only.
+// Series is one series as Read shows it. It is valid during the callback only.
 type Series struct {
 	ID   history.ID
 	Key  string
 	Kind series.Kind
-	// Labels is the series' labels (nil when its key does not parse: such a series is never
-	// sent). The map is the Reader's: read it, do not change or keep it.
-	Labels series.Labels
+	r    *Reader
+}
+
+// Labels returns the series' labels, parsed from its key once and kept by the Reader (nil when
+// the key does not parse: such a series is never sent). The map is the Reader's: read it, do
+// not change or keep it. A shipper that keeps what it derives from the labels per ID calls it
+// only for series new to it.
+func (s *Series) Labels() series.Labels {
+	if s.r == nil { // a Series made outside Read (a test's)
+		return parseKey(s.Key)
+	}
+	return s.r.labelsOf(s.ID, s.Key)
+}
+
+// parseKey is series.ParseKey, nil for a key that does not parse.
+func parseKey(key string) series.Labels {
+	l, err := series.ParseKey(key)
+	if err != nil {
+		return nil
+	}
+	return l
 }
 
 // Reader reads a Source for one shipper. Build it with New.
@@ -40,6 +59,7 @@ type Reader struct {
 	src    Source
 	labels map[history.ID]*parsed
 	gen    uint32
+	used   int // labels entries used by the read under way
 	pts    []history.Point
 
 	// The read under way (Read's state, kept here so that rangeFn is made once).
@@ -86,10 +106,11 @@ func (r *Reader) Final() int64 { return r.src.BackfillFrom() }
 // s and pts are the Reader's: valid during the callback only.
 func (r *Reader) Read(from, to int64, limit int, want func(s *Series) (lo int64, ok bool), fn func(s *Series, pts []history.Point) bool) int64 {
 	r.gen++
+	r.used = 0
 	r.limit, r.cut = limit, to
 	var s Series
 	r.src.Each(func(id history.ID, key string, kind series.Kind) bool {
-		s = Series{ID: id, Key: key, Kind: kind, Labels: r.labelsOf(id, key)}
+		s = Series{ID: id, Key: key, Kind: kind, r: r}
 		lo, ok := want(&s)
 		if !ok {
 			return true
@@ -101,8 +122,8 @@ func (r *Reader) Read(from, to int64, limit int, want func(s *Series) (lo int64,
 		}
 		return fn(&s, r.pts)
 	})
-	// Forget the labels of series no longer held.
-	if len(r.labels) > 1024 {
+	// Forget the labels of series no longer held (or no longer asked for).
+	if len(r.labels) > 2*r.used+1024 {
 		for id, p := range r.labels {
 			if p.gen != r.gen {
 				delete(r.labels, id)
@@ -120,13 +141,12 @@ func (r *Reader) Read(from, to int64, limit int, want func(s *Series) (lo int64,
 func (r *Reader) labelsOf(id history.ID, key string) series.Labels {
 	p := r.labels[id]
 	if p == nil || p.key != key {
-		l, err := series.ParseKey(key)
-		if err != nil {
-			l = nil
-		}
-		p = &parsed{key: key, labels: l}
+		p = &parsed{key: key, labels: parseKey(key)}
 		r.labels[id] = p
 	}
-	p.gen = r.gen
+	if p.gen != r.gen {
+		p.gen = r.gen
+		r.used++
+	}
 	return p.labels
 }

@@ -42,8 +42,8 @@ func TestReadWindowWantAndLabels(t *testing.T) {
 	}
 	got := map[string][]int64{}
 	cut := r.Read(t0+4000, t0+10000, 0, func(s *Series) (int64, bool) {
-		if s.Labels["metric"] == "l" && s.Labels["room"] != "a" {
-			t.Errorf("labels of %s: %v", s.Key, s.Labels)
+		if s.Labels()["metric"] == "l" && s.Labels()["room"] != "a" {
+			t.Errorf("labels of %s: %v", s.Key, s.Labels())
 		}
 		if s.ID == l {
 			return t0, true // the level from further back
@@ -51,7 +51,7 @@ func TestReadWindowWantAndLabels(t *testing.T) {
 		return t0 + 4000, true
 	}, func(s *Series, pts []history.Point) bool {
 		for _, p := range pts {
-			got[s.Labels["metric"]] = append(got[s.Labels["metric"]], (p.TS-t0)/2000)
+			got[s.Labels()["metric"]] = append(got[s.Labels()["metric"]], (p.TS-t0)/2000)
 		}
 		return true
 	})
@@ -82,7 +82,7 @@ func TestReadLimitCut(t *testing.T) {
 	r := New(h)
 	counts := map[string]int{}
 	cut := r.Read(t0, t0+18000, 3, func(*Series) (int64, bool) { return t0, true }, func(s *Series, pts []history.Point) bool {
-		counts[s.Labels["metric"]] = len(pts)
+		counts[s.Labels()["metric"]] = len(pts)
 		return true
 	})
 	// c reaches 3 points at scan 2, l at scan 4.
@@ -97,7 +97,7 @@ func TestReadLabelsFollowKey(t *testing.T) {
 	r := New(src)
 	read := func() string {
 		var m string
-		r.Read(0, 10, 0, func(s *Series) (int64, bool) { m = s.Labels["metric"]; return 0, true },
+		r.Read(0, 10, 0, func(s *Series) (int64, bool) { m = s.Labels()["metric"]; return 0, true },
 			func(*Series, []history.Point) bool { return true })
 		return m
 	}
@@ -110,8 +110,8 @@ func TestReadLabelsFollowKey(t *testing.T) {
 	}
 	src.key = "not a key"
 	r.Read(0, 10, 0, func(s *Series) (int64, bool) {
-		if s.Labels != nil {
-			t.Errorf("labels %v of a key that does not parse; want nil", s.Labels)
+		if s.Labels() != nil {
+			t.Errorf("labels %v of a key that does not parse; want nil", s.Labels())
 		}
 		return 0, false
 	}, nil)

@@ -400,7 +400,7 @@ func (e *Endpoint) info(s *histread.Series) *seriesInfo {
 	if kind == series.State {
 		return si
 	}
-	l := s.Labels
+	l := s.Labels()
 	if l == nil { // a key that does not parse
 		return si
 	}

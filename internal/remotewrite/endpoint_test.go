@@ -249,11 +249,11 @@ func TestValueScale(t *testing.T) {
 	e := &Endpoint{cache: map[history.ID]*seriesInfo{}, opt: Options{Namer: func(series.Labels, series.Kind) (string, []Label, float64, bool) {
 		return "x_seconds_total", nil, 0.001, true
 	}}}
-	si := e.info(&histread.Series{ID: 1, Key: `{"metric":"x_ms"}`, Kind: series.Counter, Labels: series.Labels{"metric": "x_ms"}})
+	si := e.info(&histread.Series{ID: 1, Key: `{"metric":"x_ms"}`, Kind: series.Counter})
 	if got := value(si, 1234567); got != 1234.567 {
 		t.Errorf("value = %v; want 1234.567", got)
 	}
-	si = e.info(&histread.Series{ID: 2, Key: `{"metric":"t"}`, Kind: series.Float, Labels: series.Labels{"metric": "t"}})
+	si = e.info(&histread.Series{ID: 2, Key: `{"metric":"t"}`, Kind: series.Float})
 	if got := value(si, math.Float64bits(-2.5)); got != -0.0025 {
 		t.Errorf("value = %v; want -0.0025", got)
 	}
