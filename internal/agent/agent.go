@@ -18,8 +18,6 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
-	"path/filepath"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -31,7 +29,6 @@ import (
 	"github.com/cantal-go/cantal/internal/alerts"
 	"github.com/cantal-go/cantal/internal/api"
 	"github.com/cantal-go/cantal/internal/apps"
-	"github.com/cantal-go/cantal/internal/atomicfile"
 	"github.com/cantal-go/cantal/internal/carbon"
 	"github.com/cantal-go/cantal/internal/history"
 	"github.com/cantal-go/cantal/internal/ingest"
@@ -42,6 +39,7 @@ import (
 	"github.com/cantal-go/cantal/internal/rrddscan"
 	"github.com/cantal-go/cantal/internal/selector"
 	"github.com/cantal-go/cantal/internal/series"
+	"github.com/cantal-go/cantal/internal/statedir"
 	"github.com/cantal-go/cantal/internal/sysscan"
 	"github.com/cantal-go/cantal/internal/textfile"
 	"github.com/cantal-go/cantal/internal/web"
@@ -83,7 +81,9 @@ type Agent struct {
 	listeners []boundListener
 	web       *access.WebConfig // nil without --web-config
 	gossip    *gossip           // nil without --cluster-name
-	lock      *os.File
+	// state is --state-dir, locked (nil without one, or when it cannot be used): it names every
+	// file the agent keeps there (package statedir).
+	state *statedir.Dir
 	// privateProcesses: the guard serves callers only the processes they may see (set by
 	// handler from --private-processes).
 	privateProcesses bool
@@ -114,15 +114,6 @@ const (
 	pushMaxBytes  = 64 << 20
 )
 
-// historyDir is the history snapshot's directory in --state-dir (see history.Saver: closed
-// segments are written once each, so a periodic save writes only what changed).
-// legacySnapshotName is the single-file snapshot of earlier versions: loaded when historyDir
-// has no snapshot yet, and deleted by the first save into historyDir.
-const (
-	historyDir         = "history"
-	legacySnapshotName = "history.snap"
-)
-
 // New builds an agent: it takes the state directory's lock, loads the history snapshot (a
 // corrupt one is set aside and the agent starts empty), binds the HTTP listener (so a busy port
 // fails here, before anything runs) and wires the collectors.
@@ -141,13 +132,17 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 	hopt := history.Options{Retention: cfg.History, Interval: cfg.Interval, BlockScans: segmentScans(cfg), GraceScans: 8}
 	a.hist = history.New(hopt)
 	if cfg.StateDir != "" {
-		if err := a.openStateDir(); err != nil {
+		d, err := statedir.Open(cfg.StateDir)
+		if err != nil {
 			log.Warn("state directory unusable: history and node id will not persist", "dir", cfg.StateDir, "err", err)
-			a.cfg.StateDir = ""
+		} else {
+			a.state, a.nodeID = d, d.NodeID()
 		}
 	}
-	if a.cfg.StateDir != "" {
-		h, sv, err := history.LoadDir(a.statePath(historyDir), a.statePath(legacySnapshotName), hopt)
+	if a.state != nil {
+		// The history's snapshot directory: closed segments are written once each, so a
+		// periodic save writes only what changed (history.Saver).
+		h, sv, err := history.LoadDir(a.state.HistoryDir(), a.state.LegacyHistoryFile(), hopt)
 		if err != nil {
 			log.Error("history snapshot damaged or unreadable; starting with what could be loaded", "err", err)
 		}
@@ -228,38 +223,12 @@ func (a *Agent) Close() {
 	for _, b := range a.listeners {
 		b.ln.Close()
 	}
-	if a.lock != nil {
-		a.lock.Close()
+	if a.state != nil {
+		a.state.Close()
 	}
 	if a.apps != nil {
 		a.apps.Close()
 	}
-}
-
-func (a *Agent) statePath(name string) string { return filepath.Join(a.cfg.StateDir, name) }
-
-// openStateDir creates the state directory, takes its lock (two agents sharing one state
-// directory would overwrite each other's snapshot) and reads or makes the node id.
-func (a *Agent) openStateDir() error {
-	if err := os.MkdirAll(a.cfg.StateDir, 0o700); err != nil {
-		return err
-	}
-	f, err := os.OpenFile(a.statePath("lock"), os.O_CREATE|os.O_RDWR|syscall.O_CLOEXEC, 0o600)
-	if err != nil {
-		return err
-	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		f.Close()
-		return fmt.Errorf("another agent holds %s: %w", a.statePath("lock"), err)
-	}
-	a.lock = f
-	idPath := a.statePath("node-id")
-	if b, err := os.ReadFile(idPath); err == nil && len(strings.TrimSpace(string(b))) > 0 {
-		a.nodeID = strings.TrimSpace(string(b))
-		return nil
-	}
-	a.nodeID = randomID()
-	return atomicfile.WriteFile(idPath, []byte(a.nodeID+"\n"), 0o600)
 }
 
 func randomID() string {
@@ -281,7 +250,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}, func(error) { stopScan() })
 
 	// Periodic snapshots.
-	if a.cfg.StateDir != "" {
+	if a.state != nil {
 		snapCtx, stopSnap := context.WithCancel(context.Background())
 		g.Add(func() error {
 			return a.saveLoop(snapCtx)
@@ -311,14 +280,15 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	if a.cfg.Carbon != "" {
 		cctx, stop := context.WithCancel(context.Background())
-		c := &carbon.Client{Prefix: carbonPrefix(a.cfg), Logger: a.log.With("subsystem", "carbon")}
-		if a.cfg.StateDir != "" { // one position per carbon address: a new server starts afresh
-			c.PositionPath = filepath.Join(a.cfg.StateDir, "carbon-"+carbon.Node(a.cfg.Carbon)+".pos")
+		c := &carbon.Client{Prefix: carbon.Prefix(a.cfg.CarbonPrefix, a.cfg.NodeName), Logger: a.log.With("subsystem", "carbon")}
+		if a.state != nil { // one position per carbon address: a new server starts afresh
+			c.Position = a.state.Position(statedir.Carbon, a.cfg.Carbon, a.cfg.Carbon)
 		}
-		src := &carbonSource{hist: a.hist, reg: a.reg}
+		var match *selector.Selector
 		if a.cfg.CarbonMatch != "" {
-			src.match, _ = selector.Parse(a.cfg.CarbonMatch) // checked by Validate
+			match, _ = selector.Parse(a.cfg.CarbonMatch) // checked by Validate
 		}
+		src := carbon.NewHistorySource(a.hist, match)
 		g.Add(func() error {
 			return c.Run(cctx, a.cfg.Carbon, a.cfg.CarbonInterval, src)
 		}, func(error) { stop() })
@@ -348,7 +318,7 @@ func (a *Agent) scanLoop(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			if a.cfg.StateDir != "" {
+			if a.state != nil {
 				a.saveHistory()
 			}
 			return nil

@@ -56,7 +56,9 @@ func (a *Agent) startGossip() error {
 	}
 	ccfg.Version = buildinfo.Version
 	ccfg.KeyFile = a.cfg.GossipKey
-	ccfg.StateDir = a.cfg.StateDir
+	if a.state != nil {
+		ccfg.PeersFile = a.state.PeersFile()
+	}
 	ccfg.Peers = a.cfg.Peers
 	ccfg.SizeHint = a.cfg.ClusterSize
 	ccfg.StreamConns = limitsOf(a.cfg).streams

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"os"
 	"strings"
 
 	"github.com/oklog/run"
@@ -13,10 +12,8 @@ import (
 	"github.com/cantal-go/cantal/internal/registry"
 	"github.com/cantal-go/cantal/internal/remotewrite"
 	"github.com/cantal-go/cantal/internal/series"
+	"github.com/cantal-go/cantal/internal/statedir"
 )
-
-// remoteWriteDir is the directory of the remote-write endpoints' position files in --state-dir.
-const remoteWriteDir = "remote-write"
 
 // openRemoteWrite builds the endpoints of --remote-write and --remote-write-config, each reading
 // a.hist from its position file in --state-dir (without a state directory positions live in
@@ -41,13 +38,6 @@ func (a *Agent) openRemoteWrite() error {
 	if len(cfgs) == 0 {
 		return nil
 	}
-	dir := ""
-	if a.cfg.StateDir != "" {
-		dir = a.statePath(remoteWriteDir)
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return fmt.Errorf("remote write positions: %w", err)
-		}
-	}
 	defaults := []remotewrite.Label{
 		{Name: "instance", Value: a.cfg.NodeName + ":" + listenPort(a.cfg.Listen)},
 		{Name: "node", Value: a.cfg.NodeName},
@@ -67,8 +57,8 @@ func (a *Agent) openRemoteWrite() error {
 			Late:          pushedSeries,
 			Logger:        a.log.With("subsystem", "remote-write"),
 		}
-		if dir != "" {
-			opt.PositionPath = dir + "/" + remotewrite.PositionFile(c.URL)
+		if a.state != nil {
+			opt.Position = a.state.Position(statedir.RemoteWrite, c.URL, remotewrite.RedactURL(c.URL))
 		}
 		e, err := remotewrite.New(c, opt)
 		if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/cantal-go/cantal/internal/promname"
 	"github.com/cantal-go/cantal/internal/remotewrite"
 	"github.com/cantal-go/cantal/internal/series"
+	"github.com/cantal-go/cantal/internal/statedir"
 )
 
 func TestRemoteWriteFlags(t *testing.T) {
@@ -24,7 +25,12 @@ func TestRemoteWriteFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a := &Agent{cfg: cfg, log: slog.New(slog.DiscardHandler), hist: history.New(history.Options{Retention: time.Hour})}
+	state, err := statedir.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer state.Close()
+	a := &Agent{cfg: cfg, log: slog.New(slog.DiscardHandler), hist: history.New(history.Options{Retention: time.Hour}), state: state}
 	if err := a.openRemoteWrite(); err != nil {
 		t.Fatal(err)
 	}
@@ -34,9 +40,6 @@ func TestRemoteWriteFlags(t *testing.T) {
 	st := a.remoteWriteStatus()
 	if st[0].URL != "http://a:9090/api/v1/write" || st[2].Name != "mimir.example" {
 		t.Errorf("status %+v", st)
-	}
-	if fi, err := os.Stat(filepath.Join(dir, remoteWriteDir)); err != nil || fi.Mode().Perm() != 0o700 {
-		t.Errorf("position directory: %v, %v", fi, err)
 	}
 
 	for _, tc := range []struct {

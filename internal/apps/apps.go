@@ -1,7 +1,7 @@
 // Package apps is the agent's collector for instrumented applications: every process whose
 // environment names CANTAL_PATH has its .meta/.values pair read each scan, through the process's
 // own root directory (so paths inside containers resolve) and only as far as the process's owner
-// could read the files itself (package safefile).
+// could read the files itself (package confined).
 //
 // The directory of the files is resolved as the process's owner (its fsuid, fsgid and groups,
 // read from /proc/PID/status when the directory or a file is opened) and then held open: the
@@ -9,7 +9,7 @@
 // lstat of .meta each full read) look the name up in that directory, never along a path walked
 // as root. So the agent looks nowhere the owner could not, and what it reports cannot tell the
 // owner anything about places it cannot look into: a CANTAL_PATH through a directory the owner
-// cannot search is refused with one reason, safefile.ReasonUnreachable, whether or not anything
+// cannot search is refused with one reason, confined.ReasonUnreachable, whether or not anything
 // exists there, where a missing file the owner could see for itself is just not read yet (no
 // problem). Problems never quote the files (package shm's errors do not) and name them by
 // CANTAL_PATH. The directory is resolved again when its watch says it was removed or moved,
@@ -37,7 +37,7 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"github.com/cantal-go/cantal/internal/safefile"
+	"github.com/cantal-go/cantal/internal/confined"
 	"github.com/cantal-go/cantal/internal/series"
 	"github.com/cantal-go/cantal/internal/sysscan"
 	"github.com/cantal-go/cantal/shm"
@@ -109,7 +109,7 @@ type pidStart struct {
 type group struct {
 	key     groupKey
 	rootPID int           // the pid whose /proc/PID/root the files are opened through; 0 before setRoot
-	dir     *safefile.Dir // the files' directory, resolved as the process's owner; nil until it is
+	dir     *confined.Dir // the files' directory, resolved as the process's owner; nil until it is
 	fdBase  string        // the files' base path through dir (dir.FDPath()/name), as the reader names them
 	reader  *shm.Reader   // reads the files in dir; nil when dir is
 	missing bool          // the latest read found no files: dir may be stale
@@ -350,12 +350,12 @@ func (g *group) setRoot(c *Collector, p *sysscan.Process) {
 // its status (opens are rare: a new process, a replaced .meta), not the process table's, which
 // may be a few scans old, so a process that changed uid since is never read for under its old
 // one. A file already open stays readable, as it does for the process itself.
-func (g *group) policy(c *Collector) (safefile.Policy, error) {
-	cred, err := safefile.ProcessCred(c.opt.Proc, g.rootPID)
+func (g *group) policy(c *Collector) (confined.Policy, error) {
+	cred, err := confined.ProcessCred(c.opt.Proc, g.rootPID)
 	if err != nil {
-		return safefile.Policy{}, err
+		return confined.Policy{}, err
 	}
-	return safefile.Policy{
+	return confined.Policy{
 		Root:    c.opt.Proc + "/" + strconv.Itoa(g.rootPID) + "/root",
 		UID:     cred.UID,
 		MaxSize: max(c.opt.MaxMetaSize, c.opt.MaxValuesSize),

@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/cantal-go/cantal/internal/safefile"
+	"github.com/cantal-go/cantal/internal/confined"
 	"github.com/cantal-go/cantal/internal/series"
 	"github.com/cantal-go/cantal/internal/sysscan"
 	"github.com/cantal-go/cantal/shm"
@@ -256,8 +256,8 @@ func TestUnreachableCantalPathSameRefusal(t *testing.T) {
 			return r
 		}
 		for _, p := range paths[:4] {
-			if got := reason(p); got != safefile.ReasonUnreachable {
-				t.Errorf("scan %d: %s: reason %q; want %q", scan, p, got, safefile.ReasonUnreachable)
+			if got := reason(p); got != confined.ReasonUnreachable {
+				t.Errorf("scan %d: %s: reason %q; want %q", scan, p, got, confined.ReasonUnreachable)
 			}
 		}
 		// In a directory it can search, nobody could see for itself what is there.

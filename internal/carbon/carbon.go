@@ -41,20 +41,20 @@
 // agent's hour); at most Client.Budget bytes per round, the next round following shortly while
 // a backlog remains. A resent point that carbon had in fact stored is harmless: Graphite keeps
 // one value per slot, and it is the same value.
+//
+// HistorySource is the agent's history as a Source, with the policy for pushed points that
+// arrive late, at a scan already sent: their series are sent again (see HistorySource).
 package carbon
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"math"
 	"math/rand/v2"
 	"net"
-	"os"
 	"slices"
 	"strconv"
 	"syscall"
@@ -62,9 +62,9 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cantal-go/cantal/internal/atomicfile"
 	"github.com/cantal-go/cantal/internal/history"
 	"github.com/cantal-go/cantal/internal/series"
+	"github.com/cantal-go/cantal/internal/statedir"
 )
 
 // Source is the history Run sends from. Run calls it from its own goroutine only; it must be
@@ -95,11 +95,11 @@ type Client struct {
 	// Budget bounds the bytes sent in one round. Default 4 MiB. A single scan larger than it
 	// is sent whole (in a round of its own).
 	Budget int
-	// PositionPath, if set, is a file that keeps the scan time carbon accepted up to, written
-	// (temporary file and rename) whenever it moves, and read when Run starts: a restarted
-	// agent then resends what carbon had not accepted, as far back as the source holds.
-	// Without it Run starts at the newest scan.
-	PositionPath string
+	// Position, if set, keeps the scan time carbon accepted up to (statedir.Position.AckedMs),
+	// saved whenever it moves and loaded when Run starts: a restarted agent then resends what
+	// carbon had not accepted, as far back as the source holds. Without it Run starts at the
+	// newest scan.
+	Position *statedir.PositionFile
 	// Logger receives connection problems. Default slog.Default().
 	Logger *slog.Logger
 	// Dial opens connections. Default net.Dialer.DialContext.
@@ -123,16 +123,12 @@ func (c *Client) Run(ctx context.Context, addr string, interval time.Duration, s
 	}
 	s := c.sender(addr, interval, source)
 	defer s.closeConn()
-	if c.PositionPath != "" {
-		b, err := os.ReadFile(c.PositionPath)
-		switch pos, perr := parsePosition(b); {
-		case errors.Is(err, fs.ErrNotExist):
+	if c.Position != nil {
+		switch pos, err := c.Position.Load(); {
 		case err != nil:
 			s.log.Warn("carbon: position unreadable; starting at the newest scan", "err", err)
-		case perr != nil:
-			s.log.Warn("carbon: position file damaged; starting at the newest scan", "path", c.PositionPath, "err", perr)
-		default:
-			s.accepted, s.sent, s.saved = pos, pos, pos
+		case pos.AckedMs > 0:
+			s.accepted, s.sent, s.saved = pos.AckedMs, pos.AckedMs, pos.AckedMs
 		}
 	}
 	tick := time.NewTicker(interval)
@@ -171,7 +167,7 @@ type sender struct {
 	retryAt             time.Time
 	failing             bool
 	accepted, sent      int64 // scan times (ms): carbon accepted up to; written up to
-	saved               int64 // accepted as last written to Client.PositionPath
+	saved               int64 // accepted as last saved to Client.Position
 	saveFailed          bool
 	bytesPerMs          float64 // the last round's density, to size the next window
 	lostLogged          bool
@@ -217,34 +213,19 @@ func (s *sender) flush() {
 	}
 }
 
-// savePosition writes s.accepted to Client.PositionPath when it moved.
+// savePosition saves s.accepted to Client.Position when it moved.
 func (s *sender) savePosition() {
-	path := s.c.PositionPath
-	if path == "" || s.accepted == s.saved {
+	if s.c.Position == nil || s.accepted == s.saved {
 		return
 	}
-	if err := atomicfile.WriteFile(path, strconv.AppendInt(nil, s.accepted, 10), 0o600); err != nil {
+	if err := s.c.Position.Save(statedir.Position{AckedMs: s.accepted}); err != nil {
 		if !s.saveFailed {
-			s.log.Warn("carbon: cannot save the position", "path", path, "err", err)
+			s.log.Warn("carbon: cannot save the position", "err", err)
 		}
 		s.saveFailed = true
 		return
 	}
 	s.saved, s.saveFailed = s.accepted, false
-}
-
-// parsePosition reads a position file: a positive unix-ms time in decimal, nothing else but
-// surrounding white space. Errors do not quote the content.
-func parsePosition(b []byte) (int64, error) {
-	b = bytes.TrimSpace(b)
-	if len(b) == 0 || len(b) > 19 {
-		return 0, fmt.Errorf("want a unix-ms time, got %d bytes", len(b))
-	}
-	v, err := strconv.ParseInt(string(b), 10, 64)
-	if err != nil || v <= 0 {
-		return 0, errors.New("want a positive unix-ms time in decimal")
-	}
-	return v, nil
 }
 
 func (s *sender) closeConn() {

@@ -6,8 +6,6 @@ import (
 	"log/slog"
 	"math"
 	"net"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/cantal-go/cantal/internal/history"
 	"github.com/cantal-go/cantal/internal/series"
+	"github.com/cantal-go/cantal/internal/statedir"
 )
 
 func samples(ts int64) []series.Sample {
@@ -294,11 +293,16 @@ func TestRunFlushesAtStop(t *testing.T) {
 func TestRunPosition(t *testing.T) {
 	l := listen(t, "127.0.0.1:0")
 	defer l.close()
-	pos := filepath.Join(t.TempDir(), "carbon.pos")
+	dir, err := statedir.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dir.Close()
+	pos := dir.Position(statedir.Carbon, l.ln.Addr().String(), l.ln.Addr().String())
 	src := &memSource{n: 1}
 	base := int64(1_700_000_000_000)
 	src.add(base)
-	c := &Client{PositionPath: pos}
+	c := &Client{Position: pos}
 	run := func() (context.CancelFunc, chan error) {
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error, 1)
@@ -310,12 +314,12 @@ func TestRunPosition(t *testing.T) {
 	src.add(base + 1000)
 	waitLines(t, l, 2)
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
-		if b, _ := os.ReadFile(pos); string(b) == strconv.FormatInt(base+1000, 10) {
+		if p, _ := pos.Load(); p.AckedMs == base+1000 {
 			break
 		}
 		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(pos)
-			t.Fatalf("position file holds %q; want %d", b, base+1000)
+			p, err := pos.Load()
+			t.Fatalf("position file holds %+v, %v; want %d", p, err, base+1000)
 		}
 	}
 	cancel()
@@ -331,21 +335,6 @@ func TestRunPosition(t *testing.T) {
 			t.Errorf("%s: %v; the scans taken between the runs are missing", path, ts)
 		}
 	}
-}
-
-func FuzzParsePosition(f *testing.F) {
-	for _, s := range []string{"1700000000000", " 1700000000000\n", "", "0", "-5", "1e12", "99999999999999999999", "\x00"} {
-		f.Add([]byte(s))
-	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		v, err := parsePosition(b)
-		if err == nil && (v <= 0 || strconv.FormatInt(v, 10) != strings.TrimSpace(string(b)) && strings.TrimLeft(strings.TrimSpace(string(b)), "+0") != strconv.FormatInt(v, 10)) {
-			t.Fatalf("parsePosition(%q) = %d", b, v)
-		}
-		if err != nil && strings.Contains(err.Error(), string(b)) && len(b) > 3 {
-			t.Fatalf("error quotes the file: %v", err)
-		}
-	})
 }
 
 // TestRunBudget holds a backlog larger than the budget: it arrives over several rounds,

@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/cantal-go/cantal/internal/logbudget"
+	"github.com/cantal-go/cantal/internal/statedir"
 	"github.com/hashicorp/memberlist"
 )
 
@@ -188,20 +189,16 @@ func New(cfg Config) (*Cluster, error) {
 	c.meta.Store(&enc)
 	switch {
 	case cfg.NodeID != "":
-		if err := checkNodeID(cfg.NodeID); err != nil {
+		if err := statedir.CheckNodeID(cfg.NodeID); err != nil {
 			return nil, fmt.Errorf("cluster: %w", err)
 		}
 		c.id = cfg.NodeID
-	case cfg.StateDir != "":
-		if c.id, err = LoadNodeID(cfg.StateDir); err != nil {
-			return nil, fmt.Errorf("cluster: %w", err)
-		}
 	default:
 		sum := sha256.Sum256([]byte(cfg.NodeName + "\x00" + cfg.BindAddr))
 		c.id = hex.EncodeToString(sum[:8])
 	}
 	c.addSeeds(cfg.Peers)
-	if cfg.StateDir != "" {
+	if cfg.PeersFile != "" {
 		c.loadState()
 	}
 
@@ -256,7 +253,7 @@ func New(cfg Config) (*Cluster, error) {
 const labelPrefix = "cantal/"
 
 func (c *Cluster) loadState() {
-	s, err := readPeersState(c.cfg.StateDir)
+	s, err := readPeersState(c.cfg.PeersFile)
 	if err != nil {
 		c.log.Warn("ignoring remembered peers", "err", err)
 		return
@@ -493,7 +490,7 @@ func (c *Cluster) NumAlive() int { return c.ml.NumMembers() }
 // Run rejoins the configured and remembered peers, then until ctx ends: retries failed peers
 // (all of them while the node is alone, else one at random each Config.ReconnectInterval),
 // forgets peers failed for longer than Config.ForgetAfter, and saves the peers to
-// Config.StateDir. It returns nil when ctx ends, after a last save.
+// Config.PeersFile. It returns nil when ctx ends, after a last save.
 //
 // Reconnection rounds are jittered (each wait drawn from [0.5, 1.5) × ReconnectInterval), so
 // that the nodes of a cluster do not all push their state at the same instant. When a dead or
@@ -617,7 +614,7 @@ func (c *Cluster) forget(now time.Time) {
 
 // persist saves the peers when they changed since the last save.
 func (c *Cluster) persist() {
-	if c.cfg.StateDir == "" {
+	if c.cfg.PeersFile == "" {
 		return
 	}
 	c.persistMu.Lock()
@@ -642,7 +639,7 @@ func (c *Cluster) persist() {
 		}
 		return 0
 	})
-	if err := writePeersState(c.cfg.StateDir, s); err != nil {
+	if err := writePeersState(c.cfg.PeersFile, s); err != nil {
 		c.log.Warn("cannot remember peers", "err", err)
 		c.mu.Lock()
 		c.dirty = true

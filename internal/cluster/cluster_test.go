@@ -16,6 +16,7 @@ import (
 
 	"github.com/hashicorp/memberlist"
 
+	"github.com/cantal-go/cantal/internal/statedir"
 	"github.com/cantal-go/cantal/internal/testsupport/memnet"
 )
 
@@ -296,13 +297,22 @@ func TestEncryption(t *testing.T) {
 }
 
 func TestPeersRememberedAcrossRestart(t *testing.T) {
-	dirA, dirB := t.TempDir(), t.TempDir()
+	// The agent's way: the node id and the peers file's path come from the state directory.
+	dirA, err := statedir.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dirA.Close()
+	dirB, err := statedir.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfgA := testConfig(t, "a", "mem")
-	cfgA.NodeID, cfgA.StateDir = "", dirA
+	cfgA.NodeID, cfgA.PeersFile = dirA.NodeID(), dirA.PeersFile()
 	a := start(t, cfgA)
 	runBackground(t, a)
 	cfgB := testConfig(t, "b", "mem")
-	cfgB.NodeID, cfgB.StateDir = "", dirB
+	cfgB.NodeID, cfgB.PeersFile = dirB.NodeID(), dirB.PeersFile()
 	cfgB.Peers = []string{a.Local().Addr} // joined by Run
 	b := start(t, cfgB)
 	ctx, stopB := context.WithCancel(context.Background())
@@ -323,7 +333,7 @@ func TestPeersRememberedAcrossRestart(t *testing.T) {
 	}
 
 	// The peers file names a; the restarted b has no --peer and must find a from it alone.
-	st, err := readPeersState(dirB)
+	st, err := readPeersState(dirB.PeersFile())
 	if err != nil {
 		t.Fatalf("read b's peers file: %v", err)
 	}
@@ -332,8 +342,14 @@ func TestPeersRememberedAcrossRestart(t *testing.T) {
 	}
 	waitFor(t, 10*time.Second, statusIs([]*Cluster{a}, map[string]Status{idB: StatusDead}))
 
+	dirB.Close()
+	dirB2, err := statedir.Open(dirB.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dirB2.Close()
 	cfgB2 := testConfig(t, "b", "mem")
-	cfgB2.NodeID, cfgB2.StateDir = "", dirB
+	cfgB2.NodeID, cfgB2.PeersFile = dirB2.NodeID(), dirB2.PeersFile()
 	cfgB2.BindAddr = addrB // same address, as a restarted agent has
 	b2 := start(t, cfgB2)
 	if b2.ID() != idB {

@@ -19,8 +19,8 @@ const DefaultPort = 22682
 // copied by New and not used afterwards.
 type Config struct {
 	// NodeID is the node's unique, stable identity in the cluster (memberlist's node name).
-	// Empty: the id kept in StateDir (see LoadNodeID), or without StateDir one derived from
-	// NodeName and BindAddr.
+	// Empty: one derived from NodeName and BindAddr. The agent passes the id its state
+	// directory keeps (internal/statedir), which owns the node id file.
 	NodeID string
 	// NodeName is the human-readable name shown to peers (default: the host name).
 	NodeName string
@@ -61,8 +61,9 @@ type Config struct {
 	// ClientAuth says). With StreamsViaHTTP the agent's HTTP server does TLS, and StreamHandler
 	// refuses a stream without a verified client certificate.
 	ServerTLS *tls.Config
-	// StateDir keeps the node id and the known peers across restarts; empty keeps nothing.
-	StateDir string
+	// PeersFile is the file that keeps the known peers across restarts (the agent's is named
+	// by internal/statedir); empty keeps nothing.
+	PeersFile string
 	// Peers are addresses (host:port, or host for DefaultPort) joined by Run and retried
 	// whenever the node is alone. They are the only addresses retried that have not proved to
 	// be members (see Join).
@@ -74,7 +75,7 @@ type Config struct {
 	// peer when the node is alone. memberlist never contacts dead nodes again, so without this
 	// a healed partition would stay split.
 	ReconnectInterval time.Duration
-	// PersistInterval is how often Run saves changed peers to StateDir.
+	// PersistInterval is how often Run saves changed peers to PeersFile.
 	PersistInterval time.Duration
 	// ForgetAfter is how long a failed or departed peer stays listed and remembered.
 	ForgetAfter time.Duration
@@ -94,7 +95,7 @@ type Config struct {
 	Transport memberlist.Transport
 	// SizeHint is the cluster size the node expects, for the settings that scale with it
 	// (see scaleForSize; the agent's --cluster-size). The larger of it and the number of
-	// remembered peers (StateDir) or Peers, plus one, is used: memberlist reads these settings
+	// remembered peers (PeersFile) or Peers, plus one, is used: memberlist reads these settings
 	// once, at creation, and changing them afterwards would race with its goroutines.
 	SizeHint int
 	// Tune, when set, may adjust the memberlist configuration New built, just before it is used.

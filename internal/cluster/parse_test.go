@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -52,34 +53,16 @@ func TestParsePeersState(t *testing.T) {
 		}
 	}
 	// A round trip through the writer.
-	dir := t.TempDir()
-	if err := writePeersState(dir, s); err != nil {
+	path := filepath.Join(t.TempDir(), "peers.json")
+	if err := writePeersState(path, s); err != nil {
 		t.Fatal(err)
 	}
-	back, err := readPeersState(dir)
+	back, err := readPeersState(path)
 	if err != nil || back.Peers[0] != s.Peers[0] {
 		t.Errorf("read back %+v, %v", back, err)
 	}
-	if empty, err := readPeersState(t.TempDir()); err != nil || len(empty.Peers) != 0 {
+	if empty, err := readPeersState(filepath.Join(t.TempDir(), "none.json")); err != nil || len(empty.Peers) != 0 {
 		t.Errorf("missing peers file: %+v, %v; want empty state", empty, err)
-	}
-}
-
-func TestLoadNodeID(t *testing.T) {
-	dir := t.TempDir()
-	id, err := LoadNodeID(dir)
-	if err != nil || len(id) != 16 {
-		t.Fatalf("LoadNodeID = %q, %v; want 16 hex digits", id, err)
-	}
-	again, err := LoadNodeID(dir)
-	if err != nil || again != id {
-		t.Errorf("second LoadNodeID = %q, %v; want %q", again, err, id)
-	}
-	if err := os.WriteFile(dir+"/"+NodeIDFile, []byte("has space\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := LoadNodeID(dir); err == nil {
-		t.Errorf("LoadNodeID accepted an id with a space")
 	}
 }
 

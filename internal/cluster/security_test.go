@@ -246,7 +246,7 @@ func newTarpit(t *testing.T) *tarpit {
 func TestJoinProvesMembership(t *testing.T) {
 	dir := t.TempDir()
 	cfg := testConfig(t, "a", "test")
-	cfg.StateDir = dir
+	cfg.PeersFile = filepath.Join(dir, "peers.json")
 	cfg.JoinTimeout = 500 * time.Millisecond
 	cfg.Tune = func(c *memberlist.Config) { fastTune(c); c.TCPTimeout = 500 * time.Millisecond }
 	a := start(t, cfg)
@@ -316,7 +316,7 @@ func TestJoinProvesMembership(t *testing.T) {
 	}
 	a.dirty = true
 	a.persist()
-	b, err := os.ReadFile(filepath.Join(dir, PeersFile))
+	b, err := os.ReadFile(cfg.PeersFile)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -359,7 +359,7 @@ func TestConfiguredPeersRetried(t *testing.T) {
 	silent := newTarpit(t)
 	cfg := testConfig(t, "b", "test")
 	cfg.Peers = []string{silent.ln.Addr().String(), a.Local().Addr}
-	cfg.StateDir = t.TempDir()
+	cfg.PeersFile = filepath.Join(t.TempDir(), "peers.json")
 	b := start(t, cfg)
 	runBackground(t, b)
 	waitFor(t, 5*time.Second, statusIs([]*Cluster{a, b}, map[string]Status{"a": StatusAlive, "b": StatusAlive}))

@@ -1,25 +1,15 @@
 package cluster
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
 	"net"
 	"os"
-	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/cantal-go/cantal/internal/atomicfile"
-)
-
-// File names inside Config.StateDir.
-const (
-	PeersFile  = "cluster-peers.json"
-	NodeIDFile = "node-id"
 )
 
 // stateVersion is the version of the peers file format.
@@ -79,9 +69,9 @@ func checkHostPort(addr string) error {
 	return nil
 }
 
-// readPeersState loads dir's peers file; a missing file is an empty state.
-func readPeersState(dir string) (peersState, error) {
-	b, err := os.ReadFile(filepath.Join(dir, PeersFile))
+// readPeersState loads the peers file at path; a missing file is an empty state.
+func readPeersState(path string) (peersState, error) {
+	b, err := os.ReadFile(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return peersState{Version: stateVersion}, nil
 	}
@@ -91,60 +81,14 @@ func readPeersState(dir string) (peersState, error) {
 	return parsePeersState(b)
 }
 
-// writePeersState replaces dir's peers file atomically.
-func writePeersState(dir string, s peersState) error {
+// writePeersState replaces the peers file at path atomically and durably (atomicfile).
+func writePeersState(path string, s peersState) error {
 	s.Version = stateVersion
 	b, err := json.MarshalIndent(s, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode peers file: %w", err)
 	}
-	return writeFileAtomic(filepath.Join(dir, PeersFile), append(b, '\n'))
-}
-
-// writeFileAtomic replaces path with b (atomicfile.WriteFile), creating its directory.
-func writeFileAtomic(path string, b []byte) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return fmt.Errorf("create state dir: %w", err)
-	}
-	return atomicfile.WriteFile(path, b, 0o600)
-}
-
-// LoadNodeID returns the node id kept in dir, creating a random one (16 hex digits) on first
-// use. The agent's status endpoint should show the same id the cluster gossips.
-func LoadNodeID(dir string) (string, error) {
-	path := filepath.Join(dir, NodeIDFile)
-	b, err := os.ReadFile(path)
-	if err == nil {
-		id := strings.TrimSpace(string(b))
-		if err := checkNodeID(id); err != nil {
-			return "", fmt.Errorf("%s: %w", path, err)
-		}
-		return id, nil
-	}
-	if !errors.Is(err, fs.ErrNotExist) {
-		return "", fmt.Errorf("read node id: %w", err)
-	}
-	var raw [8]byte
-	if _, err := rand.Read(raw[:]); err != nil {
-		return "", fmt.Errorf("generate node id: %w", err)
-	}
-	id := hex.EncodeToString(raw[:])
-	if err := writeFileAtomic(path, []byte(id+"\n")); err != nil {
-		return "", fmt.Errorf("save node id: %w", err)
-	}
-	return id, nil
-}
-
-func checkNodeID(id string) error {
-	if id == "" || len(id) > 128 {
-		return fmt.Errorf("node id %q: want 1 to 128 characters", id)
-	}
-	for _, c := range id {
-		if c <= ' ' || c == 0x7f {
-			return fmt.Errorf("node id %q: contains space or control character", id)
-		}
-	}
-	return nil
+	return atomicfile.WriteFile(path, append(b, '\n'), 0o600)
 }
 
 func unixMilli(t time.Time) int64 {

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cantal-go/cantal/internal/safefile"
+	"github.com/cantal-go/cantal/internal/confined"
 )
 
 type list struct{ p *[]string }
@@ -191,7 +191,7 @@ func TestReadRefuses(t *testing.T) {
 		{big, "larger than"},
 	} {
 		_, err := Read(tc.path)
-		if !errors.Is(err, safefile.ErrRefused) || !strings.Contains(err.Error(), tc.want) {
+		if !errors.Is(err, confined.ErrRefused) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("Read(%s) = %v; want a refusal saying %q", tc.path, err, tc.want)
 		}
 	}

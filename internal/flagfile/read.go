@@ -10,7 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cantal-go/cantal/internal/safefile"
+	"github.com/cantal-go/cantal/internal/confined"
 )
 
 // MaxSize bounds a configuration file: larger ones are refused unread.
@@ -20,7 +20,7 @@ const MaxSize = 1 << 20
 const maxLinks = 40
 
 // Read returns the contents of the configuration file at path, refusing (with an error
-// matching safefile.ErrRefused) a file that a user other than root and the agent's own
+// matching confined.ErrRefused) a file that a user other than root and the agent's own
 // effective user could have written or chosen:
 //
 //   - every symbolic link followed from path (a chain of at most 40) must be owned by root
@@ -40,7 +40,7 @@ func Read(path string) ([]byte, error) {
 	euid, egid := os.Geteuid(), os.Getegid()
 	trustedUID := func(uid uint32) bool { return uid == 0 || int(uid) == euid }
 	trustedGID := func(gid uint32) bool { return gid == 0 || int(gid) == egid }
-	refuse := func(reason string) error { return &safefile.RefusedError{Path: path, Reason: reason} }
+	refuse := func(reason string) error { return &confined.RefusedError{Path: path, Reason: reason} }
 
 	// A symbolic link among the directories of the path, as the kernel resolves them, must be
 	// a trusted user's too.

@@ -92,23 +92,6 @@ func TestRedactURL(t *testing.T) {
 	}
 }
 
-func TestPosition(t *testing.T) {
-	p := filepath.Join(t.TempDir(), PositionFile("http://h/w"))
-	if got, err := LoadPosition(p); err != nil || got.AckedMs != 0 {
-		t.Fatalf("missing file: %+v, %v", got, err)
-	}
-	if err := SavePosition(p, Position{URL: "http://h/w", AckedMs: 1234}); err != nil {
-		t.Fatal(err)
-	}
-	if got, err := LoadPosition(p); err != nil || got.AckedMs != 1234 {
-		t.Fatalf("LoadPosition = %+v, %v", got, err)
-	}
-	os.WriteFile(p, []byte(`{"acked_ms": "secret-ish"}`), 0o600)
-	if _, err := LoadPosition(p); err == nil || strings.Contains(err.Error(), "secret") {
-		t.Errorf("damaged file: %v; want an error that does not quote the file", err)
-	}
-}
-
 func FuzzParseFile(f *testing.F) {
 	f.Add([]byte(sampleConfig))
 	f.Add([]byte("remote_write:\n  - url: http://a/\n"))
@@ -122,26 +105,6 @@ func FuzzParseFile(f *testing.F) {
 			if e.Queue.MaxBatchBytes < 1024 || e.Queue.MinBackoff <= 0 || e.RemoteTimeout <= 0 {
 				t.Fatalf("accepted endpoint with bad settings: %+v", e.Queue)
 			}
-		}
-	})
-}
-
-func FuzzParsePosition(f *testing.F) {
-	f.Add([]byte(`{"url":"http://h/w","acked_ms":1700000000000}`))
-	f.Add([]byte(`{"acked_ms":-1}`))
-	f.Add([]byte(`{"url":"http://h/w","acked_ms":1700000000000,"late_ms":1699999940000}`))
-	f.Add([]byte(`{"acked_ms":1,"late_ms":-5}`))
-	f.Add([]byte(`{} {}`))
-	f.Fuzz(func(t *testing.T, b []byte) {
-		p, err := ParsePosition(b)
-		if err != nil {
-			if p != (Position{}) {
-				t.Fatalf("error with a non-zero position %+v", p)
-			}
-			return
-		}
-		if p.AckedMs < 0 || p.LateMs < 0 {
-			t.Fatalf("negative position accepted")
 		}
 	})
 }

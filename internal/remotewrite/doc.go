@@ -5,9 +5,11 @@
 // # Model
 //
 // It keeps no buffer of its own. An Endpoint reads the history the agent already holds
-// (Source, which *history.Store satisfies) from its position, the time of the last scan the
-// receiver acknowledged, which it keeps in a small file (SavePosition, LoadPosition) replaced
-// atomically and durably after every acknowledged scan. So a receiver that was down, or an agent
+// (Source, which *history.Store satisfies, through histread, the reader carbon uses too) from
+// its position, the time of the last scan the
+// receiver acknowledged, which it keeps in a small file (Options.Position: the state
+// directory's one position format, statedir.PositionFile) replaced atomically and durably after
+// every acknowledged scan. So a receiver that was down, or an agent
 // that restarted, resumes where the receiver left off and gets what it missed, oldest first, as
 // far back as the history reaches.
 //
@@ -24,7 +26,7 @@
 // be a scan already sent (history.Store.AddAt, anywhere after Source.BackfillFrom). Sending it
 // then would put it behind newer samples of its series at the receiver, and Prometheus refuses
 // an out-of-order sample (with the whole request, in 2.x). So the series Options.Late names
-// are held back: a second pass, with its own position (Status.LatePositionMs, Position.LateMs),
+// are held back: a second pass, with its own position (Status.LatePositionMs, statedir.Position.LateMs),
 // sends them scan by scan only up to BackfillFrom, the last scan that can no longer change.
 // Every point the agent acknowledged reaches the receiver once and in order, at the cost of a
 // delay for pushed series of up to one history segment and its grace scans. Scanned series

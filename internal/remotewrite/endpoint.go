@@ -19,29 +19,24 @@ import (
 	"time"
 
 	"github.com/cantal-go/cantal/internal/history"
+	"github.com/cantal-go/cantal/internal/histread"
 	"github.com/cantal-go/cantal/internal/logbudget"
 	"github.com/cantal-go/cantal/internal/series"
+	"github.com/cantal-go/cantal/internal/statedir"
 )
 
-// Source is the held history an Endpoint reads; *history.Store satisfies it. Its methods must
-// be safe for concurrent use.
-type Source interface {
-	Each(fn func(id history.ID, key string, kind series.Kind) bool)
-	Range(id history.ID, fromMs, toMs int64, fn func(tsMs int64, bits uint64) bool)
-	Stats() history.Stats
-	// BackfillFrom is the time at or before which no scan changes any more (history's rule for
-	// position readers: a late point lands only after it).
-	BackfillFrom() int64
-}
+// Source is the held history an Endpoint reads (with the shippers' one history reader,
+// histread); *history.Store satisfies it. Its methods must be safe for concurrent use.
+type Source = histread.Source
 
 // Options are what an Endpoint needs from the agent.
 type Options struct {
 	Source Source
 	// Namer names series; nil: DefaultNamer.
 	Namer Namer
-	// PositionPath is the position file; "": the position is kept in memory only (a restart
-	// starts from the oldest point held).
-	PositionPath string
+	// Position is the position file (named by the agent's state directory, statedir); nil:
+	// the position is kept in memory only (a restart starts from the oldest point held).
+	Position *statedir.PositionFile
 	// Interval is the scan interval: how often Run looks for new scans when not notified.
 	Interval time.Duration
 	// DefaultLabels (instance, node) are added to series that lack them, after ExternalLabels.
@@ -107,13 +102,11 @@ type Endpoint struct {
 	req       []byte
 	comp      []byte
 	lastSave  time.Time
-	curIdx    int32                            // series index read's rangeFn appends under
-	rangeFn   func(ts int64, bits uint64) bool // appends to pts; made once, so Range does not allocate
-	eachFn    func(id history.ID, key string, kind series.Kind) bool
-	from, to  int64
-	limit     int    // points per series in one read
-	curN      int    // points of the current series so far
-	cut       int64  // earliest time a series reached limit
+	reader    *histread.Reader
+	cur       *seriesInfo // the series read is taking (wantFn's, for takeFn)
+	from      int64       // the window read is reading from
+	wantFn    func(s *histread.Series) (int64, bool)
+	takeFn    func(s *histread.Series, pts []history.Point) bool
 	sending   [2]int // series the last read of each pass (others, late) found to send; -1: none yet
 	savedPos  int64
 	savedLate int64
@@ -142,7 +135,7 @@ type point struct {
 }
 
 // New returns the endpoint of cfg (SetDefaults and Validate done, as ParseFile and FromURL do)
-// at the position of opt.PositionPath.
+// at the position of opt.Position.
 func New(cfg EndpointConfig, opt Options) (*Endpoint, error) {
 	if opt.Source == nil {
 		return nil, errors.New("remote write: no source")
@@ -168,7 +161,9 @@ func New(cfg EndpointConfig, opt Options) (*Endpoint, error) {
 		notify:  make(chan struct{}, 1),
 		sending: [2]int{-1, -1},
 		cache:   map[history.ID]*seriesInfo{},
+		reader:  histread.New(opt.Source),
 	}
+	e.wantFn, e.takeFn = e.want, e.take // made once, so that a read does not allocate them
 	name := cfg.Name
 	if name == "" {
 		if u, err := url.Parse(cfg.URL); err == nil {
@@ -182,8 +177,8 @@ func New(cfg EndpointConfig, opt Options) (*Endpoint, error) {
 	}
 	sort.Slice(e.ext, func(i, j int) bool { return e.ext[i].Name < e.ext[j].Name })
 	e.st.Name, e.st.URL = name, e.url
-	if opt.PositionPath != "" {
-		p, err := LoadPosition(opt.PositionPath)
+	if opt.Position != nil {
+		p, err := opt.Position.Load()
 		if err != nil {
 			// Start from the oldest point held: a receiver takes repeated points (see the
 			// package comment), a lost position must not lose points.
@@ -276,7 +271,7 @@ func (e *Endpoint) pass(ctx context.Context) error {
 		st := e.opt.Source.Stats()
 		if e.late {
 			// Only final scans: a late point never lands before one already sent.
-			st.LatestMs = min(st.LatestMs, e.opt.Source.BackfillFrom())
+			st.LatestMs = min(st.LatestMs, e.reader.Final())
 		}
 		pos := e.position()
 		if st.LatestMs <= pos || st.LatestMs <= 0 {
@@ -309,24 +304,13 @@ func (e *Endpoint) read(from, to int64, limit int) int64 {
 	e.sending[e.passIndex()] = 0
 	e.active = e.active[:0]
 	e.pts = e.pts[:0]
-	e.from, e.to, e.limit, e.cut = from, to, limit, to
-	if e.eachFn == nil {
-		e.rangeFn = func(ts int64, bits uint64) bool {
-			e.pts = append(e.pts, point{e.curIdx, ts, bits})
-			if e.curN++; e.curN >= e.limit {
-				e.cut = min(e.cut, ts)
-				return false
-			}
-			return true
-		}
-		e.eachFn = e.readSeries
-	}
-	e.opt.Source.Each(e.eachFn)
+	e.from = from
+	cut := e.reader.Read(from, to, limit, e.wantFn, e.takeFn)
 	// Points after the cut are read again with the next chunk.
-	if e.cut < to {
+	if cut < to {
 		j := 0
 		for _, p := range e.pts {
-			if p.ts <= e.cut {
+			if p.ts <= cut {
 				e.pts[j] = p
 				j++
 			}
@@ -369,22 +353,28 @@ func (e *Endpoint) read(from, to int64, limit int) int64 {
 	if cap(e.pts) > 4*len(e.pts)+4096 {
 		e.pts, e.sorted = nil, nil
 	}
-	return e.cut
+	return cut
 }
 
-// readSeries appends the points of one series in [e.from, e.to] (Each's callback).
-func (e *Endpoint) readSeries(id history.ID, key string, kind series.Kind) bool {
-	si := e.info(id, key, kind)
+// want tells read's Reader whether to read a series: one of the pass under way (e.late) that
+// is sent.
+func (e *Endpoint) want(s *histread.Series) (int64, bool) {
+	si := e.info(s)
 	if !si.send || si.late != e.late {
-		return true
+		return 0, false
 	}
 	e.sending[e.passIndex()]++
-	e.curIdx, e.curN = int32(len(e.active)), 0
-	n := len(e.pts)
-	e.opt.Source.Range(id, e.from, e.to, e.rangeFn)
-	if len(e.pts) > n {
-		e.active = append(e.active, si)
+	e.cur = si
+	return e.from, true
+}
+
+// take appends the points of the series want took (read's callback).
+func (e *Endpoint) take(_ *histread.Series, pts []history.Point) bool {
+	idx := int32(len(e.active))
+	for _, p := range pts {
+		e.pts = append(e.pts, point{idx, p.TS, p.Bits})
 	}
+	e.active = append(e.active, e.cur)
 	return true
 }
 
@@ -398,7 +388,8 @@ func scanIndex(ts []int64, t int64) int {
 }
 
 // info returns the cached naming of series id, computing it for a new or re-used ID.
-func (e *Endpoint) info(id history.ID, key string, kind series.Kind) *seriesInfo {
+func (e *Endpoint) info(s *histread.Series) *seriesInfo {
+	id, key, kind := s.ID, s.Key, s.Kind
 	si := e.cache[id]
 	if si != nil && si.key == key && si.kind == kind {
 		si.gen = e.gen
@@ -409,8 +400,8 @@ func (e *Endpoint) info(id history.ID, key string, kind series.Kind) *seriesInfo
 	if kind == series.State {
 		return si
 	}
-	l, err := series.ParseKey(key)
-	if err != nil {
+	l := s.Labels()
+	if l == nil { // a key that does not parse
 		return si
 	}
 	if m := e.cfg.Selector(); m != nil && !m.Match(l) {
@@ -508,7 +499,7 @@ func (e *Endpoint) setPosition(ts int64) {
 
 // persist writes the position when it moved, at most once a second unless force.
 func (e *Endpoint) persist(force bool) {
-	if e.opt.PositionPath == "" {
+	if e.opt.Position == nil {
 		return
 	}
 	e.mu.Lock()
@@ -518,7 +509,7 @@ func (e *Endpoint) persist(force bool) {
 		return
 	}
 	e.lastSave = time.Now()
-	if err := SavePosition(e.opt.PositionPath, Position{URL: e.url, AckedMs: pos, LateMs: late}); err != nil {
+	if err := e.opt.Position.Save(statedir.Position{AckedMs: pos, LateMs: late}); err != nil {
 		if !e.saveError && e.lim.Allow() {
 			e.log.Error("remote write position not saved", "err", err)
 		}

@@ -2,6 +2,8 @@ package remotewrite
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"math"
@@ -17,7 +19,9 @@ import (
 	"time"
 
 	"github.com/cantal-go/cantal/internal/history"
+	"github.com/cantal-go/cantal/internal/histread"
 	"github.com/cantal-go/cantal/internal/series"
+	"github.com/cantal-go/cantal/internal/statedir"
 )
 
 // receiver is an httptest remote-write receiver that records every sample and answers with
@@ -91,7 +95,18 @@ func scans(t *testing.T, h *history.Store, t0 int64, from, n int) {
 const counterKey = "__name__=requests_total,instance=n1:22682,node=n1,"
 const levelKey = "__name__=temp,instance=n1:22682,node=n1,room=a,"
 
-func newEndpoint(t *testing.T, url string, h *history.Store, pos string) *Endpoint {
+// testPosition is url's position file in a fresh state directory.
+func testPosition(t *testing.T, url string) *statedir.PositionFile {
+	t.Helper()
+	d, err := statedir.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.Close() })
+	return d.Position(statedir.RemoteWrite, url, RedactURL(url))
+}
+
+func newEndpoint(t *testing.T, url string, h *history.Store, pos *statedir.PositionFile) *Endpoint {
 	t.Helper()
 	cfg, err := FromURL(url)
 	if err != nil {
@@ -100,7 +115,7 @@ func newEndpoint(t *testing.T, url string, h *history.Store, pos string) *Endpoi
 	cfg.Queue.MinBackoff, cfg.Queue.MaxBackoff = 1e6, 1e7 // 1ms, 10ms
 	cfg.Queue.MaxBatchBytes = 1024                        // several requests per scan
 	cfg.Queue.ReadBytes = 1024                            // 21 points per series per read
-	e, err := New(cfg, Options{Source: h, PositionPath: pos, Interval: 2 * time.Second,
+	e, err := New(cfg, Options{Source: h, Position: pos, Interval: 2 * time.Second,
 		DefaultLabels: []Label{{"instance", "n1:22682"}, {"node", "n1"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -135,7 +150,7 @@ func TestEndpointOutageRestart(t *testing.T) {
 	rcv, srv := newReceiver(t)
 	h := history.New(history.Options{Retention: time.Hour, Interval: 2 * time.Second, BlockScans: 16})
 	t0 := time.Now().Add(-30 * time.Minute).UnixMilli()
-	pos := filepath.Join(t.TempDir(), PositionFile(srv.URL))
+	pos := testPosition(t, srv.URL)
 
 	// The receiver is down while 100 scans are held (some in closed segments, some open).
 	var down sync.Mutex
@@ -180,7 +195,7 @@ func TestEndpointOutageRestart(t *testing.T) {
 	if rcv.headers.Get("Content-Encoding") != "snappy" || rcv.headers.Get("X-Prometheus-Remote-Write-Version") != "0.1.0" {
 		t.Errorf("headers %v", rcv.headers)
 	}
-	p, err := LoadPosition(pos)
+	p, err := pos.Load()
 	if err != nil || p.AckedMs != t0+99*2000 {
 		t.Fatalf("persisted position %+v, %v; want %d", p, err, t0+99*2000)
 	}
@@ -201,7 +216,7 @@ func TestEndpointRefused(t *testing.T) {
 	rcv.status = func() int { return http.StatusBadRequest }
 	h := history.New(history.Options{Retention: time.Hour, Interval: 2 * time.Second})
 	scans(t, h, time.Now().UnixMilli()-60_000, 0, 3)
-	e := newEndpoint(t, "http://user:secret@"+srv.Listener.Addr().String()+"/api/v1/write", h, "")
+	e := newEndpoint(t, "http://user:secret@"+srv.Listener.Addr().String()+"/api/v1/write", h, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- e.Run(ctx) }()
@@ -234,11 +249,11 @@ func TestValueScale(t *testing.T) {
 	e := &Endpoint{cache: map[history.ID]*seriesInfo{}, opt: Options{Namer: func(series.Labels, series.Kind) (string, []Label, float64, bool) {
 		return "x_seconds_total", nil, 0.001, true
 	}}}
-	si := e.info(1, `{"metric":"x_ms"}`, series.Counter)
+	si := e.info(&histread.Series{ID: 1, Key: `{"metric":"x_ms"}`, Kind: series.Counter})
 	if got := value(si, 1234567); got != 1234.567 {
 		t.Errorf("value = %v; want 1234.567", got)
 	}
-	si = e.info(2, `{"metric":"t"}`, series.Float)
+	si = e.info(&histread.Series{ID: 2, Key: `{"metric":"t"}`, Kind: series.Float})
 	if got := value(si, math.Float64bits(-2.5)); got != -0.0025 {
 		t.Errorf("value = %v; want -0.0025", got)
 	}
@@ -262,7 +277,7 @@ func TestEndpointTooManyRequests(t *testing.T) {
 	h := history.New(history.Options{Retention: time.Hour, Interval: 2 * time.Second})
 	t0 := time.Now().UnixMilli() - 60_000
 	scans(t, h, t0, 0, 4)
-	e := newEndpoint(t, srv.URL, h, "")
+	e := newEndpoint(t, srv.URL, h, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() { done <- e.Run(ctx) }()
@@ -287,8 +302,8 @@ func TestEndpointLatePoints(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.Queue.MinBackoff, cfg.Queue.MaxBackoff = 1e6, 1e7
-	pos := filepath.Join(t.TempDir(), PositionFile(srv.URL))
-	e, err := New(cfg, Options{Source: h, PositionPath: pos, Interval: 2 * time.Second,
+	pos := testPosition(t, srv.URL)
+	e, err := New(cfg, Options{Source: h, Position: pos, Interval: 2 * time.Second,
 		DefaultLabels: []Label{{"instance", "n1:22682"}, {"node", "n1"}},
 		Late:          func(l series.Labels) bool { return l["source"] == "push" }})
 	if err != nil {
@@ -366,7 +381,7 @@ func TestEndpointLatePoints(t *testing.T) {
 			t.Fatalf("pushed sample %d = %+v; want %+v", i, got[i], want[i])
 		}
 	}
-	pf, err := LoadPosition(pos)
+	pf, err := pos.Load()
 	if err != nil || pf.AckedMs != at(n-1) || pf.LateMs != final {
 		t.Fatalf("position file %+v, %v; want acked %d, late %d", pf, err, at(n-1), final)
 	}
@@ -451,10 +466,10 @@ func cpuTime() time.Duration {
 
 // TestLatePositionOldFile: a position file from before late positions existed (pushed series
 // were sent with the others) resumes the pushed series from acked_ms, not from the oldest point
-// held; a file with late_ms resumes them from there.
+// held; a file with late_ms resumes them from there. Both are the files earlier versions kept
+// in <state-dir>/remote-write/rw-<hash of the URL>.json: an upgraded node keeps its place.
 func TestLatePositionOldFile(t *testing.T) {
 	h := history.New(history.Options{Retention: time.Hour, Interval: 2 * time.Second})
-	dir := t.TempDir()
 	for _, c := range []struct {
 		file string
 		want int64
@@ -462,15 +477,23 @@ func TestLatePositionOldFile(t *testing.T) {
 		{`{"url":"http://h/w","acked_ms":1700000000000}`, 1700000000000},
 		{`{"url":"http://h/w","acked_ms":1700000000000,"late_ms":1699999900000}`, 1699999900000},
 	} {
-		pos := filepath.Join(dir, "p.json")
-		if err := os.WriteFile(pos, []byte(c.file), 0o600); err != nil {
+		dir := t.TempDir()
+		sum := sha256.Sum256([]byte("http://h/w"))
+		old := filepath.Join(dir, "remote-write", "rw-"+hex.EncodeToString(sum[:8])+".json")
+		os.MkdirAll(filepath.Dir(old), 0o700)
+		if err := os.WriteFile(old, []byte(c.file), 0o600); err != nil {
 			t.Fatal(err)
 		}
+		d, err := statedir.Open(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer d.Close()
 		cfg, err := FromURL("http://h/w")
 		if err != nil {
 			t.Fatal(err)
 		}
-		e, err := New(cfg, Options{Source: h, PositionPath: pos})
+		e, err := New(cfg, Options{Source: h, Position: d.Position(statedir.RemoteWrite, "http://h/w", "http://h/w")})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -489,7 +512,7 @@ func TestLastErrorForReadersWithoutReceiverText(t *testing.T) {
 		rcv.status = func() int { return code }
 		h := history.New(history.Options{Retention: time.Hour, Interval: 2 * time.Second})
 		scans(t, h, time.Now().UnixMilli()-60_000, 0, 3)
-		e := newEndpoint(t, "http://"+srv.Listener.Addr().String()+"/api/v1/write", h, "")
+		e := newEndpoint(t, "http://"+srv.Listener.Addr().String()+"/api/v1/write", h, nil)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error)
 		go func() { done <- e.Run(ctx) }()

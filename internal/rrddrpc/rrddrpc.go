@@ -50,7 +50,7 @@
 //   - get_path answers only paths in Options.Dir, named by a sanitized uid (CheckUID: no "/",
 //     "..", NUL or control characters, not starting with ".", at most 64 bytes), and only while
 //     the directory is one plugins may trust: reached without squatted components
-//     (safefile.OpenTrustedDir), the agent's own, and closed to others. It is made (0755) if
+//     (confined.OpenTrustedDir), the agent's own, and closed to others. It is made (0755) if
 //     missing, at Listen and at get_path.
 //   - Errors and logs never quote a request: they name the method and a byte offset, clip
 //     element names to 32 bytes, and say what is wrong with a uid without repeating it.
@@ -75,8 +75,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cantal-go/cantal/internal/confined"
 	"github.com/cantal-go/cantal/internal/connlimit"
-	"github.com/cantal-go/cantal/internal/safefile"
 )
 
 // DefaultPath is where XAPI's Python library (rrdd.py) connects; newer OCaml libraries use
@@ -405,10 +405,10 @@ func ensureDir(dir string) error {
 }
 
 // trustedDir reports why plugins, as root, should not write in dir: a component of its path
-// squatted (safefile.OpenTrustedDir), or dir itself another user's or open to others' writes
+// squatted (confined.OpenTrustedDir), or dir itself another user's or open to others' writes
 // (they could put a symlink where a plugin's file goes).
 func trustedDir(dir string) error {
-	d, err := safefile.OpenTrustedDir(dir)
+	d, err := confined.OpenTrustedDir(dir)
 	if err != nil {
 		return err
 	}

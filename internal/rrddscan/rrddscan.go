@@ -10,16 +10,16 @@
 // The agent reads the directory as root, and the default one lies in world-writable /dev/shm,
 // where any user can create it first. So, every scan:
 //
-//   - The directory is opened with safefile.OpenTrustedDir: walked from "/" without letting the
+//   - The directory is opened with confined.OpenTrustedDir: walked from "/" without letting the
 //     kernel follow symlinks, and refused unless root put every component of its path where it
 //     is. A directory or symlink of another user in a world-writable (sticky) directory is
 //     squatted: Collect fails with a refusal that does not depend on what it points to, and
 //     nothing in it is read. A missing directory is no error.
-//   - Each file is opened in that directory by name (safefile.Policy.OpenAt): never through a
+//   - Each file is opened in that directory by name (confined.Policy.OpenAt): never through a
 //     symlink, never a FIFO or device (opened O_PATH first, so there is no side effect), only a
 //     regular file of at most Options.MaxSize bytes.
 //   - XAPI plugins run as root, so only a file that root owns and that only root can have put in
-//     the directory (safefile.Dir.RootPlaced: the directory is root's and closed to others, or
+//     the directory (confined.Dir.RootPlaced: the directory is root's and closed to others, or
 //     sticky with the file root's and singly linked) publishes its datasources' owners as they
 //     are written (host, vm UUID, sr UUID). Any other file — another user's, in a directory
 //     others may write to — is read, but every one of its series is labelled owner="uid N",
@@ -63,7 +63,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cantal-go/cantal/internal/safefile"
+	"github.com/cantal-go/cantal/internal/confined"
 	"github.com/cantal-go/cantal/internal/series"
 	"github.com/cantal-go/cantal/rrdd"
 )
@@ -95,7 +95,7 @@ type Stats struct {
 type Collector struct {
 	dir     string
 	opt     Options
-	policy  safefile.Policy // no owner check: any owner may be read (see owner)
+	policy  confined.Policy // no owner check: any owner may be read (see owner)
 	plugins map[string]*plugin
 	scan    uint64
 	buf     bytes.Buffer
@@ -135,7 +135,7 @@ func New(dir string, opt Options) *Collector {
 	return &Collector{
 		dir:     dir,
 		opt:     opt,
-		policy:  safefile.Policy{MaxSize: opt.MaxSize},
+		policy:  confined.Policy{MaxSize: opt.MaxSize},
 		plugins: map[string]*plugin{},
 	}
 }
@@ -152,7 +152,7 @@ func (c *Collector) Stats() Stats {
 // are forgotten.
 func (c *Collector) Collect(ctx context.Context, sink series.Sink) error {
 	c.scan++
-	d, err := safefile.OpenTrustedDir(c.dir)
+	d, err := confined.OpenTrustedDir(c.dir)
 	if errors.Is(err, fs.ErrNotExist) {
 		clear(c.plugins)
 		return nil
@@ -190,7 +190,7 @@ func (c *Collector) Collect(ctx context.Context, sink series.Sink) error {
 	return nil
 }
 
-func (c *Collector) collectFile(d *safefile.Dir, p *plugin, name string, now time.Time, sink series.Sink) {
+func (c *Collector) collectFile(d *confined.Dir, p *plugin, name string, now time.Time, sink series.Sink) {
 	path := filepath.Join(c.dir, name)
 	c.files.Add(1)
 	data, owner, err := c.read(d, name)
@@ -239,7 +239,7 @@ func (c *Collector) collectFile(d *safefile.Dir, p *plugin, name string, now tim
 
 // read reads the whole file name of d under the file-safety policy, into c.buf, and returns
 // the owner label of its series (see owner).
-func (c *Collector) read(d *safefile.Dir, name string) ([]byte, string, error) {
+func (c *Collector) read(d *confined.Dir, name string) ([]byte, string, error) {
 	f, st, err := c.policy.OpenAt(d, name)
 	if err != nil {
 		return nil, "", err
@@ -258,7 +258,7 @@ func (c *Collector) read(d *safefile.Dir, name string) ([]byte, string, error) {
 // owner returns "" when the file with stat st is the host's: root's, and put in d by root (XAPI
 // plugins run as root); otherwise "uid N", the owner label of all of its series, so that a file
 // anyone else could have written never publishes series labelled as the host's or a VM's.
-func owner(d *safefile.Dir, st *unix.Stat_t) string {
+func owner(d *confined.Dir, st *unix.Stat_t) string {
 	if st.Uid == 0 && d.RootPlaced(st) {
 		return ""
 	}

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cantal-go/cantal/internal/safefile"
+	"github.com/cantal-go/cantal/internal/confined"
 	"github.com/cantal-go/cantal/internal/series"
 	"github.com/cantal-go/cantal/rrdd"
 )
@@ -113,7 +113,7 @@ func TestSquattedPluginDirRefused(t *testing.T) {
 		c := New(filepath.Join(shm, name), Options{})
 		s := newSink()
 		err := c.Collect(context.Background(), s)
-		var re *safefile.RefusedError
+		var re *confined.RefusedError
 		if !errors.As(err, &re) || !strings.Contains(re.Reason, "squatted") {
 			t.Errorf("%s: Collect = %v; want a squatted refusal", name, err)
 			continue

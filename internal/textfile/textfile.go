@@ -19,9 +19,9 @@
 //
 // The agent runs as root; the directory may be writable by others. So:
 //
-//   - The directory is opened with safefile.OpenTrustedDir: a directory or symlink squatted in a
+//   - The directory is opened with confined.OpenTrustedDir: a directory or symlink squatted in a
 //     world-writable directory is refused whatever it points to.
-//   - Each file is opened by name in that directory (safefile.Policy.OpenAt): never through a
+//   - Each file is opened by name in that directory (confined.Policy.OpenAt): never through a
 //     symlink (a symlink, even to a file in the directory, is refused), never a FIFO or device,
 //     only a regular file of at most Options.MaxFileSize bytes (1 MiB). Only files owned by root
 //     or by the directory's owner are read, and none that every user may write to; others are
@@ -62,7 +62,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cantal-go/cantal/internal/safefile"
+	"github.com/cantal-go/cantal/internal/confined"
 	"github.com/cantal-go/cantal/internal/series"
 )
 
@@ -95,7 +95,7 @@ const DefaultSettle = 100 * time.Millisecond
 type Collector struct {
 	dir    string
 	opt    Options
-	policy safefile.Policy
+	policy confined.Policy
 	files  map[string]*file // by name
 	scan   uint64
 	buf    []byte
@@ -157,7 +157,7 @@ func New(dir string, opt Options) *Collector {
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}
-	return &Collector{dir: dir, opt: opt, policy: safefile.Policy{MaxSize: opt.MaxFileSize},
+	return &Collector{dir: dir, opt: opt, policy: confined.Policy{MaxSize: opt.MaxFileSize},
 		files: map[string]*file{}, types: map[string]Type{}, taken: map[string]bool{}}
 }
 
@@ -188,7 +188,7 @@ func (c *Collector) Collect(ctx context.Context, sink series.Sink) error {
 		c.types = types
 		c.mu.Unlock()
 	}()
-	d, err := safefile.OpenTrustedDir(c.dir)
+	d, err := confined.OpenTrustedDir(c.dir)
 	if err != nil {
 		failed = true
 		clear(c.files)
@@ -279,11 +279,11 @@ func conflict(p *File, taken map[string]bool, types map[string]Type) string {
 
 // read makes f.parsed current: it opens the file under the policy and parses it again unless
 // its stat is what it was at the last read.
-func (c *Collector) read(d *safefile.Dir, name string, f *file) error {
+func (c *Collector) read(d *confined.Dir, name string, f *file) error {
 	fh, st, err := c.policy.OpenAt(d, name)
 	if err != nil {
 		f.parsed, f.stat = nil, statKey{}
-		var re *safefile.RefusedError
+		var re *confined.RefusedError
 		if errors.As(err, &re) {
 			return fmt.Errorf("refused: %s", re.Reason)
 		}

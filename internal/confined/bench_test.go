@@ -1,4 +1,4 @@
-package safefile
+package confined
 
 import (
 	"os"
@@ -9,7 +9,7 @@ import (
 // BenchmarkOpenAsCred measures an open resolved as another identity (a thread's fsuid, fsgid
 // and groups changed and restored around it) against one resolved as the agent.
 //
-//	go test -run '^$' -bench OpenAs ./internal/safefile/
+//	go test -run '^$' -bench OpenAs ./internal/confined/
 func BenchmarkOpenAsCred(b *testing.B) {
 	dir := b.TempDir()
 	os.Chmod(filepath.Dir(dir), 0o755) // the test directory's parent is 0700

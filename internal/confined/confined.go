@@ -1,4 +1,4 @@
-// Package safefile opens files that an untrusted party names, on that party's behalf, without
+// Package confined opens files that an untrusted party names, on that party's behalf, without
 // letting it read through the agent (which runs as root) anything it could not read itself, nor
 // learn anything about places it cannot look into.
 //
@@ -25,7 +25,7 @@
 //
 // Errors never quote file contents: a RefusedError says which path was refused and a fixed
 // reason.
-package safefile
+package confined
 
 import (
 	"errors"

@@ -1,7 +1,8 @@
-package agent
+package carbon
 
 import (
 	"log/slog"
+	"strconv"
 	"testing"
 	"time"
 
@@ -10,27 +11,27 @@ import (
 	"github.com/cantal-go/cantal/internal/series"
 )
 
-func TestCarbonPrefix(t *testing.T) {
+func TestPrefix(t *testing.T) {
 	for _, tc := range []struct{ prefix, node, want string }{
 		{"{node}", "web1.example.com", "web1_example_com."},
 		{"servers.{node}.cantal", "db 2", "servers.db_2.cantal."},
 		{"fixed.", "x", "fixed."},
 		{"", "x", ""},
 	} {
-		if got := carbonPrefix(Config{CarbonPrefix: tc.prefix, NodeName: tc.node}); got != tc.want {
-			t.Errorf("carbonPrefix(%q, node %q) = %q; want %q", tc.prefix, tc.node, got, tc.want)
+		if got := Prefix(tc.prefix, tc.node); got != tc.want {
+			t.Errorf("Prefix(%q, node %q) = %q; want %q", tc.prefix, tc.node, got, tc.want)
 		}
 	}
 }
 
-// TestCarbonSourceLatePush: pushed points stored late, at scans the carbon output has already
+// TestHistorySourceLatePush: pushed points stored late, at scans the carbon output has already
 // read (one just behind, one ten scans back), are read again by the next window, also when
 // that window is read twice (the sender shrinks a window over its budget); scanned series are
 // read once.
-func TestCarbonSourceLatePush(t *testing.T) {
+func TestHistorySourceLatePush(t *testing.T) {
 	hist := history.New(history.Options{Retention: time.Hour, Interval: 2 * time.Second})
 	reg := registry.New(hist, time.Hour, slog.New(slog.DiscardHandler))
-	src := &carbonSource{hist: hist, reg: reg}
+	src := NewHistorySource(hist, nil)
 	machine := reg.Series(series.Labels{"metric": "m"}, series.Level)
 	pushed := reg.Series(series.Labels{"metric": "p", registry.PushLabel: registry.PushValue}, series.Level)
 	const t0 = int64(1_700_000_000_000)
@@ -106,4 +107,50 @@ func TestCarbonSourceLatePush(t *testing.T) {
 	if got = read(sent+1, t0+32000); len(got["p"]) != 0 || len(got["m"]) != 1 {
 		t.Errorf("next window = %v; want the machine's scan only", got)
 	}
+}
+
+// BenchmarkHistorySourceWindow: one window of one scan read from a history of 5000 scanned and
+// 1000 pushed series (the steady state of the carbon output), per op. Run it with at most
+// -benchtime 900x: the scans must stay within the hour held.
+func BenchmarkHistorySourceWindow(b *testing.B) {
+	hist := history.New(history.Options{Retention: time.Hour, Interval: 2 * time.Second})
+	reg := registry.New(hist, time.Hour, slog.New(slog.DiscardHandler))
+	var refs []*series.Ref
+	for i := range 6000 {
+		l := series.Labels{"metric": "m", "i": strconv.Itoa(i)}
+		if i >= 5000 {
+			l[registry.PushLabel] = registry.PushValue
+		}
+		refs = append(refs, reg.Series(l, series.Level))
+	}
+	src := NewHistorySource(hist, nil)
+	t0 := time.Now().Add(-30 * time.Minute).UnixMilli()
+	scan := func(i int) int64 {
+		ts := t0 + int64(i)*2000
+		reg.Begin(ts)
+		for j, r := range refs {
+			reg.Put(r, uint64(i+j))
+		}
+		reg.Commit()
+		return ts
+	}
+	points := 0
+	read := func(from, to int64) {
+		src.Points(from, to, func(_ series.Labels, _ series.Kind, pts []history.Point) bool {
+			points += len(pts)
+			return true
+		})
+	}
+	prev := scan(0)
+	read(prev, prev)
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 1; i <= b.N; i++ {
+		b.StopTimer()
+		ts := scan(i)
+		b.StartTimer()
+		read(prev+1, ts)
+		prev = ts
+	}
+	b.ReportMetric(float64(points)/float64(b.N), "points/op")
 }

@@ -1,30 +1,30 @@
-package agent
+package carbon
 
 import (
 	"math"
 	"strings"
 
-	"github.com/cantal-go/cantal/internal/carbon"
 	"github.com/cantal-go/cantal/internal/history"
+	"github.com/cantal-go/cantal/internal/histread"
 	"github.com/cantal-go/cantal/internal/registry"
 	"github.com/cantal-go/cantal/internal/selector"
 	"github.com/cantal-go/cantal/internal/series"
 )
 
-// carbonPrefix returns the Graphite path prefix of --carbon-prefix: "{node}" stands for the
-// node name made one path node (carbon.Node: dots and other characters become "_"); a
+// Prefix returns the Graphite path prefix of a template (the agent's --carbon-prefix):
+// "{node}" stands for node made one path node (Node: dots and other characters become "_"); a
 // non-empty prefix ends with a dot.
-func carbonPrefix(cfg Config) string {
-	p := strings.ReplaceAll(cfg.CarbonPrefix, "{node}", carbon.Node(cfg.NodeName))
+func Prefix(template, node string) string {
+	p := strings.ReplaceAll(template, "{node}", Node(node))
 	if p != "" && !strings.HasSuffix(p, ".") {
 		p += "."
 	}
 	return p
 }
 
-// carbonSource is the agent's history as the carbon output's carbon.Source. It is used by the
-// carbon goroutine only (pts and the late-point records are its state); the history and
-// registry it reads are safe to read while the scan goroutine writes.
+// HistorySource is the agent's history as Run's Source, with carbon's late-point policy. Build
+// it with NewHistorySource. It is used by Run's goroutine only (its reader and the late-point
+// records are its state); the history it reads is safe to read while the scan goroutine writes.
 //
 // Late pushed points: a pushed point is stored at the scan its own time falls in, which may be
 // any committed scan of the history's open segment (after history.Store.BackfillFrom), one the
@@ -35,15 +35,20 @@ func carbonPrefix(cfg Config) string {
 // record lives in memory: the first window after a start sends pushed series from one segment
 // and MaxSlot earlier, where a point that came late before the restart may lie. Scanned
 // series never get late points: they are read once.
-type carbonSource struct {
+type HistorySource struct {
 	hist  *history.Store
-	reg   *registry.Registry
+	read  *histread.Reader
 	match *selector.Selector // nil: every series
-	pts   []history.Point
 
 	// committed is the record of the last window known sent (the next window followed on from
 	// it), pending the one of the last window read.
 	committed, pending *lateRecord
+}
+
+// NewHistorySource returns the Source of hist (read with the shippers' one history reader,
+// histread); match, if not nil, selects the series sent.
+func NewHistorySource(hist *history.Store, match *selector.Selector) *HistorySource {
+	return &HistorySource{hist: hist, read: histread.New(hist), match: match}
 }
 
 // lateRecord holds, for the window that ended at to, each pushed series' hash of its points in
@@ -53,10 +58,8 @@ type lateRecord struct {
 	hash   map[history.ID]uint64
 }
 
-func (s *carbonSource) Span() (oldestMs, newestMs int64) {
-	st := s.hist.Stats()
-	return st.OldestMs, st.LatestMs
-}
+// Span is Source.Span: the history's oldest and newest scans.
+func (s *HistorySource) Span() (oldestMs, newestMs int64) { return s.read.Span() }
 
 // FNV-1a over (ts, bits) pairs, oldest first.
 const (
@@ -69,11 +72,12 @@ func hashPoint(h uint64, p history.Point) uint64 {
 	return (h ^ p.Bits) * hashPrime
 }
 
-func (s *carbonSource) Points(fromMs, toMs int64, fn func(series.Labels, series.Kind, []history.Point) bool) {
+// Points is Source.Points, with the late pushed points sent again (see HistorySource).
+func (s *HistorySource) Points(fromMs, toMs int64, fn func(series.Labels, series.Kind, []history.Point) bool) {
 	if s.pending != nil && fromMs == s.pending.to+1 {
 		s.committed = s.pending
 	}
-	bf := s.hist.BackfillFrom()
+	bf := s.read.Final()
 	// The first window after a start has no record of what was sent before: pushed series are
 	// read from one segment and MaxSlot before it, where a point that came late before a restart
 	// may lie.
@@ -85,31 +89,23 @@ func (s *carbonSource) Points(fromMs, toMs int64, fn func(series.Labels, series.
 	rec := &lateRecord{bf: bf, to: toMs, hash: map[history.ID]uint64{}}
 	s.pending = rec
 	c := s.committed
-	s.reg.View().Each(func(h registry.Handle) bool {
-		kind := h.Kind()
-		if kind == series.State {
-			return true
+	s.read.Read(fromMs, toMs, 0, func(sr *histread.Series) (int64, bool) {
+		labels := sr.Labels()
+		if sr.Kind == series.State || labels == nil || (s.match != nil && !s.match.Match(labels)) {
+			return 0, false
 		}
-		labels := h.Labels()
-		if s.match != nil && !s.match.Match(labels) {
-			return true
-		}
-		pushed := labels[registry.PushLabel] == registry.PushValue
 		lo := fromMs
-		if pushed {
+		if labels[registry.PushLabel] == registry.PushValue {
 			lo = min(lo, max(bf, math.MinInt64+1)+1, first)
 			if c != nil {
 				lo = min(lo, c.bf+1)
 			}
 		}
-		s.pts = s.pts[:0]
-		s.hist.Range(h.HistoryID(), lo, toMs, func(ts int64, bits uint64) bool {
-			s.pts = append(s.pts, history.Point{TS: ts, Bits: bits})
-			return true
-		})
-		pts := s.pts
-		if pushed {
-			id := h.HistoryID()
+		return lo, true
+	}, func(sr *histread.Series, pts []history.Point) bool {
+		labels := sr.Labels()
+		if labels[registry.PushLabel] == registry.PushValue {
+			id := sr.ID
 			sendFrom := min(fromMs, first)
 			if c != nil {
 				old := uint64(hashBasis)
@@ -138,6 +134,6 @@ func (s *carbonSource) Points(fromMs, toMs int64, fn func(series.Labels, series.
 		if len(pts) == 0 {
 			return true
 		}
-		return fn(labels, kind, pts)
+		return fn(labels, sr.Kind, pts)
 	})
 }
