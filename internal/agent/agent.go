@@ -28,11 +28,9 @@ import (
 	"github.com/oklog/run"
 
 	"github.com/cantal-go/cantal/internal/access"
-	"github.com/cantal-go/cantal/internal/alerts"
 	"github.com/cantal-go/cantal/internal/api"
 	"github.com/cantal-go/cantal/internal/apps"
 	"github.com/cantal-go/cantal/internal/atomicfile"
-	"github.com/cantal-go/cantal/internal/carbon"
 	"github.com/cantal-go/cantal/internal/history"
 	"github.com/cantal-go/cantal/internal/ingest"
 	"github.com/cantal-go/cantal/internal/querylimit"
@@ -40,7 +38,6 @@ import (
 	"github.com/cantal-go/cantal/internal/remotewrite"
 	"github.com/cantal-go/cantal/internal/rrddrpc"
 	"github.com/cantal-go/cantal/internal/rrddscan"
-	"github.com/cantal-go/cantal/internal/selector"
 	"github.com/cantal-go/cantal/internal/series"
 	"github.com/cantal-go/cantal/internal/sysscan"
 	"github.com/cantal-go/cantal/internal/textfile"
@@ -73,10 +70,15 @@ type Agent struct {
 	// types from it (promOptions).
 	textfile *textfile.Collector
 
-	alerts *alerts.Engine // threshold rules, evaluated after each scan (alerts.go)
+	alerts *alertSwitch // threshold rules, evaluated after each scan (alerts.go); a reload replaces them
 
-	// remoteWrite are the --remote-write endpoints, each reading hist (remotewrite.go).
-	remoteWrite []*remotewrite.Endpoint
+	// remoteWrite are the --remote-write endpoints, each reading hist (remotewrite.go); a
+	// reload replaces the list.
+	remoteWrite atomic.Pointer[[]*remotewrite.Endpoint]
+
+	// reload is the state of configuration reloads, and the reloadable subsystems' goroutines
+	// (reload.go).
+	reload reloader
 
 	mux       *http.ServeMux
 	queries   *querylimit.Limiter // the query slots and answer budget (limit.go), made by routes
@@ -217,6 +219,7 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 		return nil, err
 	}
 	a.routes()
+	a.initReload()
 	return a, nil
 }
 
@@ -294,34 +297,11 @@ func (a *Agent) Run(ctx context.Context) error {
 		g.Add(func() error { return a.gossip.run(gctx) }, func(error) { stopGossip() })
 	}
 
-	// statsd ingest and the carbon output.
-	if a.cfg.Statsd != "" {
-		sctx, stop := context.WithCancel(context.Background())
-		g.Add(func() error {
-			if err := a.push.ServeStatsdWith(sctx, a.cfg.Statsd, limitsOf(a.cfg).streams); err != nil {
-				return fmt.Errorf("statsd on %s: %w", a.cfg.Statsd, err)
-			}
-			return nil
-		}, func(error) { stop() })
-	}
-	// Remote write: one sender per endpoint, reading the history; each saves its position.
-	a.remoteWriteActors(&g)
+	// statsd ingest, the carbon output and remote write (one sender per endpoint, reading the
+	// history; each saves its position), which a reload (SIGHUP, POST /-/reload) restarts.
+	a.reloadActor(&g)
 	if ex, in, ok := a.rrddRPCActor(); ok {
 		g.Add(ex, in)
-	}
-	if a.cfg.Carbon != "" {
-		cctx, stop := context.WithCancel(context.Background())
-		c := &carbon.Client{Prefix: carbonPrefix(a.cfg), Logger: a.log.With("subsystem", "carbon")}
-		if a.cfg.StateDir != "" { // one position per carbon address: a new server starts afresh
-			c.PositionPath = filepath.Join(a.cfg.StateDir, "carbon-"+carbon.Node(a.cfg.Carbon)+".pos")
-		}
-		src := &carbonSource{hist: a.hist, reg: a.reg}
-		if a.cfg.CarbonMatch != "" {
-			src.match, _ = selector.Parse(a.cfg.CarbonMatch) // checked by Validate
-		}
-		g.Add(func() error {
-			return c.Run(cctx, a.cfg.Carbon, a.cfg.CarbonInterval, src)
-		}, func(error) { stop() })
 	}
 
 	// HTTP, on every listener, behind the guard (serve.go).
@@ -461,6 +441,7 @@ func (a *Agent) routes() {
 	a.ecosystemRoutes(s)
 	a.cantalv1Routes(s)
 	a.otlpRoutes()
+	a.reloadRoutes()
 	if a.cfg.Pprof {
 		a.mux.HandleFunc("/debug/pprof/", pprof.Index)
 		a.mux.HandleFunc("/debug/pprof/cmdline", cmdline(os.Args))
