@@ -171,3 +171,44 @@ func TestReloadAppliesOrRefuses(t *testing.T) {
 		t.Error("refused reload not logged")
 	}
 }
+
+// TestReloadTableNamesEverySetting keeps docs/configuration.md's reload table current: every
+// setting is in a row, and those in "reloadable" rows are exactly the ones reload.go applies
+// (web-config's contents row aside: its path needs a restart).
+func TestReloadTableNamesEverySetting(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/configuration.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, table, ok := strings.Cut(string(doc), "| setting | on reload | how |")
+	table, _, _ = strings.Cut(table, "\n\n")
+	if !ok {
+		t.Fatal("docs/configuration.md has no reload table")
+	}
+	named := map[string]string{} // setting → its row's verdict
+	for _, row := range strings.Split(table, "\n") {
+		cells := strings.Split(row, "|")
+		if len(cells) < 4 || strings.HasPrefix(strings.TrimSpace(cells[1]), "---") {
+			continue
+		}
+		verdict := strings.TrimSpace(cells[2])
+		if strings.Contains(cells[1], "contents") && strings.HasPrefix(strings.TrimSpace(cells[1]), "`web-config`:") {
+			continue
+		}
+		parts := strings.Split(cells[1], "`")
+		for i := 1; i < len(parts); i += 2 {
+			if _, seen := named[parts[i]]; !seen {
+				named[parts[i]] = verdict
+			}
+		}
+	}
+	for n := range flagValues(DefaultConfig()) {
+		v, ok := named[n]
+		switch {
+		case !ok:
+			t.Errorf("the reload table does not name %s", n)
+		case reloadable[n] != strings.HasPrefix(v, "reloadable"):
+			t.Errorf("the reload table says %s is %q; reload.go: reloadable %v", n, v, reloadable[n])
+		}
+	}
+}
