@@ -37,6 +37,8 @@ vet:
 # real agent binary, multi-node tests in network namespaces), the 60 s ingest load test without
 # the race detector (it measures throughput; -short keeps only its short variant under -race).
 # The bench module (peer benchmarks) is compiled by `make vet`; run it with `make bench`.
+# The deploy module (Helm chart and Kubernetes manifests, checked with Helm's and Kubernetes'
+# Go libraries, kept out of the agent's module) runs last.
 # Integration packages start real agents, Chromium, Prometheus, InfluxDB and network namespaces;
 # they run one package at a time after the unit packages so they do not starve each other.
 INTEGRATION := ./e2e/... ./internal/web/
@@ -46,6 +48,7 @@ test: setup vet
 	$(PHASE) ingest-load $(GO) test -count=1 -run 'TestLoad' -v ./internal/ingest
 	$(PHASE) unit $(GO) test -count=1 -race -short -timeout 30m $$($(GO) list ./... | grep -v -e '/e2e' -e '/internal/web$$')
 	$(PHASE) integration $(GO) test -count=1 -race -short -p 1 -timeout 30m $(INTEGRATION)
+	$(PHASE) deploy sh -c 'cd deploy && $(GO) vet ./... && $(GO) test -count=1 ./...'
 
 bench:
 	cd bench && $(GO) test -run '^$$' -bench . -benchmem -timeout 60m ./...
