@@ -22,31 +22,33 @@ const nodeDownFor = 10 * time.Second
 // A rules file that does not parse stops the agent: an operator who wrote rules expects them
 // watched.
 func (a *Agent) openAlerts() error {
-	e, _, err := a.newAlerts(a.cfg)
+	e, n, _, err := a.newAlerts(a.cfg)
 	if err != nil {
 		return err
 	}
 	a.alerts = &alertSwitch{}
 	a.alerts.cur.Store(e)
+	a.log.Info("alert rules loaded", "rules", n, "file", a.cfg.AlertRules)
 	return nil
 }
 
-// newAlerts reads cfg's rules file and builds an engine of cfg's alert settings; sum is the
-// rules file's digest (zero without one), by which a reload tells that the file changed.
-func (a *Agent) newAlerts(cfg Config) (e *alerts.Engine, sum [sha256.Size]byte, err error) {
+// newAlerts reads cfg's rules file and builds an engine of cfg's alert settings; n is the
+// number of rules the file has, sum its digest (zero without one), by which a reload tells that
+// the file changed.
+func (a *Agent) newAlerts(cfg Config) (e *alerts.Engine, n int, sum [sha256.Size]byte, err error) {
 	var rules []alerts.Rule
 	if cfg.AlertRules != "" {
 		f, err := os.Open(cfg.AlertRules)
 		if err != nil {
-			return nil, sum, fmt.Errorf("--alert-rules: %w", err)
+			return nil, 0, sum, fmt.Errorf("--alert-rules: %w", err)
 		}
 		data, err := io.ReadAll(io.LimitReader(f, alerts.MaxRulesFileBytes+1))
 		f.Close()
 		if err != nil {
-			return nil, sum, fmt.Errorf("--alert-rules %s: %w", cfg.AlertRules, err)
+			return nil, 0, sum, fmt.Errorf("--alert-rules %s: %w", cfg.AlertRules, err)
 		}
 		if rules, err = alerts.ParseRules(data); err != nil {
-			return nil, sum, fmt.Errorf("--alert-rules %s: %w", cfg.AlertRules, err)
+			return nil, 0, sum, fmt.Errorf("--alert-rules %s: %w", cfg.AlertRules, err)
 		}
 		sum = sha256.Sum256(data)
 	}
@@ -62,8 +64,7 @@ func (a *Agent) newAlerts(cfg Config) (e *alerts.Engine, sum [sha256.Size]byte, 
 		Peers:       a.alertPeers,
 		Log:         a.log.With("subsystem", "alerts"),
 	})
-	a.log.Info("alert rules loaded", "rules", len(rules), "file", cfg.AlertRules)
-	return e, sum, nil
+	return e, len(rules), sum, nil
 }
 
 // alertSwitch is the engine in force, which a reload replaces: the scan goroutine evaluates

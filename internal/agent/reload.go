@@ -309,7 +309,8 @@ type reloadPlan struct {
 	restart []string
 	sums    map[string][sha256.Size]byte
 
-	alerts *alerts.Engine // nil: the alert settings did not change
+	alerts     *alerts.Engine // nil: the alert settings did not change
+	alertRules int            // the rules file's rules
 	// rw: the endpoints after the reload; rwStop those to stop (removed or changed), rwStart
 	// those to start (new or changed).
 	rw      []remotewrite.EndpointConfig
@@ -415,7 +416,7 @@ func (a *Agent) prepare() (*reloadPlan, error) {
 	}
 
 	// Alerts: a new engine when a setting or the rules file changed.
-	e, sum, err := a.newAlerts(p.next)
+	e, nRules, sum, err := a.newAlerts(p.next)
 	if err != nil {
 		return fail(err)
 	}
@@ -427,7 +428,7 @@ func (a *Agent) prepare() (*reloadPlan, error) {
 		alertsChanged = alertsChanged || changed[n]
 	}
 	if alertsChanged {
-		p.alerts = e
+		p.alerts, p.alertRules = e, nRules
 		changed["alert-rules"] = changed["alert-rules"] || sum != r.sums["alert-rules"]
 	}
 
@@ -516,6 +517,7 @@ func (a *Agent) apply(p *reloadPlan) {
 	}
 	if p.alerts != nil {
 		a.alerts.cur.Store(p.alerts)
+		a.log.Info("alert rules loaded", "rules", p.alertRules, "file", p.next.AlertRules)
 	}
 	if p.web && a.web != nil {
 		if err := a.web.Reload(); err != nil {
