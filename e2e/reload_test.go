@@ -387,3 +387,46 @@ func statsdLands(t *testing.T, a *agent, addr, metric string) {
 		return nil
 	})
 }
+
+// TestReloadJoinsNewPeers: a --peer added to the file of a running cluster node is joined at
+// the reload, without a restart (issue 33).
+func TestReloadJoinsNewPeers(t *testing.T) {
+	serial(t)
+	const clusterName = "reload-peers"
+	b := startAgent(t, "--cluster-name", clusterName, "--node-name", "rp-b")
+	dir := t.TempDir()
+	file := filepath.Join(dir, "agent.yml")
+	if err := os.WriteFile(file, []byte("cluster-name: "+clusterName+"\nnode-name: rp-a\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	a := startAgent(t, "--config", file)
+	peers := func() []string {
+		var ans struct {
+			Peers []struct{ Name, Status string }
+		}
+		if err := a.get("/api/v1/peers", &ans); err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, p := range ans.Peers {
+			out = append(out, p.Name+"="+p.Status)
+		}
+		return out
+	}
+	if p := peers(); len(p) != 0 {
+		t.Fatalf("peers before the reload: %v", p)
+	}
+	if err := os.WriteFile(file, []byte("cluster-name: "+clusterName+"\nnode-name: rp-a\npeer: ["+strings.TrimPrefix(b.URL, "http://")+"]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, body := a.raw("POST", "/-/reload", "")
+	if code != 200 || !strings.Contains(body, `"changed":["peer"]`) {
+		t.Fatalf("POST /-/reload = %d %s; want peer changed", code, body)
+	}
+	waitFor(t, 30*time.Second, func() error {
+		if p := peers(); !slices.Contains(p, "rp-b=alive") {
+			return fmt.Errorf("peers %v; want rp-b alive", p)
+		}
+		return nil
+	})
+}
