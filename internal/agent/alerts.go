@@ -67,16 +67,24 @@ func (a *Agent) newAlerts(cfg Config) (e *alerts.Engine, n int, sum [sha256.Size
 	return e, len(rules), sum, nil
 }
 
-// alertSwitch is the engine in force, which a reload replaces: the scan goroutine evaluates
-// whichever engine is current at its scan, and readers read the current one's alerts.
-type alertSwitch struct{ cur atomic.Pointer[alerts.Engine] }
+// alertSwitch is the engine in force, which a reload replaces: the reload leaves the new
+// engine in next, and the scan goroutine, at its next evaluation, has it carry the current
+// engine's pending and firing alerts of unchanged rules (alerts.Engine.Carry) and puts it in
+// force; readers read the current engine's alerts.
+type alertSwitch struct{ cur, next atomic.Pointer[alerts.Engine] }
 
-// Eval evaluates the current engine (scan goroutine only; see alerts.Engine.Eval).
-func (s *alertSwitch) Eval(v *registry.View, hist *history.Store) { s.cur.Load().Eval(v, hist) }
+// Eval evaluates the engine in force, after taking over a reload's (scan goroutine only; see
+// alerts.Engine.Eval).
+func (s *alertSwitch) Eval(v *registry.View, hist *history.Store) {
+	if n := s.next.Swap(nil); n != nil {
+		n.Carry(s.cur.Load())
+		s.cur.Store(n)
+	}
+	s.cur.Load().Eval(v, hist)
+}
 
 // Alerts returns the current engine's latest snapshot. Safe for concurrent use.
 func (s *alertSwitch) Alerts() *alerts.Snapshot { return s.cur.Load().Alerts() }
-
 // alertPeers is the membership as node_down sees it (none without gossip). Called by the scan
 // goroutine; a.gossip is set before the agent runs.
 func (a *Agent) alertPeers() []alerts.PeerState {

@@ -9,7 +9,8 @@ package agent
 // cantal_config_last_reload_successful to 0, as Prometheus does.
 //
 // What a reload changes (docs/configuration.md has the table): --log-level; the alert rules
-// file and the alert-* thresholds (a new engine, taken by the next scan); the remote-write
+// file and the alert-* thresholds (a new engine, taken by the next scan, which keeps the state
+// of the rules left unchanged); the remote-write
 // endpoints (an endpoint whose settings did not change keeps running; a removed or changed one
 // stops after saving its position); carbon-*; --statsd; --peer (new peers are joined, with
 // gossip on); the --web-config file's contents (TLS, client CA, basic-auth users: re-read at
@@ -516,7 +517,7 @@ func (a *Agent) apply(p *reloadPlan) {
 		}
 	}
 	if p.alerts != nil {
-		a.alerts.cur.Store(p.alerts)
+		a.alerts.next.Store(p.alerts) // in force from the next scan, which carries its state over
 		a.log.Info("alert rules loaded", "rules", p.alertRules, "file", p.next.AlertRules)
 	}
 	if p.web && a.web != nil {

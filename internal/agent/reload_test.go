@@ -130,7 +130,7 @@ func TestReloadAppliesOrRefuses(t *testing.T) {
 	if !a.log.Enabled(context.Background(), -4) {
 		t.Error("log level not debug after the reload")
 	}
-	if a.alerts.cur.Load() == engine {
+	if a.alerts.next.Load() == nil || a.alerts.next.Load() == engine {
 		t.Error("alert engine not replaced")
 	}
 	if a.cfg.Interval.String() != "1s" {
@@ -146,7 +146,7 @@ func TestReloadAppliesOrRefuses(t *testing.T) {
 	}
 
 	// Broken: a wrong type, then a rules file that does not parse. Nothing changes.
-	engine = a.alerts.cur.Load()
+	engine = a.alerts.next.Load()
 	for _, tc := range []struct{ file, rules, want string }{
 		{"log-level: info\nalert-cpu: lots\n", "", file + ":2"},
 		{"log-level: info\nalert-rules: " + rules + "\n", "rules:\n  - name: x\n    op: '?'\n", "--alert-rules"},
@@ -160,7 +160,7 @@ func TestReloadAppliesOrRefuses(t *testing.T) {
 		if res.Status != "error" || !strings.Contains(res.Error, tc.want) {
 			t.Errorf("reload of %q = %+v; want an error naming %s", tc.file, res, tc.want)
 		}
-		if !a.log.Enabled(context.Background(), -4) || a.alerts.cur.Load() != engine {
+		if !a.log.Enabled(context.Background(), -4) || a.alerts.next.Load() != engine {
 			t.Errorf("a refused reload (%q) changed the configuration", tc.file)
 		}
 		if st := a.configStatus(); st.LastReloadSuccessful || st.LastReloadError != res.Error {
