@@ -85,6 +85,7 @@ func (s *alertSwitch) Eval(v *registry.View, hist *history.Store) {
 
 // Alerts returns the current engine's latest snapshot. Safe for concurrent use.
 func (s *alertSwitch) Alerts() *alerts.Snapshot { return s.cur.Load().Alerts() }
+
 // alertPeers is the membership as node_down sees it (none without gossip). Called by the scan
 // goroutine; a.gossip is set before the agent runs.
 func (a *Agent) alertPeers() []alerts.PeerState {
