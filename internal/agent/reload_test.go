@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -209,6 +210,33 @@ func TestReloadTableNamesEverySetting(t *testing.T) {
 			t.Errorf("the reload table does not name %s", n)
 		case reloadable[n] != strings.HasPrefix(v, "reloadable"):
 			t.Errorf("the reload table says %s is %q; reload.go: reloadable %v", n, v, reloadable[n])
+		}
+	}
+}
+
+// BenchmarkReloadUnchanged is the cost of a reload that finds nothing changed (parse the file
+// and the command line, read the rules file, build the engine it then drops): what a
+// configuration-management run that reloads on every pass costs the agent.
+func BenchmarkReloadUnchanged(b *testing.B) {
+	dir := b.TempDir()
+	file := filepath.Join(dir, "agent.yml")
+	rules := filepath.Join(dir, "rules.yml")
+	os.WriteFile(rules, []byte("rules:\n  - name: many\n    selector: '{metric=\"cpu.count\"}'\n    op: '>'\n    threshold: 0\n"), 0o600)
+	os.WriteFile(file, []byte("log-level: info\nalert-rules: "+rules+"\nremote-write: [http://127.0.0.1:1/w]\n"), 0o600)
+	cfg, err := ParseFlags("cantal-agent", []string{"--config", file, "--listen", "127.0.0.1:0", "--state-dir", "", "--rrdd-dir", ""}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	log, _ := NewLogger(io.Discard, "warn", "text")
+	a, err := New(cfg, log)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer a.Close()
+	b.ReportAllocs()
+	for b.Loop() {
+		if res := a.Reload(); res.Status != "success" || len(res.Changed) != 0 {
+			b.Fatalf("%+v", res)
 		}
 	}
 }
