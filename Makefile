@@ -43,6 +43,8 @@ vet:
 # own temporary directories for agents' state, receivers' data and the agent binary it builds,
 # network namespaces named with a random lab id (e2e/cluster) or its pid (internal/web).
 # Outages last 30 s here; `make test-long` runs the outage tests with their long lengths.
+# The deploy module (Helm chart and Kubernetes manifests, checked with Helm's and Kubernetes'
+# Go libraries, kept out of the agent's module) runs last.
 INTEGRATION := ./e2e/... ./internal/web/
 # Each phase prints its wall time (PHASE), so CI's log shows where the minutes go.
 PHASE = sh scripts/phase.sh
@@ -51,6 +53,7 @@ test: setup
 	$(PHASE) ingest-load $(GO) test -count=1 -run 'TestLoad' -v ./internal/ingest
 	$(PHASE) unit $(GO) test -count=1 -race -short -timeout 30m $$($(GO) list ./... | grep -v -e '/e2e' -e '/internal/web$$')
 	$(PHASE) integration $(GO) test -count=1 -race -short -p 3 -timeout 30m $(INTEGRATION)
+	$(PHASE) deploy sh -c 'cd deploy && $(GO) vet ./... && $(GO) test -count=1 ./...'
 
 # The long variants of what `make test` runs short: the outage tests with the outage the suite
 # used to wait through (5 minutes of the remote-write receivers and of carbon down) and the

@@ -229,6 +229,16 @@ func (w *WebConfig) current() *loaded {
 	return w.cur
 }
 
+// Reload looks at the files now, without waiting for the next second's look (a reload of the
+// agent's configuration), and returns what Err then returns.
+func (w *WebConfig) Reload() error {
+	w.mu.Lock()
+	w.checked = time.Time{}
+	w.mu.Unlock()
+	w.current()
+	return w.Err()
+}
+
 // Err is the error of the latest reload that failed (the last good configuration stays in
 // force), or nil.
 func (w *WebConfig) Err() error {

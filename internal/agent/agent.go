@@ -12,7 +12,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
@@ -26,10 +25,8 @@ import (
 	"github.com/oklog/run"
 
 	"github.com/cantal-go/cantal/internal/access"
-	"github.com/cantal-go/cantal/internal/alerts"
 	"github.com/cantal-go/cantal/internal/api"
 	"github.com/cantal-go/cantal/internal/apps"
-	"github.com/cantal-go/cantal/internal/carbon"
 	"github.com/cantal-go/cantal/internal/history"
 	"github.com/cantal-go/cantal/internal/ingest"
 	"github.com/cantal-go/cantal/internal/querylimit"
@@ -37,7 +34,6 @@ import (
 	"github.com/cantal-go/cantal/internal/remotewrite"
 	"github.com/cantal-go/cantal/internal/rrddrpc"
 	"github.com/cantal-go/cantal/internal/rrddscan"
-	"github.com/cantal-go/cantal/internal/selector"
 	"github.com/cantal-go/cantal/internal/series"
 	"github.com/cantal-go/cantal/internal/statedir"
 	"github.com/cantal-go/cantal/internal/sysscan"
@@ -71,10 +67,15 @@ type Agent struct {
 	// types from it (promOptions).
 	textfile *textfile.Collector
 
-	alerts *alerts.Engine // threshold rules, evaluated after each scan (alerts.go)
+	alerts *alertSwitch // threshold rules, evaluated after each scan (alerts.go); a reload replaces them
 
-	// remoteWrite are the --remote-write endpoints, each reading hist (remotewrite.go).
-	remoteWrite []*remotewrite.Endpoint
+	// remoteWrite are the --remote-write endpoints, each reading hist (remotewrite.go); a
+	// reload replaces the list.
+	remoteWrite atomic.Pointer[[]*remotewrite.Endpoint]
+
+	// reload is the state of configuration reloads, and the reloadable subsystems' goroutines
+	// (reload.go).
+	reload reloader
 
 	mux       *http.ServeMux
 	queries   *querylimit.Limiter // the query slots and answer budget (limit.go), made by routes
@@ -212,6 +213,7 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 		return nil, err
 	}
 	a.routes()
+	a.initReload()
 	return a, nil
 }
 
@@ -263,35 +265,11 @@ func (a *Agent) Run(ctx context.Context) error {
 		g.Add(func() error { return a.gossip.run(gctx) }, func(error) { stopGossip() })
 	}
 
-	// statsd ingest and the carbon output.
-	if a.cfg.Statsd != "" {
-		sctx, stop := context.WithCancel(context.Background())
-		g.Add(func() error {
-			if err := a.push.ServeStatsdWith(sctx, a.cfg.Statsd, limitsOf(a.cfg).streams); err != nil {
-				return fmt.Errorf("statsd on %s: %w", a.cfg.Statsd, err)
-			}
-			return nil
-		}, func(error) { stop() })
-	}
-	// Remote write: one sender per endpoint, reading the history; each saves its position.
-	a.remoteWriteActors(&g)
+	// statsd ingest, the carbon output and remote write (one sender per endpoint, reading the
+	// history; each saves its position), which a reload (SIGHUP, POST /-/reload) restarts.
+	a.reloadActor(&g)
 	if ex, in, ok := a.rrddRPCActor(); ok {
 		g.Add(ex, in)
-	}
-	if a.cfg.Carbon != "" {
-		cctx, stop := context.WithCancel(context.Background())
-		c := &carbon.Client{Prefix: carbon.Prefix(a.cfg.CarbonPrefix, a.cfg.NodeName), Logger: a.log.With("subsystem", "carbon")}
-		if a.state != nil { // one position per carbon address: a new server starts afresh
-			c.Position = a.state.Position(statedir.Carbon, a.cfg.Carbon, a.cfg.Carbon)
-		}
-		var match *selector.Selector
-		if a.cfg.CarbonMatch != "" {
-			match, _ = selector.Parse(a.cfg.CarbonMatch) // checked by Validate
-		}
-		src := carbon.NewHistorySource(a.hist, match)
-		g.Add(func() error {
-			return c.Run(cctx, a.cfg.Carbon, a.cfg.CarbonInterval, src)
-		}, func(error) { stop() })
 	}
 
 	// HTTP, on every listener, behind the guard (serve.go).
@@ -431,6 +409,7 @@ func (a *Agent) routes() {
 	a.ecosystemRoutes(s)
 	a.cantalv1Routes(s)
 	a.otlpRoutes()
+	a.reloadRoutes()
 	if a.cfg.Pprof {
 		a.mux.HandleFunc("/debug/pprof/", pprof.Index)
 		a.mux.HandleFunc("/debug/pprof/cmdline", cmdline(os.Args))

@@ -1,13 +1,17 @@
 package agent
 
 import (
+	"crypto/sha256"
 	"fmt"
 	"io"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/cantal-go/cantal/internal/alerts"
 	"github.com/cantal-go/cantal/internal/cluster"
+	"github.com/cantal-go/cantal/internal/history"
+	"github.com/cantal-go/cantal/internal/registry"
 )
 
 // nodeDownFor is how long a peer must be suspect or dead before node_down fires: a suspicion
@@ -18,36 +22,69 @@ const nodeDownFor = 10 * time.Second
 // A rules file that does not parse stops the agent: an operator who wrote rules expects them
 // watched.
 func (a *Agent) openAlerts() error {
+	e, n, _, err := a.newAlerts(a.cfg)
+	if err != nil {
+		return err
+	}
+	a.alerts = &alertSwitch{}
+	a.alerts.cur.Store(e)
+	a.log.Info("alert rules loaded", "rules", n, "file", a.cfg.AlertRules)
+	return nil
+}
+
+// newAlerts reads cfg's rules file and builds an engine of cfg's alert settings; n is the
+// number of rules the file has, sum its digest (zero without one), by which a reload tells that
+// the file changed.
+func (a *Agent) newAlerts(cfg Config) (e *alerts.Engine, n int, sum [sha256.Size]byte, err error) {
 	var rules []alerts.Rule
-	if a.cfg.AlertRules != "" {
-		f, err := os.Open(a.cfg.AlertRules)
+	if cfg.AlertRules != "" {
+		f, err := os.Open(cfg.AlertRules)
 		if err != nil {
-			return fmt.Errorf("--alert-rules: %w", err)
+			return nil, 0, sum, fmt.Errorf("--alert-rules: %w", err)
 		}
 		data, err := io.ReadAll(io.LimitReader(f, alerts.MaxRulesFileBytes+1))
 		f.Close()
 		if err != nil {
-			return fmt.Errorf("--alert-rules %s: %w", a.cfg.AlertRules, err)
+			return nil, 0, sum, fmt.Errorf("--alert-rules %s: %w", cfg.AlertRules, err)
 		}
 		if rules, err = alerts.ParseRules(data); err != nil {
-			return fmt.Errorf("--alert-rules %s: %w", a.cfg.AlertRules, err)
+			return nil, 0, sum, fmt.Errorf("--alert-rules %s: %w", cfg.AlertRules, err)
 		}
+		sum = sha256.Sum256(data)
 	}
-	a.alerts = alerts.New(alerts.Config{
+	e = alerts.New(alerts.Config{
 		Node:        a.cfg.NodeName,
 		Rules:       rules,
-		CPUBusy:     a.cfg.AlertCPU,
-		MemAvail:    a.cfg.AlertMemory,
-		FSAvail:     a.cfg.AlertDisk,
-		For:         a.cfg.AlertFor,
-		NodeDown:    a.cfg.AlertNodeDown,
+		CPUBusy:     cfg.AlertCPU,
+		MemAvail:    cfg.AlertMemory,
+		FSAvail:     cfg.AlertDisk,
+		For:         cfg.AlertFor,
+		NodeDown:    cfg.AlertNodeDown,
 		NodeDownFor: nodeDownFor,
 		Peers:       a.alertPeers,
 		Log:         a.log.With("subsystem", "alerts"),
 	})
-	a.log.Info("alert rules loaded", "rules", len(rules), "file", a.cfg.AlertRules)
-	return nil
+	return e, len(rules), sum, nil
 }
+
+// alertSwitch is the engine in force, which a reload replaces: the reload leaves the new
+// engine in next, and the scan goroutine, at its next evaluation, has it carry the current
+// engine's pending and firing alerts of unchanged rules (alerts.Engine.Carry) and puts it in
+// force; readers read the current engine's alerts.
+type alertSwitch struct{ cur, next atomic.Pointer[alerts.Engine] }
+
+// Eval evaluates the engine in force, after taking over a reload's (scan goroutine only; see
+// alerts.Engine.Eval).
+func (s *alertSwitch) Eval(v *registry.View, hist *history.Store) {
+	if n := s.next.Swap(nil); n != nil {
+		n.Carry(s.cur.Load())
+		s.cur.Store(n)
+	}
+	s.cur.Load().Eval(v, hist)
+}
+
+// Alerts returns the current engine's latest snapshot. Safe for concurrent use.
+func (s *alertSwitch) Alerts() *alerts.Snapshot { return s.cur.Load().Alerts() }
 
 // alertPeers is the membership as node_down sees it (none without gossip). Called by the scan
 // goroutine; a.gossip is set before the agent runs.

@@ -73,6 +73,10 @@ type Config struct {
 	AlertNodeDown bool          // node_down: a peer suspect or dead
 
 	ConfigFile string // --config: the YAML file the settings were read from; "" = none
+
+	// inv is the invocation Load parsed, which a reload parses again (reload.go); nil for a
+	// Config not made by Load.
+	inv *invocation
 }
 
 // DefaultConfig returns the embedded defaults.
@@ -223,7 +227,7 @@ func ParseFlags(name string, args []string, getenv func(string) string) (Config,
 // it is read under), then each flag's CANTAL_<FLAG> variable (upper case, dashes as
 // underscores), then the command line: each source replaces what the ones before it set,
 // repeatable flags included. It is the one path from a file and flags to a Config, used to
-// run, by --check-config and (next) by reload. getenv may be nil (no environment).
+// run, by --check-config and by a reload (reload.go). getenv may be nil (no environment).
 //
 // With --version, Load returns ModeVersion and nothing else is checked. With --check-config
 // the settings are checked as for a run and ModeCheckConfig is returned with the result; a
@@ -306,6 +310,7 @@ func Load(name string, args []string, getenv func(string) string) (Config, Mode,
 		return c, mode, err
 	}
 	c.ConfigFile = file
+	c.inv = &invocation{name: name, args: args, getenv: getenv}
 	if err := c.Validate(); err != nil {
 		return c, mode, inFile(err, file, fileLines)
 	}

@@ -195,6 +195,7 @@ func TestConfigExample(t *testing.T) {
 	}
 	want := DefaultConfig()
 	want.ConfigFile = file
+	cfg.inv = nil // what Load keeps to parse again at a reload
 	if !reflect.DeepEqual(cfg, want) {
 		t.Errorf("the example loads to\n%+v\nwant the defaults\n%+v", cfg, want)
 	}

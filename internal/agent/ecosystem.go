@@ -34,7 +34,7 @@ func (a *Agent) samples() []series.Sample {
 func (a *Agent) ecosystemRoutes(s *api.Server) {
 	build := buildinfo.Get()
 	a.mux.Handle("GET /metrics", export.PrometheusHandler(a.samples, export.Options{Visible: s.SeriesVisible, PerPID: a.cfg.MetricsPerPID,
-		Timestamps: !a.cfg.MetricsNoTS, BuildInfo: &build, Mapper: promname.New(a.promOptions()), Gather: selfMetrics()}))
+		Timestamps: !a.cfg.MetricsNoTS, BuildInfo: &build, Mapper: promname.New(a.promOptions()), Gather: selfMetrics(a.reloadMetrics()...)}))
 	a.mux.Handle("GET "+a.cfg.InfluxPath, export.InfluxHandler(a.samples, export.Influx{Visible: s.SeriesVisible,
 		HostTag: a.cfg.InfluxHostTag, Host: a.cfg.NodeName}))
 	a.mux.Handle("POST /write", a.push.WriteHandler())

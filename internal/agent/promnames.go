@@ -34,10 +34,11 @@ func (a *Agent) promOptions() promname.Options {
 // (process_cpu_seconds_total, process_resident_memory_bytes, process_open_fds, process_max_fds,
 // process_virtual_memory_bytes, process_start_time_seconds, ...), as every Prometheus exporter
 // has them: client_golang's process collector, read from the real /proc/self whatever --proc
-// says.
-func selfMetrics() func() []*dto.MetricFamily {
+// says; and more of the agent's own (the reloads' outcome, reload.go).
+func selfMetrics(more ...prometheus.Collector) func() []*dto.MetricFamily {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(more...)
 	return func() []*dto.MetricFamily {
 		mfs, _ := reg.Gather() // what could be read: a family it failed to read is left out
 		return mfs

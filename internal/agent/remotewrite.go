@@ -1,12 +1,9 @@
 package agent
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"strings"
-
-	"github.com/oklog/run"
 
 	"github.com/cantal-go/cantal/internal/promname"
 	"github.com/cantal-go/cantal/internal/registry"
@@ -18,55 +15,72 @@ import (
 // openRemoteWrite builds the endpoints of --remote-write and --remote-write-config, each reading
 // a.hist from its position file in --state-dir (without a state directory positions live in
 // memory: a restart sends the whole loaded history again, which receivers take, see package
-// remotewrite).
+// remotewrite). Their goroutines start with Run (reload.go).
 func (a *Agent) openRemoteWrite() error {
-	var cfgs []remotewrite.EndpointConfig
-	for _, u := range a.cfg.RemoteWrite {
-		c, err := remotewrite.FromURL(u)
-		if err != nil {
-			return fmt.Errorf("--remote-write: %w", err)
-		}
-		cfgs = append(cfgs, c)
+	cfgs, err := remoteWriteConfigs(a.cfg)
+	if err != nil {
+		return err
 	}
-	if a.cfg.RemoteWriteFile != "" {
-		more, err := remotewrite.LoadFile(a.cfg.RemoteWriteFile)
-		if err != nil {
-			return fmt.Errorf("--remote-write-config: %w", err)
-		}
-		cfgs = append(cfgs, more...)
-	}
-	if len(cfgs) == 0 {
-		return nil
-	}
-	defaults := []remotewrite.Label{
-		{Name: "instance", Value: a.cfg.NodeName + ":" + listenPort(a.cfg.Listen)},
-		{Name: "node", Value: a.cfg.NodeName},
-	}
-	namer := promNamer(a.promOptions())
-	seen := map[string]bool{}
+	a.reload.rw = map[string]*rwEndpoint{}
+	var list []*remotewrite.Endpoint
 	for _, c := range cfgs {
-		if seen[c.URL] {
-			return fmt.Errorf("remote write %s: configured twice", remotewrite.RedactURL(c.URL))
-		}
-		seen[c.URL] = true
-		opt := remotewrite.Options{
-			Source:        a.hist,
-			Namer:         namer,
-			Interval:      a.cfg.Interval,
-			DefaultLabels: defaults,
-			Late:          pushedSeries,
-			Logger:        a.log.With("subsystem", "remote-write"),
-		}
-		if a.state != nil {
-			opt.Position = a.state.Position(statedir.RemoteWrite, c.URL, remotewrite.RedactURL(c.URL))
-		}
-		e, err := remotewrite.New(c, opt)
+		e, err := a.newEndpoint(c, true)
 		if err != nil {
 			return err
 		}
-		a.remoteWrite = append(a.remoteWrite, e)
+		a.reload.rw[c.URL] = &rwEndpoint{cfg: c, e: e}
+		list = append(list, e)
 	}
+	a.remoteWrite.Store(&list)
 	return nil
+}
+
+// remoteWriteConfigs reads cfg's endpoints: --remote-write's URLs, then --remote-write-config's
+// list; a URL given twice is an error.
+func remoteWriteConfigs(cfg Config) ([]remotewrite.EndpointConfig, error) {
+	var cfgs []remotewrite.EndpointConfig
+	for _, u := range cfg.RemoteWrite {
+		c, err := remotewrite.FromURL(u)
+		if err != nil {
+			return nil, fmt.Errorf("--remote-write: %w", err)
+		}
+		cfgs = append(cfgs, c)
+	}
+	if cfg.RemoteWriteFile != "" {
+		more, err := remotewrite.LoadFile(cfg.RemoteWriteFile)
+		if err != nil {
+			return nil, fmt.Errorf("--remote-write-config: %w", err)
+		}
+		cfgs = append(cfgs, more...)
+	}
+	seen := map[string]bool{}
+	for _, c := range cfgs {
+		if seen[c.URL] {
+			return nil, fmt.Errorf("remote write %s: configured twice", remotewrite.RedactURL(c.URL))
+		}
+		seen[c.URL] = true
+	}
+	return cfgs, nil
+}
+
+// newEndpoint builds the endpoint of c, at its position in --state-dir when positioned (else
+// with none: a check that c can be built, which reads and writes no file).
+func (a *Agent) newEndpoint(c remotewrite.EndpointConfig, positioned bool) (*remotewrite.Endpoint, error) {
+	opt := remotewrite.Options{
+		Source:   a.hist,
+		Namer:    promNamer(a.promOptions()),
+		Interval: a.cfg.Interval,
+		DefaultLabels: []remotewrite.Label{
+			{Name: "instance", Value: a.cfg.NodeName + ":" + listenPort(a.cfg.Listen)},
+			{Name: "node", Value: a.cfg.NodeName},
+		},
+		Late:   pushedSeries,
+		Logger: a.log.With("subsystem", "remote-write"),
+	}
+	if positioned && a.state != nil {
+		opt.Position = a.state.Position(statedir.RemoteWrite, c.URL, remotewrite.RedactURL(c.URL))
+	}
+	return remotewrite.New(c, opt)
 }
 
 // pushedSeries tells the series that may get late points: pushed ones (/write, statsd, OTLP),
@@ -108,28 +122,29 @@ func listenPort(listen string) string {
 	return "22682"
 }
 
-// remoteWriteActors adds one actor per endpoint: it sends until stopped, then saves its position.
-func (a *Agent) remoteWriteActors(g *run.Group) {
-	for _, e := range a.remoteWrite {
-		ctx, stop := context.WithCancel(context.Background())
-		g.Add(func() error { return e.Run(ctx) }, func(error) { stop() })
+// endpoints are the remote-write endpoints in force. Safe for concurrent use.
+func (a *Agent) endpoints() []*remotewrite.Endpoint {
+	if p := a.remoteWrite.Load(); p != nil {
+		return *p
 	}
+	return nil
 }
 
 // notifyRemoteWrite tells the endpoints that a scan was committed (scan goroutine).
 func (a *Agent) notifyRemoteWrite() {
-	for _, e := range a.remoteWrite {
+	for _, e := range a.endpoints() {
 		e.Notify()
 	}
 }
 
 // remoteWriteStatus is the status' remote_write list (nil without endpoints).
 func (a *Agent) remoteWriteStatus() []remotewrite.Status {
-	if len(a.remoteWrite) == 0 {
+	eps := a.endpoints()
+	if len(eps) == 0 {
 		return nil
 	}
-	out := make([]remotewrite.Status, len(a.remoteWrite))
-	for i, e := range a.remoteWrite {
+	out := make([]remotewrite.Status, len(eps))
+	for i, e := range eps {
 		out[i] = e.Status()
 	}
 	return out

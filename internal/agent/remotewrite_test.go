@@ -34,8 +34,8 @@ func TestRemoteWriteFlags(t *testing.T) {
 	if err := a.openRemoteWrite(); err != nil {
 		t.Fatal(err)
 	}
-	if len(a.remoteWrite) != 3 {
-		t.Fatalf("%d endpoints; want 3", len(a.remoteWrite))
+	if len(a.endpoints()) != 3 {
+		t.Fatalf("%d endpoints; want 3", len(a.endpoints()))
 	}
 	st := a.remoteWriteStatus()
 	if st[0].URL != "http://a:9090/api/v1/write" || st[2].Name != "mimir.example" {

@@ -98,27 +98,37 @@ func (a *Agent) openWeb() error {
 		}
 		return nil
 	}
-	w, err := access.LoadWebConfig(a.cfg.WebConfig)
+	w, err := loadWeb(a.cfg)
 	if err != nil {
 		return err
 	}
+	a.web = w
+	return nil
+}
+
+// loadWeb loads cfg's --web-config (set) and checks that cfg can be served safely with it; a
+// reload checks the file again with it.
+func loadWeb(cfg Config) (*access.WebConfig, error) {
+	w, err := access.LoadWebConfig(cfg.WebConfig)
+	if err != nil {
+		return nil, err
+	}
 	if !w.TLS() {
-		for _, addr := range listenAddrs(a.cfg.Listen) {
+		for _, addr := range listenAddrs(cfg.Listen) {
 			if !strings.HasPrefix(addr, "unix:") && !loopbackAddr(addr) {
-				return fmt.Errorf("--web-config %s has no tls_server_config: credentials would cross the network in clear on %s", a.cfg.WebConfig, addr)
+				return nil, fmt.Errorf("--web-config %s has no tls_server_config: credentials would cross the network in clear on %s", cfg.WebConfig, addr)
 			}
 		}
 	}
-	if a.cfg.ClusterName != "" {
+	if cfg.ClusterName != "" {
 		if !w.MutualTLS() {
-			return fmt.Errorf("--cluster-name with --web-config needs mutual TLS between peers: set tls_server_config's client_ca_file (the cluster CA) and client_auth_type RequireAndVerifyClientCert or VerifyClientCertIfGiven")
+			return nil, fmt.Errorf("--cluster-name with --web-config needs mutual TLS between peers: set tls_server_config's client_ca_file (the cluster CA) and client_auth_type RequireAndVerifyClientCert or VerifyClientCertIfGiven")
 		}
-		if a.cfg.GossipKey == "" {
-			return fmt.Errorf("--cluster-name with --web-config needs --gossip-key: gossip packets are not covered by TLS")
+		if cfg.GossipKey == "" {
+			return nil, fmt.Errorf("--cluster-name with --web-config needs --gossip-key: gossip packets are not covered by TLS")
 		}
 	}
-	a.web = w
-	return nil
+	return w, nil
 }
 
 func loopbackAddr(addr string) bool {

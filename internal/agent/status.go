@@ -80,6 +80,8 @@ type Status struct {
 	RRDDRPC     *RRDDRPCStatus     `json:"rrdd_rpc,omitempty"` // with --rrdd-rpc
 	// RemoteWrite is each --remote-write endpoint's position, lag and counters.
 	RemoteWrite []remotewrite.Status `json:"remote_write,omitempty"`
+	// Config is the configuration reloads' outcome (reload.go).
+	Config ConfigStatus `json:"config"`
 }
 
 // Security is how the agent faces its callers, and what the bounds on connections did.
@@ -153,6 +155,7 @@ func (a *Agent) status(ctx context.Context) any {
 	s.Security = a.security(caller)
 	s.RRDDRPC = a.rrddRPCStatus()
 	s.RemoteWrite = a.remoteWriteStatus()
+	s.Config = a.configStatus()
 	if !caller.Has(access.Write) {
 		// A receiver's own text may echo what it was sent or its internals: whole only to
 		// the callers who may configure the agent (N12).
