@@ -11,6 +11,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/cantal-go/cantal/internal/kfile"
 	"github.com/cantal-go/cantal/internal/series"
 	"golang.org/x/sys/unix"
 )
@@ -59,7 +60,7 @@ type Filesystems struct {
 	key     []byte
 	path    []byte
 	ents    []mountEntry
-	file    keptFile
+	file    kfile.Kept
 	self    bool // reading /proc/self/mountinfo: pid 1's could not be read
 	prefix  string
 	checked bool // prefix decided
@@ -80,10 +81,10 @@ const mountinfoEvery = 30
 // mountsChanged reports whether mountinfo must be read again: at the first scan, every
 // mountinfoEvery scans, when the file is not procfs's, and when poll says the table changed.
 func (f *Filesystems) mountsChanged() bool {
-	if !f.file.open || !f.pollable || f.gen%mountinfoEvery == 1 {
+	if !f.file.Open || !f.pollable || f.gen%mountinfoEvery == 1 {
 		return true
 	}
-	f.pfd[0] = unix.PollFd{Fd: int32(f.file.fd), Events: unix.POLLPRI}
+	f.pfd[0] = unix.PollFd{Fd: int32(f.file.FD), Events: unix.POLLPRI}
 	for {
 		_, err := unix.Poll(f.pfd[:], 0)
 		if err == unix.EINTR {
@@ -152,7 +153,7 @@ func (f *Filesystems) Close() error {
 		m.stop()
 		delete(f.mounts, k)
 	}
-	f.file.close()
+	f.file.Close()
 	return nil
 }
 
@@ -200,7 +201,7 @@ func rawStatfs(path []byte, st *unix.Statfs_t) error {
 func (f *Filesystems) readMountinfo(procfd int) ([]byte, error) {
 	if !f.self {
 		f.path = append(append(f.path[:0], "1/mountinfo"...), 0)
-		b, err := f.file.read(procfd, f.path, &f.buf, 16<<20, false)
+		b, err := f.file.Read(procfd, f.path, &f.buf, 16<<20, false)
 		if err == nil {
 			return b, nil
 		}
@@ -208,10 +209,10 @@ func (f *Filesystems) readMountinfo(procfd int) ([]byte, error) {
 			return nil, fmt.Errorf("read %s: %w", filepath.Join(f.opt.Proc, "1/mountinfo"), err)
 		}
 		f.self, f.checked = true, false
-		f.file.close()
+		f.file.Close()
 	}
 	f.path = append(append(f.path[:0], "self/mountinfo"...), 0)
-	b, err := f.file.read(procfd, f.path, &f.buf, 16<<20, false)
+	b, err := f.file.Read(procfd, f.path, &f.buf, 16<<20, false)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", filepath.Join(f.opt.Proc, "self/mountinfo"), err)
 	}
@@ -236,11 +237,11 @@ func (f *Filesystems) statfsPrefix() string {
 func (f *Filesystems) Collect(ctx context.Context, sink series.Sink) error {
 	f.gen++
 	if f.mountsChanged() {
-		procfd, err := openDir(f.opt.Proc)
+		procfd, err := kfile.OpenDir(f.opt.Proc)
 		if err != nil {
 			return fmt.Errorf("scan filesystems: %w", err)
 		}
-		wasOpen := f.file.open
+		wasOpen := f.file.Open
 		b, err := f.readMountinfo(procfd)
 		unix.Close(procfd)
 		if err != nil {
@@ -249,9 +250,9 @@ func (f *Filesystems) Collect(ctx context.Context, sink series.Sink) error {
 			f.expire()
 			return nil
 		}
-		if !wasOpen && f.file.open {
+		if !wasOpen && f.file.Open {
 			var st unix.Statfs_t
-			f.pollable = unix.Fstatfs(f.file.fd, &st) == nil && st.Type == unix.PROC_SUPER_MAGIC
+			f.pollable = unix.Fstatfs(f.file.FD, &st) == nil && st.Type == unix.PROC_SUPER_MAGIC
 		}
 		if !f.checked {
 			f.prefix, f.checked = f.statfsPrefix(), true
@@ -266,7 +267,7 @@ func (f *Filesystems) Collect(ctx context.Context, sink series.Sink) error {
 		f.key = append(append(append(append(append(f.key[:0], e.Device...), 0), e.MountPoint...), 0), e.FSType...)
 		m := f.mounts[string(f.key)]
 		if m == nil {
-			m = &mount{device: validString(e.Device), mountpoint: validString(e.MountPoint), fstype: validString(e.FSType)}
+			m = &mount{device: kfile.ValidString(e.Device), mountpoint: kfile.ValidString(e.MountPoint), fstype: kfile.ValidString(e.FSType)}
 			m.excluded = f.fo.MountPointsExclude.MatchString(m.mountpoint) || f.fo.TypesExclude.MatchString(m.fstype)
 			if !m.excluded {
 				m.path = f.prefix + string(e.MountPoint)

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cantal-go/cantal/internal/kfile"
 	"github.com/cantal-go/cantal/internal/series"
 	"golang.org/x/sys/unix"
 )
@@ -140,7 +141,7 @@ func (h *hwmon) list(sysDir string, sink series.Sink) {
 			continue // vanished
 		}
 		if b, err := os.ReadFile(filepath.Join(dir, "name")); err == nil {
-			name := validString([]byte(strings.TrimSpace(string(b))))
+			name := kfile.ValidString([]byte(strings.TrimSpace(string(b))))
 			st := h.chips[chip]
 			if st == nil {
 				st = &stateSeries{}
@@ -164,7 +165,7 @@ func (h *hwmon) list(sysDir string, sink series.Sink) {
 				if err != nil {
 					continue
 				}
-				label := validString([]byte(strings.TrimSpace(string(b))))
+				label := kfile.ValidString([]byte(strings.TrimSpace(string(b))))
 				key := chip + "\x00" + sensor
 				st := h.labels[key]
 				if st == nil {
@@ -212,11 +213,11 @@ func (h *hwmon) collect(sysDir string, sink series.Sink, gen uint64, rare bool) 
 		for i := range h.sensors {
 			s := &h.sensors[i]
 			s.have = false
-			b, err := readFileAt(unix.AT_FDCWD, s.path, &h.buf, 4096)
+			b, err := kfile.ReadFileAt(unix.AT_FDCWD, s.path, &h.buf, 4096)
 			if err != nil {
 				continue // a sensor the driver cannot read now
 			}
-			v, err := parseIntValue(b)
+			v, err := kfile.ParseIntValue(b)
 			if err != nil {
 				continue
 			}

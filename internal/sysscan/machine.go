@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/cantal-go/cantal/internal/kfile"
 	"github.com/cantal-go/cantal/internal/series"
 	"golang.org/x/sys/unix"
 )
@@ -24,7 +25,7 @@ type Machine struct {
 	gen   uint64
 	path  []byte
 	buf   []byte
-	files [len(machineFiles)]keptFile
+	files [len(machineFiles)]kfile.Kept
 
 	stat  procStat
 	cpu   [len(cpuStates)]*series.Ref
@@ -43,7 +44,7 @@ type Machine struct {
 }
 
 // machineFiles are the files Machine reads besides the TCP tables, kept open between scans;
-// single marks those the kernel generates in one piece (see preadAll).
+// single marks those the kernel generates in one piece (see kfile.PreadAll).
 var machineFiles = [...]struct {
 	name   string
 	single bool
@@ -56,7 +57,7 @@ var machineFiles = [...]struct {
 // afterwards; it reopens them.
 func (m *Machine) Close() error {
 	for i := range m.files {
-		m.files[i].close()
+		m.files[i].Close()
 	}
 	m.tcp.close()
 	return nil
@@ -171,7 +172,7 @@ func NewMachine(opt Options) *Machine {
 
 // Collect implements series.Collector.
 func (m *Machine) Collect(ctx context.Context, sink series.Sink) error {
-	procfd, err := openDir(m.opt.Proc)
+	procfd, err := kfile.OpenDir(m.opt.Proc)
 	if err != nil {
 		return fmt.Errorf("scan machine: %w", err)
 	}
@@ -187,7 +188,7 @@ func (m *Machine) Collect(ctx context.Context, sink series.Sink) error {
 		}
 		f := &machineFiles[i]
 		m.path = append(append(m.path[:0], f.name...), 0)
-		b, err := m.files[i].read(procfd, m.path, &m.buf, 8<<20, f.single)
+		b, err := m.files[i].Read(procfd, m.path, &m.buf, 8<<20, f.single)
 		if err == nil {
 			err = fn(b, sink)
 		}
@@ -323,7 +324,7 @@ func (m *Machine) collectNetDev(b []byte, sink series.Sink) error {
 		ir := m.ifs[string(d.Name)]
 		if ir == nil {
 			ir = &ifaceRefs{}
-			name := validString(d.Name)
+			name := kfile.ValidString(d.Name)
 			for i := range ir.refs {
 				ir.refs[i] = sink.Series(series.Labels{"metric": "net.interface." + netDevFields[i], "interface": name}, series.Counter)
 			}
@@ -344,7 +345,7 @@ func (m *Machine) collectNetstat(b []byte, sink series.Sink) error {
 		m.key = append(append(append(m.key[:0], e.Prefix...), '.'), e.Name...)
 		r := m.net[string(m.key)]
 		if r == nil {
-			k := validString(m.key)
+			k := kfile.ValidString(m.key)
 			kind := series.Counter
 			if netstatLevels[k] {
 				kind = series.Level
@@ -388,7 +389,7 @@ func (m *Machine) collectDiskstats(b []byte, sink series.Sink) error {
 			}
 			r := dr.refs[j]
 			if r == nil {
-				r = sink.Series(series.Labels{"metric": s.name, "device": validString(d.Name)}, s.kind)
+				r = sink.Series(series.Labels{"metric": s.name, "device": kfile.ValidString(d.Name)}, s.kind)
 				dr.refs[j] = r
 			}
 			sink.Put(r, d.V[s.col]*s.mult)

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/cantal-go/cantal/internal/kfile"
 	"github.com/cantal-go/cantal/internal/series"
 	"golang.org/x/sys/unix"
 )
@@ -77,7 +78,7 @@ type ncIface struct {
 	name string
 	fd   int // the interface's directory; -1 when closed
 	keep bool
-	kept [ncKept]keptFile
+	kept [ncKept]kfile.Kept
 	seen uint64
 	refs [len(ncFiles)]*series.Ref
 	vals [len(ncFiles)]int64
@@ -127,7 +128,7 @@ func (f *ncIface) closeDir() {
 		f.fd = -1
 	}
 	for i := range f.kept {
-		f.kept[i].close()
+		f.kept[i].Close()
 	}
 }
 
@@ -135,7 +136,7 @@ func (f *ncIface) closeDir() {
 func (n *netClass) collect(sysDir string, sink series.Sink, gen uint64, rare bool) {
 	dir := func() string { return filepath.Join(sysDir, "class/net") } // for errors only: no allocation per scan
 	if !n.open {
-		fd, err := openDir(dir())
+		fd, err := kfile.OpenDir(dir())
 		if err != nil {
 			sink.Problem(dir(), err.Error())
 			return
@@ -169,7 +170,7 @@ func (n *netClass) collect(sysDir string, sink series.Sink, gen uint64, rare boo
 			}
 			f := n.ifs[string(name)]
 			if f == nil {
-				f = &ncIface{name: validString(name), fd: -1}
+				f = &ncIface{name: kfile.ValidString(name), fd: -1}
 				if n.kept+ncKept <= ncKeepMax {
 					f.keep = true
 					n.kept += ncKept
@@ -201,7 +202,7 @@ func eachDirent(b []byte, fn func(name []byte, typ byte)) {
 			return
 		}
 		name := b[nameOff:reclen]
-		if i := indexByte(name, 0); i >= 0 {
+		if i := kfile.IndexByte(name, 0); i >= 0 {
 			name = name[:i]
 		}
 		fn(name, b[18])
@@ -214,7 +215,7 @@ func eachDirent(b []byte, fn func(name []byte, typ byte)) {
 func (n *netClass) readIface(f *ncIface, name []byte, sink series.Sink, rare bool) {
 	if f.fd < 0 {
 		path := append(append(n.buf[:0], name...), 0)
-		fd, err := openAt(n.classfd, path)
+		fd, err := kfile.OpenAt(n.classfd, path)
 		if err != nil {
 			return // vanished between the listing and now
 		}
@@ -236,9 +237,9 @@ func (n *netClass) readIface(f *ncIface, name []byte, sink series.Sink, rare boo
 		var b []byte
 		var err error
 		if i < ncKept && f.keep {
-			b, err = f.kept[i].read(f.fd, n.names[i], &n.buf, 4096, true)
+			b, err = f.kept[i].Read(f.fd, n.names[i], &n.buf, 4096, true)
 		} else {
-			b, err = readFileAt(f.fd, n.names[i], &n.buf, 4096)
+			b, err = kfile.ReadFileAt(f.fd, n.names[i], &n.buf, 4096)
 		}
 		f.have[i] = false
 		f.refused[i] = err != nil
@@ -254,7 +255,7 @@ func (n *netClass) readIface(f *ncIface, name []byte, sink series.Sink, rare boo
 		var v int64
 		switch spec.parse {
 		case ncInt:
-			v, err = parseIntValue(b)
+			v, err = kfile.ParseIntValue(b)
 		case ncHex:
 			var u uint64
 			u, err = parseHexValue(b)
@@ -262,14 +263,14 @@ func (n *netClass) readIface(f *ncIface, name []byte, sink series.Sink, rare boo
 		case ncOper:
 			b = trimNL(b)
 			if string(b) != f.oper {
-				f.oper = validString(b)
+				f.oper = kfile.ValidString(b)
 				operChanged = true
 			}
 			if f.oper == "up" {
 				v = 1
 			}
 		case ncSpeed:
-			v, err = parseIntValue(b)
+			v, err = kfile.ParseIntValue(b)
 			v *= 125000 // -1 (unknown) gives -125000, as node_exporter 1.5 reports it
 		}
 		if err != nil {
@@ -280,10 +281,10 @@ func (n *netClass) readIface(f *ncIface, name []byte, sink series.Sink, rare boo
 	}
 	if rare {
 		for i := range ncInfoFiles {
-			b, err := readFileAt(f.fd, n.info[i], &n.buf, 4096)
+			b, err := kfile.ReadFileAt(f.fd, n.info[i], &n.buf, 4096)
 			v := ""
 			if err == nil {
-				v = validString(trimNL(b))
+				v = kfile.ValidString(trimNL(b))
 			}
 			if v != f.infos[i] {
 				f.infos[i] = v

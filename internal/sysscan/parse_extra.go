@@ -3,27 +3,29 @@ package sysscan
 import (
 	"bytes"
 	"fmt"
+
+	"github.com/cantal-go/cantal/internal/kfile"
 )
 
 // parseConntrackStat parses /proc/net/stat/nf_conntrack: a header of column names, then one
 // line of hexadecimal values per CPU. It appends one entry per column but "entries" (the
 // table's size, printed on every line) with the sum over the CPUs; names point into b.
 func parseConntrackStat(b []byte, dst []nameVal) ([]nameVal, error) {
-	head, pos := nextLine(b, 0)
+	head, pos := kfile.NextLine(b, 0)
 	start := len(dst)
 	var cols [32]int // index into dst of each column, -1 for entries
 	n := 0
 	for p := 0; ; {
 		var f []byte
-		f, p = field(head, p)
+		f, p = kfile.Field(head, p)
 		if f == nil {
 			break
 		}
 		if n == len(cols) {
-			return dst, parseError("nf_conntrack stat", head, fmt.Errorf("more than %d columns", len(cols)))
+			return dst, kfile.ParseError("nf_conntrack stat", head, fmt.Errorf("more than %d columns", len(cols)))
 		}
 		if c := f[0]; c >= '0' && c <= '9' {
-			return dst, parseError("nf_conntrack stat", head, fmt.Errorf("no header"))
+			return dst, kfile.ParseError("nf_conntrack stat", head, fmt.Errorf("no header"))
 		}
 		if string(f) == "entries" {
 			cols[n] = -1
@@ -38,30 +40,30 @@ func parseConntrackStat(b []byte, dst []nameVal) ([]nameVal, error) {
 	}
 	for pos < len(b) {
 		var line []byte
-		line, pos = nextLine(b, pos)
+		line, pos = kfile.NextLine(b, pos)
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
 		i := 0
 		for p := 0; ; i++ {
 			var f []byte
-			f, p = field(line, p)
+			f, p = kfile.Field(line, p)
 			if f == nil {
 				break
 			}
 			if i >= n {
-				return dst[:start], parseError("nf_conntrack stat", line, fmt.Errorf("more values than names"))
+				return dst[:start], kfile.ParseError("nf_conntrack stat", line, fmt.Errorf("more values than names"))
 			}
-			v, err := parseHex(f)
+			v, err := kfile.ParseHex(f)
 			if err != nil {
-				return dst[:start], parseError("nf_conntrack stat", line, err)
+				return dst[:start], kfile.ParseError("nf_conntrack stat", line, err)
 			}
 			if j := cols[i]; j >= 0 {
 				dst[j].Val += int64(v & (1<<62 - 1)) // a per-CPU u32; the mask keeps the sum positive
 			}
 		}
 		if i != n {
-			return dst[:start], parseError("nf_conntrack stat", line, fmt.Errorf("%d values for %d names", i, n))
+			return dst[:start], kfile.ParseError("nf_conntrack stat", line, fmt.Errorf("%d values for %d names", i, n))
 		}
 	}
 	return dst, nil
@@ -73,26 +75,26 @@ func parseUDPLine(line []byte) (tx, rx uint64, ok bool, err error) {
 	var f []byte
 	p := 0
 	for i := 0; i < 5; i++ {
-		f, p = field(line, p)
+		f, p = kfile.Field(line, p)
 		if f == nil {
 			if i == 0 {
 				return 0, 0, false, nil // blank
 			}
-			return 0, 0, false, parseError("udp", line, errSyntax)
+			return 0, 0, false, kfile.ParseError("udp", line, kfile.ErrSyntax)
 		}
 		if i == 0 && string(f) == "sl" {
 			return 0, 0, false, nil
 		}
 	}
-	c := indexByte(f, ':')
+	c := kfile.IndexByte(f, ':')
 	if c < 0 {
-		return 0, 0, false, parseError("udp", line, errSyntax)
+		return 0, 0, false, kfile.ParseError("udp", line, kfile.ErrSyntax)
 	}
-	if tx, err = parseHex(f[:c]); err != nil {
-		return 0, 0, false, parseError("udp", line, err)
+	if tx, err = kfile.ParseHex(f[:c]); err != nil {
+		return 0, 0, false, kfile.ParseError("udp", line, err)
 	}
-	if rx, err = parseHex(f[c+1:]); err != nil {
-		return 0, 0, false, parseError("udp", line, err)
+	if rx, err = kfile.ParseHex(f[c+1:]); err != nil {
+		return 0, 0, false, kfile.ParseError("udp", line, err)
 	}
 	return tx, rx, true, nil
 }
@@ -102,7 +104,7 @@ func parseUDPLine(line []byte) (tx, rx uint64, ok bool, err error) {
 func selinuxMode(b []byte) (mode int64, ok bool) {
 	for pos := 0; pos < len(b); {
 		var line []byte
-		line, pos = nextLine(b, pos)
+		line, pos = kfile.NextLine(b, pos)
 		line = bytes.TrimSpace(line)
 		v, found := bytes.CutPrefix(line, []byte("SELINUX="))
 		if !found {
@@ -130,20 +132,20 @@ type diskID struct {
 func parseDiskIDs(b []byte, dst []diskID) ([]diskID, error) {
 	for pos := 0; pos < len(b); {
 		var line []byte
-		line, pos = nextLine(b, pos)
-		maj, p := field(line, 0)
+		line, pos = kfile.NextLine(b, pos)
+		maj, p := kfile.Field(line, 0)
 		if maj == nil {
 			continue
 		}
-		min, p := field(line, p)
-		name, _ := field(line, p)
+		min, p := kfile.Field(line, p)
+		name, _ := kfile.Field(line, p)
 		if name == nil {
-			return dst, parseError("/proc/diskstats", line, errSyntax)
+			return dst, kfile.ParseError("/proc/diskstats", line, kfile.ErrSyntax)
 		}
-		a, err1 := parseUint(maj)
-		b, err2 := parseUint(min)
+		a, err1 := kfile.ParseUint(maj)
+		b, err2 := kfile.ParseUint(min)
 		if err1 != nil || err2 != nil || a > 1<<32 || b > 1<<32 {
-			return dst, parseError("/proc/diskstats", line, errSyntax)
+			return dst, kfile.ParseError("/proc/diskstats", line, kfile.ErrSyntax)
 		}
 		dst = append(dst, diskID{Major: a, Minor: b, Name: name})
 	}
@@ -163,7 +165,7 @@ func parseUdevDisk(b []byte) [len(udevDiskKeys)]string {
 	var r [len(udevDiskKeys)]string
 	for pos := 0; pos < len(b); {
 		var line []byte
-		line, pos = nextLine(b, pos)
+		line, pos = kfile.NextLine(b, pos)
 		kv, ok := bytes.CutPrefix(line, []byte("E:"))
 		if !ok {
 			continue
@@ -174,7 +176,7 @@ func parseUdevDisk(b []byte) [len(udevDiskKeys)]string {
 		}
 		for i, key := range udevDiskKeys {
 			if string(k) == key {
-				r[i] = validString(v)
+				r[i] = kfile.ValidString(v)
 			}
 		}
 	}

@@ -3,6 +3,8 @@ package sysscan
 import (
 	"bytes"
 	"fmt"
+
+	"github.com/cantal-go/cantal/internal/kfile"
 )
 
 // CPU states in the order of a /proc/stat cpu line, as they appear in series names.
@@ -38,8 +40,8 @@ func parseProcStat(b []byte, s *procStat) error {
 	*s = procStat{}
 	for pos := 0; pos < len(b); {
 		var line []byte
-		line, pos = nextLine(b, pos)
-		name, p := field(line, 0)
+		line, pos = kfile.NextLine(b, pos)
+		name, p := kfile.Field(line, 0)
 		if len(name) == 0 {
 			continue
 		}
@@ -47,16 +49,16 @@ func parseProcStat(b []byte, s *procStat) error {
 			var t cpuTimes
 			for i := range t {
 				var f []byte
-				f, p = field(line, p)
+				f, p = kfile.Field(line, p)
 				if f == nil {
 					if i < 4 { // user nice system idle exist on every kernel
-						return parseError("/proc/stat cpu", line, errSyntax)
+						return kfile.ParseError("/proc/stat cpu", line, kfile.ErrSyntax)
 					}
 					break
 				}
-				v, err := parseUint(f)
+				v, err := kfile.ParseUint(f)
 				if err != nil {
-					return parseError("/proc/stat cpu", line, err)
+					return kfile.ParseError("/proc/stat cpu", line, err)
 				}
 				t[i] = v
 			}
@@ -66,7 +68,7 @@ func parseProcStat(b []byte, s *procStat) error {
 			}
 			n, ok := atoiCPU(name[3:])
 			if !ok {
-				return parseError("/proc/stat cpu", line, errSyntax)
+				return kfile.ParseError("/proc/stat cpu", line, kfile.ErrSyntax)
 			}
 			cpus = append(cpus, cpuLine{CPU: n, Times: t})
 			continue
@@ -90,10 +92,10 @@ func parseProcStat(b []byte, s *procStat) error {
 		default:
 			continue
 		}
-		f, _ := field(line, p)
-		v, err := parseUint(f)
+		f, _ := kfile.Field(line, p)
+		v, err := kfile.ParseUint(f)
 		if err != nil {
-			return parseError("/proc/stat", line, err)
+			return kfile.ParseError("/proc/stat", line, err)
 		}
 		*dst = v
 	}
@@ -109,7 +111,7 @@ func atoiCPU(b []byte) (int, bool) {
 	if len(b) == 1 && b[0] == '0' {
 		return 0, true
 	}
-	return atoiPositive(b)
+	return kfile.AtoiPositive(b)
 }
 
 // kv is a named value; Key aliases the parsed buffer.
@@ -123,29 +125,29 @@ type kv struct {
 func parseMeminfo(b []byte, dst []kv) ([]kv, error) {
 	for pos := 0; pos < len(b); {
 		var line []byte
-		line, pos = nextLine(b, pos)
+		line, pos = kfile.NextLine(b, pos)
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
-		colon := indexByte(line, ':')
+		colon := kfile.IndexByte(line, ':')
 		if colon < 0 || len(bytes.TrimSpace(line[:colon])) == 0 {
-			return dst, parseError("/proc/meminfo", line, errSyntax)
+			return dst, kfile.ParseError("/proc/meminfo", line, kfile.ErrSyntax)
 		}
-		f, p := field(line, colon+1)
-		v, err := parseUint(f)
+		f, p := kfile.Field(line, colon+1)
+		v, err := kfile.ParseUint(f)
 		if err != nil {
-			return dst, parseError("/proc/meminfo", line, err)
+			return dst, kfile.ParseError("/proc/meminfo", line, err)
 		}
-		unit, _ := field(line, p)
+		unit, _ := kfile.Field(line, p)
 		switch string(unit) {
 		case "":
 		case "kB":
 			if v > (1<<64-1)/1024 {
-				return dst, parseError("/proc/meminfo", line, errRange)
+				return dst, kfile.ParseError("/proc/meminfo", line, kfile.ErrRange)
 			}
 			v *= 1024
 		default:
-			return dst, parseError("/proc/meminfo", line, fmt.Errorf("unknown unit %q", unit))
+			return dst, kfile.ParseError("/proc/meminfo", line, fmt.Errorf("unknown unit %q", unit))
 		}
 		dst = append(dst, kv{Key: bytes.TrimSpace(line[:colon]), Val: v})
 	}
@@ -165,26 +167,26 @@ func parseLoadAvg(b []byte) (loadAvg, error) {
 	var f []byte
 	p := 0
 	for _, dst := range []*float64{&l.Load1, &l.Load5, &l.Load15} {
-		f, p = field(b, p)
-		v, err := parseDecimal(f)
+		f, p = kfile.Field(b, p)
+		v, err := kfile.ParseDecimal(f)
 		if err != nil {
-			return l, parseError("/proc/loadavg", b, err)
+			return l, kfile.ParseError("/proc/loadavg", b, err)
 		}
 		*dst = v
 	}
-	f, p = field(b, p)
-	slash := indexByte(f, '/')
+	f, p = kfile.Field(b, p)
+	slash := kfile.IndexByte(f, '/')
 	if slash < 0 {
-		return l, parseError("/proc/loadavg", b, errSyntax)
+		return l, kfile.ParseError("/proc/loadavg", b, kfile.ErrSyntax)
 	}
 	var err1, err2, err3 error
-	l.Runnable, err1 = parseUint(f[:slash])
-	l.Total, err2 = parseUint(f[slash+1:])
-	f, _ = field(b, p)
-	l.LastPID, err3 = parseUint(f)
+	l.Runnable, err1 = kfile.ParseUint(f[:slash])
+	l.Total, err2 = kfile.ParseUint(f[slash+1:])
+	f, _ = kfile.Field(b, p)
+	l.LastPID, err3 = kfile.ParseUint(f)
 	for _, err := range []error{err1, err2, err3} {
 		if err != nil {
-			return l, parseError("/proc/loadavg", b, err)
+			return l, kfile.ParseError("/proc/loadavg", b, err)
 		}
 	}
 	return l, nil
@@ -193,13 +195,13 @@ func parseLoadAvg(b []byte) (loadAvg, error) {
 // parseUptime parses /proc/uptime, "370.95 616.03": seconds since boot and idle seconds summed
 // over all CPUs.
 func parseUptime(b []byte) (up, idle float64, err error) {
-	f, p := field(b, 0)
-	if up, err = parseDecimal(f); err != nil {
-		return 0, 0, parseError("/proc/uptime", b, err)
+	f, p := kfile.Field(b, 0)
+	if up, err = kfile.ParseDecimal(f); err != nil {
+		return 0, 0, kfile.ParseError("/proc/uptime", b, err)
 	}
-	f, _ = field(b, p)
-	if idle, err = parseDecimal(f); err != nil {
-		return 0, 0, parseError("/proc/uptime", b, err)
+	f, _ = kfile.Field(b, p)
+	if idle, err = kfile.ParseDecimal(f); err != nil {
+		return 0, 0, kfile.ParseError("/proc/uptime", b, err)
 	}
 	return up, idle, nil
 }
@@ -215,10 +217,10 @@ func parseFileNr(b []byte) (fileNr, error) {
 	p := 0
 	for _, dst := range []*uint64{&r.Allocated, &r.Free, &r.Max} {
 		var f []byte
-		f, p = field(b, p)
-		v, err := parseUint(f)
+		f, p = kfile.Field(b, p)
+		v, err := kfile.ParseUint(f)
 		if err != nil {
-			return r, parseError("/proc/sys/fs/file-nr", b, err)
+			return r, kfile.ParseError("/proc/sys/fs/file-nr", b, err)
 		}
 		*dst = v
 	}
@@ -242,25 +244,25 @@ type netDev struct {
 func parseNetDev(b []byte, dst []netDev) ([]netDev, error) {
 	for pos := 0; pos < len(b); {
 		var line []byte
-		line, pos = nextLine(b, pos)
-		colon := indexByte(line, ':')
+		line, pos = kfile.NextLine(b, pos)
+		colon := kfile.IndexByte(line, ':')
 		if colon < 0 || bytes.IndexByte(line[:colon], '|') >= 0 {
-			if len(bytes.TrimSpace(line)) == 0 || indexByte(line, '|') >= 0 {
+			if len(bytes.TrimSpace(line)) == 0 || kfile.IndexByte(line, '|') >= 0 {
 				continue
 			}
-			return dst, parseError("/proc/net/dev", line, errSyntax)
+			return dst, kfile.ParseError("/proc/net/dev", line, kfile.ErrSyntax)
 		}
 		d := netDev{Name: bytes.TrimSpace(line[:colon])}
 		if len(d.Name) == 0 {
-			return dst, parseError("/proc/net/dev", line, errSyntax)
+			return dst, kfile.ParseError("/proc/net/dev", line, kfile.ErrSyntax)
 		}
 		p := colon + 1
 		for i := range d.V {
 			var f []byte
-			f, p = field(line, p)
-			v, err := parseUint(f)
+			f, p = kfile.Field(line, p)
+			v, err := kfile.ParseUint(f)
 			if err != nil {
-				return dst, parseError("/proc/net/dev", line, err)
+				return dst, kfile.ParseError("/proc/net/dev", line, err)
 			}
 			d.V[i] = v
 		}
@@ -282,30 +284,30 @@ type netstatEntry struct {
 func parseNetstat(b []byte, dst []netstatEntry) ([]netstatEntry, error) {
 	for pos := 0; pos < len(b); {
 		var head, vals []byte
-		head, pos = nextLine(b, pos)
+		head, pos = kfile.NextLine(b, pos)
 		if len(bytes.TrimSpace(head)) == 0 {
 			continue
 		}
-		vals, pos = nextLine(b, pos)
-		hp, hv := field(head, 0)
-		vp, vv := field(vals, 0)
+		vals, pos = kfile.NextLine(b, pos)
+		hp, hv := kfile.Field(head, 0)
+		vp, vv := kfile.Field(vals, 0)
 		if len(hp) < 2 || hp[len(hp)-1] != ':' || !bytes.Equal(hp, vp) {
-			return dst, parseError("netstat", head, fmt.Errorf("header and values do not pair"))
+			return dst, kfile.ParseError("netstat", head, fmt.Errorf("header and values do not pair"))
 		}
 		prefix := hp[:len(hp)-1]
 		for {
 			var k, v []byte
-			k, hv = field(head, hv)
-			v, vv = field(vals, vv)
+			k, hv = kfile.Field(head, hv)
+			v, vv = kfile.Field(vals, vv)
 			if k == nil && v == nil {
 				break
 			}
 			if k == nil || v == nil {
-				return dst, parseError("netstat", head, fmt.Errorf("%d names and values differ in number", len(dst)))
+				return dst, kfile.ParseError("netstat", head, fmt.Errorf("%d names and values differ in number", len(dst)))
 			}
-			n, err := parseInt(v)
+			n, err := kfile.ParseInt(v)
 			if err != nil {
-				return dst, parseError("netstat", vals, err)
+				return dst, kfile.ParseError("netstat", vals, err)
 			}
 			dst = append(dst, netstatEntry{Prefix: prefix, Name: k, Val: n})
 		}
@@ -347,32 +349,32 @@ type diskStat struct {
 func parseDiskstats(b []byte, dst []diskStat) ([]diskStat, error) {
 	for pos := 0; pos < len(b); {
 		var line []byte
-		line, pos = nextLine(b, pos)
-		_, p := field(line, 0) // major
+		line, pos = kfile.NextLine(b, pos)
+		_, p := kfile.Field(line, 0) // major
 		if p == 0 || len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
-		_, p = field(line, p) // minor
+		_, p = kfile.Field(line, p) // minor
 		var d diskStat
-		d.Name, p = field(line, p)
+		d.Name, p = kfile.Field(line, p)
 		if d.Name == nil {
-			return dst, parseError("/proc/diskstats", line, errSyntax)
+			return dst, kfile.ParseError("/proc/diskstats", line, kfile.ErrSyntax)
 		}
 		for d.N < diskFields {
 			var f []byte
-			f, p = field(line, p)
+			f, p = kfile.Field(line, p)
 			if f == nil {
 				break
 			}
-			v, err := parseUint(f)
+			v, err := kfile.ParseUint(f)
 			if err != nil {
-				return dst, parseError("/proc/diskstats", line, err)
+				return dst, kfile.ParseError("/proc/diskstats", line, err)
 			}
 			d.V[d.N] = v
 			d.N++
 		}
 		if d.N < diskWeightedMs+1 {
-			return dst, parseError("/proc/diskstats", line, fmt.Errorf("%d columns, want at least 11", d.N))
+			return dst, kfile.ParseError("/proc/diskstats", line, fmt.Errorf("%d columns, want at least 11", d.N))
 		}
 		dst = append(dst, d)
 	}
@@ -403,48 +405,48 @@ type tcpSock struct {
 //
 // ok is false for the header line.
 func parseTCPLine(line []byte) (s tcpSock, ok bool, err error) {
-	sl, p := field(line, 0)
+	sl, p := kfile.Field(line, 0)
 	if len(sl) < 2 || sl[len(sl)-1] != ':' {
 		if bytes.Equal(sl, []byte("sl")) {
 			return s, false, nil
 		}
-		return s, false, parseError("/proc/net/tcp", line, errSyntax)
+		return s, false, kfile.ParseError("/proc/net/tcp", line, kfile.ErrSyntax)
 	}
 	var local, remote, st, queues, uid []byte
-	local, p = field(line, p)
-	remote, p = field(line, p)
-	st, p = field(line, p)
-	queues, p = field(line, p)
-	_, p = field(line, p) // tr:tm->when
-	_, p = field(line, p) // retrnsmt
-	uid, _ = field(line, p)
+	local, p = kfile.Field(line, p)
+	remote, p = kfile.Field(line, p)
+	st, p = kfile.Field(line, p)
+	queues, p = kfile.Field(line, p)
+	_, p = kfile.Field(line, p) // tr:tm->when
+	_, p = kfile.Field(line, p) // retrnsmt
+	uid, _ = kfile.Field(line, p)
 	lp, err1 := addrPort(local)
 	rp, err2 := addrPort(remote)
-	state, err3 := parseHex(st)
-	colon := indexByte(queues, ':')
+	state, err3 := kfile.ParseHex(st)
+	colon := kfile.IndexByte(queues, ':')
 	if colon < 0 {
-		return s, false, parseError("/proc/net/tcp", line, errSyntax)
+		return s, false, kfile.ParseError("/proc/net/tcp", line, kfile.ErrSyntax)
 	}
-	tx, err4 := parseHex(queues[:colon])
-	rx, err5 := parseHex(queues[colon+1:])
-	u, err6 := parseUint(uid)
+	tx, err4 := kfile.ParseHex(queues[:colon])
+	rx, err5 := kfile.ParseHex(queues[colon+1:])
+	u, err6 := kfile.ParseUint(uid)
 	for _, err := range [...]error{err1, err2, err3, err4, err5, err6} {
 		if err != nil {
-			return s, false, parseError("/proc/net/tcp", line, err)
+			return s, false, kfile.ParseError("/proc/net/tcp", line, err)
 		}
 	}
 	if state == 0 || state >= uint64(len(tcpStates)) || u > 1<<32-1 {
-		return s, false, parseError("/proc/net/tcp", line, errRange)
+		return s, false, kfile.ParseError("/proc/net/tcp", line, kfile.ErrRange)
 	}
 	return tcpSock{LocalPort: lp, RemotePort: rp, State: uint8(state), TxQueue: tx, RxQueue: rx, UID: uint32(u)}, true, nil
 }
 
 // addrPort returns the port of "0100007F:0CEA" (IPv4) or a 32-hex-digit IPv6 address.
 func addrPort(b []byte) (uint16, error) {
-	colon := indexByte(b, ':')
+	colon := kfile.IndexByte(b, ':')
 	if (colon != 8 && colon != 32) || len(b) != colon+5 {
-		return 0, errSyntax
+		return 0, kfile.ErrSyntax
 	}
-	v, err := parseHex(b[colon+1:])
+	v, err := kfile.ParseHex(b[colon+1:])
 	return uint16(v), err
 }

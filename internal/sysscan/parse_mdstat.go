@@ -3,6 +3,8 @@ package sysscan
 import (
 	"bytes"
 	"fmt"
+
+	"github.com/cantal-go/cantal/internal/kfile"
 )
 
 // mdStates are the values of md.state's state label, in mdArray.State's numbering.
@@ -43,11 +45,11 @@ func parseMdstat(b []byte, dst []mdArray) ([]mdArray, error) {
 	var cur *mdArray
 	for pos := 0; pos < len(b); {
 		var line []byte
-		line, pos = nextLine(b, pos)
+		line, pos = kfile.NextLine(b, pos)
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
-		if !isSpace(line[0]) {
+		if !kfile.IsSpace(line[0]) {
 			cur = nil
 			if bytes.HasPrefix(line, []byte("Personalities")) || bytes.HasPrefix(line, []byte("unused devices")) {
 				continue
@@ -61,7 +63,7 @@ func parseMdstat(b []byte, dst []mdArray) ([]mdArray, error) {
 			continue
 		}
 		if cur == nil {
-			return dst, parseError("mdstat", line, fmt.Errorf("continuation line without an array"))
+			return dst, kfile.ParseError("mdstat", line, fmt.Errorf("continuation line without an array"))
 		}
 		if err := parseMdDetailLine(cur, line); err != nil {
 			return dst, err
@@ -72,11 +74,11 @@ func parseMdstat(b []byte, dst []mdArray) ([]mdArray, error) {
 
 func parseMdDeviceLine(line []byte) (mdArray, error) {
 	var a mdArray
-	name, p := field(line, 0)
-	colon, p := field(line, p)
-	state, p := field(line, p)
+	name, p := kfile.Field(line, 0)
+	colon, p := kfile.Field(line, p)
+	state, p := kfile.Field(line, p)
 	if name == nil || string(colon) != ":" || state == nil {
-		return a, parseError("mdstat", line, errSyntax)
+		return a, kfile.ParseError("mdstat", line, kfile.ErrSyntax)
 	}
 	a.Name = name
 	switch string(state) {
@@ -85,26 +87,26 @@ func parseMdDeviceLine(line []byte) (mdArray, error) {
 	case "inactive":
 		a.State = mdInactive
 	default:
-		return a, parseError("mdstat", line, fmt.Errorf("unknown array state"))
+		return a, kfile.ParseError("mdstat", line, fmt.Errorf("unknown array state"))
 	}
 	raid0 := false
 	var members int64
 	for {
 		var f []byte
-		f, p = field(line, p)
+		f, p = kfile.Field(line, p)
 		if f == nil {
 			break
 		}
 		if f[0] == '(' { // (auto-read-only), (read-only)
 			continue
 		}
-		i := indexByte(f, '[')
+		i := kfile.IndexByte(f, '[')
 		if i < 0 { // the personality
 			raid0 = raid0 || string(f) == "raid0" || string(f) == "linear"
 			continue
 		}
 		if i == 0 {
-			return a, parseError("mdstat", line, fmt.Errorf("member without a name"))
+			return a, kfile.ParseError("mdstat", line, fmt.Errorf("member without a name"))
 		}
 		members++
 		switch {
@@ -121,17 +123,17 @@ func parseMdDeviceLine(line []byte) (mdArray, error) {
 }
 
 func parseMdDetailLine(a *mdArray, line []byte) error {
-	first, p := field(line, 0)
-	next, _ := field(line, p)
+	first, p := kfile.Field(line, 0)
+	next, _ := kfile.Field(line, p)
 	if string(next) == "blocks" {
-		n, err := parseInt(first)
+		n, err := kfile.ParseInt(first)
 		if err != nil {
-			return parseError("mdstat", line, err)
+			return kfile.ParseError("mdstat", line, err)
 		}
 		a.Blocks, a.Synced = n, n
 		for {
 			var f []byte
-			f, p = field(line, p)
+			f, p = kfile.Field(line, p)
 			if f == nil {
 				break
 			}
@@ -139,11 +141,11 @@ func parseMdDetailLine(a *mdArray, line []byte) error {
 				continue
 			}
 			in := f[1 : len(f)-1]
-			if s := indexByte(in, '/'); s >= 0 {
-				req, err1 := parseInt(in[:s])
-				act, err2 := parseInt(in[s+1:])
+			if s := kfile.IndexByte(in, '/'); s >= 0 {
+				req, err1 := kfile.ParseInt(in[:s])
+				act, err2 := kfile.ParseInt(in[s+1:])
 				if err1 != nil || err2 != nil {
-					return parseError("mdstat", line, errSyntax)
+					return kfile.ParseError("mdstat", line, kfile.ErrSyntax)
 				}
 				a.Required, a.Active = req, act
 			} else if len(bytes.Trim(in, "U_")) == 0 {
@@ -162,18 +164,18 @@ func parseMdDetailLine(a *mdArray, line []byte) error {
 		}
 		a.State = op.state
 		rest := line[i:]
-		o, c := indexByte(rest, '('), indexByte(rest, ')')
+		o, c := kfile.IndexByte(rest, '('), kfile.IndexByte(rest, ')')
 		if o < 0 || c < o {
-			return parseError("mdstat", line, fmt.Errorf("no (synced/total)"))
+			return kfile.ParseError("mdstat", line, fmt.Errorf("no (synced/total)"))
 		}
 		in := rest[o+1 : c]
-		s := indexByte(in, '/')
+		s := kfile.IndexByte(in, '/')
 		if s < 0 {
-			return parseError("mdstat", line, errSyntax)
+			return kfile.ParseError("mdstat", line, kfile.ErrSyntax)
 		}
-		n, err := parseInt(in[:s])
+		n, err := kfile.ParseInt(in[:s])
 		if err != nil {
-			return parseError("mdstat", line, err)
+			return kfile.ParseError("mdstat", line, err)
 		}
 		a.Synced = n
 		return nil

@@ -3,6 +3,8 @@ package sysscan
 import (
 	"bytes"
 	"fmt"
+
+	"github.com/cantal-go/cantal/internal/kfile"
 )
 
 // softnetCPU is one line of /proc/net/softnet_stat.
@@ -19,7 +21,7 @@ func parseSoftnet(b []byte, dst []softnetCPU) ([]softnetCPU, error) {
 	idx := 0
 	for pos := 0; pos < len(b); {
 		var line []byte
-		line, pos = nextLine(b, pos)
+		line, pos = kfile.NextLine(b, pos)
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
@@ -27,24 +29,24 @@ func parseSoftnet(b []byte, dst []softnetCPU) ([]softnetCPU, error) {
 		n, p := 0, 0
 		for n < len(col) {
 			var f []byte
-			f, p = field(line, p)
+			f, p = kfile.Field(line, p)
 			if f == nil {
 				break
 			}
-			v, err := parseHex(f)
+			v, err := kfile.ParseHex(f)
 			if err != nil {
-				return dst, parseError("softnet_stat", line, err)
+				return dst, kfile.ParseError("softnet_stat", line, err)
 			}
 			col[n] = v
 			n++
 		}
 		if n < 3 {
-			return dst, parseError("softnet_stat", line, fmt.Errorf("%d columns", n))
+			return dst, kfile.ParseError("softnet_stat", line, fmt.Errorf("%d columns", n))
 		}
 		cpu := idx
 		if n >= 13 {
 			if col[12] > 1<<20 {
-				return dst, parseError("softnet_stat", line, errRange)
+				return dst, kfile.ParseError("softnet_stat", line, kfile.ErrRange)
 			}
 			cpu = int(col[12])
 		}
@@ -63,21 +65,21 @@ type arpCount struct {
 // parseARP counts the entries of /proc/net/arp per device (its last column), in the order
 // the devices first appear; the header line is skipped.
 func parseARP(b []byte, dst []arpCount) ([]arpCount, error) {
-	head, pos := nextLine(b, 0)
+	head, pos := kfile.NextLine(b, 0)
 	if !bytes.HasPrefix(head, []byte("IP address")) {
 		if len(bytes.TrimSpace(b)) == 0 {
 			return dst, nil
 		}
-		return dst, parseError("arp", head, fmt.Errorf("no header"))
+		return dst, kfile.ParseError("arp", head, fmt.Errorf("no header"))
 	}
 	for pos < len(b) {
 		var line []byte
-		line, pos = nextLine(b, pos)
+		line, pos = kfile.NextLine(b, pos)
 		var last []byte
 		n := 0
 		for p := 0; ; {
 			var f []byte
-			f, p = field(line, p)
+			f, p = kfile.Field(line, p)
 			if f == nil {
 				break
 			}
@@ -88,7 +90,7 @@ func parseARP(b []byte, dst []arpCount) ([]arpCount, error) {
 			continue
 		}
 		if n != 6 {
-			return dst, parseError("arp", line, fmt.Errorf("%d columns", n))
+			return dst, kfile.ParseError("arp", line, fmt.Errorf("%d columns", n))
 		}
 		found := false
 		for i := range dst {
@@ -120,25 +122,25 @@ type schedCPU struct {
 func parseSchedstat(b []byte, dst []schedCPU) ([]schedCPU, error) {
 	for pos := 0; pos < len(b); {
 		var line []byte
-		line, pos = nextLine(b, pos)
-		name, p := field(line, 0)
+		line, pos = kfile.NextLine(b, pos)
+		name, p := kfile.Field(line, 0)
 		if !bytes.HasPrefix(name, []byte("cpu")) {
 			continue
 		}
 		cpu, ok := atoiCPU(name[3:])
 		if !ok {
-			return dst, parseError("schedstat", line, errSyntax)
+			return dst, kfile.ParseError("schedstat", line, kfile.ErrSyntax)
 		}
 		var v [9]uint64
 		for i := range v {
 			var f []byte
-			f, p = field(line, p)
+			f, p = kfile.Field(line, p)
 			if f == nil {
-				return dst, parseError("schedstat", line, fmt.Errorf("%d values, want 9", i))
+				return dst, kfile.ParseError("schedstat", line, fmt.Errorf("%d values, want 9", i))
 			}
-			n, err := parseUint(f)
+			n, err := kfile.ParseUint(f)
 			if err != nil {
-				return dst, parseError("schedstat", line, err)
+				return dst, kfile.ParseError("schedstat", line, err)
 			}
 			v[i] = n
 		}

@@ -3,6 +3,8 @@ package sysscan
 import (
 	"bytes"
 	"fmt"
+
+	"github.com/cantal-go/cantal/internal/kfile"
 )
 
 // Parsers of the files read by System and Filesystems. Each is a pure function of the file's
@@ -15,24 +17,24 @@ type nameVal struct {
 	Val  int64
 }
 
-// parseVmstat parses /proc/vmstat: one "name value" line per field. The values are printed
+// parseVmstat parses /proc/vmstat: one "name value" line per kfile.Field. The values are printed
 // unsigned by the kernel but a few node counters can be transiently negative on some kernels,
 // so they are parsed signed.
 func parseVmstat(b []byte, dst []nameVal) ([]nameVal, error) {
 	for pos := 0; pos < len(b); {
 		var line []byte
-		line, pos = nextLine(b, pos)
-		name, p := field(line, 0)
+		line, pos = kfile.NextLine(b, pos)
+		name, p := kfile.Field(line, 0)
 		if name == nil {
 			continue
 		}
-		v, p := field(line, p)
-		if rest, _ := field(line, p); v == nil || rest != nil {
-			return dst, parseError("/proc/vmstat", line, errSyntax)
+		v, p := kfile.Field(line, p)
+		if rest, _ := kfile.Field(line, p); v == nil || rest != nil {
+			return dst, kfile.ParseError("/proc/vmstat", line, kfile.ErrSyntax)
 		}
-		n, err := parseInt(v)
+		n, err := kfile.ParseInt(v)
 		if err != nil {
-			return dst, parseError("/proc/vmstat", line, err)
+			return dst, kfile.ParseError("/proc/vmstat", line, err)
 		}
 		dst = append(dst, nameVal{Name: name, Val: n})
 	}
@@ -61,8 +63,8 @@ func parsePressure(b []byte) (psi, error) {
 	var r psi
 	for pos := 0; pos < len(b); {
 		var line []byte
-		line, pos = nextLine(b, pos)
-		kind, p := field(line, 0)
+		line, pos = kfile.NextLine(b, pos)
+		kind, p := kfile.Field(line, 0)
 		if kind == nil {
 			continue
 		}
@@ -73,38 +75,38 @@ func parsePressure(b []byte) (psi, error) {
 		case "full":
 			l = &r.Full
 		default:
-			return r, parseError("pressure", line, errSyntax)
+			return r, kfile.ParseError("pressure", line, kfile.ErrSyntax)
 		}
 		var got [4]bool
 		for {
 			var f []byte
-			f, p = field(line, p)
+			f, p = kfile.Field(line, p)
 			if f == nil {
 				break
 			}
 			matched := false
 			for i, k := range psiAvgKeys {
 				if bytes.HasPrefix(f, []byte(k)) {
-					v, err := parseDecimal(f[len(k):])
+					v, err := kfile.ParseDecimal(f[len(k):])
 					if err != nil {
-						return r, parseError("pressure", line, err)
+						return r, kfile.ParseError("pressure", line, err)
 					}
 					l.Avg[i], got[i], matched = v, true, true
 				}
 			}
 			if bytes.HasPrefix(f, []byte("total=")) {
-				v, err := parseUint(f[len("total="):])
+				v, err := kfile.ParseUint(f[len("total="):])
 				if err != nil {
-					return r, parseError("pressure", line, err)
+					return r, kfile.ParseError("pressure", line, err)
 				}
 				l.Total, got[3], matched = v, true, true
 			}
 			if !matched {
-				return r, parseError("pressure", line, errSyntax)
+				return r, kfile.ParseError("pressure", line, kfile.ErrSyntax)
 			}
 		}
 		if !got[3] {
-			return r, parseError("pressure", line, fmt.Errorf("no total"))
+			return r, kfile.ParseError("pressure", line, fmt.Errorf("no total"))
 		}
 		l.Present = true
 	}
@@ -128,28 +130,28 @@ type sockstatEntry struct {
 func parseSockstat(b []byte, dst []sockstatEntry) ([]sockstatEntry, error) {
 	for pos := 0; pos < len(b); {
 		var line []byte
-		line, pos = nextLine(b, pos)
-		proto, p := field(line, 0)
+		line, pos = kfile.NextLine(b, pos)
+		proto, p := kfile.Field(line, 0)
 		if proto == nil {
 			continue
 		}
 		if len(proto) < 2 || proto[len(proto)-1] != ':' {
-			return dst, parseError("sockstat", line, errSyntax)
+			return dst, kfile.ParseError("sockstat", line, kfile.ErrSyntax)
 		}
 		proto = proto[:len(proto)-1]
 		for {
 			var k, v []byte
-			k, p = field(line, p)
+			k, p = kfile.Field(line, p)
 			if k == nil {
 				break
 			}
-			v, p = field(line, p)
+			v, p = kfile.Field(line, p)
 			if v == nil {
-				return dst, parseError("sockstat", line, fmt.Errorf("name without a value"))
+				return dst, kfile.ParseError("sockstat", line, fmt.Errorf("name without a value"))
 			}
-			n, err := parseInt(v)
+			n, err := kfile.ParseInt(v)
 			if err != nil {
-				return dst, parseError("sockstat", line, err)
+				return dst, kfile.ParseError("sockstat", line, err)
 			}
 			dst = append(dst, sockstatEntry{Proto: proto, Name: k, Val: n})
 		}
@@ -163,36 +165,26 @@ func parseSockstat(b []byte, dst []sockstatEntry) ([]sockstatEntry, error) {
 func parseSNMP6(b []byte, dst []netstatEntry) ([]netstatEntry, error) {
 	for pos := 0; pos < len(b); {
 		var line []byte
-		line, pos = nextLine(b, pos)
-		name, p := field(line, 0)
+		line, pos = kfile.NextLine(b, pos)
+		name, p := kfile.Field(line, 0)
 		if name == nil {
 			continue
 		}
-		v, p := field(line, p)
-		if rest, _ := field(line, p); v == nil || rest != nil {
-			return dst, parseError("/proc/net/snmp6", line, errSyntax)
+		v, p := kfile.Field(line, p)
+		if rest, _ := kfile.Field(line, p); v == nil || rest != nil {
+			return dst, kfile.ParseError("/proc/net/snmp6", line, kfile.ErrSyntax)
 		}
-		six := indexByte(name, '6')
+		six := kfile.IndexByte(name, '6')
 		if six <= 0 || six == len(name)-1 {
-			return dst, parseError("/proc/net/snmp6", line, fmt.Errorf("no protocol prefix"))
+			return dst, kfile.ParseError("/proc/net/snmp6", line, fmt.Errorf("no protocol prefix"))
 		}
-		n, err := parseInt(v)
+		n, err := kfile.ParseInt(v)
 		if err != nil {
-			return dst, parseError("/proc/net/snmp6", line, err)
+			return dst, kfile.ParseError("/proc/net/snmp6", line, err)
 		}
 		dst = append(dst, netstatEntry{Prefix: name[:six+1], Name: name[six+1:], Val: n})
 	}
 	return dst, nil
-}
-
-// parseIntValue parses a file holding one decimal integer, such as a sysctl or a sysfs
-// attribute, surrounded by white space.
-func parseIntValue(b []byte) (int64, error) {
-	v, err := parseInt(bytes.TrimSpace(b))
-	if err != nil {
-		return 0, fmt.Errorf("parse value: %w", err)
-	}
-	return v, nil
 }
 
 // parseHexValue parses a sysfs attribute holding one "0x"-prefixed hexadecimal number (flags,
@@ -200,30 +192,13 @@ func parseIntValue(b []byte) (int64, error) {
 func parseHexValue(b []byte) (uint64, error) {
 	b = bytes.TrimSpace(b)
 	if len(b) < 3 || b[0] != '0' || (b[1] != 'x' && b[1] != 'X') {
-		return 0, fmt.Errorf("parse hex value: %w", errSyntax)
+		return 0, fmt.Errorf("parse hex value: %w", kfile.ErrSyntax)
 	}
-	v, err := parseHex(b[2:])
+	v, err := kfile.ParseHex(b[2:])
 	if err != nil {
 		return 0, fmt.Errorf("parse hex value: %w", err)
 	}
 	return v, nil
-}
-
-// parseBtime finds "btime N" in /proc/stat.
-func parseBtime(b []byte) (int64, error) {
-	for pos := 0; pos < len(b); {
-		var line []byte
-		line, pos = nextLine(b, pos)
-		if !bytes.HasPrefix(line, []byte("btime ")) {
-			continue
-		}
-		v, err := parseIntValue(line[len("btime "):])
-		if err != nil {
-			return 0, parseError("/proc/stat", line, err)
-		}
-		return v, nil
-	}
-	return 0, fmt.Errorf("parse /proc/stat: no btime line")
 }
 
 // osReleaseKeys are the /etc/os-release fields node_exporter's os collector exposes, in the
@@ -245,12 +220,12 @@ func parseOSRelease(b []byte) (osRelease, error) {
 	var r osRelease
 	for pos, n := 0, 1; pos < len(b); n++ {
 		var line []byte
-		line, pos = nextLine(b, pos)
+		line, pos = kfile.NextLine(b, pos)
 		line = bytes.TrimSpace(line)
 		if len(line) == 0 || line[0] == '#' {
 			continue
 		}
-		eq := indexByte(line, '=')
+		eq := kfile.IndexByte(line, '=')
 		if eq <= 0 {
 			return r, fmt.Errorf("parse os-release: line %d has no '='", n)
 		}
@@ -279,7 +254,7 @@ func unquoteShell(v []byte) (string, error) {
 		if len(v) < 2 || v[len(v)-1] != '\'' {
 			return "", fmt.Errorf("unterminated single quote")
 		}
-		return validString(v[1 : len(v)-1]), nil
+		return kfile.ValidString(v[1 : len(v)-1]), nil
 	case '"':
 		if len(v) < 2 || v[len(v)-1] != '"' {
 			return "", fmt.Errorf("unterminated double quote")
@@ -296,9 +271,9 @@ func unquoteShell(v []byte) (string, error) {
 			}
 			out = append(out, c)
 		}
-		return validString(out), nil
+		return kfile.ValidString(out), nil
 	}
-	return validString(v), nil
+	return kfile.ValidString(v), nil
 }
 
 // mountEntry is one line of /proc/PID/mountinfo, its fields pointing into the file's bytes;
@@ -323,33 +298,33 @@ func parseMountinfo(b []byte, dst []mountEntry, esc *[]byte) ([]mountEntry, erro
 	e := (*esc)[:0]
 	for pos := 0; pos < len(b); {
 		var line []byte
-		line, pos = nextLine(b, pos)
-		f, p := field(line, 0)
+		line, pos = kfile.NextLine(b, pos)
+		f, p := kfile.Field(line, 0)
 		if f == nil {
 			continue
 		}
 		var fields [6][]byte
 		fields[0] = f
 		for i := 1; i < 6; i++ {
-			fields[i], p = field(line, p)
+			fields[i], p = kfile.Field(line, p)
 			if fields[i] == nil {
-				return dst, parseError("mountinfo", line, errSyntax)
+				return dst, kfile.ParseError("mountinfo", line, kfile.ErrSyntax)
 			}
 		}
 		// optional fields up to the "-" separator
 		for {
-			f, p = field(line, p)
+			f, p = kfile.Field(line, p)
 			if f == nil {
-				return dst, parseError("mountinfo", line, fmt.Errorf("no separator"))
+				return dst, kfile.ParseError("mountinfo", line, fmt.Errorf("no separator"))
 			}
 			if len(f) == 1 && f[0] == '-' {
 				break
 			}
 		}
-		fstype, p := field(line, p)
-		source, _ := field(line, p)
+		fstype, p := kfile.Field(line, p)
+		source, _ := kfile.Field(line, p)
 		if fstype == nil || source == nil {
-			return dst, parseError("mountinfo", line, errSyntax)
+			return dst, kfile.ParseError("mountinfo", line, kfile.ErrSyntax)
 		}
 		start := len(e)
 		e = unescapeMount(e, fields[4])
@@ -385,7 +360,7 @@ func isOctal(c byte) bool { return c >= '0' && c <= '7' }
 // hasOption reports whether the comma-separated mount options include opt.
 func hasOption(opts []byte, opt string) bool {
 	for len(opts) > 0 {
-		i := indexByte(opts, ',')
+		i := kfile.IndexByte(opts, ',')
 		if i < 0 {
 			return string(opts) == opt
 		}

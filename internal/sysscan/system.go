@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/cantal-go/cantal/internal/kfile"
 	"github.com/cantal-go/cantal/internal/series"
 	"golang.org/x/sys/unix"
 )
@@ -36,7 +37,7 @@ type System struct {
 	path  []byte
 	key   []byte
 	buf   []byte
-	files [len(systemFiles)]keptFile
+	files [len(systemFiles)]kfile.Kept
 	// missing marks the optional files found absent, with the scan they were last tried in.
 	missing [len(systemFiles)]uint64
 
@@ -196,7 +197,7 @@ func NewSystem(opt Options) *System {
 // afterwards; it reopens them.
 func (s *System) Close() error {
 	for i := range s.files {
-		s.files[i].close()
+		s.files[i].Close()
 	}
 	s.nc.close()
 	s.th.close()
@@ -216,7 +217,7 @@ func isAbsent(err error) bool {
 // Collect implements series.Collector.
 func (s *System) Collect(ctx context.Context, sink series.Sink) error {
 	if !s.procOpen {
-		fd, err := openDir(s.opt.Proc)
+		fd, err := kfile.OpenDir(s.opt.Proc)
 		if err != nil {
 			return fmt.Errorf("scan system: %w", err)
 		}
@@ -247,7 +248,7 @@ func (s *System) Collect(ctx context.Context, sink series.Sink) error {
 			continue
 		}
 		s.path = append(append(s.path[:0], f.name...), 0)
-		b, err := s.files[i].read(procfd, s.path, &s.buf, 8<<20, f.single)
+		b, err := s.files[i].Read(procfd, s.path, &s.buf, 8<<20, f.single)
 		if err != nil {
 			if f.optional && isAbsent(err) {
 				s.missing[i] = s.gen
@@ -324,7 +325,7 @@ func (s *System) collectFile(i int, b []byte, sink series.Sink) error {
 	case sfSchedstat:
 		return s.collectSchedstat(b, sink)
 	}
-	v, err := parseIntValue(b)
+	v, err := kfile.ParseIntValue(b)
 	if err != nil {
 		return err
 	}
@@ -344,7 +345,7 @@ var vmstatCounterNr = map[string]bool{
 	"nr_dirtied": true, "nr_written": true, "nr_foll_pin_acquired": true, "nr_foll_pin_released": true,
 }
 
-// vmstatKind says whether a /proc/vmstat field is a level (nr_* now, workingset_nodes) or an
+// vmstatKind says whether a /proc/vmstat kfile.Field is a level (nr_* now, workingset_nodes) or an
 // event counter (everything else).
 func vmstatKind(name string) series.Kind {
 	if (len(name) > 3 && name[:3] == "nr_" && !vmstatCounterNr[name]) || name == "workingset_nodes" {
@@ -359,7 +360,7 @@ func (s *System) collectVmstat(b []byte, sink series.Sink) error {
 	for _, e := range s.vms {
 		r := s.vm[string(e.Name)]
 		if r == nil {
-			k := validString(e.Name)
+			k := kfile.ValidString(e.Name)
 			r = sink.Series(series.Labels{"metric": "vmstat." + k}, vmstatKind(k))
 			s.vm[string(e.Name)] = r
 		}
@@ -406,7 +407,7 @@ func (s *System) collectSockstat(b []byte, sink series.Sink) error {
 		s.key = append(append(append(s.key[:0], e.Proto...), '.'), e.Name...)
 		r := s.sock[string(s.key)]
 		if r == nil {
-			k := validString(s.key)
+			k := kfile.ValidString(s.key)
 			r = &sockRefs{val: sink.Series(series.Labels{"metric": "sockstat." + k}, series.Level)}
 			if string(e.Name) == "mem" {
 				r.bytes = sink.Series(series.Labels{"metric": "sockstat." + k + "_bytes"}, series.Level)
@@ -428,7 +429,7 @@ func (s *System) collectSNMP6(b []byte, sink series.Sink) error {
 		s.key = append(append(append(s.key[:0], e.Prefix...), '.'), e.Name...)
 		r := s.net6[string(s.key)]
 		if r == nil {
-			r = sink.Series(series.Labels{"metric": "net." + validString(s.key)}, series.Counter)
+			r = sink.Series(series.Labels{"metric": "net." + kfile.ValidString(s.key)}, series.Counter)
 			s.net6[string(s.key)] = r
 		}
 		if e.Val < 0 {
@@ -441,10 +442,10 @@ func (s *System) collectSNMP6(b []byte, sink series.Sink) error {
 
 func (s *System) readBtime(procfd int, sink series.Sink) {
 	s.path = append(append(s.path[:0], "stat"...), 0)
-	b, err := readFileAt(procfd, s.path, &s.buf, 8<<20)
+	b, err := kfile.ReadFileAt(procfd, s.path, &s.buf, 8<<20)
 	if err == nil {
 		var v int64
-		if v, err = parseBtime(b); err == nil {
+		if v, err = kfile.ParseBtime(b); err == nil {
 			s.btime, s.btimeOK = v, true
 			return
 		}
@@ -534,7 +535,7 @@ func (s *System) root() string {
 // readSmallFile reads path whole into *buf, up to limit bytes.
 func readSmallFile(path string, buf *[]byte, limit int) ([]byte, error) {
 	p := append([]byte(path), 0)
-	b, err := readFileAt(unix.AT_FDCWD, p, buf, limit)
+	b, err := kfile.ReadFileAt(unix.AT_FDCWD, p, buf, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
@@ -542,10 +543,10 @@ func readSmallFile(path string, buf *[]byte, limit int) ([]byte, error) {
 }
 
 func utsString(b []byte) string {
-	if i := indexByte(b, 0); i >= 0 {
+	if i := kfile.IndexByte(b, 0); i >= 0 {
 		b = b[:i]
 	}
-	return validString(b)
+	return kfile.ValidString(b)
 }
 
 func toLower(s string) string {
@@ -576,7 +577,7 @@ func (s *System) collectMdstat(b []byte, sink series.Sink) error {
 		a := &s.mds[i]
 		r := s.md[string(a.Name)]
 		if r == nil {
-			dev := validString(a.Name)
+			dev := kfile.ValidString(a.Name)
 			r = &mdRefs{}
 			for j, st := range mdStates {
 				r.state[j] = sink.Series(series.Labels{"metric": "md.state", "device": dev, "state": st}, series.Level)
@@ -656,7 +657,7 @@ func (s *System) collectARP(b []byte, sink series.Sink) error {
 	for _, a := range s.arps {
 		r := s.arp[string(a.Device)]
 		if r == nil {
-			r = &arpRef{ref: sink.Series(series.Labels{"metric": "net.arp.entries", "interface": validString(a.Device)}, series.Level)}
+			r = &arpRef{ref: sink.Series(series.Labels{"metric": "net.arp.entries", "interface": kfile.ValidString(a.Device)}, series.Level)}
 			s.arp[string(a.Device)] = r
 		}
 		r.seen, r.n = s.gen, a.N

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cantal-go/cantal/internal/kfile"
 	"github.com/cantal-go/cantal/internal/series"
 	"golang.org/x/sys/unix"
 )
@@ -20,7 +21,7 @@ const udpEvery = 5
 type sysExtra struct {
 	ct  map[string]*series.Ref
 	cts []nameVal
-	lr  lineReader
+	lr  kfile.LineReader
 	// the sums of the UDP file being read, and udpLine bound once (no allocation per read)
 	udpTx, udpRx uint64
 	udpErr       error
@@ -51,7 +52,7 @@ type clocksourceState struct {
 }
 
 func newSysExtra() sysExtra {
-	return sysExtra{ct: map[string]*series.Ref{}, cs: map[string]*clocksourceState{}, lr: lineReader{buf: make([]byte, 64<<10)},
+	return sysExtra{ct: map[string]*series.Ref{}, cs: map[string]*clocksourceState{}, lr: kfile.LineReader{Buf: make([]byte, 64<<10)},
 		disks: map[string]*diskInfoState{}}
 }
 
@@ -62,7 +63,7 @@ func (s *System) collectConntrackStat(b []byte, sink series.Sink) error {
 	for _, e := range x.cts {
 		r := x.ct[string(e.Name)]
 		if r == nil {
-			r = sink.Series(series.Labels{"metric": "conntrack.stat." + validString(e.Name)}, series.Counter)
+			r = sink.Series(series.Labels{"metric": "conntrack.stat." + kfile.ValidString(e.Name)}, series.Counter)
 			x.ct[string(e.Name)] = r
 		}
 		sink.Put(r, uint64(e.Val))
@@ -93,7 +94,7 @@ func (s *System) collectUDP(procfd int, sink series.Sink) {
 			q := &x.udp[i]
 			q.ok = false
 			s.path = append(append(s.path[:0], f.name...), 0)
-			fd, err := openAt(procfd, s.path)
+			fd, err := kfile.OpenAt(procfd, s.path)
 			if err != nil {
 				if i == 0 || !isAbsent(err) {
 					sink.Problem(filepath.Join(s.opt.Proc, f.name), err.Error())
@@ -101,7 +102,7 @@ func (s *System) collectUDP(procfd int, sink series.Sink) {
 				continue
 			}
 			x.udpTx, x.udpRx, x.udpErr = 0, 0, nil
-			err = x.lr.each(fd, x.udpFn)
+			err = x.lr.Each(fd, x.udpFn)
 			unix.Close(fd)
 			if err == nil {
 				err = x.udpErr
@@ -184,7 +185,7 @@ func (s *System) readClocksources(sink series.Sink) {
 				sink.Problem(filepath.Join(dir, e.Name()), err.Error())
 				continue
 			}
-			for _, src := range strings.Fields(validString(b)) {
+			for _, src := range strings.Fields(kfile.ValidString(b)) {
 				key := kind + "\x00" + dev + "\x00" + src
 				c := x.cs[key]
 				if c == nil {
@@ -207,7 +208,7 @@ func (s *System) readSELinux() {
 		return // selinuxfs not mounted: SELinux is disabled
 	}
 	x.seV[0] = 1
-	if v, err := parseIntValue(b); err == nil {
+	if v, err := kfile.ParseIntValue(b); err == nil {
 		x.seV[1], x.seOK[1] = v, true
 	}
 	if b, err := readSmallFile(filepath.Join(s.root(), "etc/selinux/config"), &s.buf, 64<<10); err == nil {
@@ -225,7 +226,7 @@ type diskInfoState struct {
 func (s *System) readDiskInfo(procfd int, sink series.Sink) {
 	x := &s.x
 	s.path = append(append(s.path[:0], "diskstats"...), 0)
-	b, err := readFileAt(procfd, s.path, &s.buf, 8<<20)
+	b, err := kfile.ReadFileAt(procfd, s.path, &s.buf, 8<<20)
 	if err == nil {
 		x.dids, err = parseDiskIDs(b, x.dids[:0])
 	}
@@ -237,7 +238,7 @@ func (s *System) readDiskInfo(procfd int, sink series.Sink) {
 		if skipDisk(d.Name) {
 			continue
 		}
-		name := validString(d.Name)
+		name := kfile.ValidString(d.Name)
 		maj, min := strconv.FormatUint(d.Major, 10), strconv.FormatUint(d.Minor, 10)
 		var props [len(udevDiskKeys)]string
 		if ub, err := readSmallFile(filepath.Join(s.opt.Udev, "data", "b"+maj+":"+min), &x.ubuf, 1<<20); err == nil {

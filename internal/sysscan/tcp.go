@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/cantal-go/cantal/internal/kfile"
 	"github.com/cantal-go/cantal/internal/series"
 	"golang.org/x/sys/unix"
 )
@@ -31,8 +32,8 @@ import (
 // The /proc files are streamed through a fixed buffer: a busy machine may have 100k sockets
 // (15 MB of text).
 type tcpScan struct {
-	lr       lineReader
-	files    [2]keptFile // tcp, tcp6
+	lr       kfile.LineReader
+	files    [2]kfile.Kept // tcp, tcp6
 	states   [len(tcpStates)]int64
 	txq, rxq uint64
 	// Per local port, reset each scan: listening sockets, their accept queues, and established
@@ -83,7 +84,7 @@ const tcpEvery = 5
 
 func newTCPScan() tcpScan {
 	return tcpScan{
-		lr:       lineReader{buf: make([]byte, 64<<10)},
+		lr:       kfile.LineReader{Buf: make([]byte, 64<<10)},
 		byUID:    map[uint32]int64{},
 		portRefs: map[uint16]*portRefs{},
 		uidRefs:  map[uint32]*uidRef{},
@@ -92,7 +93,7 @@ func newTCPScan() tcpScan {
 
 func (t *tcpScan) close() {
 	for i := range t.files {
-		t.files[i].close()
+		t.files[i].Close()
 	}
 	t.diag.close()
 }
@@ -208,18 +209,18 @@ func (t *tcpScan) collectProc(ctx context.Context, procfd int, proc string, sink
 		}
 		file := filepath.Join(proc, name[:len(name)-1])
 		kf := &t.files[i]
-		if !kf.open {
-			fd, err := openAt(procfd, []byte(name))
+		if !kf.Open {
+			fd, err := kfile.OpenAt(procfd, []byte(name))
 			if err != nil {
 				if !errors.Is(err, unix.ENOENT) { // no IPv6 is normal
 					sink.Problem(file, err.Error())
 				}
 				continue
 			}
-			kf.fd, kf.open = fd, true
+			kf.FD, kf.Open = fd, true
 		}
-		if err := t.lr.each(kf.fd, t.line); err != nil {
-			kf.close()
+		if err := t.lr.Each(kf.FD, t.line); err != nil {
+			kf.Close()
 			sink.Problem(file, err.Error())
 			continue
 		}

@@ -5,6 +5,7 @@ import (
 	"net"
 	"testing"
 
+	"github.com/cantal-go/cantal/internal/kfile"
 	"github.com/cantal-go/cantal/internal/series"
 	"github.com/cantal-go/cantal/internal/testsupport/cputime"
 	"golang.org/x/sys/unix"
@@ -57,7 +58,7 @@ func BenchmarkTCP(b *testing.B) {
 }
 
 func benchTCPPath(b *testing.B, proc bool) float64 {
-	procfd, err := openDir("/proc")
+	procfd, err := kfile.OpenDir("/proc")
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cantal-go/cantal/internal/kfile"
 	"github.com/cantal-go/cantal/internal/series"
 	"golang.org/x/sys/unix"
 )
@@ -303,7 +304,7 @@ func injectBrokenDiag(t *testing.T, ts *tcpScan) {
 // /proc/net/tcp, that netlink is tried again on the next scan, and given up after diagMaxFails
 // failures in a row.
 func TestTCPDiagFallback(t *testing.T) {
-	procfd, err := openDir("/proc")
+	procfd, err := kfile.OpenDir("/proc")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -325,8 +326,8 @@ func TestTCPDiagFallback(t *testing.T) {
 	if p := r.Problems[diagSource]; len(p) != 1 || !strings.Contains(p[0], "socket operation on non-socket; read /proc/net/tcp for this scan") {
 		t.Errorf("problems after a failed dump: %q", p)
 	}
-	if ts.diagFails != 1 || ts.diagOff || !ts.files[0].open {
-		t.Errorf("after a failed dump: fails %d, off %v, /proc/net/tcp open %v; want 1, false, true", ts.diagFails, ts.diagOff, ts.files[0].open)
+	if ts.diagFails != 1 || ts.diagOff || !ts.files[0].Open {
+		t.Errorf("after a failed dump: fails %d, off %v, /proc/net/tcp open %v; want 1, false, true", ts.diagFails, ts.diagOff, ts.files[0].Open)
 	}
 
 	r = scan(2)

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cantal-go/cantal/internal/kfile"
 	"github.com/cantal-go/cantal/internal/series"
 	"golang.org/x/sys/unix"
 )
@@ -150,13 +151,13 @@ func newTCPFixture(t *testing.T) *tcpFixture {
 func procSockets(t *testing.T, f *tcpFixture) []tcpSock {
 	t.Helper()
 	var socks []tcpSock
-	lr := lineReader{buf: make([]byte, 64<<10)}
+	lr := kfile.LineReader{Buf: make([]byte, 64<<10)}
 	for _, name := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
 		fd, err := unix.Open(name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
-		err = lr.each(fd, func(line []byte) {
+		err = lr.Each(fd, func(line []byte) {
 			s, ok, err := parseTCPLine(line)
 			if err != nil {
 				t.Errorf("%s: %v", name, err)
@@ -228,7 +229,7 @@ func TestTCPDiagMatchesProc(t *testing.T) {
 	}
 
 	// The same through the collector, both paths, for the fixture's listening ports.
-	procfd, err := openDir("/proc")
+	procfd, err := kfile.OpenDir("/proc")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,8 +335,8 @@ func TestMachineTCPNetlink(t *testing.T) {
 		for src, reasons := range r.Problems {
 			t.Errorf("scan %d: problem %s: %v", gen, src, reasons)
 		}
-		if !m.tcp.diag.open || m.tcp.diag.seq != uint32(gen+1) || m.tcp.files[0].open {
-			t.Fatalf("scan %d: netlink open %v, seq %d, /proc/net/tcp open %v; want netlink only", gen, m.tcp.diag.open, m.tcp.diag.seq, m.tcp.files[0].open)
+		if !m.tcp.diag.open || m.tcp.diag.seq != uint32(gen+1) || m.tcp.files[0].Open {
+			t.Fatalf("scan %d: netlink open %v, seq %d, /proc/net/tcp open %v; want netlink only", gen, m.tcp.diag.open, m.tcp.diag.seq, m.tcp.files[0].Open)
 		}
 		if v := mustValue(t, r, series.Labels{"metric": "tcp.listen.sockets", "port": strconv.Itoa(int(f.lnNobody))}); v != 1 {
 			t.Errorf("scan %d: tcp.listen.sockets of the nobody listener = %d; want 1", gen, v)

@@ -5,6 +5,7 @@ import (
 	"math"
 	"path/filepath"
 
+	"github.com/cantal-go/cantal/internal/kfile"
 	"github.com/cantal-go/cantal/internal/series"
 	"golang.org/x/sys/unix"
 )
@@ -114,7 +115,7 @@ func (th *thermal) readDev(name []byte, sink series.Sink, gen uint64) {
 	default:
 		return
 	}
-	if _, err := parseUint(num); err != nil {
+	if _, err := kfile.ParseUint(num); err != nil {
 		return
 	}
 	d := th.devs[string(name)]
@@ -123,7 +124,7 @@ func (th *thermal) readDev(name []byte, sink series.Sink, gen uint64) {
 		if err != nil {
 			return // vanished, or unreadable: tried again next time
 		}
-		d = &thermalDev{cooling: cooling, label: string(num), typ: validString(trimNL(b))}
+		d = &thermalDev{cooling: cooling, label: string(num), typ: kfile.ValidString(trimNL(b))}
 		th.devs[string(name)] = d
 	}
 	d.seen = gen
@@ -140,7 +141,7 @@ func (th *thermal) readDev(name []byte, sink series.Sink, gen uint64) {
 		if err != nil {
 			continue
 		}
-		v, err := parseIntValue(b)
+		v, err := kfile.ParseIntValue(b)
 		if err != nil {
 			continue
 		}
@@ -163,5 +164,5 @@ func (th *thermal) readDev(name []byte, sink series.Sink, gen uint64) {
 // readAttr reads dir/attr of the class directory into th.buf.
 func (th *thermal) readAttr(dir []byte, attr string) ([]byte, error) {
 	th.path = append(append(append(append(th.path[:0], dir...), '/'), attr...), 0)
-	return readFileAt(th.fd, th.path, &th.buf, 4096)
+	return kfile.ReadFileAt(th.fd, th.path, &th.buf, 4096)
 }

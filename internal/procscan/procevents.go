@@ -1,4 +1,4 @@
-package sysscan
+package procscan
 
 import (
 	"encoding/binary"
@@ -21,7 +21,8 @@ const (
 	procEventNone     = 0x00000000
 	procEventFork     = 0x00000001
 
-	cnMsgLen = 20 // struct cn_msg: id {idx, val}, seq, ack, len (u16), flags (u16)
+	nlmsgHdrLen = unix.NLMSG_HDRLEN
+	cnMsgLen    = 20 // struct cn_msg: id {idx, val}, seq, ack, len (u16), flags (u16)
 	// struct proc_event: what, cpu, timestamp_ns (u64), then the event's data.
 	procEventData = nlmsgHdrLen + cnMsgLen + 16
 )

@@ -1,8 +1,10 @@
-package sysscan
+package procscan
 
 import (
 	"bytes"
 	"strings"
+
+	"github.com/cantal-go/cantal/internal/kfile"
 )
 
 // A process's cgroup
@@ -37,7 +39,7 @@ func cgroupName(path []byte) (name string, dir string) {
 	rest := path
 	for len(rest) > 0 {
 		var c []byte
-		if i := indexByte(rest, '/'); i >= 0 {
+		if i := kfile.IndexByte(rest, '/'); i >= 0 {
 			c, rest = rest[:i], rest[i+1:]
 		} else {
 			c, rest = rest, nil
@@ -64,14 +66,14 @@ func cgroupName(path []byte) (name string, dir string) {
 	if b.Len() == 0 {
 		return "", "/"
 	}
-	return validString([]byte(b.String())), string(path)
+	return kfile.ValidString([]byte(b.String())), string(path)
 }
 
 // hasController reports whether a comma-separated controller list contains name.
 func hasController(list []byte, name string) bool {
 	for len(list) > 0 {
 		var c []byte
-		if i := indexByte(list, ','); i >= 0 {
+		if i := kfile.IndexByte(list, ','); i >= 0 {
 			c, list = list[:i], list[i+1:]
 		} else {
 			c, list = list, nil

@@ -1,10 +1,11 @@
-package sysscan
+package procscan
 
 import (
 	"bytes"
 	"fmt"
 	"strings"
-	"unicode/utf8"
+
+	"github.com/cantal-go/cantal/internal/kfile"
 )
 
 // pidStat is what the process collector keeps of /proc/PID/stat; Comm aliases the parsed
@@ -26,10 +27,10 @@ type pidStat struct {
 // and the last ')', since it may itself contain parentheses and spaces.
 func parsePIDStat(b []byte) (pidStat, error) {
 	var s pidStat
-	open := indexByte(b, '(')
+	open := kfile.IndexByte(b, '(')
 	cl := bytes.LastIndexByte(b, ')')
 	if open < 0 || cl < open {
-		return s, parseError("/proc/PID/stat", b, errSyntax)
+		return s, kfile.ParseError("/proc/PID/stat", b, kfile.ErrSyntax)
 	}
 	s.Comm = b[open+1 : cl]
 	rest := b[cl+1:]
@@ -37,22 +38,22 @@ func parsePIDStat(b []byte) (pidStat, error) {
 	p := 0
 	for n := 3; n <= 24; n++ {
 		var f []byte
-		f, p = field(rest, p)
+		f, p = kfile.Field(rest, p)
 		if f == nil {
-			return s, parseError("/proc/PID/stat", b, fmt.Errorf("%d fields, want at least 24", n-1))
+			return s, kfile.ParseError("/proc/PID/stat", b, fmt.Errorf("%d fields, want at least 24", n-1))
 		}
 		var dst *uint64
 		switch n {
 		case 3:
 			if len(f) != 1 {
-				return s, parseError("/proc/PID/stat", b, errSyntax)
+				return s, kfile.ParseError("/proc/PID/stat", b, kfile.ErrSyntax)
 			}
 			s.State = f[0]
 			continue
 		case 4:
-			v, err := parseInt(f)
+			v, err := kfile.ParseInt(f)
 			if err != nil || v < 0 || v > 1<<31 {
-				return s, parseError("/proc/PID/stat", b, errSyntax)
+				return s, kfile.ParseError("/proc/PID/stat", b, kfile.ErrSyntax)
 			}
 			s.PPID = int(v)
 			continue
@@ -73,9 +74,9 @@ func parsePIDStat(b []byte) (pidStat, error) {
 		default:
 			continue
 		}
-		v, err := parseUint(f)
+		v, err := kfile.ParseUint(f)
 		if err != nil {
-			return s, parseError("/proc/PID/stat", b, err)
+			return s, kfile.ParseError("/proc/PID/stat", b, err)
 		}
 		*dst = v
 	}
@@ -94,23 +95,23 @@ func parsePIDStatus(b []byte) (pidStatus, error) {
 	hasUID := false
 	for pos := 0; pos < len(b); {
 		var line []byte
-		line, pos = nextLine(b, pos)
+		line, pos = kfile.NextLine(b, pos)
 		switch {
 		case bytes.HasPrefix(line, []byte("Uid:")):
-			f, _ := field(line, 4)
-			v, err := parseUint(f)
+			f, _ := kfile.Field(line, 4)
+			v, err := kfile.ParseUint(f)
 			if err != nil || v > 1<<32-1 {
-				return s, parseError("/proc/PID/status", line, errSyntax)
+				return s, kfile.ParseError("/proc/PID/status", line, kfile.ErrSyntax)
 			}
 			s.UID, hasUID = uint32(v), true
 		case bytes.HasPrefix(line, []byte("VmSwap:")):
-			f, p := field(line, 7)
-			v, err := parseUint(f)
+			f, p := kfile.Field(line, 7)
+			v, err := kfile.ParseUint(f)
 			if err != nil {
-				return s, parseError("/proc/PID/status", line, err)
+				return s, kfile.ParseError("/proc/PID/status", line, err)
 			}
-			if unit, _ := field(line, p); !bytes.Equal(unit, []byte("kB")) || v > (1<<64-1)/1024 {
-				return s, parseError("/proc/PID/status", line, errSyntax)
+			if unit, _ := kfile.Field(line, p); !bytes.Equal(unit, []byte("kB")) || v > (1<<64-1)/1024 {
+				return s, kfile.ParseError("/proc/PID/status", line, kfile.ErrSyntax)
 			}
 			s.Swap = v * 1024
 			return s, nil // VmSwap comes after Uid
@@ -133,7 +134,7 @@ func parsePIDIO(b []byte) (pidIO, error) {
 	found := 0
 	for pos := 0; pos < len(b); {
 		var line []byte
-		line, pos = nextLine(b, pos)
+		line, pos = kfile.NextLine(b, pos)
 		var dst *uint64
 		var off int
 		switch {
@@ -144,10 +145,10 @@ func parsePIDIO(b []byte) (pidIO, error) {
 		default:
 			continue
 		}
-		f, _ := field(line, off)
-		v, err := parseUint(f)
+		f, _ := kfile.Field(line, off)
+		v, err := kfile.ParseUint(f)
 		if err != nil {
-			return r, parseError("/proc/PID/io", line, err)
+			return r, kfile.ParseError("/proc/PID/io", line, err)
 		}
 		*dst = v
 		found++
@@ -168,7 +169,7 @@ func parseCmdline(b []byte) []string {
 	}
 	n := bytes.Count(b, []byte{0}) + 1
 	out := make([]string, 0, n)
-	s := validString(b) // one allocation; the elements share it
+	s := kfile.ValidString(b) // one allocation; the elements share it
 	for {
 		i := strings.IndexByte(s, 0)
 		if i < 0 {
@@ -177,14 +178,6 @@ func parseCmdline(b []byte) []string {
 		out = append(out, s[:i])
 		s = s[i+1:]
 	}
-}
-
-// validString returns b as a string with invalid UTF-8 replaced by U+FFFD.
-func validString(b []byte) string {
-	if utf8.Valid(b) {
-		return string(b)
-	}
-	return strings.ToValidUTF8(string(b), "\uFFFD")
 }
 
 // cantalEnv is what the process collector keeps of /proc/PID/environ.
@@ -199,15 +192,15 @@ func parseEnviron(b []byte) cantalEnv {
 	var havePath, haveApp bool
 	for len(b) > 0 {
 		var kv []byte
-		if i := indexByte(b, 0); i >= 0 {
+		if i := kfile.IndexByte(b, 0); i >= 0 {
 			kv, b = b[:i], b[i+1:]
 		} else {
 			kv, b = b, nil
 		}
 		if !havePath && bytes.HasPrefix(kv, []byte("CANTAL_PATH=")) {
-			e.Path, havePath = validString(kv[len("CANTAL_PATH="):]), true
+			e.Path, havePath = kfile.ValidString(kv[len("CANTAL_PATH="):]), true
 		} else if !haveApp && bytes.HasPrefix(kv, []byte("CANTAL_APPNAME=")) {
-			e.AppName, haveApp = validString(kv[len("CANTAL_APPNAME="):]), true
+			e.AppName, haveApp = kfile.ValidString(kv[len("CANTAL_APPNAME="):]), true
 		}
 	}
 	return e
@@ -225,22 +218,22 @@ type cgroupLine struct {
 func parseCgroupFile(b []byte, dst []cgroupLine) ([]cgroupLine, error) {
 	for pos := 0; pos < len(b); {
 		var line []byte
-		line, pos = nextLine(b, pos)
+		line, pos = kfile.NextLine(b, pos)
 		if len(line) == 0 {
 			continue
 		}
-		c1 := indexByte(line, ':')
+		c1 := kfile.IndexByte(line, ':')
 		if c1 < 0 {
-			return dst, parseError("/proc/PID/cgroup", line, errSyntax)
+			return dst, kfile.ParseError("/proc/PID/cgroup", line, kfile.ErrSyntax)
 		}
-		c2 := indexByte(line[c1+1:], ':')
+		c2 := kfile.IndexByte(line[c1+1:], ':')
 		if c2 < 0 {
-			return dst, parseError("/proc/PID/cgroup", line, errSyntax)
+			return dst, kfile.ParseError("/proc/PID/cgroup", line, kfile.ErrSyntax)
 		}
 		c2 += c1 + 1
 		l := cgroupLine{ID: line[:c1], Controllers: line[c1+1 : c2], Path: line[c2+1:]}
-		if _, err := parseUint(l.ID); err != nil || len(l.Path) == 0 || l.Path[0] != '/' {
-			return dst, parseError("/proc/PID/cgroup", line, errSyntax)
+		if _, err := kfile.ParseUint(l.ID); err != nil || len(l.Path) == 0 || l.Path[0] != '/' {
+			return dst, kfile.ParseError("/proc/PID/cgroup", line, kfile.ErrSyntax)
 		}
 		dst = append(dst, l)
 	}
@@ -256,18 +249,18 @@ type pidSchedstat struct {
 // parsePIDSchedstat parses /proc/PID/schedstat ("run_ns wait_ns slices\n").
 func parsePIDSchedstat(b []byte) (pidSchedstat, error) {
 	var s pidSchedstat
-	run, pos := field(b, 0)
-	_, pos = field(b, pos)
-	slices, pos := field(b, pos)
-	if extra, _ := field(b, pos); extra != nil {
-		return s, parseError("/proc/PID/schedstat", b, errSyntax)
+	run, pos := kfile.Field(b, 0)
+	_, pos = kfile.Field(b, pos)
+	slices, pos := kfile.Field(b, pos)
+	if extra, _ := kfile.Field(b, pos); extra != nil {
+		return s, kfile.ParseError("/proc/PID/schedstat", b, kfile.ErrSyntax)
 	}
 	var err error
-	if s.RunNs, err = parseUint(run); err != nil {
-		return s, parseError("/proc/PID/schedstat", b, err)
+	if s.RunNs, err = kfile.ParseUint(run); err != nil {
+		return s, kfile.ParseError("/proc/PID/schedstat", b, err)
 	}
-	if s.Slices, err = parseUint(slices); err != nil {
-		return s, parseError("/proc/PID/schedstat", b, err)
+	if s.Slices, err = kfile.ParseUint(slices); err != nil {
+		return s, kfile.ParseError("/proc/PID/schedstat", b, err)
 	}
 	return s, nil
 }
@@ -276,26 +269,26 @@ func parsePIDSchedstat(b []byte) (pidSchedstat, error) {
 // ("Filename Type Size Used Priority", a header line then one line per device; the kernel
 // escapes spaces in file names).
 func parseSwapsUsed(b []byte) (uint64, error) {
-	line, pos := nextLine(b, 0)
+	line, pos := kfile.NextLine(b, 0)
 	if !bytes.HasPrefix(line, []byte("Filename")) {
-		return 0, parseError("/proc/swaps", line, errSyntax)
+		return 0, kfile.ParseError("/proc/swaps", line, kfile.ErrSyntax)
 	}
 	var used uint64
 	for pos < len(b) {
-		line, pos = nextLine(b, pos)
-		name, p := field(line, 0)
+		line, pos = kfile.NextLine(b, pos)
+		name, p := kfile.Field(line, 0)
 		if name == nil {
 			continue
 		}
-		_, p = field(line, p)
-		_, p = field(line, p)
-		f, _ := field(line, p)
-		v, err := parseUint(f)
+		_, p = kfile.Field(line, p)
+		_, p = kfile.Field(line, p)
+		f, _ := kfile.Field(line, p)
+		v, err := kfile.ParseUint(f)
 		if err != nil {
-			return 0, parseError("/proc/swaps", line, err)
+			return 0, kfile.ParseError("/proc/swaps", line, err)
 		}
 		if used+v < used {
-			return 0, parseError("/proc/swaps", line, errRange)
+			return 0, kfile.ParseError("/proc/swaps", line, kfile.ErrRange)
 		}
 		used += v
 	}

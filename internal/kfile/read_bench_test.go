@@ -1,4 +1,4 @@
-package sysscan
+package kfile
 
 import (
 	"testing"
@@ -12,7 +12,7 @@ func BenchmarkReadStatOpenClose(b *testing.B) {
 	buf := make([]byte, 0, 4096)
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := readFileAt(unix.AT_FDCWD, []byte("/proc/self/stat\x00"), &buf, 4096); err != nil {
+		if _, err := ReadFileAt(unix.AT_FDCWD, []byte("/proc/self/stat\x00"), &buf, 4096); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -20,11 +20,11 @@ func BenchmarkReadStatOpenClose(b *testing.B) {
 
 func BenchmarkReadStatPread(b *testing.B) {
 	buf := make([]byte, 0, 4096)
-	var f keptFile
-	defer f.close()
+	var f Kept
+	defer f.Close()
 	b.ReportAllocs()
 	for b.Loop() {
-		if _, err := f.read(unix.AT_FDCWD, []byte("/proc/self/stat\x00"), &buf, 4096, true); err != nil {
+		if _, err := f.Read(unix.AT_FDCWD, []byte("/proc/self/stat\x00"), &buf, 4096, true); err != nil {
 			b.Fatal(err)
 		}
 	}

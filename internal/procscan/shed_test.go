@@ -1,4 +1,4 @@
-package sysscan
+package procscan
 
 import (
 	"context"

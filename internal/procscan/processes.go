@@ -1,4 +1,4 @@
-package sysscan
+package procscan
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cantal-go/cantal/internal/kfile"
 	"github.com/cantal-go/cantal/internal/series"
 	"github.com/cantal-go/cantal/internal/taskiter"
 	"golang.org/x/sys/unix"
@@ -76,7 +77,7 @@ type procState struct {
 	cgroup     *cgroupInfo
 	refs       [pmNum]*series.Ref
 	refsFor    string // cgroup name the refs were made with
-	files      [pfNum]keptFile
+	files      [pfNum]kfile.Kept
 	prevCPU    uint64 // utime+stime ticks at prevAt
 	prevAt     time.Time
 	seen       uint64
@@ -136,7 +137,6 @@ type Processes struct {
 	pagesTaken    uint64
 	haveTaken     bool
 	pagesTakenGen uint64
-	vmstat        []nameVal
 	lists         int // scans that listed /proc
 	dirents       []byte
 	path          []byte
@@ -199,7 +199,7 @@ func (p *Processes) Collect(ctx context.Context, sink series.Sink) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("scan processes: %w", err)
 	}
-	procfd, err := openDir(p.opt.Proc)
+	procfd, err := kfile.OpenDir(p.opt.Proc)
 	if err != nil {
 		return fmt.Errorf("scan processes: %w", err)
 	}
@@ -327,7 +327,7 @@ func (p *Processes) listPIDs(procfd int, sink series.Sink) error {
 	if list {
 		p.lists++
 		var err error
-		if p.pids, err = pidDirs(procfd, p.dirents, p.pids); err != nil {
+		if p.pids, err = kfile.PIDDirs(procfd, p.dirents, p.pids); err != nil {
 			return err
 		}
 	} else {
@@ -344,18 +344,18 @@ func (p *Processes) listPIDs(procfd int, sink series.Sink) error {
 
 func (p *Processes) readBtime(procfd int) error {
 	p.path = append(p.path[:0], "stat\x00"...)
-	b, err := readFileAt(procfd, p.path, &p.big, 4<<20)
+	b, err := kfile.ReadFileAt(procfd, p.path, &p.big, 4<<20)
 	if err != nil {
 		return fmt.Errorf("read %s/stat: %w", p.opt.Proc, err)
 	}
-	var s procStat
-	if err := parseProcStat(b, &s); err != nil {
+	btime, err := kfile.ParseBtime(b)
+	if err != nil {
 		return err
 	}
-	if s.Btime == 0 {
+	if btime <= 0 {
 		return fmt.Errorf("%s/stat has no btime", p.opt.Proc)
 	}
-	p.btimeMs = int64(s.Btime) * 1000
+	p.btimeMs = btime * 1000
 	return nil
 }
 
@@ -373,15 +373,15 @@ func (p *Processes) pidPath(pid int, file string) []byte {
 // second read is needed: three system calls instead of four for a file read without a kept one.
 func (p *Processes) readPIDFile(procfd, pid int, file string, limit int, single bool) (b []byte, gone bool, err error) {
 	if single {
-		b, err = readSingleAt(procfd, p.pidPath(pid, file), &p.buf, limit)
+		b, err = kfile.ReadSingleAt(procfd, p.pidPath(pid, file), &p.buf, limit)
 	} else {
-		b, err = readFileAt(procfd, p.pidPath(pid, file), &p.buf, limit)
+		b, err = kfile.ReadFileAt(procfd, p.pidPath(pid, file), &p.buf, limit)
 	}
 	if err != nil {
 		if isGone(err) {
 			return nil, true, err
 		}
-		if errors.Is(err, errTooLong) {
+		if errors.Is(err, kfile.ErrTooLong) {
 			return b, false, err
 		}
 		return nil, false, fmt.Errorf("read %s/%d/%s: %w", p.opt.Proc, pid, file, err)
@@ -406,12 +406,12 @@ var pidFiles = [pfNum]string{pfStat: "stat", pfIO: "io", pfStatus: "status", pfC
 // open, read and close (closing a kept one), so that under heavy churn the budget goes to stat
 // and io, which every scan reads. A kept file costs one pread instead of three system calls
 // (about 4 instead of 14 µs here).
-func (p *Processes) readOccasional(procfd, pid, file int, f *keptFile, limit int) (b []byte, gone bool, err error) {
+func (p *Processes) readOccasional(procfd, pid, file int, f *kfile.Kept, limit int) (b []byte, gone bool, err error) {
 	if p.opt.KeepOpen >= pfNum*len(p.procs) {
 		return p.readKept(procfd, pid, file, f, limit)
 	}
-	if f.open {
-		f.close()
+	if f.Open {
+		f.Close()
 		p.kept--
 	}
 	return p.readPIDFile(procfd, pid, pidFiles[file], limit, true)
@@ -447,17 +447,17 @@ const ioEvery = 15
 
 // readKept reads PID/file through the kept file f, opening it when needed and keeping it open
 // while the budget allows. gone is true when the process exited.
-func (p *Processes) readKept(procfd, pid, file int, f *keptFile, limit int) (b []byte, gone bool, err error) {
-	wasOpen := f.open
-	if !f.open {
+func (p *Processes) readKept(procfd, pid, file int, f *kfile.Kept, limit int) (b []byte, gone bool, err error) {
+	wasOpen := f.Open
+	if !f.Open {
 		if p.kept >= p.opt.KeepOpen {
-			b, err = readFileAt(procfd, p.pidPath(pid, pidFiles[file]), &p.buf, limit)
+			b, err = kfile.ReadFileAt(procfd, p.pidPath(pid, pidFiles[file]), &p.buf, limit)
 			return p.readResult(pid, file, b, err)
 		}
 		p.kept++
 	}
-	b, err = f.read(procfd, p.pidPath(pid, pidFiles[file]), &p.buf, limit, true)
-	if !f.open {
+	b, err = f.Read(procfd, p.pidPath(pid, pidFiles[file]), &p.buf, limit, true)
+	if !f.Open {
 		p.kept--
 	}
 	if err == nil && len(b) == 0 && wasOpen {
@@ -473,7 +473,7 @@ func (p *Processes) readResult(pid, file int, b []byte, err error) ([]byte, bool
 		return b, false, nil
 	case isGone(err):
 		return nil, true, err
-	case errors.Is(err, errTooLong):
+	case errors.Is(err, kfile.ErrTooLong):
 		return b, false, err
 	}
 	return nil, false, fmt.Errorf("read %s/%d/%s: %w", p.opt.Proc, pid, pidFiles[file], err)
@@ -482,8 +482,8 @@ func (p *Processes) readResult(pid, file int, b []byte, err error) ([]byte, bool
 // forget closes the files of st and drops it.
 func (p *Processes) forget(st *procState) {
 	for i := range st.files {
-		if st.files[i].open {
-			st.files[i].close()
+		if st.files[i].Open {
+			st.files[i].Close()
 			p.kept--
 		}
 	}
@@ -560,7 +560,7 @@ func (p *Processes) scanPID(procfd, pid int, sink series.Sink, sc *scanCount) {
 			st = nil
 		}
 	}
-	var tmp keptFile
+	var tmp kfile.Kept
 	if st == nil {
 		b, gone, err = p.readKept(procfd, pid, pfStat, &tmp, 4096)
 		if gone {
@@ -606,7 +606,7 @@ func (p *Processes) scanPID(procfd, pid int, sink series.Sink, sc *scanCount) {
 			st.refs = [pmNum]*series.Ref{} // the process label changes
 		}
 		st.comm = string(ps.Comm)
-		st.name = validString(ps.Comm)
+		st.name = kfile.ValidString(ps.Comm)
 		// New, or exec'd: its environment, command line and details are read afresh.
 		st.envDone, st.details = false, false
 		st.env, st.cmdline = cantalEnv{}, nil
@@ -739,7 +739,7 @@ func (p *Processes) readDetails(procfd int, it *scanItem, sink series.Sink) {
 		case gone:
 			it.gone = true
 			return
-		case err != nil && !errors.Is(err, errTooLong):
+		case err != nil && !errors.Is(err, kfile.ErrTooLong):
 			sink.Problem(fmt.Sprintf("%s/%d/cmdline", p.opt.Proc, pid), err.Error())
 		default:
 			st.cmdline = parseCmdline(b)
@@ -759,8 +759,8 @@ func (p *Processes) readIO(procfd int, st *procState) ([]byte, bool, error) {
 	if p.opt.KeepOpen >= 2*len(p.procs) {
 		return p.readKept(procfd, st.pid, pfIO, f, 4096)
 	}
-	if f.open {
-		f.close()
+	if f.Open {
+		f.Close()
 		p.kept--
 	}
 	return p.readPIDFile(procfd, st.pid, "io", 4096, true)
@@ -827,9 +827,9 @@ func (p *Processes) finish(it *scanItem, sink series.Sink) {
 }
 
 // closeTmp closes a stat file opened for a process that was then not kept.
-func (p *Processes) closeTmp(f *keptFile) {
-	if f.open {
-		f.close()
+func (p *Processes) closeTmp(f *kfile.Kept) {
+	if f.Open {
+		f.Close()
 		p.kept--
 	}
 }
@@ -841,7 +841,7 @@ func (p *Processes) readEnv(procfd int, st *procState, sink series.Sink) bool {
 	switch {
 	case gone:
 		return false
-	case errors.Is(err, errTooLong):
+	case errors.Is(err, kfile.ErrTooLong):
 		// The last variable may be cut: keep only the complete ones.
 		if i := lastIndexByte(b, 0); i >= 0 {
 			st.env = parseEnviron(b[:i])
@@ -874,7 +874,7 @@ func stateString(c byte) string {
 			return letters[i : i+1]
 		}
 	}
-	return validString([]byte{c})
+	return kfile.ValidString([]byte{c})
 }
 
 // ProcessUID returns the real uid of process pid now, read from proc's PID/status (proc is the
@@ -884,7 +884,7 @@ func stateString(c byte) string {
 func ProcessUID(proc string, pid int) (int, error) {
 	path := proc + "/" + strconv.Itoa(pid) + "/status"
 	var buf []byte
-	b, err := readFileAt(unix.AT_FDCWD, append([]byte(path), 0), &buf, 16<<10)
+	b, err := kfile.ReadFileAt(unix.AT_FDCWD, append([]byte(path), 0), &buf, 16<<10)
 	if err != nil {
 		if isGone(err) {
 			return 0, fmt.Errorf("uid of pid %d: %w", pid, fs.ErrNotExist)

@@ -1,9 +1,10 @@
-package sysscan
+package procscan
 
 import (
 	"bytes"
 	"fmt"
 
+	"github.com/cantal-go/cantal/internal/kfile"
 	"github.com/cantal-go/cantal/internal/series"
 	"golang.org/x/sys/unix"
 )
@@ -76,9 +77,9 @@ func (p *Processes) sleeping(procfd int, st *procState, sink series.Sink) schedV
 	f := &st.files[pfSched]
 	st.schedNow = schedUntracked
 	if p.schedOK < 0 || st.noSched || !st.envDone || st.last.Threads != 1 ||
-		st.last.State == 'Z' || st.last.State == 'X' || (p.taskIter == nil && !f.open && p.kept >= p.opt.KeepOpen) {
-		if f.open { // it has threads now: schedstat would not tell
-			f.close()
+		st.last.State == 'Z' || st.last.State == 'X' || (p.taskIter == nil && !f.Open && p.kept >= p.opt.KeepOpen) {
+		if f.Open { // it has threads now: schedstat would not tell
+			f.Close()
 			p.kept--
 		}
 		st.haveSched = false
@@ -86,8 +87,8 @@ func (p *Processes) sleeping(procfd int, st *procState, sink series.Sink) schedV
 	}
 	var s pidSchedstat
 	if p.taskIter != nil {
-		if f.open { // read before the iterator was loaded
-			f.close()
+		if f.Open { // read before the iterator was loaded
+			f.Close()
 			p.kept--
 		}
 		t := p.taskRec(st.pid, st.startTicks)
@@ -147,7 +148,7 @@ func (p *Processes) idleEvery() uint64 {
 // without CONFIG_SCHED_INFO's accounting, and is missing from other trees such as test fixtures).
 func (p *Processes) checkSched() {
 	p.schedOK = -1
-	b, err := readFileAt(unix.AT_FDCWD, []byte(p.opt.Proc+"/self/schedstat\x00"), &p.buf, 256)
+	b, err := kfile.ReadFileAt(unix.AT_FDCWD, []byte(p.opt.Proc+"/self/schedstat\x00"), &p.buf, 256)
 	if err != nil {
 		return
 	}
@@ -163,8 +164,8 @@ func (p *Processes) reuseStat(procfd int, st *procState, sink series.Sink, sc *s
 	if st.idle < 255 {
 		st.idle++
 	}
-	if st.idle >= statCloseIdle && st.files[pfStat].open {
-		st.files[pfStat].close()
+	if st.idle >= statCloseIdle && st.files[pfStat].Open {
+		st.files[pfStat].Close()
 		p.kept--
 	}
 	ps := st.last
@@ -215,7 +216,7 @@ func (p *Processes) fixReparented(procfd int, sink series.Sink) {
 // read has nothing new. When the file cannot be read or parsed, it reports true.
 func (p *Processes) readSwapInUse(procfd int) bool {
 	p.path = append(p.path[:0], "swaps\x00"...)
-	b, err := readFileAt(procfd, p.path, &p.buf, 64<<10)
+	b, err := kfile.ReadFileAt(procfd, p.path, &p.buf, 64<<10)
 	if err != nil {
 		return true
 	}
@@ -231,10 +232,10 @@ func (p *Processes) readSwapInUse(procfd int) bool {
 // memory to spare, almost never.
 func (p *Processes) readPagesTaken(procfd int) {
 	p.path = append(p.path[:0], "vmstat\x00"...)
-	b, err := readFileAt(procfd, p.path, &p.buf, 64<<10)
+	b, err := kfile.ReadFileAt(procfd, p.path, &p.buf, 64<<10)
 	var sum uint64
 	if err == nil {
-		sum, err = parsePagesTaken(b, &p.vmstat)
+		sum, err = parsePagesTaken(b)
 	}
 	if err != nil || !p.haveTaken || sum != p.pagesTaken {
 		p.pagesTakenGen = p.gen
@@ -244,18 +245,27 @@ func (p *Processes) readPagesTaken(procfd int) {
 
 // parsePagesTaken sums the /proc/vmstat counters of work that moves the RSS of a process that
 // does not run: pgsteal_* (some kernels count a page under two of them, which changes nothing
-// for a sum compared with its previous value), pswpout and thp_collapse_alloc. dst is a reused
-// buffer.
-func parsePagesTaken(b []byte, dst *[]nameVal) (uint64, error) {
-	vs, err := parseVmstat(b, (*dst)[:0])
-	*dst = vs[:0]
-	if err != nil {
-		return 0, err
-	}
+// for a sum compared with its previous value), pswpout and thp_collapse_alloc. The file is one
+// "name value" line per counter; a malformed line is an error.
+func parsePagesTaken(b []byte) (uint64, error) {
 	var sum uint64
-	for _, v := range vs {
-		if bytes.HasPrefix(v.Name, []byte("pgsteal_")) || string(v.Name) == "pswpout" || string(v.Name) == "thp_collapse_alloc" {
-			sum += uint64(v.Val)
+	for pos := 0; pos < len(b); {
+		var line []byte
+		line, pos = kfile.NextLine(b, pos)
+		name, p := kfile.Field(line, 0)
+		if name == nil {
+			continue
+		}
+		v, p := kfile.Field(line, p)
+		if rest, _ := kfile.Field(line, p); v == nil || rest != nil {
+			return 0, kfile.ParseError("/proc/vmstat", line, kfile.ErrSyntax)
+		}
+		n, err := kfile.ParseInt(v)
+		if err != nil {
+			return 0, kfile.ParseError("/proc/vmstat", line, err)
+		}
+		if bytes.HasPrefix(name, []byte("pgsteal_")) || string(name) == "pswpout" || string(name) == "thp_collapse_alloc" {
+			sum += uint64(n)
 		}
 	}
 	return sum, nil

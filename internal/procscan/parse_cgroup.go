@@ -1,24 +1,28 @@
-package sysscan
+package procscan
 
-import "bytes"
+import (
+	"bytes"
+
+	"github.com/cantal-go/cantal/internal/kfile"
+)
 
 // parseFlatKeyed parses the "key value" lines of cgroup files such as cpu.stat, memory.stat
 // and cpuacct.stat, appending to dst. Keys alias b.
 func parseFlatKeyed(b []byte, dst []kv) ([]kv, error) {
 	for pos := 0; pos < len(b); {
 		var line []byte
-		line, pos = nextLine(b, pos)
-		k, p := field(line, 0)
+		line, pos = kfile.NextLine(b, pos)
+		k, p := kfile.Field(line, 0)
 		if k == nil {
 			continue
 		}
-		f, p := field(line, p)
-		if extra, _ := field(line, p); extra != nil {
-			return dst, parseError("cgroup stat", line, errSyntax)
+		f, p := kfile.Field(line, p)
+		if extra, _ := kfile.Field(line, p); extra != nil {
+			return dst, kfile.ParseError("cgroup stat", line, kfile.ErrSyntax)
 		}
-		v, err := parseUint(f)
+		v, err := kfile.ParseUint(f)
 		if err != nil {
-			return dst, parseError("cgroup stat", line, err)
+			return dst, kfile.ParseError("cgroup stat", line, err)
 		}
 		dst = append(dst, kv{Key: k, Val: v})
 	}
@@ -32,9 +36,9 @@ func parseSingleValue(b []byte) (v uint64, ok bool, err error) {
 	if bytes.Equal(b, []byte("max")) {
 		return 0, false, nil
 	}
-	v, err = parseUint(b)
+	v, err = kfile.ParseUint(b)
 	if err != nil {
-		return 0, false, parseError("cgroup value", b, err)
+		return 0, false, kfile.ParseError("cgroup value", b, err)
 	}
 	return v, true, nil
 }
@@ -47,4 +51,10 @@ func lookup(kvs []kv, key string) (uint64, bool) {
 		}
 	}
 	return 0, false
+}
+
+// kv is a named value of a flat-keyed cgroup file; Key aliases the parsed buffer.
+type kv struct {
+	Key []byte
+	Val uint64
 }

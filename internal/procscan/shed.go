@@ -1,11 +1,10 @@
-package sysscan
+package procscan
 
 import (
 	"sync/atomic"
 	"time"
 
 	"github.com/cantal-go/cantal/internal/series"
-	"golang.org/x/sys/unix"
 )
 
 // ScanStats counts, since a Processes was made, the work its scans left out to keep their
@@ -87,16 +86,4 @@ func (p *Processes) putStats(sink series.Sink) {
 		}
 		sink.Put(c.refs[i], uint64(v))
 	}
-}
-
-// readSingleAt opens name (NUL-terminated, relative to dirfd) and reads it with preadAll as a
-// file generated in one piece, then closes it.
-func readSingleAt(dirfd int, name []byte, buf *[]byte, limit int) ([]byte, error) {
-	fd, err := openAt(dirfd, name)
-	if err != nil {
-		return nil, err
-	}
-	b, err := preadAll(fd, buf, limit, true)
-	unix.Close(fd)
-	return b, err
 }

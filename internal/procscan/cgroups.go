@@ -1,10 +1,11 @@
-package sysscan
+package procscan
 
 import (
 	"errors"
 	"os"
 	"path/filepath"
 
+	"github.com/cantal-go/cantal/internal/kfile"
 	"github.com/cantal-go/cantal/internal/series"
 	"golang.org/x/sys/unix"
 )
@@ -219,7 +220,7 @@ func (t *cgroupTracker) put(sink series.Sink, name string, cs *cgroupSeries, m i
 // mid-scan) is reported as ok=false without a problem.
 func (t *cgroupTracker) read(sink series.Sink, dir, file string) ([]byte, bool) {
 	t.path = append(append(append(append(t.path[:0], dir...), '/'), file...), 0)
-	b, err := readFileAt(unix.AT_FDCWD, t.path, &t.buf, 1<<20)
+	b, err := kfile.ReadFileAt(unix.AT_FDCWD, t.path, &t.buf, 1<<20)
 	if err != nil {
 		if !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENODEV) {
 			sink.Problem(dir+"/"+file, err.Error())

@@ -1,4 +1,4 @@
-package sysscan
+package procscan
 
 import (
 	"context"
@@ -67,9 +67,9 @@ func TestProcessesReuseStatWhileIdle(t *testing.T) {
 	if reused < statIdleEvery-2 {
 		t.Errorf("StatReused = %d after %d idle scans", reused, statIdleEvery)
 	}
-	if !p.procs[5000].files[pfSched].open || p.procs[5000].files[pfStat].open != (p.procs[5000].idle < statCloseIdle) {
+	if !p.procs[5000].files[pfSched].Open || p.procs[5000].files[pfStat].Open != (p.procs[5000].idle < statCloseIdle) {
 		t.Errorf("kept files of an idle process: schedstat open %v, stat open %v (idle %d scans)",
-			p.procs[5000].files[pfSched].open, p.procs[5000].files[pfStat].open, p.procs[5000].idle)
+			p.procs[5000].files[pfSched].Open, p.procs[5000].files[pfStat].Open, p.procs[5000].idle)
 	}
 
 	// It runs: the next scan, whichever it is, reads its stat line.
@@ -100,7 +100,7 @@ func TestProcessesReuseStatWhileIdle(t *testing.T) {
 	if got := p.Stats().StatReused; got != reused {
 		t.Errorf("StatReused went from %d to %d for a multi-threaded process", reused, got)
 	}
-	if p.procs[5000].files[pfSched].open {
+	if p.procs[5000].files[pfSched].Open {
 		t.Errorf("schedstat of a multi-threaded process kept open")
 	}
 }
@@ -250,8 +250,8 @@ func testReuseStatRealProc(t *testing.T, noIter bool) {
 	if (p.taskIter == nil) != noIter {
 		t.Fatalf("task iterator loaded: %v, with NoTaskIter %v (the tests run as root on a kernel with BTF)", p.taskIter != nil, noIter)
 	}
-	if st := p.procs[sleeper.Process.Pid]; st == nil || st.files[pfSched].open == !noIter {
-		t.Errorf("sleeper's schedstat file kept open: %v; want %v", st != nil && st.files[pfSched].open, noIter)
+	if st := p.procs[sleeper.Process.Pid]; st == nil || st.files[pfSched].Open == !noIter {
+		t.Errorf("sleeper's schedstat file kept open: %v; want %v", st != nil && st.files[pfSched].Open, noIter)
 	}
 	if reused < want {
 		t.Errorf("a sleeping process's stat line was reused in %d scans; want %d (state %+v)", reused, want, p.procs[sleeper.Process.Pid])

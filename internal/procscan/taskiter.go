@@ -1,10 +1,11 @@
-package sysscan
+package procscan
 
 import (
 	"fmt"
 	"os"
 	"slices"
 
+	"github.com/cantal-go/cantal/internal/kfile"
 	"github.com/cantal-go/cantal/internal/series"
 	"github.com/cantal-go/cantal/internal/taskiter"
 )
@@ -43,7 +44,7 @@ func (p *Processes) openTasks(procfd int, sink series.Sink) {
 // checkTasks verifies that tasks has this process, with the start time of <proc>/self/stat. It
 // sets p.tasks to tasks.
 func (p *Processes) checkTasks(procfd int, tasks []taskiter.Task) error {
-	b, err := readFileAt(procfd, []byte("self/stat\x00"), &p.buf, 4096)
+	b, err := kfile.ReadFileAt(procfd, []byte("self/stat\x00"), &p.buf, 4096)
 	if err != nil {
 		return fmt.Errorf("task iterator: check: %w", err)
 	}
