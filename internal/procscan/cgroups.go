@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/cantal-go/cantal/internal/kfile"
+	"github.com/cantal-go/cantal/internal/scanmark"
 	"github.com/cantal-go/cantal/internal/series"
 	"golang.org/x/sys/unix"
 )
@@ -14,19 +15,19 @@ import (
 // with that content. Dirs are absolute paths of cgroup directories, empty when that controller
 // does not measure the cgroup Name (its path for the process is another cgroup, e.g. the root).
 type cgroupInfo struct {
-	Name       string
-	V2Dir      string
-	MemDir     string
-	CPUAcctDir string
-	seen       uint64
+	Name          string
+	V2Dir         string
+	MemDir        string
+	CPUAcctDir    string
+	scanmark.Mark // the latest scan that saw it
 }
 
 // cgroupSeries are the cached Refs of one cgroup name.
 type cgroupSeries struct {
-	refs  [cgNum]*series.Ref
-	procs int64
-	info  *cgroupInfo
-	seen  uint64
+	refs          [cgNum]*series.Ref
+	procs         int64
+	info          *cgroupInfo
+	scanmark.Mark // the latest scan that saw it
 }
 
 const (
@@ -102,7 +103,7 @@ func (t *cgroupTracker) detect() {
 // was not seen before.
 func (t *cgroupTracker) intern(content []byte, gen uint64) (*cgroupInfo, error) {
 	if ci, ok := t.byContent[string(content)]; ok {
-		ci.seen = gen
+		ci.See(gen)
 		return ci, nil
 	}
 	t.detect()
@@ -111,7 +112,8 @@ func (t *cgroupTracker) intern(content []byte, gen uint64) (*cgroupInfo, error) 
 	if err != nil {
 		return nil, err
 	}
-	ci := &cgroupInfo{seen: gen}
+	ci := &cgroupInfo{}
+	ci.See(gen)
 	if i := chooseCgroup(t.lines); i >= 0 {
 		ci.Name, _ = cgroupName(t.lines[i].Path)
 	}
@@ -158,8 +160,9 @@ func (t *cgroupTracker) count(ci *cgroupInfo, gen uint64) {
 		cs = &cgroupSeries{}
 		t.byName[ci.Name] = cs
 	}
-	if cs.seen != gen {
-		cs.seen, cs.procs, cs.info = gen, 0, nil
+	if !cs.Seen(gen) {
+		cs.See(gen)
+		cs.procs, cs.info = 0, nil
 	}
 	cs.procs++
 	// Prefer the info that can measure the most.
@@ -180,11 +183,8 @@ func score(ci *cgroupInfo) int {
 
 // collect emits the series of every cgroup counted in this scan and forgets those gone.
 func (t *cgroupTracker) collect(sink series.Sink, gen uint64) {
+	scanmark.Sweep(t.byName, gen, nil)
 	for name, cs := range t.byName {
-		if cs.seen != gen {
-			delete(t.byName, name)
-			continue
-		}
 		t.put(sink, name, cs, cgProcesses, uint64(cs.procs))
 		ci := cs.info
 		var haveCPU, haveMem bool
@@ -200,11 +200,7 @@ func (t *cgroupTracker) collect(sink series.Sink, gen uint64) {
 			t.readV1CPU(sink, name, cs, ci.CPUAcctDir)
 		}
 	}
-	for content, ci := range t.byContent {
-		if ci.seen != gen {
-			delete(t.byContent, content)
-		}
-	}
+	scanmark.Sweep(t.byContent, gen, nil)
 }
 
 func (t *cgroupTracker) put(sink series.Sink, name string, cs *cgroupSeries, m int, v uint64) {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cantal-go/cantal/internal/kfile"
+	"github.com/cantal-go/cantal/internal/scanmark"
 	"github.com/cantal-go/cantal/internal/series"
 	"github.com/cantal-go/cantal/internal/taskiter"
 	"golang.org/x/sys/unix"
@@ -67,40 +68,40 @@ var processMetrics = [pmNum]struct {
 // while its start time is; an exec (a new comm) keeps the pid and start time but re-reads the
 // command line and environment.
 type procState struct {
-	pid        int
-	pidStr     string
-	startTicks uint64
-	comm       string // as the kernel gives it, to notice an exec
-	name       string // comm with invalid UTF-8 replaced
-	cmdline    []string
-	env        cantalEnv
-	cgroup     *cgroupInfo
-	refs       [pmNum]*series.Ref
-	refsFor    string // cgroup name the refs were made with
-	files      [pfNum]kfile.Kept
-	prevCPU    uint64 // utime+stime ticks at prevAt
-	prevAt     time.Time
-	seen       uint64
-	scans      uint64 // scans this process has been seen in
-	uid        int    // from the task iterator at every scan (haveUID), else from status, see statusEvery
-	haveUID    bool   // uid is from the task iterator
-	swap       uint64 // from status
-	haveStatus bool
-	readBytes  uint64 // from io, see ioEvery
-	writeBytes uint64
-	haveIO     bool
-	ioDenied   bool
-	prevRSS    uint64       // RSS pages at prevAt
-	stirred    bool         // CPU or RSS moved since status was last read
-	last       pidStat      // the latest stat line read (without Comm; a procState is made from one), reused while the process does not run
-	sched      pidSchedstat // at the latest schedstat read
-	haveSched  bool         // sched is set
-	noSched    bool         // its schedstat could not be read: its stat line is read at every scan
-	idle       uint8        // consecutive scans its stat line was reused (see sleeping), up to 255
-	schedNow   uint8        // what schedstat told in this scan: schedUntracked, schedQuiet or schedRan
-	scanGen    uint64       // the latest scan that found it alive
-	envDone    bool         // environ read since the process was new or exec'd
-	details    bool         // status, io, cgroup and cmdline read since then (see Collect)
+	pid           int
+	pidStr        string
+	startTicks    uint64
+	comm          string // as the kernel gives it, to notice an exec
+	name          string // comm with invalid UTF-8 replaced
+	cmdline       []string
+	env           cantalEnv
+	cgroup        *cgroupInfo
+	refs          [pmNum]*series.Ref
+	refsFor       string // cgroup name the refs were made with
+	files         [pfNum]kfile.Kept
+	prevCPU       uint64 // utime+stime ticks at prevAt
+	prevAt        time.Time
+	scanmark.Mark        // the latest scan that saw it
+	scans         uint64 // scans this process has been seen in
+	uid           int    // from the task iterator at every scan (haveUID), else from status, see statusEvery
+	haveUID       bool   // uid is from the task iterator
+	swap          uint64 // from status
+	haveStatus    bool
+	readBytes     uint64 // from io, see ioEvery
+	writeBytes    uint64
+	haveIO        bool
+	ioDenied      bool
+	prevRSS       uint64       // RSS pages at prevAt
+	stirred       bool         // CPU or RSS moved since status was last read
+	last          pidStat      // the latest stat line read (without Comm; a procState is made from one), reused while the process does not run
+	sched         pidSchedstat // at the latest schedstat read
+	haveSched     bool         // sched is set
+	noSched       bool         // its schedstat could not be read: its stat line is read at every scan
+	idle          uint8        // consecutive scans its stat line was reused (see sleeping), up to 255
+	schedNow      uint8        // what schedstat told in this scan: schedUntracked, schedQuiet or schedRan
+	scanGen       uint64       // the latest scan that found it alive
+	envDone       bool         // environ read since the process was new or exec'd
+	details       bool         // status, io, cgroup and cmdline read since then (see Collect)
 }
 
 // app reports whether the process names a CANTAL_PATH: its details are never deferred or shed.
@@ -276,11 +277,7 @@ func (p *Processes) Collect(ctx context.Context, sink series.Sink) error {
 	if ioDenied {
 		sink.Problem(p.opt.Proc+"/PID/io", "permission denied for some processes: their read and write bytes are missing (the agent is not root, or they are protected)")
 	}
-	for _, st := range p.procs {
-		if st.seen != p.gen {
-			p.forget(st)
-		}
-	}
+	scanmark.Sweep(p.procs, p.gen, func(_ int, st *procState) { p.closeFiles(st) })
 	p.cg.collect(sink, p.gen)
 
 	p.mu.Lock()
@@ -481,14 +478,19 @@ func (p *Processes) readResult(pid, file int, b []byte, err error) ([]byte, bool
 
 // forget closes the files of st and drops it.
 func (p *Processes) forget(st *procState) {
+	p.closeFiles(st)
+	if p.procs[st.pid] == st {
+		delete(p.procs, st.pid)
+	}
+}
+
+// closeFiles closes the files kept open for st.
+func (p *Processes) closeFiles(st *procState) {
 	for i := range st.files {
 		if st.files[i].Open {
 			st.files[i].Close()
 			p.kept--
 		}
-	}
-	if p.procs[st.pid] == st {
-		delete(p.procs, st.pid)
 	}
 }
 
@@ -775,7 +777,7 @@ func (p *Processes) finish(it *scanItem, sink series.Sink) {
 	}
 	row.ReadBytes, row.WriteBytes = st.readBytes, st.writeBytes
 	if st.cgroup != nil {
-		st.cgroup.seen = p.gen
+		st.cgroup.See(p.gen)
 		row.Cgroup = st.cgroup.Name
 		p.cg.count(st.cgroup, p.gen)
 	}
@@ -787,7 +789,8 @@ func (p *Processes) finish(it *scanItem, sink series.Sink) {
 			row.CPUPercent = float64(cpu-st.prevCPU) / float64(p.opt.ClockTick) / dt * 100
 		}
 	}
-	st.prevCPU, st.prevAt, st.seen = cpu, p.now, p.gen
+	st.prevCPU, st.prevAt = cpu, p.now
+	st.See(p.gen)
 	st.scans++
 	if st.scans < 2 || !st.details {
 		// A process's series start at its second scan: one that lives less than a scan

@@ -12,6 +12,7 @@ import (
 	"unsafe"
 
 	"github.com/cantal-go/cantal/internal/kfile"
+	"github.com/cantal-go/cantal/internal/scanmark"
 	"github.com/cantal-go/cantal/internal/series"
 	"golang.org/x/sys/unix"
 )
@@ -118,7 +119,7 @@ type mount struct {
 	path                       string // what statfs is called on
 	excluded                   bool
 	refs                       [fsNum]*series.Ref
-	seen                       uint64
+	scanmark.Mark              // the latest scan that saw it
 	ro                         bool
 	busy                       bool // a request was sent and its result not yet received
 	req                        chan struct{}
@@ -275,11 +276,11 @@ func (f *Filesystems) Collect(ctx context.Context, sink series.Sink) error {
 			}
 			f.mounts[string(f.key)] = m
 		}
-		if m.seen == f.gen || m.excluded {
-			m.seen = f.gen
+		if m.Seen(f.gen) || m.excluded {
+			m.See(f.gen)
 			continue // excluded, or a second line for the same mount
 		}
-		m.seen = f.gen
+		m.See(f.gen)
 		m.ro = hasOption(e.Options, "ro")
 		if m.busy {
 			select {
@@ -353,12 +354,7 @@ func (f *Filesystems) wait(ctx context.Context, sink series.Sink) {
 
 // expire forgets the mounts not seen in this scan, ending their goroutines.
 func (f *Filesystems) expire() {
-	for k, m := range f.mounts {
-		if m.seen != f.gen {
-			m.stop()
-			delete(f.mounts, k)
-		}
-	}
+	scanmark.Sweep(f.mounts, f.gen, func(_ string, m *mount) { m.stop() })
 }
 
 func (f *Filesystems) put(sink series.Sink, m *mount, i int, bits uint64) {

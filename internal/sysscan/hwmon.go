@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cantal-go/cantal/internal/kfile"
+	"github.com/cantal-go/cantal/internal/scanmark"
 	"github.com/cantal-go/cantal/internal/series"
 	"golang.org/x/sys/unix"
 )
@@ -19,10 +20,18 @@ import (
 // it.
 type hwmon struct {
 	sensors []hwSensor
-	chips   map[string]*stateSeries // by chip label
-	labels  map[string]*stateSeries // by chip label and sensor
+	chips   map[string]*hwState // by chip label
+	labels  map[string]*hwState // by chip label and sensor
 	buf     []byte
 	listed  bool
+	lists   uint64 // listings so far, the generation of the marks in chips and labels
+}
+
+// hwState is the state series of a chip's name or of a sensor's label, marked by the latest
+// listing that found it.
+type hwState struct {
+	scanmark.Mark
+	stateSeries
 }
 
 // hwSensor is one value file of a chip.
@@ -49,7 +58,7 @@ var hwInputs = [...]struct {
 }
 
 func newHwmon() hwmon {
-	return hwmon{chips: map[string]*stateSeries{}, labels: map[string]*stateSeries{}, buf: make([]byte, 0, 256)}
+	return hwmon{chips: map[string]*hwState{}, labels: map[string]*hwState{}, buf: make([]byte, 0, 256)}
 }
 
 // cleanHwmonName lower-cases s and replaces what is outside [a-z0-9:_] by '_', trimming '_'
@@ -128,7 +137,7 @@ func (h *hwmon) list(sysDir string, sink series.Sink) {
 		old[string(s.path)] = s
 	}
 	h.sensors = h.sensors[:0]
-	seenChips, seenLabels := map[string]bool{}, map[string]bool{}
+	h.lists++
 	since := time.Now().UnixMilli()
 	for _, e := range ents {
 		if !strings.HasPrefix(e.Name(), "hwmon") {
@@ -144,11 +153,11 @@ func (h *hwmon) list(sysDir string, sink series.Sink) {
 			name := kfile.ValidString([]byte(strings.TrimSpace(string(b))))
 			st := h.chips[chip]
 			if st == nil {
-				st = &stateSeries{}
+				st = &hwState{}
 				h.chips[chip] = st
 			}
 			st.set(sink, series.Labels{"metric": "hwmon.chip", "chip": chip, "chip_name": name}, name, since)
-			seenChips[chip] = true
+			st.See(h.lists)
 		}
 		names := make([]string, 0, len(files))
 		for _, f := range files {
@@ -169,11 +178,11 @@ func (h *hwmon) list(sysDir string, sink series.Sink) {
 				key := chip + "\x00" + sensor
 				st := h.labels[key]
 				if st == nil {
-					st = &stateSeries{}
+					st = &hwState{}
 					h.labels[key] = st
 				}
 				st.set(sink, series.Labels{"metric": "hwmon.sensor", "chip": chip, "sensor": sensor, "label": label}, label, since)
-				seenLabels[key] = true
+				st.See(h.lists)
 				continue
 			}
 			for _, in := range hwInputs {
@@ -190,16 +199,8 @@ func (h *hwmon) list(sysDir string, sink series.Sink) {
 			}
 		}
 	}
-	for k := range h.chips {
-		if !seenChips[k] {
-			delete(h.chips, k)
-		}
-	}
-	for k := range h.labels {
-		if !seenLabels[k] {
-			delete(h.labels, k)
-		}
-	}
+	scanmark.Sweep(h.chips, h.lists, nil)
+	scanmark.Sweep(h.labels, h.lists, nil)
 	h.listed = true
 }
 

@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/cantal-go/cantal/internal/kfile"
+	"github.com/cantal-go/cantal/internal/scanmark"
 	"github.com/cantal-go/cantal/internal/series"
 	"golang.org/x/sys/unix"
 )
@@ -64,18 +65,18 @@ func (m *Machine) Close() error {
 }
 
 type cpuRefs struct {
-	refs [len(cpuStates)]*series.Ref
-	seen uint64
+	refs          [len(cpuStates)]*series.Ref
+	scanmark.Mark // the latest scan that saw it
 }
 
 type ifaceRefs struct {
-	refs [len(netDevFields)]*series.Ref
-	seen uint64
+	refs          [len(netDevFields)]*series.Ref
+	scanmark.Mark // the latest scan that saw it
 }
 
 type diskRefs struct {
-	refs [len(diskSeries)]*series.Ref
-	seen uint64
+	refs          [len(diskSeries)]*series.Ref
+	scanmark.Mark // the latest scan that saw it
 }
 
 // Machine-wide scalar series.
@@ -201,21 +202,9 @@ func (m *Machine) Collect(ctx context.Context, sink series.Sink) error {
 	} else {
 		m.tcp.emit(sink, m.gen) // the last counts again
 	}
-	for k, v := range m.cpus {
-		if v.seen != m.gen {
-			delete(m.cpus, k)
-		}
-	}
-	for k, v := range m.ifs {
-		if v.seen != m.gen {
-			delete(m.ifs, k)
-		}
-	}
-	for k, v := range m.disks {
-		if v.seen != m.gen {
-			delete(m.disks, k)
-		}
-	}
+	scanmark.Sweep(m.cpus, m.gen, nil)
+	scanmark.Sweep(m.ifs, m.gen, nil)
+	scanmark.Sweep(m.disks, m.gen, nil)
 	return ctx.Err()
 }
 
@@ -254,7 +243,7 @@ func (m *Machine) collectStat(b []byte, sink series.Sink) error {
 			}
 			m.cpus[c.CPU] = cr
 		}
-		cr.seen = m.gen
+		cr.See(m.gen)
 		for i, v := range c.Times {
 			sink.Put(cr.refs[i], m.opt.ticksToMs(v))
 		}
@@ -330,7 +319,7 @@ func (m *Machine) collectNetDev(b []byte, sink series.Sink) error {
 			}
 			m.ifs[string(d.Name)] = ir
 		}
-		ir.seen = m.gen
+		ir.See(m.gen)
 		for i, v := range d.V {
 			sink.Put(ir.refs[i], v)
 		}
@@ -382,7 +371,7 @@ func (m *Machine) collectDiskstats(b []byte, sink series.Sink) error {
 			dr = &diskRefs{}
 			m.disks[string(d.Name)] = dr
 		}
-		dr.seen = m.gen
+		dr.See(m.gen)
 		for j, s := range diskSeries {
 			if s.col >= d.N {
 				continue

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cantal-go/cantal/internal/kfile"
+	"github.com/cantal-go/cantal/internal/scanmark"
 	"github.com/cantal-go/cantal/internal/series"
 	"golang.org/x/sys/unix"
 )
@@ -75,14 +76,14 @@ type netClass struct {
 }
 
 type ncIface struct {
-	name string
-	fd   int // the interface's directory; -1 when closed
-	keep bool
-	kept [ncKept]kfile.Kept
-	seen uint64
-	refs [len(ncFiles)]*series.Ref
-	vals [len(ncFiles)]int64
-	have [len(ncFiles)]bool
+	name          string
+	fd            int // the interface's directory; -1 when closed
+	keep          bool
+	kept          [ncKept]kfile.Kept
+	scanmark.Mark // the latest scan that saw it
+	refs          [len(ncFiles)]*series.Ref
+	vals          [len(ncFiles)]int64
+	have          [len(ncFiles)]bool
 	// refused marks the files the kernel refused to read at the last try (carrier of a link
 	// that is down): they are tried again when operstate changes and every rareEvery scans.
 	refused [len(ncFiles)]bool
@@ -181,15 +182,10 @@ func (n *netClass) collect(sysDir string, sink series.Sink, gen uint64, rare boo
 			} else {
 				n.readIface(f, name, sink, rare)
 			}
-			f.seen = gen
+			f.See(gen)
 		})
 	}
-	for k, f := range n.ifs {
-		if f.seen != gen {
-			n.forget(f)
-			delete(n.ifs, k)
-		}
-	}
+	scanmark.Sweep(n.ifs, gen, func(_ string, f *ncIface) { n.forget(f) })
 }
 
 // eachDirent calls fn with the name and type of every entry of a getdents64 buffer.

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cantal-go/cantal/internal/kfile"
+	"github.com/cantal-go/cantal/internal/scanmark"
 	"github.com/cantal-go/cantal/internal/series"
 	"golang.org/x/sys/unix"
 )
@@ -276,27 +277,11 @@ func (s *System) Collect(ctx context.Context, sink series.Sink) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("scan system: %w", err)
 	}
-	for k, r := range s.md {
-		if r.seen != s.gen {
-			delete(s.md, k)
-		}
-	}
-	for k, r := range s.sn {
-		if r.seen != s.gen {
-			delete(s.sn, k)
-		}
-	}
-	for k, r := range s.sched {
-		if r.seen != s.gen {
-			delete(s.sched, k)
-		}
-	}
+	scanmark.Sweep(s.md, s.gen, nil)
+	scanmark.Sweep(s.sn, s.gen, nil)
+	scanmark.Sweep(s.sched, s.gen, nil)
 	if (s.gen-1)%arpEvery == 0 {
-		for k, r := range s.arp {
-			if r.seen != s.gen {
-				delete(s.arp, k)
-			}
-		}
+		scanmark.Sweep(s.arp, s.gen, nil)
 	}
 	s.nc.collect(s.opt.Sys, sink, s.gen, rare)
 	s.th.collect(s.opt.Sys, sink, s.gen, rare)
@@ -565,7 +550,7 @@ type mdRefs struct {
 	disks          [len(mdDiskStates)]*series.Ref
 	required       *series.Ref
 	blocks, synced *series.Ref
-	seen           uint64
+	scanmark.Mark  // the latest scan that saw it
 }
 
 var mdDiskStates = [...]string{"active", "failed", "spare", "down"}
@@ -590,10 +575,10 @@ func (s *System) collectMdstat(b []byte, sink series.Sink) error {
 			r.synced = sink.Series(series.Labels{"metric": "md.blocks_synced", "device": dev}, series.Level)
 			s.md[string(a.Name)] = r
 		}
-		if r.seen == s.gen {
+		if r.Seen(s.gen) {
 			continue // a name twice: keep the first
 		}
-		r.seen = s.gen
+		r.See(s.gen)
 		for j := range r.state {
 			sink.Put(r.state[j], boolBits(j == a.State))
 		}
@@ -608,8 +593,8 @@ func (s *System) collectMdstat(b []byte, sink series.Sink) error {
 }
 
 type softnetRefs struct {
-	refs [3]*series.Ref // processed, dropped, times_squeezed
-	seen uint64
+	refs          [3]*series.Ref // processed, dropped, times_squeezed
+	scanmark.Mark                // the latest scan that saw it
 }
 
 var softnetMetrics = [3]string{"softnet.processed", "softnet.dropped", "softnet.times_squeezed"}
@@ -627,7 +612,7 @@ func (s *System) collectSoftnet(b []byte, sink series.Sink) error {
 			}
 			s.sn[c.CPU] = r
 		}
-		r.seen = s.gen
+		r.See(s.gen)
 		sink.Put(r.refs[0], c.Processed)
 		sink.Put(r.refs[1], c.Dropped)
 		sink.Put(r.refs[2], c.TimeSqueeze)
@@ -640,9 +625,9 @@ func (s *System) collectSoftnet(b []byte, sink series.Sink) error {
 const arpEvery = 5
 
 type arpRef struct {
-	ref  *series.Ref
-	n    int64
-	seen uint64
+	ref           *series.Ref
+	n             int64
+	scanmark.Mark // the latest scan that saw it
 }
 
 func (s *System) putARP(sink series.Sink) {
@@ -660,7 +645,8 @@ func (s *System) collectARP(b []byte, sink series.Sink) error {
 			r = &arpRef{ref: sink.Series(series.Labels{"metric": "net.arp.entries", "interface": kfile.ValidString(a.Device)}, series.Level)}
 			s.arp[string(a.Device)] = r
 		}
-		r.seen, r.n = s.gen, a.N
+		r.See(s.gen)
+		r.n = a.N
 		sink.Put(r.ref, uint64(a.N))
 	}
 	return err
@@ -681,7 +667,7 @@ func (s *System) collectSchedstat(b []byte, sink series.Sink) error {
 			}
 			s.sched[c.CPU] = r
 		}
-		r.seen = s.gen
+		r.See(s.gen)
 		sink.Put(r.refs[0], c.Running)
 		sink.Put(r.refs[1], c.Waiting)
 		sink.Put(r.refs[2], c.Timeslices)

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cantal-go/cantal/internal/kfile"
+	"github.com/cantal-go/cantal/internal/scanmark"
 	"github.com/cantal-go/cantal/internal/series"
 	"golang.org/x/sys/unix"
 )
@@ -47,8 +48,8 @@ type udpQueues struct {
 }
 
 type clocksourceState struct {
-	st   stateSeries
-	seen uint64
+	st            stateSeries
+	scanmark.Mark // the latest scan that saw it
 }
 
 func newSysExtra() sysExtra {
@@ -136,11 +137,8 @@ func (s *System) collectTimeAndSELinux(sink series.Sink, rare bool) {
 		s.readClocksources(sink)
 		s.readSELinux()
 	}
-	for k, c := range x.cs {
-		if c.seen != s.lastRare {
-			delete(x.cs, k)
-			continue
-		}
+	scanmark.Sweep(x.cs, s.lastRare, nil)
+	for _, c := range x.cs {
 		c.st.put(sink)
 	}
 	name, off := time.Now().Zone()
@@ -193,7 +191,7 @@ func (s *System) readClocksources(sink series.Sink) {
 					c.st.set(sink, series.Labels{"metric": "system.clocksource." + kind, "device": dev, "clocksource": src}, src, since)
 					x.cs[key] = c
 				}
-				c.seen = s.gen
+				c.See(s.gen)
 			}
 		}
 	}
@@ -217,8 +215,8 @@ func (s *System) readSELinux() {
 }
 
 type diskInfoState struct {
-	st   stateSeries
-	seen uint64
+	st            stateSeries
+	scanmark.Mark // the latest scan that saw it
 }
 
 // readDiskInfo reads the disks of /proc/diskstats and their udev properties into disk.info
@@ -253,18 +251,15 @@ func (s *System) readDiskInfo(procfd int, sink series.Sink) {
 			di = &diskInfoState{}
 			x.disks[name] = di
 		}
-		di.seen = s.gen
+		di.See(s.gen)
 		di.st.set(sink, l, name, since)
 	}
 }
 
 // putDiskInfo writes the disk.info states; those of disks gone at the last read stop.
 func (s *System) putDiskInfo(sink series.Sink) {
-	for k, d := range s.x.disks {
-		if d.seen != s.lastRare {
-			delete(s.x.disks, k)
-			continue
-		}
+	scanmark.Sweep(s.x.disks, s.lastRare, nil)
+	for _, d := range s.x.disks {
 		d.st.put(sink)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/cantal-go/cantal/internal/kfile"
+	"github.com/cantal-go/cantal/internal/scanmark"
 	"github.com/cantal-go/cantal/internal/series"
 	"golang.org/x/sys/unix"
 )
@@ -65,12 +66,12 @@ const diagSource = "netlink inet_diag (TCP sockets)"
 
 type portRefs struct {
 	sockets, queue, established *series.Ref
-	seen                        uint64
+	scanmark.Mark               // the latest scan that saw it
 }
 
 type uidRef struct {
-	ref  *series.Ref
-	seen uint64
+	ref           *series.Ref
+	scanmark.Mark // the latest scan that saw it
 }
 
 // tcpEvery is how often (in scans) the TCP sockets are counted by default (Options.TCPEvery);
@@ -264,28 +265,20 @@ func (t *tcpScan) emit(sink series.Sink, gen uint64) {
 			}
 			t.portRefs[p] = pr
 		}
-		pr.seen = gen
+		pr.See(gen)
 		sink.Put(pr.sockets, uint64(t.listen[p]))
 		sink.Put(pr.queue, uint64(t.listenQueue[p]))
 		sink.Put(pr.established, uint64(t.estab[p]))
 	}
-	for p, pr := range t.portRefs {
-		if pr.seen != gen {
-			delete(t.portRefs, p)
-		}
-	}
+	scanmark.Sweep(t.portRefs, gen, nil)
 	for uid, n := range t.byUID {
 		ur := t.uidRefs[uid]
 		if ur == nil {
 			ur = &uidRef{ref: sink.Series(series.Labels{"metric": "tcp.uid.sockets", "uid": strconv.FormatUint(uint64(uid), 10)}, series.Level)}
 			t.uidRefs[uid] = ur
 		}
-		ur.seen = gen
+		ur.See(gen)
 		sink.Put(ur.ref, uint64(n))
 	}
-	for uid, ur := range t.uidRefs {
-		if ur.seen != gen {
-			delete(t.uidRefs, uid)
-		}
-	}
+	scanmark.Sweep(t.uidRefs, gen, nil)
 }

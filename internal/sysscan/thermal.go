@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/cantal-go/cantal/internal/kfile"
+	"github.com/cantal-go/cantal/internal/scanmark"
 	"github.com/cantal-go/cantal/internal/series"
 	"golang.org/x/sys/unix"
 )
@@ -28,13 +29,13 @@ type thermal struct {
 }
 
 type thermalDev struct {
-	cooling bool
-	label   string // zone or cooling device number
-	typ     string
-	refs    [2]*series.Ref // zone: temp; cooling: cur_state, max_state
-	vals    [2]uint64
-	have    [2]bool
-	seen    uint64
+	cooling       bool
+	label         string // zone or cooling device number
+	typ           string
+	refs          [2]*series.Ref // zone: temp; cooling: cur_state, max_state
+	vals          [2]uint64
+	have          [2]bool
+	scanmark.Mark // the latest scan that saw it
 }
 
 func newThermal() thermal {
@@ -96,11 +97,7 @@ func (th *thermal) read(sysDir string, sink series.Sink, gen uint64) {
 		}
 		eachDirent(th.dents[:n], func(name []byte, _ byte) { th.readDev(name, sink, gen) })
 	}
-	for k, d := range th.devs {
-		if d.seen != gen {
-			delete(th.devs, k)
-		}
-	}
+	scanmark.Sweep(th.devs, gen, nil)
 }
 
 // readDev reads one thermal_zone<N> or cooling_device<N> entry.
@@ -127,7 +124,7 @@ func (th *thermal) readDev(name []byte, sink series.Sink, gen uint64) {
 		d = &thermalDev{cooling: cooling, label: string(num), typ: kfile.ValidString(trimNL(b))}
 		th.devs[string(name)] = d
 	}
-	d.seen = gen
+	d.See(gen)
 	attrs := [2]string{"temp", ""}
 	if cooling {
 		attrs = [2]string{"cur_state", "max_state"}
