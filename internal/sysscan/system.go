@@ -4,10 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"path/filepath"
-	"strconv"
-	"time"
 
 	"github.com/cantal-go/cantal/internal/kfile"
 	"github.com/cantal-go/cantal/internal/scanmark"
@@ -72,7 +69,27 @@ type System struct {
 	nc       netClass
 	th       thermal
 	hw       hwmon
-	x        sysExtra
+	// What System reads besides its kept files: conntrack statistics, UDP queues, clock
+	// sources, the time zone, SELinux and the disks' udev data.
+	ct  map[string]*series.Ref
+	cts []nameVal
+	lr  kfile.LineReader
+	// the sums of the UDP file being read, and udpLine bound once (no allocation per read)
+	udpTx, udpRx uint64
+	udpErr       error
+	udpFn        func([]byte)
+	udp          [2]udpQueues
+	cs           map[string]*clocksourceState
+	tz           string
+	tzV          int64
+	tzR          *series.Ref
+	se           [3]*series.Ref // enabled, current_mode, config_mode
+	seV          [3]int64
+	seOK         [3]bool
+
+	dids     []diskID
+	ubuf     []byte
+	disks    map[string]*diskInfoState
 	lastRare uint64 // the scan that last read the rare sources
 }
 
@@ -122,18 +139,6 @@ const (
 	sfSchedstat
 	sfStat // read apart, every rareEvery scans, for btime
 )
-
-var psiResources = [3]string{"cpu", "memory", "io"}
-
-// psiRefs are the series of one line (some or full) of a pressure file.
-type psiRefs struct {
-	total *series.Ref
-	avg   [3]*series.Ref
-}
-
-type sockRefs struct {
-	val, bytes *series.Ref
-}
 
 // stateSeries is a State series whose labels may change: a change registers a new Ref and the
 // old one is no longer written, so its series stops.
@@ -186,11 +191,14 @@ func NewSystem(opt Options) *System {
 		sched: map[int]*softnetRefs{},
 		arp:   map[string]*arpRef{},
 		nc:    newNetClass(),
-		x:     newSysExtra(),
+		ct:    map[string]*series.Ref{},
+		cs:    map[string]*clocksourceState{},
+		lr:    kfile.LineReader{Buf: make([]byte, 64<<10)},
+		disks: map[string]*diskInfoState{},
 		th:    newThermal(),
 		hw:    newHwmon(),
 	}
-	s.x.udpFn = s.x.udpLine
+	s.udpFn = s.udpLine
 	return s
 }
 
@@ -323,354 +331,4 @@ func (s *System) putLevel(sink series.Sink, r **series.Ref, name string, v int64
 		*r = sink.Series(series.Labels{"metric": name}, series.Level)
 	}
 	sink.Put(*r, uint64(v))
-}
-
-// vmstatCounterNr are the nr_* fields of /proc/vmstat that count since boot.
-var vmstatCounterNr = map[string]bool{
-	"nr_dirtied": true, "nr_written": true, "nr_foll_pin_acquired": true, "nr_foll_pin_released": true,
-}
-
-// vmstatKind says whether a /proc/vmstat kfile.Field is a level (nr_* now, workingset_nodes) or an
-// event counter (everything else).
-func vmstatKind(name string) series.Kind {
-	if (len(name) > 3 && name[:3] == "nr_" && !vmstatCounterNr[name]) || name == "workingset_nodes" {
-		return series.Level
-	}
-	return series.Counter
-}
-
-func (s *System) collectVmstat(b []byte, sink series.Sink) error {
-	var err error
-	s.vms, err = parseVmstat(b, s.vms[:0])
-	for _, e := range s.vms {
-		r := s.vm[string(e.Name)]
-		if r == nil {
-			k := kfile.ValidString(e.Name)
-			r = sink.Series(series.Labels{"metric": "vmstat." + k}, vmstatKind(k))
-			s.vm[string(e.Name)] = r
-		}
-		if r.Kind == series.Counter && e.Val < 0 {
-			continue // a counter cannot go below zero; leave a gap
-		}
-		sink.Put(r, uint64(e.Val))
-	}
-	return err
-}
-
-var psiLineNames = [2]string{"some", "full"}
-var psiAvgNames = [3]string{"avg10", "avg60", "avg300"}
-
-func (s *System) collectPressure(res int, b []byte, sink series.Sink) error {
-	p, err := parsePressure(b)
-	if err != nil {
-		return err
-	}
-	for li, l := range [2]*psiLine{&p.Some, &p.Full} {
-		if !l.Present {
-			continue
-		}
-		refs := &s.psi[res][li]
-		if refs.total == nil {
-			base := "pressure." + psiResources[res] + "." + psiLineNames[li]
-			refs.total = sink.Series(series.Labels{"metric": base + "_us"}, series.Counter)
-			for j := range refs.avg {
-				refs.avg[j] = sink.Series(series.Labels{"metric": base + "_" + psiAvgNames[j]}, series.Float)
-			}
-		}
-		sink.Put(refs.total, l.Total)
-		for j, v := range l.Avg {
-			sink.Put(refs.avg[j], math.Float64bits(v))
-		}
-	}
-	return nil
-}
-
-func (s *System) collectSockstat(b []byte, sink series.Sink) error {
-	var err error
-	s.socks, err = parseSockstat(b, s.socks[:0])
-	for _, e := range s.socks {
-		s.key = append(append(append(s.key[:0], e.Proto...), '.'), e.Name...)
-		r := s.sock[string(s.key)]
-		if r == nil {
-			k := kfile.ValidString(s.key)
-			r = &sockRefs{val: sink.Series(series.Labels{"metric": "sockstat." + k}, series.Level)}
-			if string(e.Name) == "mem" {
-				r.bytes = sink.Series(series.Labels{"metric": "sockstat." + k + "_bytes"}, series.Level)
-			}
-			s.sock[string(s.key)] = r
-		}
-		sink.Put(r.val, uint64(e.Val))
-		if r.bytes != nil {
-			sink.Put(r.bytes, uint64(e.Val*int64(s.opt.PageSize)))
-		}
-	}
-	return err
-}
-
-func (s *System) collectSNMP6(b []byte, sink series.Sink) error {
-	var err error
-	s.nets, err = parseSNMP6(b, s.nets[:0])
-	for _, e := range s.nets {
-		s.key = append(append(append(s.key[:0], e.Prefix...), '.'), e.Name...)
-		r := s.net6[string(s.key)]
-		if r == nil {
-			r = sink.Series(series.Labels{"metric": "net." + kfile.ValidString(s.key)}, series.Counter)
-			s.net6[string(s.key)] = r
-		}
-		if e.Val < 0 {
-			continue
-		}
-		sink.Put(r, uint64(e.Val))
-	}
-	return err
-}
-
-func (s *System) readBtime(procfd int, sink series.Sink) {
-	s.path = append(append(s.path[:0], "stat"...), 0)
-	b, err := kfile.ReadFileAt(procfd, s.path, &s.buf, 8<<20)
-	if err == nil {
-		var v int64
-		if v, err = kfile.ParseBtime(b); err == nil {
-			s.btime, s.btimeOK = v, true
-			return
-		}
-	}
-	s.btimeOK = false
-	sink.Problem(filepath.Join(s.opt.Proc, "stat"), err.Error())
-}
-
-func (s *System) collectTimex(sink series.Sink) {
-	state, err := readTimex(&s.tx)
-	if err != nil {
-		sink.Problem("adjtimex", err.Error())
-		return
-	}
-	v := timexValues(state, &s.tx)
-	for i := range v {
-		r := s.timex[i]
-		if r == nil {
-			r = sink.Series(series.Labels{"metric": timexMetrics[i].name}, timexMetrics[i].kind)
-			s.timex[i] = r
-		}
-		sink.Put(r, v[i])
-	}
-}
-
-// readIdentity reads uname(2) and os-release into their state series.
-func (s *System) readIdentity(sink series.Sink) {
-	since := time.Now().UnixMilli()
-	if s.btimeOK {
-		since = s.btime * 1000
-	}
-	var u unix.Utsname
-	if err := unix.Uname(&u); err != nil {
-		sink.Problem("uname", err.Error())
-	} else {
-		l := series.Labels{
-			"metric":     "system.uname",
-			"sysname":    utsString(u.Sysname[:]),
-			"release":    utsString(u.Release[:]),
-			"version":    utsString(u.Version[:]),
-			"machine":    utsString(u.Machine[:]),
-			"nodename":   utsString(u.Nodename[:]),
-			"domainname": utsString(u.Domainname[:]),
-		}
-		s.uname.set(sink, l, l["release"], since)
-	}
-	var lastErr error
-	for _, p := range s.osReleasePaths() {
-		b, err := readSmallFile(p, &s.buf, 64<<10)
-		if err != nil {
-			lastErr = err
-			continue
-		}
-		lastErr = nil
-		r, err := parseOSRelease(b)
-		if err != nil {
-			sink.Problem(p, err.Error())
-		}
-		l := series.Labels{"metric": "system.os"}
-		for i, k := range osReleaseKeys {
-			l[toLower(k)] = r.Vals[i]
-		}
-		s.osRel.set(sink, l, l["pretty_name"], since)
-		break
-	}
-	if lastErr != nil {
-		sink.Problem("os-release", lastErr.Error())
-	}
-}
-
-// osReleasePaths are where os-release(5) is looked for: /etc, then /usr/lib; next to a proc
-// root other than /proc (a host's root mounted in a container) when one is set.
-func (s *System) osReleasePaths() []string {
-	root := s.root()
-	return []string{filepath.Join(root, "etc/os-release"), filepath.Join(root, "usr/lib/os-release")}
-}
-
-// root is where the host's /etc is looked for: /, or the parent of a proc root other than
-// /proc (a host's root mounted in a container).
-func (s *System) root() string {
-	if s.opt.Proc != "/proc" {
-		return filepath.Dir(s.opt.Proc)
-	}
-	return "/"
-}
-
-// readSmallFile reads path whole into *buf, up to limit bytes.
-func readSmallFile(path string, buf *[]byte, limit int) ([]byte, error) {
-	p := append([]byte(path), 0)
-	b, err := kfile.ReadFileAt(unix.AT_FDCWD, p, buf, limit)
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	return b, nil
-}
-
-func utsString(b []byte) string {
-	if i := kfile.IndexByte(b, 0); i >= 0 {
-		b = b[:i]
-	}
-	return kfile.ValidString(b)
-}
-
-func toLower(s string) string {
-	b := []byte(s)
-	for i, c := range b {
-		if c >= 'A' && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
-		}
-	}
-	return string(b)
-}
-
-// md series of one array, in the order of mdStates for state and of mdDiskStates for disks.
-type mdRefs struct {
-	state          [len(mdStates)]*series.Ref
-	disks          [len(mdDiskStates)]*series.Ref
-	required       *series.Ref
-	blocks, synced *series.Ref
-	scanmark.Mark  // the latest scan that saw it
-}
-
-var mdDiskStates = [...]string{"active", "failed", "spare", "down"}
-
-func (s *System) collectMdstat(b []byte, sink series.Sink) error {
-	var err error
-	s.mds, err = parseMdstat(b, s.mds[:0])
-	for i := range s.mds {
-		a := &s.mds[i]
-		r := s.md[string(a.Name)]
-		if r == nil {
-			dev := kfile.ValidString(a.Name)
-			r = &mdRefs{}
-			for j, st := range mdStates {
-				r.state[j] = sink.Series(series.Labels{"metric": "md.state", "device": dev, "state": st}, series.Level)
-			}
-			for j, st := range mdDiskStates {
-				r.disks[j] = sink.Series(series.Labels{"metric": "md.disks", "device": dev, "state": st}, series.Level)
-			}
-			r.required = sink.Series(series.Labels{"metric": "md.disks_required", "device": dev}, series.Level)
-			r.blocks = sink.Series(series.Labels{"metric": "md.blocks", "device": dev}, series.Level)
-			r.synced = sink.Series(series.Labels{"metric": "md.blocks_synced", "device": dev}, series.Level)
-			s.md[string(a.Name)] = r
-		}
-		if r.Seen(s.gen) {
-			continue // a name twice: keep the first
-		}
-		r.See(s.gen)
-		for j := range r.state {
-			sink.Put(r.state[j], boolBits(j == a.State))
-		}
-		for j, v := range [len(mdDiskStates)]int64{a.Active, a.Failed, a.Spare, a.Down} {
-			sink.Put(r.disks[j], uint64(v))
-		}
-		sink.Put(r.required, uint64(a.Required))
-		sink.Put(r.blocks, uint64(a.Blocks))
-		sink.Put(r.synced, uint64(a.Synced))
-	}
-	return err
-}
-
-type softnetRefs struct {
-	refs          [3]*series.Ref // processed, dropped, times_squeezed
-	scanmark.Mark                // the latest scan that saw it
-}
-
-var softnetMetrics = [3]string{"softnet.processed", "softnet.dropped", "softnet.times_squeezed"}
-
-func (s *System) collectSoftnet(b []byte, sink series.Sink) error {
-	var err error
-	s.sns, err = parseSoftnet(b, s.sns[:0])
-	for _, c := range s.sns {
-		r := s.sn[c.CPU]
-		if r == nil {
-			r = &softnetRefs{}
-			cpu := strconv.Itoa(c.CPU)
-			for i, m := range softnetMetrics {
-				r.refs[i] = sink.Series(series.Labels{"metric": m, "cpu": cpu}, series.Counter)
-			}
-			s.sn[c.CPU] = r
-		}
-		r.See(s.gen)
-		sink.Put(r.refs[0], c.Processed)
-		sink.Put(r.refs[1], c.Dropped)
-		sink.Put(r.refs[2], c.TimeSqueeze)
-	}
-	return err
-}
-
-// arpEvery is how often (in scans) /proc/net/arp is read: the kernel takes ~40 µs of CPU to
-// print it, a third of the rest of System's scan; the scans between write the last counts again.
-const arpEvery = 5
-
-type arpRef struct {
-	ref           *series.Ref
-	n             int64
-	scanmark.Mark // the latest scan that saw it
-}
-
-func (s *System) putARP(sink series.Sink) {
-	for _, r := range s.arp {
-		sink.Put(r.ref, uint64(r.n))
-	}
-}
-
-func (s *System) collectARP(b []byte, sink series.Sink) error {
-	var err error
-	s.arps, err = parseARP(b, s.arps[:0])
-	for _, a := range s.arps {
-		r := s.arp[string(a.Device)]
-		if r == nil {
-			r = &arpRef{ref: sink.Series(series.Labels{"metric": "net.arp.entries", "interface": kfile.ValidString(a.Device)}, series.Level)}
-			s.arp[string(a.Device)] = r
-		}
-		r.See(s.gen)
-		r.n = a.N
-		sink.Put(r.ref, uint64(a.N))
-	}
-	return err
-}
-
-var schedMetrics = [3]string{"schedstat.running_ns", "schedstat.waiting_ns", "schedstat.timeslices"}
-
-func (s *System) collectSchedstat(b []byte, sink series.Sink) error {
-	var err error
-	s.scs, err = parseSchedstat(b, s.scs[:0])
-	for _, c := range s.scs {
-		r := s.sched[c.CPU]
-		if r == nil {
-			r = &softnetRefs{}
-			cpu := strconv.Itoa(c.CPU)
-			for i, m := range schedMetrics {
-				r.refs[i] = sink.Series(series.Labels{"metric": m, "cpu": cpu}, series.Counter)
-			}
-			s.sched[c.CPU] = r
-		}
-		r.See(s.gen)
-		sink.Put(r.refs[0], c.Running)
-		sink.Put(r.refs[1], c.Waiting)
-		sink.Put(r.refs[2], c.Timeslices)
-	}
-	return err
 }

@@ -1,5 +1,8 @@
 package sysscan
 
+// The netlink sock_diag (inet_diag) dump of TCP sockets, which replaces reading /proc/net/tcp{,6}
+// for the host's own /proc (proc_net_tcp.go).
+
 import (
 	"context"
 	"encoding/binary"

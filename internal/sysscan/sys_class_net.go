@@ -1,7 +1,11 @@
 package sysscan
 
+// /sys/class/net: network interface attributes (System).
+
 import (
+	"bytes"
 	"encoding/binary"
+	"fmt"
 	"path/filepath"
 	"time"
 
@@ -312,4 +316,18 @@ func trimNL(b []byte) []byte {
 		b = b[:len(b)-1]
 	}
 	return b
+}
+
+// parseHexValue parses a sysfs attribute holding one "0x"-prefixed hexadecimal number (flags,
+// dev_id).
+func parseHexValue(b []byte) (uint64, error) {
+	b = bytes.TrimSpace(b)
+	if len(b) < 3 || b[0] != '0' || (b[1] != 'x' && b[1] != 'X') {
+		return 0, fmt.Errorf("parse hex value: %w", kfile.ErrSyntax)
+	}
+	v, err := kfile.ParseHex(b[2:])
+	if err != nil {
+		return 0, fmt.Errorf("parse hex value: %w", err)
+	}
+	return v, nil
 }

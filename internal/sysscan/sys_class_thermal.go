@@ -1,5 +1,7 @@
 package sysscan
 
+// /sys/class/thermal: thermal zones and cooling devices (System).
+
 import (
 	"bytes"
 	"math"

@@ -1,10 +1,14 @@
 package sysscan
 
+// /proc/mdstat: software RAID arrays (System).
+
 import (
 	"bytes"
 	"fmt"
 
 	"github.com/cantal-go/cantal/internal/kfile"
+	"github.com/cantal-go/cantal/internal/scanmark"
+	"github.com/cantal-go/cantal/internal/series"
 )
 
 // mdStates are the values of md.state's state label, in mdArray.State's numbering.
@@ -184,4 +188,52 @@ func parseMdDetailLine(a *mdArray, line []byte) error {
 		a.State = mdResync
 	}
 	return nil // bitmap: and other lines
+}
+
+// md series of one array, in the order of mdStates for state and of mdDiskStates for disks.
+type mdRefs struct {
+	state          [len(mdStates)]*series.Ref
+	disks          [len(mdDiskStates)]*series.Ref
+	required       *series.Ref
+	blocks, synced *series.Ref
+	scanmark.Mark  // the latest scan that saw it
+}
+
+var mdDiskStates = [...]string{"active", "failed", "spare", "down"}
+
+func (s *System) collectMdstat(b []byte, sink series.Sink) error {
+	var err error
+	s.mds, err = parseMdstat(b, s.mds[:0])
+	for i := range s.mds {
+		a := &s.mds[i]
+		r := s.md[string(a.Name)]
+		if r == nil {
+			dev := kfile.ValidString(a.Name)
+			r = &mdRefs{}
+			for j, st := range mdStates {
+				r.state[j] = sink.Series(series.Labels{"metric": "md.state", "device": dev, "state": st}, series.Level)
+			}
+			for j, st := range mdDiskStates {
+				r.disks[j] = sink.Series(series.Labels{"metric": "md.disks", "device": dev, "state": st}, series.Level)
+			}
+			r.required = sink.Series(series.Labels{"metric": "md.disks_required", "device": dev}, series.Level)
+			r.blocks = sink.Series(series.Labels{"metric": "md.blocks", "device": dev}, series.Level)
+			r.synced = sink.Series(series.Labels{"metric": "md.blocks_synced", "device": dev}, series.Level)
+			s.md[string(a.Name)] = r
+		}
+		if r.Seen(s.gen) {
+			continue // a name twice: keep the first
+		}
+		r.See(s.gen)
+		for j := range r.state {
+			sink.Put(r.state[j], boolBits(j == a.State))
+		}
+		for j, v := range [len(mdDiskStates)]int64{a.Active, a.Failed, a.Spare, a.Down} {
+			sink.Put(r.disks[j], uint64(v))
+		}
+		sink.Put(r.required, uint64(a.Required))
+		sink.Put(r.blocks, uint64(a.Blocks))
+		sink.Put(r.synced, uint64(a.Synced))
+	}
+	return err
 }

@@ -1,5 +1,7 @@
 package sysscan
 
+// /sys/class/hwmon: hardware sensors (System).
+
 import (
 	"math"
 	"os"

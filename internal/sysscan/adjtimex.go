@@ -1,5 +1,7 @@
 package sysscan
 
+// adjtimex(2): the kernel clock's synchronisation state (System).
+
 import (
 	"math"
 
@@ -97,4 +99,21 @@ func timexValues(state int, t *unix.Timex) [txNum]uint64 {
 func readTimex(t *unix.Timex) (int, error) {
 	*t = unix.Timex{}
 	return unix.Adjtimex(t)
+}
+
+func (s *System) collectTimex(sink series.Sink) {
+	state, err := readTimex(&s.tx)
+	if err != nil {
+		sink.Problem("adjtimex", err.Error())
+		return
+	}
+	v := timexValues(state, &s.tx)
+	for i := range v {
+		r := s.timex[i]
+		if r == nil {
+			r = sink.Series(series.Labels{"metric": timexMetrics[i].name}, timexMetrics[i].kind)
+			s.timex[i] = r
+		}
+		sink.Put(r, v[i])
+	}
 }

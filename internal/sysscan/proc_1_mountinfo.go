@@ -1,5 +1,7 @@
 package sysscan
 
+// /proc/1/mountinfo and statfs(2) of every mount: Filesystems.
+
 import (
 	"context"
 	"errors"
@@ -379,4 +381,100 @@ func boolBits(b bool) uint64 {
 		return 1
 	}
 	return 0
+}
+
+// mountEntry is one line of /proc/PID/mountinfo, its fields pointing into the file's bytes;
+// MountPoint is unescaped into the buffer given to parseMountinfo.
+type mountEntry struct {
+	Device, MountPoint, FSType, Options []byte
+}
+
+// parseMountinfo parses /proc/PID/mountinfo (proc(5)):
+//
+//	36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw,errors=continue
+//
+// MountPoint and Device are unescaped (the kernel writes space, tab, newline and backslash as
+// \040, \011, \012, \134) into *esc, which is reused between calls; the returned entries point
+// into b and *esc.
+func parseMountinfo(b []byte, dst []mountEntry, esc *[]byte) ([]mountEntry, error) {
+	// The unescaped strings are never longer than the file, so esc never grows while entries
+	// point into it.
+	if cap(*esc) < len(b) {
+		*esc = make([]byte, 0, len(b))
+	}
+	e := (*esc)[:0]
+	for pos := 0; pos < len(b); {
+		var line []byte
+		line, pos = kfile.NextLine(b, pos)
+		f, p := kfile.Field(line, 0)
+		if f == nil {
+			continue
+		}
+		var fields [6][]byte
+		fields[0] = f
+		for i := 1; i < 6; i++ {
+			fields[i], p = kfile.Field(line, p)
+			if fields[i] == nil {
+				return dst, kfile.ParseError("mountinfo", line, kfile.ErrSyntax)
+			}
+		}
+		// optional fields up to the "-" separator
+		for {
+			f, p = kfile.Field(line, p)
+			if f == nil {
+				return dst, kfile.ParseError("mountinfo", line, fmt.Errorf("no separator"))
+			}
+			if len(f) == 1 && f[0] == '-' {
+				break
+			}
+		}
+		fstype, p := kfile.Field(line, p)
+		source, _ := kfile.Field(line, p)
+		if fstype == nil || source == nil {
+			return dst, kfile.ParseError("mountinfo", line, kfile.ErrSyntax)
+		}
+		start := len(e)
+		e = unescapeMount(e, fields[4])
+		mp := e[start:len(e):len(e)]
+		start = len(e)
+		e = unescapeMount(e, source)
+		dev := e[start:len(e):len(e)]
+		dst = append(dst, mountEntry{Device: dev, MountPoint: mp, FSType: fstype, Options: fields[5]})
+	}
+	*esc = e
+	return dst, nil
+}
+
+// unescapeMount appends s to dst with the kernel's octal escapes (\ooo) decoded.
+func unescapeMount(dst, s []byte) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '\\' && i+3 < len(s) && isOctal(s[i+1]) && isOctal(s[i+2]) && isOctal(s[i+3]) {
+			v := (int(s[i+1]-'0')<<6 | int(s[i+2]-'0')<<3 | int(s[i+3]-'0'))
+			if v < 256 {
+				dst = append(dst, byte(v))
+				i += 3
+				continue
+			}
+		}
+		dst = append(dst, c)
+	}
+	return dst
+}
+
+func isOctal(c byte) bool { return c >= '0' && c <= '7' }
+
+// hasOption reports whether the comma-separated mount options include opt.
+func hasOption(opts []byte, opt string) bool {
+	for len(opts) > 0 {
+		i := kfile.IndexByte(opts, ',')
+		if i < 0 {
+			return string(opts) == opt
+		}
+		if string(opts[:i]) == opt {
+			return true
+		}
+		opts = opts[i+1:]
+	}
+	return false
 }

@@ -1,6 +1,10 @@
 package sysscan
 
+// /proc/net/tcp and tcp6: TCP sockets by state, listening port and uid (Machine); for the host's
+// own /proc they are counted from a netlink dump instead (netlink_inet_diag.go).
+
 import (
+	"bytes"
 	"context"
 	"errors"
 	"path/filepath"
@@ -281,4 +285,77 @@ func (t *tcpScan) emit(sink series.Sink, gen uint64) {
 		sink.Put(ur.ref, uint64(n))
 	}
 	scanmark.Sweep(t.uidRefs, gen, nil)
+}
+
+// errTCPMissing marks that neither tcp nor tcp6 could be read.
+var errTCPMissing = errors.New("no tcp table readable")
+
+// tcpStates are the names of the kernel's TCP states, indexed by their number in
+// /proc/net/tcp's st column.
+var tcpStates = [...]string{
+	1: "established", 2: "syn_sent", 3: "syn_recv", 4: "fin_wait1", 5: "fin_wait2",
+	6: "time_wait", 7: "close", 8: "close_wait", 9: "last_ack", 10: "listen", 11: "closing",
+	12: "new_syn_recv",
+}
+
+const tcpListen = 10
+
+// tcpSock is what the machine collector keeps of one /proc/net/tcp{,6} line.
+type tcpSock struct {
+	LocalPort, RemotePort uint16
+	State                 uint8
+	TxQueue, RxQueue      uint64
+	UID                   uint32
+}
+
+// parseTCPLine parses one socket line of /proc/net/tcp or /proc/net/tcp6:
+//
+//	0: 0100007F:0CEA 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000  0 115 ...
+//
+// ok is false for the header line.
+func parseTCPLine(line []byte) (s tcpSock, ok bool, err error) {
+	sl, p := kfile.Field(line, 0)
+	if len(sl) < 2 || sl[len(sl)-1] != ':' {
+		if bytes.Equal(sl, []byte("sl")) {
+			return s, false, nil
+		}
+		return s, false, kfile.ParseError("/proc/net/tcp", line, kfile.ErrSyntax)
+	}
+	var local, remote, st, queues, uid []byte
+	local, p = kfile.Field(line, p)
+	remote, p = kfile.Field(line, p)
+	st, p = kfile.Field(line, p)
+	queues, p = kfile.Field(line, p)
+	_, p = kfile.Field(line, p) // tr:tm->when
+	_, p = kfile.Field(line, p) // retrnsmt
+	uid, _ = kfile.Field(line, p)
+	lp, err1 := addrPort(local)
+	rp, err2 := addrPort(remote)
+	state, err3 := kfile.ParseHex(st)
+	colon := kfile.IndexByte(queues, ':')
+	if colon < 0 {
+		return s, false, kfile.ParseError("/proc/net/tcp", line, kfile.ErrSyntax)
+	}
+	tx, err4 := kfile.ParseHex(queues[:colon])
+	rx, err5 := kfile.ParseHex(queues[colon+1:])
+	u, err6 := kfile.ParseUint(uid)
+	for _, err := range [...]error{err1, err2, err3, err4, err5, err6} {
+		if err != nil {
+			return s, false, kfile.ParseError("/proc/net/tcp", line, err)
+		}
+	}
+	if state == 0 || state >= uint64(len(tcpStates)) || u > 1<<32-1 {
+		return s, false, kfile.ParseError("/proc/net/tcp", line, kfile.ErrRange)
+	}
+	return tcpSock{LocalPort: lp, RemotePort: rp, State: uint8(state), TxQueue: tx, RxQueue: rx, UID: uint32(u)}, true, nil
+}
+
+// addrPort returns the port of "0100007F:0CEA" (IPv4) or a 32-hex-digit IPv6 address.
+func addrPort(b []byte) (uint16, error) {
+	colon := kfile.IndexByte(b, ':')
+	if (colon != 8 && colon != 32) || len(b) != colon+5 {
+		return 0, kfile.ErrSyntax
+	}
+	v, err := kfile.ParseHex(b[colon+1:])
+	return uint16(v), err
 }
