@@ -236,3 +236,21 @@ func TestMachineDropsVanished(t *testing.T) {
 		t.Errorf("established = %d after the connections closed", v)
 	}
 }
+
+// TestProcSourcesTable: every entry of the one table of sources names a file and is read by
+// exactly one collector, and no file is listed twice (it would be read twice a scan).
+func TestProcSourcesTable(t *testing.T) {
+	names := map[string]bool{}
+	for i, src := range procSources {
+		if src.name == "" {
+			t.Errorf("source %d has no file name", i)
+		}
+		if (src.machine == nil) == (src.system == nil) {
+			t.Errorf("source %s: read by machine %v, by system %v; want exactly one", src.name, src.machine != nil, src.system != nil)
+		}
+		if names[src.name] {
+			t.Errorf("source %s listed twice", src.name)
+		}
+		names[src.name] = true
+	}
+}

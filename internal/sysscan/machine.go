@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"path/filepath"
 
 	"github.com/cantal-go/cantal/internal/kfile"
 	"github.com/cantal-go/cantal/internal/scanmark"
@@ -20,11 +19,9 @@ import (
 // A Machine keeps its buffers, Refs and open files between scans (Close releases the files);
 // Collect and Close must not be called concurrently.
 type Machine struct {
-	opt   Options
-	gen   uint64
-	path  []byte
-	buf   []byte
-	files [len(machineFiles)]kfile.Kept
+	opt Options
+	gen uint64
+	pf  procFiles // the procSources it reads
 
 	stat  procStat
 	cpu   [len(cpuStates)]*series.Ref
@@ -42,22 +39,10 @@ type Machine struct {
 	tcp   tcpScan
 }
 
-// machineFiles are the files Machine reads besides the TCP tables, kept open between scans;
-// single marks those the kernel generates in one piece (see kfile.PreadAll).
-var machineFiles = [...]struct {
-	name   string
-	single bool
-}{
-	{"stat", true}, {"meminfo", true}, {"loadavg", true}, {"uptime", true}, {"sys/fs/file-nr", true},
-	{"net/dev", false}, {"net/snmp", true}, {"net/netstat", true}, {"diskstats", false},
-}
-
 // Close closes the files Machine keeps open between scans. Collect may be called again
 // afterwards; it reopens them.
 func (m *Machine) Close() error {
-	for i := range m.files {
-		m.files[i].Close()
-	}
+	m.pf.close()
 	m.tcp.close()
 	return nil
 }
@@ -110,7 +95,6 @@ func NewMachine(opt Options) *Machine {
 	opt = opt.withDefaults()
 	return &Machine{
 		opt:   opt,
-		buf:   make([]byte, 0, 16<<10),
 		cpus:  map[int]*cpuRefs{},
 		mem:   map[string]*series.Ref{},
 		ifs:   map[string]*ifaceRefs{},
@@ -128,23 +112,8 @@ func (m *Machine) Collect(ctx context.Context, sink series.Sink) error {
 	}
 	defer unix.Close(procfd)
 	m.gen++
-	steps := [len(machineFiles)]func(b []byte, sink series.Sink) error{
-		m.collectStat, m.collectMeminfo, m.collectLoadAvg, m.collectUptime, m.collectFileNr,
-		m.collectNetDev, m.collectNetstat, m.collectNetstat, m.collectDiskstats,
-	}
-	for i, fn := range steps {
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("scan machine: %w", err)
-		}
-		f := &machineFiles[i]
-		m.path = append(append(m.path[:0], f.name...), 0)
-		b, err := m.files[i].Read(procfd, m.path, &m.buf, 8<<20, f.single)
-		if err == nil {
-			err = fn(b, sink)
-		}
-		if err != nil {
-			sink.Problem(filepath.Join(m.opt.Proc, f.name), err.Error())
-		}
+	if err := collectProc(ctx, m, machineOf, nil, &m.pf, procfd, m.opt.Proc, m.gen, false, sink); err != nil {
+		return fmt.Errorf("scan machine: %w", err)
 	}
 	if (m.gen-1)%uint64(m.opt.TCPEvery) == 0 { // the first scan (gen 1) included
 		m.tcp.collect(ctx, procfd, m.opt.Proc, sink, m.gen)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 
 	"github.com/cantal-go/cantal/internal/kfile"
 	"github.com/cantal-go/cantal/internal/scanmark"
@@ -30,14 +29,12 @@ const rareEvery = 15
 // A System keeps its buffers, Refs and open files between scans (Close releases the files);
 // Collect and Close must not be called concurrently.
 type System struct {
-	opt   Options
-	gen   uint64
-	path  []byte
-	key   []byte
-	buf   []byte
-	files [len(systemFiles)]kfile.Kept
-	// missing marks the optional files found absent, with the scan they were last tried in.
-	missing [len(systemFiles)]uint64
+	opt  Options
+	gen  uint64
+	path []byte
+	key  []byte
+	buf  []byte
+	pf   procFiles // the procSources it reads
 
 	vm    map[string]*series.Ref
 	vms   []nameVal
@@ -54,7 +51,7 @@ type System struct {
 	arp   map[string]*arpRef
 	arps  []arpCount
 	nets  []netstatEntry
-	one   [len(systemFiles)]*series.Ref // single-value files
+	one   [sfNum]*series.Ref // single-value files
 	timex [txNum]*series.Ref
 	tx    unix.Timex
 
@@ -92,53 +89,6 @@ type System struct {
 	disks    map[string]*diskInfoState
 	lastRare uint64 // the scan that last read the rare sources
 }
-
-// systemFiles are the procfs files System reads, relative to Options.Proc, kept open between
-// scans. optional marks those the kernel may lack; one names the series of single-value files.
-var systemFiles = [...]struct {
-	name     string
-	single   bool
-	optional bool
-	one      string
-}{
-	sfVmstat:      {name: "vmstat"},
-	sfPSICPU:      {name: "pressure/cpu", single: true, optional: true},
-	sfPSIMemory:   {name: "pressure/memory", single: true, optional: true},
-	sfPSIIO:       {name: "pressure/io", single: true, optional: true},
-	sfSockstat:    {name: "net/sockstat", single: true},
-	sfSockstat6:   {name: "net/sockstat6", single: true, optional: true},
-	sfSNMP6:       {name: "net/snmp6", single: true, optional: true},
-	sfCTCount:     {name: "sys/net/netfilter/nf_conntrack_count", single: true, optional: true, one: "conntrack.entries"},
-	sfCTMax:       {name: "sys/net/netfilter/nf_conntrack_max", single: true, optional: true, one: "conntrack.entries_limit"},
-	sfEntropy:     {name: "sys/kernel/random/entropy_avail", single: true, one: "system.entropy_avail"},
-	sfEntropyPool: {name: "sys/kernel/random/poolsize", single: true, one: "system.entropy_pool_size"},
-	sfMdstat:      {name: "mdstat", optional: true},
-	sfSoftnet:     {name: "net/softnet_stat"},
-	sfARP:         {name: "net/arp", optional: true},
-	sfCTStat:      {name: "net/stat/nf_conntrack", optional: true},
-	sfSchedstat:   {name: "schedstat", optional: true},
-	sfStat:        {name: "stat"},
-}
-
-const (
-	sfVmstat = iota
-	sfPSICPU
-	sfPSIMemory
-	sfPSIIO
-	sfSockstat
-	sfSockstat6
-	sfSNMP6
-	sfCTCount
-	sfCTMax
-	sfEntropy
-	sfEntropyPool
-	sfMdstat
-	sfSoftnet
-	sfARP
-	sfCTStat
-	sfSchedstat
-	sfStat // read apart, every rareEvery scans, for btime
-)
 
 // stateSeries is a State series whose labels may change: a change registers a new Ref and the
 // old one is no longer written, so its series stops.
@@ -205,9 +155,7 @@ func NewSystem(opt Options) *System {
 // Close closes the files System keeps open between scans. Collect may be called again
 // afterwards; it reopens them.
 func (s *System) Close() error {
-	for i := range s.files {
-		s.files[i].Close()
-	}
+	s.pf.close()
 	s.nc.close()
 	s.th.close()
 	if s.procOpen {
@@ -235,41 +183,18 @@ func (s *System) Collect(ctx context.Context, sink series.Sink) error {
 	procfd := s.procfd
 	s.gen++
 	rare := (s.gen-1)%rareEvery == 0
-	for i := range len(systemFiles) {
-		if err := ctx.Err(); err != nil {
-			return fmt.Errorf("scan system: %w", err)
-		}
-		f := &systemFiles[i]
-		if i == sfStat {
-			if rare || !s.btimeOK {
-				s.readBtime(procfd, sink)
-			}
-			if s.btimeOK {
-				s.putLevel(sink, &s.btimeRef, "system.boot_time_s", s.btime)
-			}
-			continue
-		}
-		if s.missing[i] != 0 && !rare {
-			continue
-		}
-		if i == sfARP && (s.gen-1)%arpEvery != 0 {
-			s.putARP(sink) // the last counts again
-			continue
-		}
-		s.path = append(append(s.path[:0], f.name...), 0)
-		b, err := s.files[i].Read(procfd, s.path, &s.buf, 8<<20, f.single)
-		if err != nil {
-			if f.optional && isAbsent(err) {
-				s.missing[i] = s.gen
-				continue
-			}
-			sink.Problem(filepath.Join(s.opt.Proc, f.name), err.Error())
-			continue
-		}
-		s.missing[i] = 0
-		if err := s.collectFile(i, b, sink); err != nil {
-			sink.Problem(filepath.Join(s.opt.Proc, f.name), err.Error())
-		}
+	arpDue := (s.gen-1)%arpEvery == 0
+	if err := collectProc(ctx, s, systemOf, func(i int) bool { return i == sfARP && !arpDue }, &s.pf, procfd, s.opt.Proc, s.gen, rare, sink); err != nil {
+		return fmt.Errorf("scan system: %w", err)
+	}
+	if !arpDue && (s.pf.missing[sfARP] == 0 || rare) {
+		s.putARP(sink) // the last counts again
+	}
+	if rare || !s.btimeOK { // from /proc/stat, read apart (Machine reads it at every scan)
+		s.readBtime(procfd, sink)
+	}
+	if s.btimeOK {
+		s.putLevel(sink, &s.btimeRef, "system.boot_time_s", s.btime)
 	}
 	s.collectUDP(procfd, sink)
 	s.collectTimex(sink)
@@ -288,42 +213,13 @@ func (s *System) Collect(ctx context.Context, sink series.Sink) error {
 	scanmark.Sweep(s.md, s.gen, nil)
 	scanmark.Sweep(s.sn, s.gen, nil)
 	scanmark.Sweep(s.sched, s.gen, nil)
-	if (s.gen-1)%arpEvery == 0 {
+	if arpDue {
 		scanmark.Sweep(s.arp, s.gen, nil)
 	}
 	s.nc.collect(s.opt.Sys, sink, s.gen, rare)
 	s.th.collect(s.opt.Sys, sink, s.gen, rare)
 	s.hw.collect(s.opt.Sys, sink, s.gen, rare)
 	return ctx.Err()
-}
-
-func (s *System) collectFile(i int, b []byte, sink series.Sink) error {
-	switch i {
-	case sfVmstat:
-		return s.collectVmstat(b, sink)
-	case sfPSICPU, sfPSIMemory, sfPSIIO:
-		return s.collectPressure(i-sfPSICPU, b, sink)
-	case sfSockstat, sfSockstat6:
-		return s.collectSockstat(b, sink)
-	case sfSNMP6:
-		return s.collectSNMP6(b, sink)
-	case sfMdstat:
-		return s.collectMdstat(b, sink)
-	case sfSoftnet:
-		return s.collectSoftnet(b, sink)
-	case sfARP:
-		return s.collectARP(b, sink)
-	case sfCTStat:
-		return s.collectConntrackStat(b, sink)
-	case sfSchedstat:
-		return s.collectSchedstat(b, sink)
-	}
-	v, err := kfile.ParseIntValue(b)
-	if err != nil {
-		return err
-	}
-	s.putLevel(sink, &s.one[i], systemFiles[i].one, v)
-	return nil
 }
 
 func (s *System) putLevel(sink series.Sink, r **series.Ref, name string, v int64) {
