@@ -19,14 +19,14 @@ import (
 // tcpScan counts the machine's TCP sockets, IPv4 and IPv6 together: per state, listening ports
 // with their accept queues and inbound connections, per uid, and the queue totals.
 //
-// The sockets come from netlink sock_diag (tcp_diag.go) when the collector reads the host's own
+// The sockets come from netlink sock_diag (netlink_inet_diag.go) when the collector reads the host's own
 // /proc, and from /proc/net/tcp and /proc/net/tcp6 otherwise. The reason is the kernel's cost:
 // every read of a /proc/net/tcp file walks the whole established hash table (262144 buckets on
 // a machine with 24 GB of memory, /proc/sys/net/ipv4/tcp_ehash_entries), about 1 ms of kernel
 // time per file even with no socket at all, and the two files walk it twice; one inet_diag dump
 // walks it once for both families and returns binary records that cost less to parse than text
 // lines. Both paths feed the same tcpSock values to add, so the series do not depend on the path
-// (tcp_diag.go lists the per-state details that make them agree).
+// (netlink_inet_diag.go lists the per-state details that make them agree).
 //
 // /proc/net/tcp is read instead when Options.Proc is not "/proc" (another proc root: a
 // container's view of the host, the test fixtures; netlink would show the agent's own network
