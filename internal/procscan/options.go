@@ -7,8 +7,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Options says where the process scan finds procfs and sysfs, and what it may keep open. The zero value means the host's own
-// /proc and /sys. Options are copied by the constructors and never modified.
+// Options says where the process scan finds procfs and sysfs, and what it may keep open. The
+// zero value means the host's own /proc and /sys. Options are copied by NewProcesses and never
+// modified.
 type Options struct {
 	// Proc is the procfs mount point, "/proc" when empty. An agent running in a container with
 	// the host's procfs mounted elsewhere sets it (e.g. "/host/proc").

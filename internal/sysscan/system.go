@@ -66,8 +66,9 @@ type System struct {
 	nc       netClass
 	th       thermal
 	hw       hwmon
-	// What System reads besides its kept files: conntrack statistics, UDP queues, clock
-	// sources, the time zone, SELinux and the disks' udev data.
+	// The state of conntrack statistics (ct, cts), the UDP queues (lr, udp*), the clock
+	// sources (cs), the time zone (tz*), SELinux (se*) and the disks' udev data (dids, ubuf,
+	// disks), each used by the source's own file.
 	ct  map[string]*series.Ref
 	cts []nameVal
 	lr  kfile.LineReader
