@@ -117,3 +117,9 @@ func (s *System) collectTimex(sink series.Sink) {
 		sink.Put(r, v[i])
 	}
 }
+
+// timexState is what System keeps of adjtimex(2).
+type timexState struct {
+	timex [txNum]*series.Ref
+	tx    unix.Timex
+}

@@ -175,3 +175,9 @@ func toLower(s string) string {
 	}
 	return string(b)
 }
+
+// identityState is what System keeps of uname(2) and /etc/os-release.
+type identityState struct {
+	uname stateSeries
+	osRel stateSeries
+}

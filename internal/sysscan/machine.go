@@ -23,20 +23,15 @@ type Machine struct {
 	gen uint64
 	pf  procFiles // the procSources it reads
 
-	stat  procStat
-	cpu   [len(cpuStates)]*series.Ref
-	cpus  map[int]*cpuRefs
-	sys   [sysNum]*series.Ref
-	mem   map[string]*series.Ref
-	kvs   []kv
-	ifs   map[string]*ifaceRefs
-	devs  []netDev
-	net   map[string]*series.Ref
-	nets  []netstatEntry
-	key   []byte
-	disks map[string]*diskRefs
-	dstat []diskStat
-	tcp   tcpScan
+	sys [sysNum]*series.Ref
+	tcp tcpScan
+
+	// Each source's state, declared in the source's file.
+	procStatState
+	meminfoState
+	netDevState
+	netstatState
+	diskstatsState
 }
 
 // Close closes the files Machine keeps open between scans. Collect may be called again
@@ -94,13 +89,13 @@ var sysMetrics = [sysNum]struct {
 func NewMachine(opt Options) *Machine {
 	opt = opt.withDefaults()
 	return &Machine{
-		opt:   opt,
-		cpus:  map[int]*cpuRefs{},
-		mem:   map[string]*series.Ref{},
-		ifs:   map[string]*ifaceRefs{},
-		net:   map[string]*series.Ref{},
-		disks: map[string]*diskRefs{},
-		tcp:   newTCPScan(),
+		opt:            opt,
+		diskstatsState: diskstatsState{disks: map[string]*diskRefs{}},
+		netstatState:   netstatState{net: map[string]*series.Ref{}},
+		netDevState:    netDevState{ifs: map[string]*ifaceRefs{}},
+		meminfoState:   meminfoState{mem: map[string]*series.Ref{}},
+		procStatState:  procStatState{cpus: map[int]*cpuRefs{}},
+		tcp:            newTCPScan(),
 	}
 }
 

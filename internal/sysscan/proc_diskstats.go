@@ -145,3 +145,9 @@ func parseDiskstats(b []byte, dst []diskStat) ([]diskStat, error) {
 	}
 	return dst, nil
 }
+
+// diskstatsState is what Machine keeps of /proc/diskstats.
+type diskstatsState struct {
+	disks map[string]*diskRefs
+	dstat []diskStat
+}

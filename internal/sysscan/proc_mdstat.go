@@ -237,3 +237,9 @@ func (s *System) collectMdstat(b []byte, sink series.Sink) error {
 	}
 	return err
 }
+
+// mdstatState is what System keeps of /proc/mdstat.
+type mdstatState struct {
+	md  map[string]*mdRefs
+	mds []mdArray
+}

@@ -65,3 +65,9 @@ func parseMeminfo(b []byte, dst []kv) ([]kv, error) {
 	}
 	return dst, nil
 }
+
+// meminfoState is what Machine keeps of /proc/meminfo.
+type meminfoState struct {
+	mem map[string]*series.Ref
+	kvs []kv
+}

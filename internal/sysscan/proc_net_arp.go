@@ -93,3 +93,9 @@ func (s *System) collectARP(b []byte, sink series.Sink) error {
 	}
 	return err
 }
+
+// arpState is what System keeps of /proc/net/arp.
+type arpState struct {
+	arp  map[string]*arpRef
+	arps []arpCount
+}

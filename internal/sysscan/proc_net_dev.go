@@ -79,3 +79,9 @@ func parseNetDev(b []byte, dst []netDev) ([]netDev, error) {
 	}
 	return dst, nil
 }
+
+// netDevState is what Machine keeps of /proc/net/dev.
+type netDevState struct {
+	ifs  map[string]*ifaceRefs
+	devs []netDev
+}

@@ -83,3 +83,10 @@ func parseNetstat(b []byte, dst []netstatEntry) ([]netstatEntry, error) {
 	}
 	return dst, nil
 }
+
+// netstatState is what Machine keeps of /proc/net/snmp and netstat.
+type netstatState struct {
+	net  map[string]*series.Ref
+	nets []netstatEntry
+	key  []byte
+}

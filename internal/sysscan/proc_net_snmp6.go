@@ -54,3 +54,9 @@ func (s *System) collectSNMP6(b []byte, sink series.Sink) error {
 	}
 	return err
 }
+
+// snmp6State is what System keeps of /proc/net/snmp6.
+type snmp6State struct {
+	net6 map[string]*series.Ref
+	nets []netstatEntry
+}

@@ -77,3 +77,9 @@ func (s *System) collectSockstat(b []byte, sink series.Sink) error {
 	}
 	return err
 }
+
+// sockstatState is what System keeps of /proc/net/sockstat{,6}.
+type sockstatState struct {
+	sock  map[string]*sockRefs
+	socks []sockstatEntry
+}

@@ -88,3 +88,9 @@ func (s *System) collectSoftnet(b []byte, sink series.Sink) error {
 	}
 	return err
 }
+
+// softnetState is what System keeps of /proc/net/softnet_stat.
+type softnetState struct {
+	sn  map[int]*softnetRefs
+	sns []softnetCPU
+}

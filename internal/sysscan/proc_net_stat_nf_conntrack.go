@@ -85,3 +85,9 @@ func (s *System) collectConntrackStat(b []byte, sink series.Sink) error {
 	}
 	return err
 }
+
+// conntrackStatState is what System keeps of /proc/net/stat/nf_conntrack.
+type conntrackStatState struct {
+	ct  map[string]*series.Ref
+	cts []nameVal
+}

@@ -105,3 +105,13 @@ func (s *System) collectUDP(procfd int, sink series.Sink) {
 		sink.Put(q.rx, q.rxV)
 	}
 }
+
+// udpState is what System keeps of /proc/net/udp{,6}.
+type udpState struct {
+	lr kfile.LineReader
+	// the sums of the UDP file being read, and udpLine bound once (no allocation per read)
+	udpTx, udpRx uint64
+	udpErr       error
+	udpFn        func([]byte)
+	udp          [2]udpQueues
+}

@@ -122,3 +122,8 @@ func (s *System) collectPressure(res int, b []byte, sink series.Sink) error {
 	}
 	return nil
 }
+
+// pressureState is what System keeps of /proc/pressure.
+type pressureState struct {
+	psi [3][2]psiRefs
+}

@@ -75,3 +75,9 @@ func (s *System) collectSchedstat(b []byte, sink series.Sink) error {
 	}
 	return err
 }
+
+// schedstatState is what System keeps of /proc/schedstat.
+type schedstatState struct {
+	sched map[int]*softnetRefs // same shape: three counters per CPU
+	scs   []schedCPU
+}

@@ -175,3 +175,17 @@ func (s *System) readBtime(procfd int, sink series.Sink) {
 	s.btimeOK = false
 	sink.Problem(filepath.Join(s.opt.Proc, "stat"), err.Error())
 }
+
+// procStatState is what Machine keeps of /proc/stat.
+type procStatState struct {
+	stat procStat
+	cpu  [len(cpuStates)]*series.Ref
+	cpus map[int]*cpuRefs
+}
+
+// btimeState is what System keeps of /proc/stat: the boot time.
+type btimeState struct {
+	btime    int64
+	btimeOK  bool
+	btimeRef *series.Ref
+}

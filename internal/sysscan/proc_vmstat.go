@@ -68,3 +68,9 @@ func (s *System) collectVmstat(b []byte, sink series.Sink) error {
 	}
 	return err
 }
+
+// vmstatState is what System keeps of /proc/vmstat.
+type vmstatState struct {
+	vm  map[string]*series.Ref
+	vms []nameVal
+}

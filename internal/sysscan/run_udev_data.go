@@ -123,3 +123,10 @@ func (s *System) putDiskInfo(sink series.Sink) {
 		d.st.put(sink)
 	}
 }
+
+// udevState is what System keeps of the disks' udev data.
+type udevState struct {
+	dids  []diskID
+	ubuf  []byte
+	disks map[string]*diskInfoState
+}

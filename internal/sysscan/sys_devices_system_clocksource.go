@@ -52,3 +52,8 @@ func (s *System) readClocksources(sink series.Sink) {
 		}
 	}
 }
+
+// clocksourcesState is what System keeps of /sys/devices/system/clocksource.
+type clocksourcesState struct {
+	cs map[string]*clocksourceState
+}

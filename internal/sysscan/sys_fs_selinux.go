@@ -82,3 +82,13 @@ func (s *System) readSELinux() {
 		s.seV[2], s.seOK[2] = selinuxMode(b)
 	}
 }
+
+// selinuxState is what System keeps of SELinux and the time zone.
+type selinuxState struct {
+	tz   string
+	tzV  int64
+	tzR  *series.Ref
+	se   [3]*series.Ref // enabled, current_mode, config_mode
+	seV  [3]int64
+	seOK [3]bool
+}

@@ -36,59 +36,33 @@ type System struct {
 	buf  []byte
 	pf   procFiles // the procSources it reads
 
-	vm    map[string]*series.Ref
-	vms   []nameVal
-	psi   [3][2]psiRefs
-	sock  map[string]*sockRefs
-	socks []sockstatEntry
-	net6  map[string]*series.Ref
-	md    map[string]*mdRefs
-	mds   []mdArray
-	sn    map[int]*softnetRefs
-	sched map[int]*softnetRefs // same shape: three counters per CPU
-	scs   []schedCPU
-	sns   []softnetCPU
-	arp   map[string]*arpRef
-	arps  []arpCount
-	nets  []netstatEntry
-	one   [sfNum]*series.Ref // single-value files
-	timex [txNum]*series.Ref
-	tx    unix.Timex
-
-	btime    int64
-	btimeOK  bool
-	btimeRef *series.Ref
-	uname    stateSeries
-	osRel    stateSeries
+	one [sfNum]*series.Ref // single-value files
 
 	procfd   int // Options.Proc, kept open (closed by Close)
 	procOpen bool
 	nc       netClass
 	th       thermal
 	hw       hwmon
-	// The state of conntrack statistics (ct, cts), the UDP queues (lr, udp*), the clock
-	// sources (cs), the time zone (tz*), SELinux (se*) and the disks' udev data (dids, ubuf,
-	// disks), each used by the source's own file.
-	ct  map[string]*series.Ref
-	cts []nameVal
-	lr  kfile.LineReader
-	// the sums of the UDP file being read, and udpLine bound once (no allocation per read)
-	udpTx, udpRx uint64
-	udpErr       error
-	udpFn        func([]byte)
-	udp          [2]udpQueues
-	cs           map[string]*clocksourceState
-	tz           string
-	tzV          int64
-	tzR          *series.Ref
-	se           [3]*series.Ref // enabled, current_mode, config_mode
-	seV          [3]int64
-	seOK         [3]bool
 
-	dids     []diskID
-	ubuf     []byte
-	disks    map[string]*diskInfoState
 	lastRare uint64 // the scan that last read the rare sources
+
+	// Each source's state, declared in the source's file.
+	vmstatState
+	pressureState
+	sockstatState
+	snmp6State
+	mdstatState
+	softnetState
+	schedstatState
+	arpState
+	timexState
+	btimeState
+	identityState
+	conntrackStatState
+	udpState
+	clocksourcesState
+	selinuxState
+	udevState
 }
 
 // stateSeries is a State series whose labels may change: a change registers a new Ref and the
@@ -132,22 +106,22 @@ func sameLabels(a, b series.Labels) bool {
 func NewSystem(opt Options) *System {
 	opt = opt.withDefaults()
 	s := &System{
-		opt:   opt,
-		buf:   make([]byte, 0, 16<<10),
-		vm:    map[string]*series.Ref{},
-		sock:  map[string]*sockRefs{},
-		net6:  map[string]*series.Ref{},
-		md:    map[string]*mdRefs{},
-		sn:    map[int]*softnetRefs{},
-		sched: map[int]*softnetRefs{},
-		arp:   map[string]*arpRef{},
-		nc:    newNetClass(),
-		ct:    map[string]*series.Ref{},
-		cs:    map[string]*clocksourceState{},
-		lr:    kfile.LineReader{Buf: make([]byte, 64<<10)},
-		disks: map[string]*diskInfoState{},
-		th:    newThermal(),
-		hw:    newHwmon(),
+		opt:                opt,
+		udevState:          udevState{disks: map[string]*diskInfoState{}},
+		clocksourcesState:  clocksourcesState{cs: map[string]*clocksourceState{}},
+		udpState:           udpState{lr: kfile.LineReader{Buf: make([]byte, 64<<10)}},
+		conntrackStatState: conntrackStatState{ct: map[string]*series.Ref{}},
+		arpState:           arpState{arp: map[string]*arpRef{}},
+		schedstatState:     schedstatState{sched: map[int]*softnetRefs{}},
+		softnetState:       softnetState{sn: map[int]*softnetRefs{}},
+		mdstatState:        mdstatState{md: map[string]*mdRefs{}},
+		snmp6State:         snmp6State{net6: map[string]*series.Ref{}},
+		sockstatState:      sockstatState{sock: map[string]*sockRefs{}},
+		vmstatState:        vmstatState{vm: map[string]*series.Ref{}},
+		buf:                make([]byte, 0, 16<<10),
+		nc:                 newNetClass(),
+		th:                 newThermal(),
+		hw:                 newHwmon(),
 	}
 	s.udpFn = s.udpLine
 	return s
