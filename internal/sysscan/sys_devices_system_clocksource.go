@@ -57,3 +57,15 @@ func (s *System) readClocksources(sink series.Sink) {
 type clocksourcesState struct {
 	cs map[string]*clocksourceState
 }
+
+// collectClocksources reads the clock sources on rare scans and writes them at every scan;
+// those gone at the last read stop.
+func (s *System) collectClocksources(sink series.Sink, rare bool) {
+	if rare {
+		s.readClocksources(sink)
+	}
+	scanmark.Sweep(s.cs, s.lastRare, nil)
+	for _, c := range s.cs {
+		c.st.put(sink)
+	}
+}

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/cantal-go/cantal/internal/kfile"
-	"github.com/cantal-go/cantal/internal/scanmark"
 	"github.com/cantal-go/cantal/internal/series"
 )
 
@@ -36,16 +35,11 @@ func selinuxMode(b []byte) (mode int64, ok bool) {
 	return mode, ok
 }
 
-// collectTimeAndSELinux writes the clock sources, the time zone's offset and SELinux's state;
+// collectTimeAndSELinux writes the time zone's offset and SELinux's state;
 // what rarely changes is read again when rare is set.
 func (s *System) collectTimeAndSELinux(sink series.Sink, rare bool) {
 	if rare {
-		s.readClocksources(sink)
 		s.readSELinux()
-	}
-	scanmark.Sweep(s.cs, s.lastRare, nil)
-	for _, c := range s.cs {
-		c.st.put(sink)
 	}
 	name, off := time.Now().Zone()
 	if s.tzR == nil || name != s.tz {

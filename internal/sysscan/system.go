@@ -179,6 +179,7 @@ func (s *System) Collect(ctx context.Context, sink series.Sink) error {
 		s.readDiskInfo(procfd, sink)
 	}
 	s.putDiskInfo(sink)
+	s.collectClocksources(sink, rare)
 	s.collectTimeAndSELinux(sink, rare)
 	s.uname.put(sink)
 	s.osRel.put(sink)
