@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/procfs"
 	"github.com/prometheus/procfs/blockdevice"
 
+	"github.com/cantal-go/cantal/internal/procscan"
 	"github.com/cantal-go/cantal/internal/series"
 	"github.com/cantal-go/cantal/internal/sysscan"
 	"github.com/cantal-go/cantal/internal/testsupport/cputime"
@@ -66,7 +67,7 @@ func sysscanMachine(b *testing.B) func() error {
 }
 
 func sysscanProcesses(b *testing.B) func() error {
-	p := sysscan.NewProcesses(sysscan.Options{})
+	p := procscan.NewProcesses(procscan.Options{})
 	b.Cleanup(func() { p.Close() })
 	sink := &series.Discard{}
 	return func() error { return p.Collect(context.Background(), sink) }

@@ -29,6 +29,7 @@ import (
 	"github.com/cantal-go/cantal/internal/apps"
 	"github.com/cantal-go/cantal/internal/history"
 	"github.com/cantal-go/cantal/internal/ingest"
+	"github.com/cantal-go/cantal/internal/procscan"
 	"github.com/cantal-go/cantal/internal/querylimit"
 	"github.com/cantal-go/cantal/internal/registry"
 	"github.com/cantal-go/cantal/internal/remotewrite"
@@ -55,7 +56,7 @@ type Agent struct {
 	saveMu sync.Mutex
 
 	reg   *registry.Registry
-	procs *sysscan.Processes
+	procs *procscan.Processes
 	apps  *apps.Collector
 	push  *ingest.Push
 	// bodies is the memory request bodies may hold at once, shared by every listener and by
@@ -168,9 +169,8 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 	sopt := sysscan.Options{Proc: cfg.Proc, Sys: cfg.Sys}
 	mpExclude, _ := excludeRegexp(cfg.FSMountsExclude) // both checked by Validate
 	typesExclude, _ := excludeRegexp(cfg.FSTypesExclude)
-	popt := sopt
-	popt.NoTaskIter = cfg.NoBPF
-	a.procs = sysscan.NewProcesses(popt)
+	popt := procscan.Options{Proc: cfg.Proc, Sys: cfg.Sys, NoTaskIter: cfg.NoBPF}
+	a.procs = procscan.NewProcesses(popt)
 	a.procs.SetBudget(cfg.Interval / 2) // under heavy churn, shed details rather than the beat
 	a.apps = apps.New(a.procs, apps.Options{Proc: cfg.Proc, Log: log})
 	a.colls = []namedCollector{
@@ -423,7 +423,7 @@ func (a *Agent) routes() {
 // processUID is the current uid of a live process (read from its status file, so a dead pid is
 // unknown): what decides whether a caller limited to its own processes may see its series.
 func (a *Agent) processUID(pid int) (uint32, bool) {
-	uid, err := sysscan.ProcessUID(a.cfg.Proc, pid)
+	uid, err := procscan.ProcessUID(a.cfg.Proc, pid)
 	if err != nil || uid < 0 {
 		return 0, false
 	}

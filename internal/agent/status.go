@@ -6,7 +6,6 @@ import (
 	"context"
 	"net/http"
 
-	"github.com/cantal-go/cantal/internal/buildinfo"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -15,12 +14,14 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cantal-go/cantal/internal/buildinfo"
+	"github.com/cantal-go/cantal/internal/procscan"
+
 	"github.com/cantal-go/cantal/internal/access"
 	"github.com/cantal-go/cantal/internal/api"
 	"github.com/cantal-go/cantal/internal/redact"
 	"github.com/cantal-go/cantal/internal/registry"
 	"github.com/cantal-go/cantal/internal/remotewrite"
-	"github.com/cantal-go/cantal/internal/sysscan"
 )
 
 // Status is the /api/v1/status answer.
@@ -74,7 +75,7 @@ type Status struct {
 		NumGC        uint32 `json:"num_gc"`
 	} `json:"memory"`
 	// ProcessScan counts what the process scans left out to keep the interval (issue 22).
-	ProcessScan sysscan.ScanStats  `json:"process_scan"`
+	ProcessScan procscan.ScanStats `json:"process_scan"`
 	Problems    []registry.Problem `json:"problems"`
 	Security    Security           `json:"security"`
 	RRDDRPC     *RRDDRPCStatus     `json:"rrdd_rpc,omitempty"` // with --rrdd-rpc
@@ -312,7 +313,7 @@ func topProcesses(rows []ProcessJSON, q api.ProcessQuery) []ProcessJSON {
 
 // processRows turns the process table into the rows caller may see; whole keeps command lines
 // unredacted; exports tells whether a process exports metrics.
-func processRows(table []sysscan.Process, caller access.Caller, whole bool, exports func(pid int) bool) []ProcessJSON {
+func processRows(table []procscan.Process, caller access.Caller, whole bool, exports func(pid int) bool) []ProcessJSON {
 	out := make([]ProcessJSON, 0, len(table))
 	for i := range table {
 		p := &table[i]
@@ -344,7 +345,7 @@ func processRows(table []sysscan.Process, caller access.Caller, whole bool, expo
 // visibleCounts returns the processes caller may see and the applications among them whose
 // details it may see (distinct CANTAL_PATHs of processes whose metrics were read), for a caller
 // who may not see everything: the totals would tell it of processes /proc hides from it.
-func visibleCounts(table []sysscan.Process, caller access.Caller, exports func(pid int) bool) (procs, apps int) {
+func visibleCounts(table []procscan.Process, caller access.Caller, exports func(pid int) bool) (procs, apps int) {
 	paths := map[string]bool{}
 	for i := range table {
 		p := &table[i]

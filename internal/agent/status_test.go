@@ -10,7 +10,7 @@ import (
 
 	"github.com/cantal-go/cantal/internal/access"
 	"github.com/cantal-go/cantal/internal/api"
-	"github.com/cantal-go/cantal/internal/sysscan"
+	"github.com/cantal-go/cantal/internal/procscan"
 )
 
 // TestProcessRowsVisibleAndRedacted: /api/v1/processes shows a caller the processes it may see, with
@@ -19,7 +19,7 @@ import (
 // Security finding 12.
 func TestProcessRowsVisibleAndRedacted(t *testing.T) {
 	secret := []string{"/usr/bin/app", "--db-password=hunter2", "--port", "5432"}
-	table := []sysscan.Process{
+	table := []procscan.Process{
 		{PID: 1, UID: 0, Name: "init", Cmdline: []string{"/sbin/init"}},
 		{PID: 100, UID: 1000, Name: "app", Cmdline: secret, CantalAppName: "mine"},
 		{PID: 200, UID: 2000, Name: "db", Cmdline: []string{"postgres", "-D", "/var/lib/pg"}, CantalAppName: "theirs"},
@@ -78,7 +78,7 @@ func TestProcessRowsVisibleAndRedacted(t *testing.T) {
 // A local user without hidepid sees every process's row, but another user's without its io
 // counters and environment-derived application name (as /proc/PID/io and environ). (N13)
 func TestProcessRowsHideOthersPrivateDetails(t *testing.T) {
-	table := []sysscan.Process{
+	table := []procscan.Process{
 		{PID: 100, UID: 1000, Name: "app", ReadBytes: 11, WriteBytes: 12, CantalAppName: "mine", CantalPath: "/run/mine"},
 		{PID: 200, UID: 2000, Name: "db", ReadBytes: 21, WriteBytes: 22, CantalAppName: "theirs", CantalPath: "/run/theirs"},
 	}
@@ -98,7 +98,7 @@ func TestProcessRowsHideOthersPrivateDetails(t *testing.T) {
 
 // The process and application counts of the status count only what the caller may see. (N14)
 func TestVisibleCounts(t *testing.T) {
-	table := []sysscan.Process{
+	table := []procscan.Process{
 		{PID: 1, UID: 0, CantalPath: "/run/a"},
 		{PID: 100, UID: 1000, CantalPath: "/run/b"},
 		{PID: 101, UID: 1000, CantalPath: "/run/b"}, // the same application

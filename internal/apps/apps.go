@@ -38,8 +38,8 @@ import (
 	"sync/atomic"
 
 	"github.com/cantal-go/cantal/internal/confined"
+	"github.com/cantal-go/cantal/internal/procscan"
 	"github.com/cantal-go/cantal/internal/series"
-	"github.com/cantal-go/cantal/internal/sysscan"
 	"github.com/cantal-go/cantal/shm"
 )
 
@@ -52,9 +52,9 @@ type Options struct {
 }
 
 // ProcessTable is what the collector needs of the process scan: the latest table, appended
-// to a buffer the collector reuses (*sysscan.Processes implements it).
+// to a buffer the collector reuses (*procscan.Processes implements it).
 type ProcessTable interface {
-	AppendTable(dst []sysscan.Process) []sysscan.Process
+	AppendTable(dst []procscan.Process) []procscan.Process
 }
 
 // Collector implements series.Collector. Collect runs on the scan goroutine; Count and Exports
@@ -65,7 +65,7 @@ type Collector struct {
 	groups map[groupKey]*group
 	mntns  map[pidStart]mntEntry
 	keys   []keyed // scratch of Collect
-	table  []sysscan.Process
+	table  []procscan.Process
 	watch  *watcher
 	scans  uint64
 
@@ -206,7 +206,7 @@ func (c *Collector) Collect(ctx context.Context, sink series.Sink) error {
 		exports := slices.Clone(c.pids)
 		c.exports.Store(&exports)
 	}
-	var changed map[groupKey][]*sysscan.Process
+	var changed map[groupKey][]*procscan.Process
 	for k, g := range c.groups {
 		if !g.seen {
 			continue
@@ -214,7 +214,7 @@ func (c *Collector) Collect(ctx context.Context, sink series.Sink) error {
 		if sig := g.sig ^ uint64(g.n)<<56; g.rootPID == 0 || sig != g.members {
 			g.members = sig
 			if changed == nil {
-				changed = map[groupKey][]*sysscan.Process{}
+				changed = map[groupKey][]*procscan.Process{}
 			}
 			changed[k] = nil
 		}
@@ -274,7 +274,7 @@ func (c *Collector) Collect(ctx context.Context, sink series.Sink) error {
 // the first that maps the values file (the writer: a wrapper such as `go run`, `sudo` or a
 // supervisor passes CANTAL_PATH on without writing), else the first that is not a parent of
 // another (the innermost of a chain of wrappers), else the first.
-func (c *Collector) owner(path string, ms []*sysscan.Process) *sysscan.Process {
+func (c *Collector) owner(path string, ms []*procscan.Process) *procscan.Process {
 	if len(ms) == 1 {
 		return ms[0]
 	}
@@ -333,7 +333,7 @@ func (c *Collector) owner(path string, ms []*sysscan.Process) *sysscan.Process {
 
 // setRoot makes p the process the group's files are opened through and its labels come from.
 // The files are opened at the group's next read (open).
-func (g *group) setRoot(c *Collector, p *sysscan.Process) {
+func (g *group) setRoot(c *Collector, p *procscan.Process) {
 	g.close(c)
 	g.rootPID = p.PID
 	g.labels = series.Labels{"pid": strconv.Itoa(p.PID), "process": p.Name}

@@ -14,14 +14,14 @@ import (
 	"testing"
 
 	"github.com/cantal-go/cantal/internal/confined"
+	"github.com/cantal-go/cantal/internal/procscan"
 	"github.com/cantal-go/cantal/internal/series"
-	"github.com/cantal-go/cantal/internal/sysscan"
 	"github.com/cantal-go/cantal/shm"
 )
 
-type table []sysscan.Process
+type table []procscan.Process
 
-func (t table) AppendTable(dst []sysscan.Process) []sysscan.Process { return append(dst, t...) }
+func (t table) AppendTable(dst []procscan.Process) []procscan.Process { return append(dst, t...) }
 
 func TestCollect(t *testing.T) {
 	base := filepath.Join(t.TempDir(), "app")
@@ -234,7 +234,7 @@ func TestUnreachableCantalPathSameRefusal(t *testing.T) {
 	}
 	var procs table
 	for _, p := range paths {
-		procs = append(procs, sysscan.Process{PID: pid, UID: 65534, Name: "sleep", CantalPath: p})
+		procs = append(procs, procscan.Process{PID: pid, UID: 65534, Name: "sleep", CantalPath: p})
 	}
 	coll := New(procs, Options{})
 	defer coll.Close()

@@ -12,8 +12,8 @@ import (
 	"time"
 
 	"github.com/cantal-go/cantal/internal/history"
+	"github.com/cantal-go/cantal/internal/procscan"
 	"github.com/cantal-go/cantal/internal/registry"
-	"github.com/cantal-go/cantal/internal/sysscan"
 	"github.com/cantal-go/cantal/internal/testsupport/cputime"
 )
 
@@ -36,7 +36,7 @@ func BenchmarkCollect1000x100(b *testing.B) {
 		base := filepath.Join(dir, fmt.Sprint("app", a))
 		os.WriteFile(base+".values", make([]byte, 8*metrics), 0o644)
 		os.WriteFile(base+".meta", []byte(meta.String()), 0o644)
-		procs[a] = sysscan.Process{PID: os.Getpid(), UID: os.Getuid(), Name: "bench", CantalPath: base}
+		procs[a] = procscan.Process{PID: os.Getpid(), UID: os.Getuid(), Name: "bench", CantalPath: base}
 	}
 	h := history.New(history.Options{})
 	reg := registry.New(h, time.Hour, slog.New(slog.DiscardHandler))

@@ -9,8 +9,8 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/cantal-go/cantal/internal/procscan"
 	"github.com/cantal-go/cantal/internal/series"
-	"github.com/cantal-go/cantal/internal/sysscan"
 )
 
 // replaceFiles writes base's pair as the clients do: .values then .meta, each through a
@@ -164,8 +164,8 @@ func TestCollectSteadyStateAllocs(t *testing.T) {
 	}
 }
 
-func sysscanProcess(pid int, base string) sysscan.Process {
-	return sysscan.Process{PID: pid, UID: os.Getuid(), Name: "app", CantalPath: base}
+func sysscanProcess(pid int, base string) procscan.Process {
+	return procscan.Process{PID: pid, UID: os.Getuid(), Name: "app", CantalPath: base}
 }
 
 // batchRecorder is a series.BatchSink over a Recorder that counts its PutBatch calls.

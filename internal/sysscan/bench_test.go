@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"testing"
 
+	"github.com/cantal-go/cantal/internal/procscan"
 	"github.com/cantal-go/cantal/internal/series"
 	"github.com/cantal-go/cantal/internal/testsupport/cputime"
 )
@@ -54,20 +55,15 @@ func BenchmarkMachine(b *testing.B) {
 	benchScan(b, NewMachine(Options{}))
 }
 
-// BenchmarkProcesses is one process scan of the real /proc.
-func BenchmarkProcesses(b *testing.B) {
-	benchScan(b, NewProcesses(Options{}))
-}
-
 // BenchmarkFullScan is a machine and process scan of the real /proc.
 func BenchmarkFullScan(b *testing.B) {
-	benchScan(b, NewMachine(Options{}), NewProcesses(Options{}))
+	benchScan(b, NewMachine(Options{}), procscan.NewProcesses(procscan.Options{}))
 }
 
 // BenchmarkFullScan1000 is the same with 1000 extra processes running.
 func BenchmarkFullScan1000(b *testing.B) {
 	startSleepers(b, 1000)
-	benchScan(b, NewMachine(Options{}), NewProcesses(Options{}))
+	benchScan(b, NewMachine(Options{}), procscan.NewProcesses(procscan.Options{}))
 }
 
 // BenchmarkParseTCP measures the socket table parser on a line of each family.
@@ -79,28 +75,5 @@ func BenchmarkParseTCPLine(b *testing.B) {
 		if _, _, err := parseTCPLine(l4); err != nil {
 			b.Fatal(err)
 		}
-	}
-}
-
-// BenchmarkProcessesIdle5000 is one process scan of the real /proc with 5000 sleeping processes
-// more, side by side: every stat line read at every scan (as before issue 22's reuse), the
-// stat lines of processes that have not run reused (see idle.go), knowing that from their
-// schedstat files, and knowing it from the task iterator (taskiter.go).
-func BenchmarkProcessesIdle5000(b *testing.B) {
-	startSleepers(b, 5000)
-	for _, mode := range []struct {
-		name   string
-		sched  int8
-		noIter bool
-	}{{"stat-every-scan", -1, true}, {"reuse-idle", 0, true}, {"reuse-idle-taskiter", 0, false}} {
-		b.Run(mode.name, func(b *testing.B) {
-			p := NewProcesses(Options{NoTaskIter: mode.noIter})
-			defer p.Close()
-			p.schedOK = mode.sched
-			benchScan(b, p)
-			if mode.sched == 0 && p.Stats().StatReused == 0 {
-				b.Fatal("no stat line reused")
-			}
-		})
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/cantal-go/cantal/internal/kfile"
 )
 
 // Fuzz targets for the parsers of System's and Filesystems' files; run e.g.
@@ -76,7 +78,7 @@ func FuzzParseMountinfo(f *testing.F) {
 		total := 0
 		for _, e := range es {
 			if len(e.MountPoint) == 0 || len(e.FSType) == 0 || len(e.Device) == 0 {
-				t.Errorf("empty field in %q", e)
+				t.Errorf("empty kfile.Field in %q", e)
 			}
 			total += len(e.MountPoint) + len(e.Device)
 		}
@@ -104,9 +106,9 @@ func FuzzParseSysfsValues(f *testing.F) {
 	}
 	addFixtures(f, "real/stat")
 	f.Fuzz(func(t *testing.T, b []byte) {
-		parseIntValue(b)
+		kfile.ParseIntValue(b)
 		parseHexValue(b)
-		parseBtime(b)
+		kfile.ParseBtime(b)
 		hasOption(b, "ro")
 		if typ, sensor, prop, ok := splitSensorFile(string(b)); ok && (typ == "" || sensor == "" || prop == "") {
 			t.Errorf("split %q into %q %q %q", b, typ, sensor, prop)

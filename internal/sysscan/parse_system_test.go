@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/cantal-go/cantal/internal/kfile"
 	"golang.org/x/sys/unix"
 )
 
@@ -163,11 +164,11 @@ func TestTimexValues(t *testing.T) {
 }
 
 func TestParseBtime(t *testing.T) {
-	if v, err := parseBtime(readFixture(t, "real/stat")); err != nil || v < 1e9 {
+	if v, err := kfile.ParseBtime(readFixture(t, "real/stat")); err != nil || v < 1e9 {
 		t.Errorf("real: %d %v", v, err)
 	}
 	for _, bad := range []string{"cpu 1\n", "btime x\n"} {
-		if _, err := parseBtime([]byte(bad)); err == nil {
+		if _, err := kfile.ParseBtime([]byte(bad)); err == nil {
 			t.Errorf("%q: no error", bad)
 		}
 	}
@@ -284,7 +285,7 @@ func TestParseUDPLine(t *testing.T) {
 	b := readFixture(t, "proc/net/udp")
 	for pos := 0; pos < len(b); {
 		var line []byte
-		line, pos = nextLine(b, pos)
+		line, pos = kfile.NextLine(b, pos)
 		t1, r1, ok, err := parseUDPLine(line)
 		if err != nil {
 			t.Fatal(err)

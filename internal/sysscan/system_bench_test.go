@@ -1,6 +1,10 @@
 package sysscan
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/cantal-go/cantal/internal/procscan"
+)
 
 // BenchmarkSystem is one scan of the real /proc and /sys by System (vmstat, pressure,
 // sockstat, snmp6, conntrack, adjtimex, entropy, netclass; uname, os-release and the rare
@@ -36,5 +40,5 @@ func BenchmarkFullScanWithNew(b *testing.B) {
 	defer s.Close()
 	f := NewFilesystems(Options{}, FSOptions{})
 	defer f.Close()
-	benchScan(b, NewMachine(Options{}), NewProcesses(Options{}), s, f)
+	benchScan(b, NewMachine(Options{}), procscan.NewProcesses(procscan.Options{}), s, f)
 }

@@ -2,8 +2,10 @@ package sysscan
 
 import (
 	"context"
+	"maps"
 	"math"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -385,5 +387,39 @@ func TestSystemSteadyScanAllocs(t *testing.T) {
 	}
 	if allocs != 0 {
 		t.Errorf("%.1f allocations per steady scan", allocs)
+	}
+}
+
+// TestHwmonForgetsRemovedChip: a chip (and its sensors' labels) gone from /sys/class/hwmon at
+// a listing is dropped from the state kept between listings, and its states are not written.
+func TestHwmonForgetsRemovedChip(t *testing.T) {
+	sys := t.TempDir()
+	if err := os.MkdirAll(sys+"/class/hwmon", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range [][2]string{{"hwmon1", "devices/platform/coretemp.0/hwmon/hwmon1"}, {"hwmon2", "devices/virtual/hwmon/hwmon2"}} {
+		target, err := filepath.Abs("testdata/sys/" + l[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(target, sys+"/class/hwmon/"+l[0]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := newHwmon()
+	r := series.NewRecorder()
+	h.list(sys, r)
+	if len(h.chips) != 2 || len(h.labels) != 1 {
+		t.Fatalf("first listing: %d chips, %d labels; want 2 and 1", len(h.chips), len(h.labels))
+	}
+	if err := os.Remove(sys + "/class/hwmon/hwmon1"); err != nil { // coretemp, the labelled one
+		t.Fatal(err)
+	}
+	h.list(sys, r)
+	if len(h.chips) != 1 || len(h.labels) != 0 {
+		t.Errorf("after coretemp went: chips %v, labels %v; want acpitz only", slices.Collect(maps.Keys(h.chips)), slices.Collect(maps.Keys(h.labels)))
+	}
+	if _, ok := h.chips["platform_coretemp_0"]; ok {
+		t.Error("coretemp's chip state kept after it went")
 	}
 }

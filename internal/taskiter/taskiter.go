@@ -2,7 +2,7 @@
 // through a BPF task iterator, instead of one /proc/PID/schedstat file per process.
 //
 // A process scan must know, for each of thousands of processes, whether it has run since the
-// previous scan (see internal/sysscan's idle.go). Through procfs that is a pread(2) of a kept
+// previous scan (see internal/procscan's idle.go). Through procfs that is a pread(2) of a kept
 // schedstat file per process: about 3 µs each, 30 ms a scan at 10 000 processes. The kernel's
 // task iterator walks every task in one read(2) session and runs a small program on each: the
 // program here writes one fixed-size record per thread-group leader: the numbers
@@ -189,7 +189,7 @@ func findMember(typ btf.Type, name string) (btf.Member, btf.Bits, bool) {
 
 // Read runs the iterator once and appends a Task for every process of the machine to dst, in
 // increasing pid order. On some kernels (6.18 here) the kernel's pass does not include the
-// first task, pid 1: callers list it themselves (internal/sysscan's listPIDs).
+// first task, pid 1: callers list it themselves (internal/procscan's listPIDs).
 func (it *Iter) Read(dst []Task) ([]Task, error) {
 	r, err := it.link.Open()
 	if err != nil {

@@ -1,0 +1,320 @@
+package procscan
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+
+	"github.com/cantal-go/cantal/internal/kfile"
+	"github.com/cantal-go/cantal/internal/scanmark"
+	"github.com/cantal-go/cantal/internal/series"
+	"golang.org/x/sys/unix"
+)
+
+// cgroupInfo is the meaning of one distinct /proc/PID/cgroup content, shared by every process
+// with that content. Dirs are absolute paths of cgroup directories, empty when that controller
+// does not measure the cgroup Name (its path for the process is another cgroup, e.g. the root).
+type cgroupInfo struct {
+	Name          string
+	V2Dir         string
+	MemDir        string
+	CPUAcctDir    string
+	scanmark.Mark // the latest scan that saw it
+}
+
+// cgroupSeries are the cached Refs of one cgroup name.
+type cgroupSeries struct {
+	refs          [cgNum]*series.Ref
+	procs         int64
+	info          *cgroupInfo
+	scanmark.Mark // the latest scan that saw it
+}
+
+const (
+	cgCPUUsage = iota
+	cgCPUUser
+	cgCPUSystem
+	cgMemUsage
+	cgMemAnon
+	cgMemFile
+	cgMemLimit
+	cgProcesses
+	cgNum
+)
+
+var cgroupMetrics = [cgNum]struct {
+	name string
+	kind series.Kind
+}{
+	cgCPUUsage:  {"cgroup.cpu.usage_ms", series.Counter},
+	cgCPUUser:   {"cgroup.cpu.user_ms", series.Counter},
+	cgCPUSystem: {"cgroup.cpu.system_ms", series.Counter},
+	cgMemUsage:  {"cgroup.memory.usage", series.Level},
+	cgMemAnon:   {"cgroup.memory.anon", series.Level},
+	cgMemFile:   {"cgroup.memory.file", series.Level},
+	cgMemLimit:  {"cgroup.memory.limit", series.Level},
+	cgProcesses: {"cgroup.processes", series.Level},
+}
+
+// cgroupTracker interns /proc/PID/cgroup contents and emits per-cgroup series. It belongs to
+// the Processes collector and shares its goroutine.
+type cgroupTracker struct {
+	opt      Options
+	root     string // Sys/fs/cgroup
+	unified  string // mount point of the v2 hierarchy, "" when none
+	detected bool
+
+	byContent map[string]*cgroupInfo
+	byName    map[string]*cgroupSeries
+	lines     []cgroupLine
+	path      []byte
+	buf       []byte
+	kvs       []kv
+}
+
+func newCgroupTracker(opt Options) *cgroupTracker {
+	return &cgroupTracker{
+		opt:       opt,
+		root:      filepath.Join(opt.Sys, "fs", "cgroup"),
+		byContent: map[string]*cgroupInfo{},
+		byName:    map[string]*cgroupSeries{},
+	}
+}
+
+func exists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
+}
+
+func (t *cgroupTracker) detect() {
+	if t.detected {
+		return
+	}
+	t.detected = true
+	switch {
+	case exists(filepath.Join(t.root, "cgroup.controllers")):
+		t.unified = t.root
+	case exists(filepath.Join(t.root, "unified", "cgroup.controllers")):
+		t.unified = filepath.Join(t.root, "unified")
+	}
+}
+
+// intern returns the info for the content of a /proc/PID/cgroup file, parsing it only when it
+// was not seen before.
+func (t *cgroupTracker) intern(content []byte, gen uint64) (*cgroupInfo, error) {
+	if ci, ok := t.byContent[string(content)]; ok {
+		ci.See(gen)
+		return ci, nil
+	}
+	t.detect()
+	var err error
+	t.lines, err = parseCgroupFile(content, t.lines[:0])
+	if err != nil {
+		return nil, err
+	}
+	ci := &cgroupInfo{}
+	ci.See(gen)
+	if i := chooseCgroup(t.lines); i >= 0 {
+		ci.Name, _ = cgroupName(t.lines[i].Path)
+	}
+	if ci.Name != "" {
+		for _, l := range t.lines {
+			name, dir := cgroupName(l.Path)
+			if name != ci.Name {
+				continue
+			}
+			switch {
+			case string(l.ID) == "0" && len(l.Controllers) == 0:
+				if t.unified != "" {
+					ci.V2Dir = filepath.Join(t.unified, dir)
+				}
+			case hasController(l.Controllers, "memory"):
+				ci.MemDir = t.v1Dir(l.Controllers, "memory", dir)
+			case hasController(l.Controllers, "cpuacct"):
+				ci.CPUAcctDir = t.v1Dir(l.Controllers, "cpuacct", dir)
+			}
+		}
+	}
+	t.byContent[string(content)] = ci
+	return ci, nil
+}
+
+// v1Dir finds where the v1 hierarchy with these controllers is mounted: Sys/fs/cgroup/cpu,cpuacct
+// or, failing that, Sys/fs/cgroup/cpuacct.
+func (t *cgroupTracker) v1Dir(controllers []byte, want, dir string) string {
+	for _, m := range []string{string(controllers), want} {
+		if p := filepath.Join(t.root, m); exists(p) {
+			return filepath.Join(p, dir)
+		}
+	}
+	return ""
+}
+
+// count records that a process of this scan is in ci.
+func (t *cgroupTracker) count(ci *cgroupInfo, gen uint64) {
+	if ci == nil || ci.Name == "" {
+		return
+	}
+	cs := t.byName[ci.Name]
+	if cs == nil {
+		cs = &cgroupSeries{}
+		t.byName[ci.Name] = cs
+	}
+	if !cs.Seen(gen) {
+		cs.See(gen)
+		cs.procs, cs.info = 0, nil
+	}
+	cs.procs++
+	// Prefer the info that can measure the most.
+	if cs.info == nil || score(ci) > score(cs.info) {
+		cs.info = ci
+	}
+}
+
+func score(ci *cgroupInfo) int {
+	n := 0
+	for _, d := range []string{ci.V2Dir, ci.MemDir, ci.CPUAcctDir} {
+		if d != "" {
+			n++
+		}
+	}
+	return n
+}
+
+// collect emits the series of every cgroup counted in this scan and forgets those gone.
+func (t *cgroupTracker) collect(sink series.Sink, gen uint64) {
+	scanmark.Sweep(t.byName, gen, nil)
+	for name, cs := range t.byName {
+		t.put(sink, name, cs, cgProcesses, uint64(cs.procs))
+		ci := cs.info
+		var haveCPU, haveMem bool
+		if ci.V2Dir != "" {
+			haveCPU, haveMem = t.readV2(sink, name, cs, ci.V2Dir)
+		}
+		// On hybrid machines the unified hierarchy may measure CPU but not memory; the v1
+		// controllers fill in what it lacks.
+		if ci.MemDir != "" && !haveMem {
+			t.readV1Memory(sink, name, cs, ci.MemDir)
+		}
+		if ci.CPUAcctDir != "" && !haveCPU {
+			t.readV1CPU(sink, name, cs, ci.CPUAcctDir)
+		}
+	}
+	scanmark.Sweep(t.byContent, gen, nil)
+}
+
+func (t *cgroupTracker) put(sink series.Sink, name string, cs *cgroupSeries, m int, v uint64) {
+	r := cs.refs[m]
+	if r == nil {
+		r = sink.Series(series.Labels{"metric": cgroupMetrics[m].name, "cgroup": name}, cgroupMetrics[m].kind)
+		cs.refs[m] = r
+	}
+	sink.Put(r, v)
+}
+
+// read reads dir/file; a missing file (a controller without that file, a cgroup removed
+// mid-scan) is reported as ok=false without a problem.
+func (t *cgroupTracker) read(sink series.Sink, dir, file string) ([]byte, bool) {
+	t.path = append(append(append(append(t.path[:0], dir...), '/'), file...), 0)
+	b, err := kfile.ReadFileAt(unix.AT_FDCWD, t.path, &t.buf, 1<<20)
+	if err != nil {
+		if !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENODEV) {
+			sink.Problem(dir+"/"+file, err.Error())
+		}
+		return nil, false
+	}
+	return b, true
+}
+
+// readSingle reads a one-value file into series m; it reports whether the file was there.
+func (t *cgroupTracker) readSingle(sink series.Sink, name string, cs *cgroupSeries, dir, file string, m int) bool {
+	b, ok := t.read(sink, dir, file)
+	if !ok {
+		return false
+	}
+	v, ok, err := parseSingleValue(b)
+	if err != nil {
+		sink.Problem(dir+"/"+file, err.Error())
+		return false
+	}
+	if ok && !(m == cgMemLimit && v >= 1<<62) { // v1 says "no limit" with a huge number
+		t.put(sink, name, cs, m, v)
+	}
+	return true
+}
+
+func (t *cgroupTracker) readKeyed(sink series.Sink, dir, file string) bool {
+	b, ok := t.read(sink, dir, file)
+	if !ok {
+		return false
+	}
+	var err error
+	if t.kvs, err = parseFlatKeyed(b, t.kvs[:0]); err != nil {
+		sink.Problem(dir+"/"+file, err.Error())
+		return false
+	}
+	return true
+}
+
+// readV2 reads a unified-hierarchy cgroup and reports whether it had CPU and memory files.
+func (t *cgroupTracker) readV2(sink series.Sink, name string, cs *cgroupSeries, dir string) (haveCPU, haveMem bool) {
+	if haveCPU = t.readKeyed(sink, dir, "cpu.stat"); haveCPU {
+		for _, e := range [...]struct {
+			key string
+			m   int
+		}{{"usage_usec", cgCPUUsage}, {"user_usec", cgCPUUser}, {"system_usec", cgCPUSystem}} {
+			if v, ok := lookup(t.kvs, e.key); ok {
+				t.put(sink, name, cs, e.m, v/1000)
+			}
+		}
+	}
+	if haveMem = t.readSingle(sink, name, cs, dir, "memory.current", cgMemUsage); !haveMem {
+		return haveCPU, false
+	}
+	t.readSingle(sink, name, cs, dir, "memory.max", cgMemLimit)
+	if t.readKeyed(sink, dir, "memory.stat") {
+		if v, ok := lookup(t.kvs, "anon"); ok {
+			t.put(sink, name, cs, cgMemAnon, v)
+		}
+		if v, ok := lookup(t.kvs, "file"); ok {
+			t.put(sink, name, cs, cgMemFile, v)
+		}
+	}
+	return haveCPU, true
+}
+
+func (t *cgroupTracker) readV1Memory(sink series.Sink, name string, cs *cgroupSeries, dir string) {
+	t.readSingle(sink, name, cs, dir, "memory.usage_in_bytes", cgMemUsage)
+	t.readSingle(sink, name, cs, dir, "memory.limit_in_bytes", cgMemLimit)
+	if t.readKeyed(sink, dir, "memory.stat") {
+		// total_* include descendant cgroups, as v2's memory.stat does.
+		if v, ok := lookup(t.kvs, "total_rss"); ok {
+			t.put(sink, name, cs, cgMemAnon, v)
+		} else if v, ok := lookup(t.kvs, "rss"); ok {
+			t.put(sink, name, cs, cgMemAnon, v)
+		}
+		if v, ok := lookup(t.kvs, "total_cache"); ok {
+			t.put(sink, name, cs, cgMemFile, v)
+		} else if v, ok := lookup(t.kvs, "cache"); ok {
+			t.put(sink, name, cs, cgMemFile, v)
+		}
+	}
+}
+
+func (t *cgroupTracker) readV1CPU(sink series.Sink, name string, cs *cgroupSeries, dir string) {
+	if b, ok := t.read(sink, dir, "cpuacct.usage"); ok {
+		if v, ok, err := parseSingleValue(b); err != nil {
+			sink.Problem(dir+"/cpuacct.usage", err.Error())
+		} else if ok {
+			t.put(sink, name, cs, cgCPUUsage, v/1e6) // ns
+		}
+	}
+	if t.readKeyed(sink, dir, "cpuacct.stat") {
+		if v, ok := lookup(t.kvs, "user"); ok {
+			t.put(sink, name, cs, cgCPUUser, t.opt.ticksToMs(v))
+		}
+		if v, ok := lookup(t.kvs, "system"); ok {
+			t.put(sink, name, cs, cgCPUSystem, t.opt.ticksToMs(v))
+		}
+	}
+}
