@@ -188,7 +188,9 @@ func (s *Storage) name(e Entry) *named {
 // them; empty values left out (for Prometheus an empty label is no label).
 func (s *Storage) labelSet(ps *promname.Series) labels.Labels {
 	b := labels.NewScratchBuilder(len(ps.Labels) + 3)
-	b.Add(labels.MetricName, ps.Name)
+	if ps.Name != "" {
+		b.Add(labels.MetricName, ps.Name)
+	}
 	has := func(n string) bool {
 		return slices.ContainsFunc(ps.Labels, func(l promname.Label) bool { return l.Name == n && l.Value != "" })
 	}
