@@ -460,6 +460,7 @@ func (a *Agent) routes() {
 	s.Register(a.mux)
 	a.ecosystemRoutes(s)
 	a.cantalv1Routes(s)
+	a.promqlRoutes(s)
 	a.otlpRoutes()
 	if a.cfg.Pprof {
 		a.mux.HandleFunc("/debug/pprof/", pprof.Index)
