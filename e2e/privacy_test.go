@@ -174,6 +174,7 @@ func TestHidePIDUserSeesOnlyOwnProcesses(t *testing.T) {
 		t.Errorf("another user's /api/v1/metrics over TCP has per-process series under hidepid")
 	}
 	checkOriginalRoutesPrivacy(t, a, sock, mine, roots) // the original Cantal API (original_api_test.go)
+	checkPrometheusAPIPrivacy(t, a, sock, mine, roots)  // /prometheus (promql_privacy_test.go)
 }
 
 // numProcs sums the cantal_process_num_procs samples of a /metrics exposition.

@@ -408,6 +408,7 @@ func (a *Agent) routes() {
 	s.Register(a.mux)
 	a.ecosystemRoutes(s)
 	a.cantalv1Routes(s)
+	a.promqlRoutes(s)
 	a.otlpRoutes()
 	a.reloadRoutes()
 	if a.cfg.Pprof {

@@ -65,6 +65,10 @@ type Config struct {
 	MaxAnswerBytes   int64    // bytes one query's answer may take (package querylimit)
 	AnswerBudget     int64    // bytes of every answer built and not yet sent, together
 
+	QueryTimeout        time.Duration // a PromQL query's time at most (/prometheus, Prometheus's --query.timeout)
+	QueryMaxSamples     int           // samples a PromQL query may hold at once (--query.max-samples)
+	QueryMaxConcurrency int           // PromQL queries evaluated at once (--query.max-concurrency)
+
 	AlertRules    string        // YAML rules file (docs/alerts.md); "" = built-in rules only
 	AlertCPU      float64       // cpu_busy above this % (0: off)
 	AlertMemory   float64       // memory_low: available below this % (0: off)
@@ -83,33 +87,36 @@ type Config struct {
 func DefaultConfig() Config {
 	host, _ := os.Hostname()
 	return Config{
-		Listen:           "127.0.0.1:22682",
-		StateDir:         "/var/lib/cantal",
-		Interval:         2 * time.Second,
-		History:          time.Hour,
-		MaxSeries:        500_000,
-		SnapshotInterval: time.Minute,
-		RRDDDir:          "/dev/shm/metrics",
-		Proc:             "/proc",
-		Sys:              "/sys",
-		FSMountsExclude:  sysscan.DefaultFSMountPointsExclude,
-		FSTypesExclude:   sysscan.DefaultFSTypesExclude,
-		NodeName:         host,
-		CarbonInterval:   10 * time.Second,
-		CarbonPrefix:     "{node}",
-		InfluxHostTag:    "host",
-		InfluxPath:       "/influx",
-		LogLevel:         "info",
-		LogFormat:        "text",
-		TimerSlack:       5 * time.Millisecond,
-		PrivateProcesses: "auto",
-		MaxAnswerBytes:   64 << 20,
-		AnswerBudget:     256 << 20,
-		AlertCPU:         90,
-		AlertMemory:      10,
-		AlertDisk:        10,
-		AlertFor:         5 * time.Minute,
-		AlertNodeDown:    true,
+		Listen:              "127.0.0.1:22682",
+		StateDir:            "/var/lib/cantal",
+		Interval:            2 * time.Second,
+		History:             time.Hour,
+		MaxSeries:           500_000,
+		SnapshotInterval:    time.Minute,
+		RRDDDir:             "/dev/shm/metrics",
+		Proc:                "/proc",
+		Sys:                 "/sys",
+		FSMountsExclude:     sysscan.DefaultFSMountPointsExclude,
+		FSTypesExclude:      sysscan.DefaultFSTypesExclude,
+		NodeName:            host,
+		CarbonInterval:      10 * time.Second,
+		CarbonPrefix:        "{node}",
+		InfluxHostTag:       "host",
+		InfluxPath:          "/influx",
+		LogLevel:            "info",
+		LogFormat:           "text",
+		TimerSlack:          5 * time.Millisecond,
+		PrivateProcesses:    "auto",
+		MaxAnswerBytes:      64 << 20,
+		AnswerBudget:        256 << 20,
+		QueryTimeout:        2 * time.Minute,
+		QueryMaxSamples:     50_000_000,
+		QueryMaxConcurrency: 20,
+		AlertCPU:            90,
+		AlertMemory:         10,
+		AlertDisk:           10,
+		AlertFor:            5 * time.Minute,
+		AlertNodeDown:       true,
 	}
 }
 
@@ -201,6 +208,9 @@ func (c *Config) flagSet(name string, version, check *bool) *flag.FlagSet {
 	fs.IntVar(&c.MaxWebSockets, "max-websockets", c.MaxWebSockets, "open WebSockets (/api/v1/ws) at most (0: a sixteenth of --max-connections)")
 	fs.Int64Var(&c.MaxAnswerBytes, "max-answer-bytes", c.MaxAnswerBytes, "bytes one query's answer may take; a larger one gets 422 (narrow the match or window)")
 	fs.Int64Var(&c.AnswerBudget, "answer-budget", c.AnswerBudget, "bytes of every query answer built and not yet read by its client, together; past it new queries get 503 with Retry-After")
+	fs.DurationVar(&c.QueryTimeout, "query-timeout", c.QueryTimeout, "a PromQL query (/prometheus/api/v1/) running longer is stopped with Prometheus's timeout error (as Prometheus's --query.timeout)")
+	fs.IntVar(&c.QueryMaxSamples, "query-max-samples", c.QueryMaxSamples, "samples a PromQL query may hold in memory at once; past it Prometheus's execution error (as --query.max-samples)")
+	fs.IntVar(&c.QueryMaxConcurrency, "query-max-concurrency", c.QueryMaxConcurrency, "PromQL queries evaluated at once; the others wait (as --query.max-concurrency)")
 	fs.StringVar(&c.AlertRules, "alert-rules", c.AlertRules, "YAML file of threshold rules (selector, fn, op, threshold, for, severity, summary; see docs/alerts.md)")
 	fs.Float64Var(&c.AlertCPU, "alert-cpu", c.AlertCPU, "alert cpu_busy when the CPUs are busy above this percentage for --alert-for (0: off)")
 	fs.Float64Var(&c.AlertMemory, "alert-memory", c.AlertMemory, "alert memory_low when MemAvailable is below this percentage of MemTotal for --alert-for (0: off)")
@@ -381,6 +391,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("--max-websockets %d is negative", c.MaxWebSockets)
 	case c.MaxAnswerBytes < 64<<10 || c.AnswerBudget < c.MaxAnswerBytes:
 		return fmt.Errorf("--max-answer-bytes %d must be at least 65536 and --answer-budget %d at least as large", c.MaxAnswerBytes, c.AnswerBudget)
+	case c.QueryTimeout <= 0 || c.QueryMaxSamples <= 0 || c.QueryMaxConcurrency <= 0:
+		return fmt.Errorf("--query-timeout %s, --query-max-samples %d and --query-max-concurrency %d must be positive", c.QueryTimeout, c.QueryMaxSamples, c.QueryMaxConcurrency)
 	case c.ClusterSize < 0:
 		return fmt.Errorf("--cluster-size %d is negative", c.ClusterSize)
 	case !strings.HasPrefix(c.InfluxPath, "/"):

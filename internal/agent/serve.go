@@ -19,6 +19,7 @@ import (
 	"github.com/cantal-go/cantal/internal/cluster"
 	"github.com/cantal-go/cantal/internal/connlimit"
 	"github.com/cantal-go/cantal/internal/logbudget"
+	"github.com/cantal-go/cantal/internal/promapi"
 )
 
 // The agent's network face: its listeners (TCP, TLS from --web-config, Unix sockets), the
@@ -210,6 +211,8 @@ func needRole(r *http.Request) access.Role {
 	case r.Method == http.MethodGet || r.Method == http.MethodHead || r.Method == http.MethodOptions:
 		return access.Read
 	case cantalv1.ReadOnlyPost(r): // the original API's POST /query only reads
+		return access.Read
+	case promapi.ReadOnlyPost(r): // Prometheus's API takes queries as POSTed forms (Grafana)
 		return access.Read
 	default:
 		return access.Write

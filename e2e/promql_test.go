@@ -1,0 +1,175 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// nodeMixinExprs are node-mixin's (and the Node Exporter Full dashboard's) kinds of
+// expression: rates of counters by instance, ratios of gauges, counts, *_over_time, topk.
+// Ranges are 30s so that a minute of data gives every one an answer.
+var nodeMixinExprs = []string{
+	`node_load1`,
+	`count without (cpu, mode) (node_cpu_seconds_total{mode="idle"})`,
+	`1 - avg without (cpu) (sum without (mode) (rate(node_cpu_seconds_total{mode=~"idle|iowait|steal"}[30s])))`,
+	`sum by (instance, mode) (rate(node_cpu_seconds_total{mode!="idle"}[30s]))`,
+	`1 - node_memory_MemAvailable_bytes / node_memory_MemTotal_bytes`,
+	`node_memory_MemTotal_bytes - node_memory_MemFree_bytes - node_memory_Buffers_bytes - node_memory_Cached_bytes`,
+	`rate(node_network_receive_bytes_total{device!="lo"}[30s])`,
+	`sum without (device) (rate(node_network_transmit_packets_total[30s]))`,
+	`rate(node_disk_read_bytes_total[30s]) + rate(node_disk_written_bytes_total[30s])`,
+	`rate(node_disk_io_time_seconds_total[30s])`,
+	`node_filesystem_avail_bytes{fstype!=""} / node_filesystem_size_bytes{fstype!=""}`,
+	`rate(node_vmstat_pgmajfault[30s])`,
+	`irate(node_context_switches_total[30s])`,
+	`increase(node_intr_total[30s])`,
+	`max_over_time(node_load1[30s])`,
+	`deriv(node_memory_MemAvailable_bytes[30s])`,
+	`topk(3, rate(node_cpu_seconds_total[30s]))`,
+}
+
+// TestPromQLSideBySide runs an agent that sends every series it holds to a real Prometheus
+// by its own remote write, so both hold the same points, then asks both node-mixin's kinds of
+// expression, as instant and range queries: the agent's /prometheus must give the same series
+// set and the same values (to 1e-9 relative).
+//
+// The Debian Prometheus (2.x) selects ranges [t-r, t], Prometheus 3's engine (the agent's)
+// (t-r, t]: the query times are at 0.777 s past a second, so that a scan's point falls on a
+// range's boundary only when its milliseconds are exactly those (about one range in 1000).
+func TestPromQLSideBySide(t *testing.T) {
+	serial(t)
+	prom := &receiver{t: t, name: "prometheus", prog: need(t, "prometheus"), dir: t.TempDir(), addr: freePort(t)}
+	prom.args = []string{"--config.file=" + writeFile(t, prom.dir, "prometheus.yml", "global: {}\n"),
+		"--storage.tsdb.path=" + filepath.Join(prom.dir, "data"), "--web.listen-address=" + prom.addr,
+		"--web.enable-remote-write-receiver", "--log.level=warn"}
+	prom.start()
+	t.Cleanup(prom.stop)
+	a := startAgent(t, "--interval", "1s", "--node-name", "side", "--remote-write", "http://"+prom.addr+"/api/v1/write")
+	start := time.Now()
+	// A minute of scans, everything sent.
+	waitFor(t, 3*time.Minute, func() error {
+		var st struct {
+			RemoteWrite []rwStatus `json:"remote_write"`
+		}
+		if err := a.get("/api/v1/status", &st); err != nil {
+			return err
+		}
+		if len(st.RemoteWrite) != 1 {
+			return fmt.Errorf("%d remote_write endpoints", len(st.RemoteWrite))
+		}
+		if s := st.RemoteWrite[0]; time.Since(start) < 70*time.Second || s.LagS < 0 || s.LagS > 3 || s.Retrying {
+			return fmt.Errorf("not a minute of sent data yet: %+v", s)
+		}
+		return nil
+	})
+	// At most a few seconds ago, all sent; 0.777 s past a second.
+	at := time.Now().Add(-8 * time.Second).Truncate(time.Second).Add(777 * time.Millisecond)
+	atS := float64(at.UnixMilli()) / 1000
+	agentURL := a.URL + "/prometheus"
+	promURL := "http://" + prom.addr
+	compared := 0
+	for _, expr := range nodeMixinExprs {
+		inst := url.Values{"query": {expr}, "time": {strconv.FormatFloat(atS, 'f', 3, 64)}}
+		rng := url.Values{"query": {expr}, "start": {strconv.FormatFloat(atS-40, 'f', 3, 64)},
+			"end": {strconv.FormatFloat(atS, 'f', 3, 64)}, "step": {"4"}}
+		for _, q := range []struct {
+			path string
+			form url.Values
+		}{{"query", inst}, {"query_range", rng}} {
+			ours := sideQuery(t, agentURL, q.path, q.form)
+			theirs := sideQuery(t, promURL, q.path, q.form)
+			if len(theirs) == 0 {
+				t.Errorf("%s %s: Prometheus has no series", q.path, expr)
+				continue
+			}
+			if diff := sameAnswer(ours, theirs); diff != "" {
+				t.Errorf("%s %s: %s", q.path, expr, diff)
+			}
+			compared++
+		}
+	}
+	t.Logf("%d queries compared, %d expressions", compared, len(nodeMixinExprs))
+}
+
+// promResult is one series of a query answer: its labels and its points (time → value).
+type promResult struct {
+	Metric map[string]string `json:"metric"`
+	Value  []any             `json:"value"`
+	Values [][]any           `json:"values"`
+}
+
+func sideQuery(t *testing.T, base, path string, form url.Values) map[string]map[float64]float64 {
+	t.Helper()
+	resp, err := http.Get(base + "/api/v1/" + path + "?" + form.Encode())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	var ans struct {
+		Status string `json:"status"`
+		Error  string `json:"error"`
+		Data   struct {
+			ResultType string       `json:"resultType"`
+			Result     []promResult `json:"result"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(body, &ans); err != nil || ans.Status != "success" {
+		t.Fatalf("%s %s %v: %d %s", base, path, form, resp.StatusCode, body)
+	}
+	out := map[string]map[float64]float64{}
+	for _, r := range ans.Data.Result {
+		names := make([]string, 0, len(r.Metric))
+		for n, v := range r.Metric {
+			names = append(names, n+"="+v)
+		}
+		slices.Sort(names)
+		pts := map[float64]float64{}
+		for _, p := range append(r.Values, r.Value) {
+			if len(p) == 2 {
+				v, _ := strconv.ParseFloat(p[1].(string), 64)
+				pts[p[0].(float64)] = v
+			}
+		}
+		out[strings.Join(names, ",")] = pts
+	}
+	return out
+}
+
+// sameAnswer describes how ours differs from theirs, or is "".
+func sameAnswer(ours, theirs map[string]map[float64]float64) string {
+	for k := range theirs {
+		if _, ok := ours[k]; !ok {
+			return fmt.Sprintf("series %s missing (ours %d series, theirs %d)", k, len(ours), len(theirs))
+		}
+	}
+	for k, pts := range ours {
+		tp, ok := theirs[k]
+		if !ok {
+			return fmt.Sprintf("series %s not in Prometheus's answer", k)
+		}
+		if len(pts) != len(tp) {
+			return fmt.Sprintf("series %s: %d points, Prometheus %d", k, len(pts), len(tp))
+		}
+		for ts, v := range pts {
+			w, ok := tp[ts]
+			if !ok {
+				return fmt.Sprintf("series %s: point at %v not in Prometheus's", k, ts)
+			}
+			if !(v == w || math.IsNaN(v) && math.IsNaN(w) || math.Abs(v-w) <= 1e-9*math.Max(math.Abs(v), math.Abs(w))) {
+				return fmt.Sprintf("series %s at %v: %v, Prometheus %v", k, ts, v, w)
+			}
+		}
+	}
+	return ""
+}

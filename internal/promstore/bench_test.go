@@ -1,0 +1,57 @@
+package promstore
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/prometheus/promql"
+
+	"github.com/cantal-go/cantal/internal/history"
+	"github.com/cantal-go/cantal/internal/registry"
+	"github.com/cantal-go/cantal/internal/series"
+)
+
+// BenchmarkQueryRange is query_range over 1 h at a 2 s step (1800 steps) of
+// sum(rate(app_requests_total[1m])) over n counters holding an hour of 2 s scans.
+func BenchmarkQueryRange(b *testing.B) {
+	for _, n := range []int{1, 100, 10000} {
+		b.Run(fmt.Sprintf("series=%d", n), func(b *testing.B) {
+			const t0 = 1_700_000_000_000
+			hist := history.New(history.Options{})
+			reg := registry.New(hist, time.Hour, nil)
+			refs := make([]*series.Ref, n)
+			for i := range refs {
+				refs[i] = reg.Series(series.Labels{"metric": "requests", "appname": "app", "worker": fmt.Sprint(i)}, series.Counter)
+			}
+			const scans = 1800
+			for j := range scans {
+				reg.Begin(t0 + int64(j)*2000)
+				for i, r := range refs {
+					reg.Put(r, uint64(j*(i+1)))
+				}
+				reg.Commit()
+			}
+			st := New(hist, RegistryCatalog(reg), Options{Instance: "n:1", Node: "n"})
+			ng := promql.NewEngine(promql.EngineOpts{MaxSamples: 1e9, Timeout: time.Hour, LookbackDelta: 5 * time.Minute})
+			start, end := time.UnixMilli(t0), time.UnixMilli(t0+(scans-1)*2000)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				q, err := ng.NewRangeQuery(context.Background(), st, nil, `sum(rate(requests_total[1m]))`, start, end, 2*time.Second)
+				if err != nil {
+					b.Fatal(err)
+				}
+				res := q.Exec(context.Background())
+				if res.Err != nil {
+					b.Fatal(res.Err)
+				}
+				if m, _ := res.Matrix(); len(m) != 1 || len(m[0].Floats) < scans-40 {
+					b.Fatalf("%d series", len(m))
+				}
+				q.Close()
+			}
+		})
+	}
+}
