@@ -24,7 +24,7 @@ type Page struct {
 	Date    string // e.g. 2026-11-27
 }
 
-// esc escapes text for a roff line: backslashes, and a leading '.' or '\'' that roff would
+// esc escapes text for a roff line: backslashes, and a leading '.' or '\” that roff would
 // take for a request.
 func esc(s string) string {
 	s = strings.ReplaceAll(s, `\`, `\e`)
