@@ -31,6 +31,7 @@ vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo 'gofmt needed'; exit 1; }
 	$(GO) vet ./...
 	cd bench && $(GO) vet ./...
+	cd packaging && $(GO) vet ./...
 
 # The whole suite: formatting and vet, every package under the race detector (unit, fuzz seed
 # corpora, real Prometheus/InfluxDB/Chromium where a package needs them, end-to-end tests with the
@@ -46,6 +47,7 @@ test: setup vet
 	$(PHASE) ingest-load $(GO) test -count=1 -run 'TestLoad' -v ./internal/ingest
 	$(PHASE) unit $(GO) test -count=1 -race -short -timeout 30m $$($(GO) list ./... | grep -v -e '/e2e' -e '/internal/web$$')
 	$(PHASE) integration $(GO) test -count=1 -race -short -p 1 -timeout 30m $(INTEGRATION)
+	$(PHASE) packaging sh -c 'cd packaging && $(GO) test -count=1 -timeout 20m ./...'
 
 bench:
 	cd bench && $(GO) test -run '^$$' -bench . -benchmem -timeout 60m ./...

@@ -41,3 +41,4 @@ done
 
 go mod download
 (cd bench && go mod download)
+(cd packaging && go mod download)
