@@ -34,6 +34,9 @@ type Options struct {
 	Arches  []string  // Go architectures: amd64, arm64
 }
 
+// maintainer is the packages' Maintainer (a mail host lintian accepts).
+const maintainer = "Cantal in Go maintainers <cantal-go@users.noreply.github.com>"
+
 // rpmArch is the rpm name of a Go architecture.
 var rpmArch = map[string]string{"amd64": "x86_64", "arm64": "aarch64"}
 
@@ -57,8 +60,8 @@ func gz(data []byte) []byte {
 // the Debian changelog.
 func Stage(dir, version string, date time.Time) error {
 	page := manpage.Page{Version: version, Date: date.UTC().Format("2006-01-02")}
-	changelog := fmt.Sprintf("cantal (%s) unstable; urgency=medium\n\n  * Built from the cantal source tree (make package).\n\n -- Cantal in Go <cantal@localhost>  %s\n",
-		version, date.UTC().Format("Mon, 02 Jan 2006 15:04:05 -0700"))
+	changelog := fmt.Sprintf("cantal (%s) unstable; urgency=medium\n\n  * Built from the cantal source tree (make package).\n\n -- %s  %s\n",
+		version, maintainer, date.UTC().Format("Mon, 02 Jan 2006 15:04:05 -0700"))
 	for name, data := range map[string][]byte{
 		"cantal-agent.8.gz": gz(manpage.Agent(page)),
 		"cantal.1.gz":       gz(manpage.CLI(page)),
@@ -92,6 +95,9 @@ func config(o Options, stage, arch string) *nfpm.Config {
 		only(file(filepath.Join(fs, "cantal-agent.service"), "/lib/systemd/system/cantal-agent.service", 0o644), "deb"),
 		only(file(filepath.Join(fs, "cantal-agent.service"), "/usr/lib/systemd/system/cantal-agent.service", 0o644), "rpm"),
 		only(file(filepath.Join(fs, "copyright"), "/usr/share/doc/cantal/copyright", 0o644), "deb"),
+		// Go binaries are static by design (CGO_ENABLED=0); lintian exempts them only when
+		// built from a Debian source package with golang-go, which this is not.
+		only(file(filepath.Join(fs, "lintian-overrides"), "/usr/share/lintian/overrides/cantal", 0o644), "deb"),
 		only(file(filepath.Join(stage, "changelog.gz"), "/usr/share/doc/cantal/changelog.gz", 0o644), "deb"),
 	}
 	conf := file(filepath.Join(fs, "agent.yml"), "/etc/cantal/agent.yml", 0o644)
@@ -107,12 +113,13 @@ func config(o Options, stage, arch string) *nfpm.Config {
 			VersionSchema: "none",
 			Section:       "admin",
 			Priority:      "optional",
-			Maintainer:    "Cantal in Go <cantal@localhost>",
+			Maintainer:    maintainer,
 			Description: "cluster monitoring agent and command-line tool\n" +
-				"cantal-agent scans the machine and every instrumented application every two\n" +
-				"seconds, keeps an hour of every series at full precision across restarts, and\n" +
-				"serves a JSON API, a live web UI, and Prometheus and Influx exports. Agents of a\n" +
-				"cluster gossip and answer for the whole fleet. The cantal command queries them.",
+				"cantal-agent scans the machine and every instrumented application every\n" +
+				"two seconds, keeps an hour of every series at full precision across\n" +
+				"restarts, and serves a JSON API, a live web UI, and Prometheus and Influx\n" +
+				"exports. Agents of a cluster gossip and answer for the whole fleet. The\n" +
+				"cantal command queries them.",
 			Vendor:   "Cantal in Go",
 			Homepage: "https://github.com/cantal-go/cantal",
 			License:  "unspecified",

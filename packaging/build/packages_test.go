@@ -3,6 +3,7 @@ package build
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -95,13 +96,18 @@ func TestPackagedConfigIsAccepted(t *testing.T) {
 		t.Fatal(err)
 	}
 	var b strings.Builder
+	example := regexp.MustCompile(`^# ?([a-z][a-z0-9-]*): (\S.*)$`)
+	n := 0
 	for _, l := range strings.Split(string(data), "\n") {
-		if k, v, ok := strings.Cut(strings.TrimPrefix(l, "# "), ": "); ok && !strings.Contains(k, " ") && k != "" {
-			if strings.HasPrefix(v, "/etc/cantal/") {
-				continue // a file the operator writes
-			}
-			b.WriteString(k + ": " + v + "\n")
+		m := example.FindStringSubmatch(l)
+		if m == nil || strings.HasPrefix(m[2], "/etc/cantal/") { // a file the operator writes
+			continue
 		}
+		b.WriteString(m[1] + ": " + m[2] + "\n")
+		n++
+	}
+	if n == 0 {
+		t.Fatal("no commented example found")
 	}
 	f := filepath.Join(t.TempDir(), "agent.yml")
 	os.WriteFile(f, []byte(b.String()), 0o600)
