@@ -130,11 +130,13 @@ func config(o Options, stage, arch string) *nfpm.Config {
 			},
 		},
 		Overrides: map[string]*nfpm.Overridables{
-			"deb": {Scripts: nfpm.Scripts{
-				PostInstall: filepath.Join(scripts, "deb", "postinst"),
-				PreRemove:   filepath.Join(scripts, "deb", "prerm"),
-				PostRemove:  filepath.Join(scripts, "deb", "postrm"),
-			}},
+			"deb": {
+				Scripts: nfpm.Scripts{
+					PostInstall: filepath.Join(scripts, "deb", "postinst"),
+					PreRemove:   filepath.Join(scripts, "deb", "prerm"),
+					PostRemove:  filepath.Join(scripts, "deb", "postrm"),
+				},
+			},
 			"rpm": {
 				Scripts: nfpm.Scripts{
 					PostInstall: filepath.Join(scripts, "rpm", "post"),

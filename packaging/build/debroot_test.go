@@ -84,7 +84,7 @@ func runPackagedAgent(t *testing.T, root string, scans int64) status {
 	}
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	st := waitStatus(t, addr, scans, exited)
+	st := waitStatus(t, addr, scans, exited, &logs)
 	cmd.Process.Signal(syscall.SIGTERM)
 	select {
 	case err := <-exited:
@@ -119,7 +119,7 @@ func TestDebInstallUpgradeRemovePurge(t *testing.T) {
 		cantal-agent --version; cantal --version
 		cantal-agent --check-config /etc/cantal/agent.yml
 		zcat /usr/share/man/man8/cantal-agent.8.gz | grep -c '^\.B \\-\\-' `)
-	for _, want := range []string{"1.0.0 install ok installed", "enabled", "cantal-agent test", "configuration OK"} {
+	for _, want := range []string{"1.0.0 install ok installed", "enabled", "cantal-agent version test", "configuration OK"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("after install: lacks %q:\n%s", want, out)
 		}

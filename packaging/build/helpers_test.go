@@ -136,7 +136,7 @@ type status struct {
 }
 
 // waitStatus polls the agent at addr until it has made at least scans scans, or the deadline.
-func waitStatus(t *testing.T, addr string, scans int64, exited <-chan error) status {
+func waitStatus(t *testing.T, addr string, scans int64, exited <-chan error, logs ...*bytes.Buffer) status {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
@@ -151,9 +151,9 @@ func waitStatus(t *testing.T, addr string, scans int64, exited <-chan error) sta
 		}
 		select {
 		case err := <-exited:
-			t.Fatalf("agent at %s exited: %v (last: %v)", addr, err, last)
+			t.Fatalf("agent at %s exited: %v (last: %v)\n%s", addr, err, last, joined(logs))
 		case <-ctx.Done():
-			t.Fatalf("agent at %s: no %d scans in time: %v %+v", addr, scans, last, st)
+			t.Fatalf("agent at %s: no %d scans in time: %v %+v\n%s", addr, scans, last, st, joined(logs))
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
@@ -186,4 +186,12 @@ func get(t *testing.T, url string) string {
 		t.Fatalf("GET %s: %s", url, resp.Status)
 	}
 	return b.String()
+}
+
+func joined(logs []*bytes.Buffer) string {
+	var s []string
+	for _, b := range logs {
+		s = append(s, b.String())
+	}
+	return strings.Join(s, "\n")
 }

@@ -38,7 +38,8 @@ var tagBad = regexp.MustCompile(`[^A-Za-z0-9_.-]`)
 func Tag(version string) string { return "cantal-agent:" + tagBad.ReplaceAllString(version, "-") }
 
 // ImageArgs is the command the image runs by default: the host's /proc and /sys where the
-// documented run mounts them (README, Install). Mounts are reached through /host/proc/1/root.
+// documented run mounts them (README, Install: / at /host, read-only). The agent reads
+// os-release beside --proc (/host/etc) and the mounts through /host/proc/1/root.
 var ImageArgs = []string{"--proc", "/host/proc", "--sys", "/host/sys"}
 
 // layerTar is the image's one layer: the agent binary and the empty state directory.

@@ -41,7 +41,7 @@ func TestUnitVerifies(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"Type=notify", "ProtectSystem=strict", "StateDirectory=cantal", "RuntimeDirectory=cantal",
-		"ExecReload=/bin/kill -HUP $MAINPID", "Restart=on-failure", "NoNewPrivileges=yes",
+		"ExecReload=/bin/sh -c 'kill -HUP \"$$MAINPID\"'", "Restart=on-failure", "NoNewPrivileges=yes",
 		"CapabilityBoundingSet=CAP_SYS_PTRACE CAP_DAC_READ_SEARCH CAP_BPF CAP_PERFMON CAP_NET_ADMIN\n"} {
 		if !strings.Contains(string(data), want) {
 			t.Errorf("the unit lacks %q", want)
