@@ -134,11 +134,11 @@ func TestDebInstallUpgradeRemovePurge(t *testing.T) {
 		t.Fatalf("no node-id in %s: %v", state, keys(before))
 	}
 	// The operator edits the conffile; the upgrade must keep the edit (non-interactively).
-	inRoot(t, root, `echo 'log-level: debug' >> /etc/cantal/agent.yml`)
+	inRoot(t, root, `sed -i 's/^log-level: info$/log-level: debug/' /etc/cantal/agent.yml; grep -q '^log-level: debug$' /etc/cantal/agent.yml`)
 
 	// Upgrade: state untouched by the package, the node keeps its id and its history.
 	inRoot(t, root, "dpkg -i --force-confold /tmp/v2.deb")
-	out = inRoot(t, root, `dpkg-query -W -f='${Version}\n' cantal; tail -1 /etc/cantal/agent.yml`)
+	out = inRoot(t, root, `dpkg-query -W -f='${Version}\n' cantal; grep '^log-level' /etc/cantal/agent.yml`)
 	if !strings.Contains(out, "1.0.1") || !strings.Contains(out, "log-level: debug") {
 		t.Errorf("after upgrade:\n%s", out)
 	}
