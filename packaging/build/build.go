@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/cantal-go/cantal/internal/manpage"
@@ -219,9 +218,4 @@ func pack(cfg *nfpm.Config, format, path string) error {
 		return err
 	}
 	return os.Rename(tmp, path)
-}
-
-// SplitArches splits a space- or comma-separated list.
-func SplitArches(s string) []string {
-	return strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' })
 }
