@@ -8,7 +8,7 @@ VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
 REVISION := $(shell r=$$(git rev-parse HEAD 2>/dev/null) && { git diff --quiet HEAD 2>/dev/null || r=$$r-dirty; echo $$r; })
 LDFLAGS := -s -w -X github.com/cantal-go/cantal/internal/buildinfo.Version=$(VERSION) -X github.com/cantal-go/cantal/internal/buildinfo.Revision=$(REVISION)
 
-.PHONY: all setup setup-run build run test test-long bench bench-report fuzz vet clean
+.PHONY: all setup setup-run build run test test-long bench bench-report fuzz vet clean package image
 
 all: build
 
@@ -31,6 +31,8 @@ vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo 'gofmt needed'; exit 1; }
 	$(GO) vet ./...
 	cd bench && $(GO) vet ./...
+	cd packaging && $(GO) vet ./...
+	cd deploy && $(GO) vet ./...
 
 # The whole suite: formatting and vet, every package under the race detector (unit, fuzz seed
 # corpora, real Prometheus/InfluxDB/Chromium where a package needs them, end-to-end tests with the
@@ -53,7 +55,8 @@ test: setup
 	$(PHASE) ingest-load $(GO) test -count=1 -run 'TestLoad' -v ./internal/ingest
 	$(PHASE) unit $(GO) test -count=1 -race -short -timeout 30m $$($(GO) list ./... | grep -v -e '/e2e' -e '/internal/web$$')
 	$(PHASE) integration $(GO) test -count=1 -race -short -p 3 -timeout 30m $(INTEGRATION)
-	$(PHASE) deploy sh -c 'cd deploy && $(GO) vet ./... && $(GO) test -count=1 ./...'
+	$(PHASE) packaging sh -c 'cd packaging && $(GO) test -count=1 -timeout 20m ./...'
+	$(PHASE) deploy sh -c 'cd deploy && $(GO) test -count=1 ./...'
 
 # The long variants of what `make test` runs short: the outage tests with the outage the suite
 # used to wait through (5 minutes of the remote-write receivers and of carbon down) and the
@@ -83,7 +86,23 @@ fuzz:
 	done
 
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) dist
+
+# Packages (packaging/, its own module: nfpm and go-containerregistry stay out of the agent's).
+# PKG_VERSION: the tag without its v when HEAD is tagged, else 0.0.0~git<commit time>.<hash>
+# (so each commit's package upgrades the one before). Files dated at the commit's time.
+ARCHES      ?= amd64 arm64
+IMAGE_ARCH  ?= $(shell $(GO) env GOARCH)
+PKG_DATE    := $(shell git log -1 --format=%ct 2>/dev/null || echo 0)
+PKG_VERSION ?= $(shell git describe --tags --exact-match --match 'v[0-9]*' 2>/dev/null | sed 's/^v//' | grep . || git log -1 --format=0.0.0~git%cd.%h --date=format-local:%Y%m%d%H%M%S 2>/dev/null || echo 0.0.0)
+package:
+	for a in $(ARCHES); do CGO_ENABLED=0 GOARCH=$$a $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o dist/bin/$$a/ ./cmd/... || exit 1; done
+	cd packaging && $(GO) run ./cmd/cantal-package packages -version '$(PKG_VERSION)' -date $(PKG_DATE) -bins ../dist/bin -out ../dist $(ARCHES)
+
+# The agent's OCI image archive, built without a container daemon: dist/cantal-agent-<version>.oci.tar.
+image:
+	CGO_ENABLED=0 GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o dist/bin/$(IMAGE_ARCH)/ ./cmd/cantal-agent
+	cd packaging && $(GO) run ./cmd/cantal-package image -version '$(PKG_VERSION)' -date $(PKG_DATE) -agent ../dist/bin/$(IMAGE_ARCH)/cantal-agent -arch $(IMAGE_ARCH) -out ../dist
 
 # The side-by-side performance and resilience report (BENCHMARKS.md); durations by env, see the script.
 bench-report:

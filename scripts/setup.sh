@@ -1,7 +1,8 @@
 #!/bin/sh
 # setup.sh installs everything the agent's build and the whole test suite need on a fresh Debian
 # machine of this project's kind: the Debian packages scripts/deps.txt lists (only those missing,
-# by scripts/install-deps.sh), the Go modules of the three modules (the agent's, bench's, and
+# by scripts/install-deps.sh), the Go modules of the five modules (the agent's, bench's, packaging's,
+# deploy's and
 # e2e/otelapp's: the OpenTelemetry SDK application the OTLP test builds, a module of its own so
 # the agent's go.mod does not carry the SDK) and the web UI (scripts/build-ui.sh).
 # Idempotent and quiet when nothing is missing. Run as root (the agent and its tests are root).
@@ -21,5 +22,7 @@ fi
 sh scripts/install-deps.sh test
 go mod download
 (cd bench && go mod download)
+(cd packaging && go mod download)
+(cd deploy && go mod download)
 (cd e2e/otelapp && go mod download)
 sh scripts/build-ui.sh

@@ -20,6 +20,7 @@ import (
 	"github.com/cantal-go/cantal/internal/connlimit"
 	"github.com/cantal-go/cantal/internal/logbudget"
 	"github.com/cantal-go/cantal/internal/promapi"
+	"github.com/cantal-go/cantal/internal/sdnotify"
 )
 
 // The agent's network face: its listeners (TCP, TLS from --web-config, Unix sockets), the
@@ -356,6 +357,10 @@ func (a *Agent) serve(srv *http.Server) error {
 		}
 		a.log.Info("serving", "addr", b.cl.Addr().String(), "scheme", scheme, "node", a.cfg.NodeName, "id", a.nodeID, "max_connections", b.cl.Stats().Max)
 		go func() { errc <- srv.Serve(b.ln) }()
+	}
+	// The listeners were bound in New: the API answers now. Type=notify units start here.
+	if _, err := sdnotify.Notify(os.Getenv("NOTIFY_SOCKET"), sdnotify.Ready); err != nil {
+		a.log.Warn("cannot tell the service manager the agent is ready", "err", err)
 	}
 	var first error
 	for range a.listeners {

@@ -216,10 +216,9 @@ func commandSpec(cmd string) (spec, bool) {
 	return spec{}, false
 }
 
-func (c *CLI) parse(cmd string, args []string) (options, error) {
-	spec, _ := commandSpec(cmd)
-	o := options{output: "table", sort: "pid"}
-	timeout := "" // --timeout, read when the command talks to an agent
+// flagSet binds the flags cmd takes (by its spec) to o and timeout; defaults come from the
+// environment (c.Getenv). It is the one list of the flags: parse and Reference read it.
+func (c *CLI) flagSet(cmd string, spec spec, o *options, timeout *string) *flag.FlagSet {
 	fs := flag.NewFlagSet("cantal "+cmd, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	if spec.agent {
@@ -228,7 +227,7 @@ func (c *CLI) parse(cmd string, args []string) (options, error) {
 			o.conn.agent = DefaultAgent
 		}
 		fs.StringVar(&o.conn.agent, "agent", o.conn.agent, "")
-		fs.StringVar(&timeout, "timeout", c.getenv("CANTAL_TIMEOUT"), "")
+		fs.StringVar(timeout, "timeout", c.getenv("CANTAL_TIMEOUT"), "")
 		for _, f := range []struct {
 			name, env string
 			v         *string
@@ -273,6 +272,14 @@ func (c *CLI) parse(cmd string, args []string) (options, error) {
 	fs.StringVar(&o.output, "o", o.output, "")
 	fs.StringVar(&o.output, "output", o.output, "")
 	fs.BoolFunc("json", "", func(string) error { o.output = "json"; return nil })
+	return fs
+}
+
+func (c *CLI) parse(cmd string, args []string) (options, error) {
+	spec, _ := commandSpec(cmd)
+	o := options{output: "table", sort: "pid"}
+	timeout := "" // --timeout, read when the command talks to an agent
+	fs := c.flagSet(cmd, spec, &o, &timeout)
 	// Flags and positional arguments may be interleaved.
 	for {
 		if err := fs.Parse(args); err != nil {
