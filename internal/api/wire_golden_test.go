@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"log/slog"
 	"math"
 	"net/http"
@@ -30,6 +31,14 @@ type wirePeers struct{ peers []cluster.Peer }
 
 func (p wirePeers) PeersJSON() any    { return map[string]any{"peers": p.peers} }
 func (p wirePeers) Join(string) error { return nil }
+
+// wireCluster is a keptCluster whose Listen pushes one peer update.
+type wireCluster struct {
+	keptCluster
+	update remote.Update
+}
+
+func (c wireCluster) Listen(_ context.Context, _ string, _ bool, fn func(remote.Update)) { fn(c.update) }
 
 // wireServer is a Server over a registry with every kind of value the answers must carry:
 // a counter above 2^53, NaN and ±Inf floats, floats the 'g' format writes with an exponent,
@@ -70,12 +79,17 @@ func wireServer(t *testing.T) (*httptest.Server, int64) {
 		}
 	}
 	var queries atomic.Int32
-	kept := keptCluster{queries: &queries, answers: []remote.NodeAnswer{
+	kept := wireCluster{keptCluster: keptCluster{queries: &queries, answers: []remote.NodeAnswer{
 		{Node: "p1", Status: remote.OK, Series: []remote.Series{peer("p1", 1e-9),
 			{Latest: series.Sample{Labels: series.Labels{"metric": "phase", "node": "p1"}, Kind: series.State, Text: "up <ok>", Since: 5}}}},
 		{Node: "p2<", Status: remote.Stale, Since: now - 5000, Series: []remote.Series{peer("p2<", 2.5e6)}},
 		{Node: "p3", Status: remote.Unreachable, Since: now - 60000, Error: "dial: connection refused & \"gone\""},
-	}}
+	}}, update: remote.Update{Node: "p1<", TS: now - 2000, Series: []series.Sample{
+		{Labels: series.Labels{"metric": "m&m"}, Kind: series.Float, TS: now - 2000, Bits: math.Float64bits(math.Inf(-1)), Rate: 1e21, HasRate: true},
+		{Labels: series.Labels{"metric": "big", "pid": "1"}, Kind: series.Counter, TS: now - 2000, Bits: 1<<60 + 7},
+		{Labels: series.Labels{"metric": "lvl"}, Kind: series.Level, TS: now - 2000, Bits: uint64(1<<64 - 5)},
+		{Labels: series.Labels{"metric": "phase"}, Kind: series.State, TS: now - 2000, Text: "NaN", Since: 3},
+	}}}
 	rtt := 12_345 * time.Microsecond
 	snap := &alerts.Snapshot{Truncated: []string{"r&d"}, Alerts: []alerts.Alert{
 		{Name: "hot", State: "firing", Severity: "critical", Labels: series.Labels{"metric": "t<1>"}, Value: 1e21, Op: ">", Threshold: 0.1, SinceMs: 7, Summary: "a & b"},
