@@ -215,7 +215,11 @@ func hostUptime(proc string) float64 {
 func (a *Agent) processes(ctx context.Context, q api.ProcessQuery) any {
 	c, _ := access.FromContext(ctx)
 	rows := processRows(a.procs.Table(), c, a.cfg.ShowCmdlines, a.apps.Exports)
-	total := len(rows)
+	return processesAnswer(rows, q, len(rows))
+}
+
+// processesAnswer is the answer of rows (reordered in place) for q, total processes visible.
+func processesAnswer(rows []ProcessJSON, q api.ProcessQuery, total int) any {
 	top := topProcesses(rows, q)
 	if q.Fields != nil {
 		return map[string]any{"processes": projectRows(top, q.Fields), "total": total}
