@@ -56,10 +56,10 @@ type Peers interface {
 // after.
 type Server struct {
 	Registry *registry.Registry
-	Status   func(ctx context.Context) any // the /api/v1/status object for the caller in ctx
-	// Processes returns the /api/v1/processes object for the caller in ctx (access.FromContext):
-	// only the processes it may see, ordered and cut as q asks.
-	Processes func(ctx context.Context, q ProcessQuery) any
+	Status   func(ctx context.Context) apiwire.Status // the /api/v1/status answer for the caller in ctx
+	// Processes returns the /api/v1/processes answer for the caller in ctx (access.FromContext):
+	// only the processes it may see, ordered and cut as q asks (its Fields are q.Fields).
+	Processes func(ctx context.Context, q ProcessQuery) apiwire.ProcessesAnswer
 	Peers     Peers
 	Log       *slog.Logger
 	// MaxWindow bounds the window of history and stats queries (the retention).
@@ -226,19 +226,14 @@ func (s *Server) processes(w http.ResponseWriter, r *http.Request) {
 type ProcessQuery struct {
 	Sort   string // "", "cpu" or "rss"
 	Limit  int
-	Fields []string // row keys to keep, each one of ProcessFields, without repeats; nil: all
+	Fields []string // row keys to keep, each one of apiwire.ProcessFields, without repeats; nil: all
 }
-
-// ProcessFields are the keys of a /api/v1/processes row, in the order the agent writes them.
-var ProcessFields = []string{"pid", "ppid", "uid", "name", "cmdline", "state", "start_time",
-	"threads", "cpu_user", "cpu_system", "cpu_percent", "rss", "vsz", "swap", "read_bytes",
-	"write_bytes", "cgroup", "appname", "metrics"}
 
 // maxProcessLimit bounds limit= (more than any process table holds).
 const maxProcessLimit = 1 << 22
 
 // ParseProcessQuery reads sort, limit and fields from v; an unknown sort, a limit that is not
-// a number from 1 to 4194304, or a field that is not one of ProcessFields is an error naming
+// a number from 1 to 4194304, or a field that is not one of apiwire.ProcessFields is an error naming
 // the parameter.
 func ParseProcessQuery(v url.Values) (ProcessQuery, error) {
 	var q ProcessQuery
@@ -257,8 +252,8 @@ func ParseProcessQuery(v url.Values) (ProcessQuery, error) {
 	}
 	if f := v.Get("fields"); f != "" {
 		for _, name := range strings.Split(f, ",") {
-			if !slices.Contains(ProcessFields, name) {
-				return q, fmt.Errorf("bad fields: %q is not a process field (want some of %s)", name, strings.Join(ProcessFields, ","))
+			if !slices.Contains(apiwire.ProcessFields, name) {
+				return q, fmt.Errorf("bad fields: %q is not a process field (want some of %s)", name, strings.Join(apiwire.ProcessFields, ","))
 			}
 			if slices.Contains(q.Fields, name) {
 				return q, fmt.Errorf("bad fields: %q given twice", name)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/history"
 	"github.com/cantal-go/cantal/internal/registry"
 	"github.com/cantal-go/cantal/internal/remote"
@@ -45,9 +46,11 @@ func fixture(t testing.TB) (*registry.Registry, *httptest.Server, int64) {
 		reg.PutState(s, start, "ok")
 		reg.Commit()
 	}
-	srv := &Server{Registry: reg, Status: func(context.Context) any { return map[string]int{"x": 1} },
-		Processes: func(context.Context, ProcessQuery) any { return map[string]any{"processes": []any{}} },
-		Log:       slog.New(slog.DiscardHandler), MaxWindow: time.Hour}
+	srv := &Server{Registry: reg, Status: func(context.Context) apiwire.Status { return apiwire.Status{NodeName: "x"} },
+		Processes: func(context.Context, ProcessQuery) apiwire.ProcessesAnswer {
+			return apiwire.ProcessesAnswer{Processes: []apiwire.Process{}}
+		},
+		Log: slog.New(slog.DiscardHandler), MaxWindow: time.Hour}
 	mux := http.NewServeMux()
 	srv.Register(mux)
 	ts := httptest.NewServer(mux)

@@ -17,6 +17,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/cantal-go/cantal/internal/access"
+	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/history"
 	"github.com/cantal-go/cantal/internal/registry"
 	"github.com/cantal-go/cantal/internal/remote"
@@ -58,8 +59,10 @@ func privacyServer(t *testing.T, uids func(int) (uint32, bool), cluster Cluster)
 	}
 	srv := &Server{Registry: reg, Log: slog.New(slog.DiscardHandler), MaxWindow: time.Hour, NodeName: "a",
 		ProcessUID: uids, Cluster: cluster,
-		Status:    func(context.Context) any { return map[string]any{} },
-		Processes: func(context.Context, ProcessQuery) any { return map[string]any{"processes": []any{}} }}
+		Status: func(context.Context) apiwire.Status { return apiwire.Status{} },
+		Processes: func(context.Context, ProcessQuery) apiwire.ProcessesAnswer {
+			return apiwire.ProcessesAnswer{Processes: []apiwire.Process{}}
+		}}
 	mux := http.NewServeMux()
 	srv.Register(mux)
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -38,7 +38,9 @@ type wireCluster struct {
 	update remote.Update
 }
 
-func (c wireCluster) Listen(_ context.Context, _ string, _ bool, fn func(remote.Update)) { fn(c.update) }
+func (c wireCluster) Listen(_ context.Context, _ string, _ bool, fn func(remote.Update)) {
+	fn(c.update)
+}
 
 // wireServer is a Server over a registry with every kind of value the answers must carry:
 // a counter above 2^53, NaN and ±Inf floats, floats the 'g' format writes with an exponent,
