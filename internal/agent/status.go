@@ -51,7 +51,7 @@ func (a *Agent) status(ctx context.Context) apiwire.Status {
 	ps := a.push.Stats()
 	s.Counts.PushRefused, s.Counts.PushPoints, s.Counts.PushLate = ps.Refused, ps.Points, ps.Late
 	s.Counts.Processes = a.procs.Len() // not len(Table()): a copy of the table (2.6 MB at 10 000 processes) per status request
-	s.ProcessScan = apiwire.ProcessScan(a.procs.Stats())
+	s.ProcessScan = a.procs.Stats()
 	s.Counts.Apps = a.apps.Count()
 	s.Counts.Problems = len(v.Problems)
 	caller, _ := access.FromContext(ctx)
@@ -220,10 +220,7 @@ func remoteWriteWire(st []remotewrite.Status, whole bool) []apiwire.RemoteWrite 
 		if !whole {
 			e = e.ForReaders()
 		}
-		out[i] = apiwire.RemoteWrite{Name: e.Name, URL: e.URL, PositionMs: e.PositionMs, LatePositionMs: e.LatePositionMs,
-			LagS: e.LagS, SamplesSent: e.SamplesSent, RequestsSent: e.RequestsSent, BytesSent: e.BytesSent,
-			FailedBatches: e.FailedBatches, DroppedSamples: e.DroppedSamples, Retries: e.Retries, Retrying: e.Retrying,
-			LastError: e.LastError, LastErrorMs: e.LastErrorMs}
+		out[i] = e.RemoteWrite
 	}
 	return out
 }

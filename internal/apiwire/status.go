@@ -72,7 +72,7 @@ type StatusMemory struct {
 	NumGC        uint32 `json:"num_gc"`
 }
 
-// ProcessScan counts what the process scans left out (sysscan.ScanStats, member for member).
+// ProcessScan counts what the process scans left out (sysscan.ScanStats is this type).
 type ProcessScan struct {
 	Scans           int64 `json:"scans"`
 	ShedScans       int64 `json:"shed_scans"`
@@ -132,7 +132,8 @@ type RRDDRPCPlugin struct {
 	Since     int64  `json:"since"` // unix ms of its first registration
 }
 
-// RemoteWrite is one --remote-write endpoint's position, lag and counters (remotewrite.Status).
+// RemoteWrite is one --remote-write endpoint's position, lag and counters (remotewrite.Status
+// holds it).
 type RemoteWrite struct {
 	Name       string `json:"name"`
 	URL        string `json:"url"`         // without credentials or query
