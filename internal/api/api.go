@@ -435,7 +435,7 @@ func windowSeries(b []byte, reg *registry.Registry, q Query, now int64, limit in
 		n++
 		b = append(b, `{"labels":`...)
 		if node != "" {
-			b = append(b, remote.WithNode(h.Labels(), node).Key()...)
+			b = append(b, apiwire.WithNode(h.Labels(), node).Key()...)
 		} else {
 			b = append(b, h.Key()...)
 		}

@@ -59,7 +59,7 @@ func (s *Server) localSamples(q Query) []series.Sample {
 			return true
 		}
 		if smp, ok := h.Latest(hist, scratch[:0]); ok {
-			smp.Labels = remote.WithNode(smp.Labels, s.NodeName)
+			smp.Labels = apiwire.WithNode(smp.Labels, s.NodeName)
 			out = append(out, smp)
 		}
 		return true

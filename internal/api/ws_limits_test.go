@@ -14,6 +14,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/history"
 	"github.com/cantal-go/cantal/internal/registry"
 	"github.com/cantal-go/cantal/internal/remote"
@@ -80,7 +81,7 @@ func pendingOf(w *wsConn, id string) []string {
 }
 
 func subscribe(w *wsConn, s string) {
-	var req wsRequest
+	var req apiwire.WSRequest
 	if err := json.Unmarshal([]byte(s), &req); err != nil {
 		panic(err)
 	}
