@@ -98,8 +98,8 @@ type Server struct {
 	// defaultWSBudget. Tests make it small.
 	wsBudget int
 
-	clientOnce sync.Once
-	httpClient *http.Client
+	fetcherOnce sync.Once
+	fetcher     *remote.Fetcher // see fetch
 }
 
 // Register adds the API routes to mux.

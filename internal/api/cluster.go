@@ -2,17 +2,12 @@ package api
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
-	"net/url"
 	"slices"
 	"sort"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/cantal-go/cantal/internal/apiwire"
@@ -318,33 +313,19 @@ func (s *Server) clusterHistory(w http.ResponseWriter, r *http.Request) {
 		rs := make([]result, len(members))
 		ctx, cancel := context.WithTimeout(r.Context(), s.ClusterTimeout+10*time.Second)
 		defer cancel()
-		sem := make(chan struct{}, maxHistoryFetches)
-		var wg sync.WaitGroup
-		for i, m := range members {
-			rs[i] = result{node: m.Name, status: "ok"}
-			if m.HTTP == "" || !m.Up {
-				rs[i].status, rs[i].errMsg = "unreachable", "peer is down"
-				continue
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				select {
-				case sem <- struct{}{}:
-					defer func() { <-sem }()
-				case <-ctx.Done():
-					rs[i].status, rs[i].errMsg = "unreachable", ctx.Err().Error()
-					return
-				}
-				body, err := s.fetchHistory(ctx, m, params)
-				if err != nil {
-					rs[i].status, rs[i].errMsg = "unreachable", err.Error()
-					return
-				}
+		errs := remote.FanOut(ctx, members, maxHistoryFetches, func(ctx context.Context, i int, m remote.Member) error {
+			body, err := s.fetch().Get(ctx, m, "/api/v1/history?"+params.Encode(), maxPeerHistory)
+			if err == nil {
 				rs[i].body = withNodeLabels(body, m.Name, peerVisible)
-			}()
+			}
+			return err
+		})
+		for i, m := range members {
+			rs[i].node, rs[i].status = m.Name, "ok"
+			if errs[i] != nil {
+				rs[i].status, rs[i].errMsg = "unreachable", errs[i].Error()
+			}
 		}
-		wg.Wait()
 		peersTook = time.Since(start)
 		sort.Slice(rs, func(i, j int) bool { return rs[i].node < rs[j].node })
 		results = append(results, rs...)
@@ -435,60 +416,13 @@ func keptHistoryJSON(b []byte, srs []remote.Series, from int64, rate bool, visib
 	return append(b, ']')
 }
 
-func (s *Server) fetchHistory(ctx context.Context, m remote.Member, params url.Values) ([]byte, error) {
-	if m.HTTP == "" || !m.Up {
-		return nil, fmt.Errorf("peer is down")
-	}
-	scheme := "http://"
-	if m.TLS != nil {
-		scheme = "https://"
-		ctx = context.WithValue(ctx, peerTLSKey{}, m.TLS)
-	}
-	req, err := http.NewRequestWithContext(ctx, "GET", scheme+m.HTTP+"/api/v1/history?"+params.Encode(), nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := s.client().Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != 200 {
-		return nil, fmt.Errorf("%s: %s", resp.Status, body)
-	}
-	return body, nil
-}
+// maxPeerHistory bounds a peer's /api/v1/history answer.
+const maxPeerHistory = 256 << 20
 
-// peerTLSKey is the request context key of the member's client TLS configuration, which the
-// client's TLS dial uses.
-type peerTLSKey struct{}
-
-// client is the HTTP client of peer history fetches. Every fetch opens a new connection, so a
-// dead peer costs at most ClusterTimeout (the dial timeout, TLS handshake included): a
-// kept-alive connection to a peer whose cable was cut would still accept the request and leave
-// it waiting for the whole fetch deadline, while a peer that accepts a fresh connection is
-// alive and gets that deadline to compute its answer. One TCP (and TLS) handshake per peer and
-// request is cheap next to a history answer. HTTPS fetches take the member's TLS configuration
-// from the request's context; there is none for plain ones, and no proxy from the environment.
-func (s *Server) client() *http.Client {
-	s.clientOnce.Do(func() {
-		d := &net.Dialer{Timeout: s.ClusterTimeout}
-		s.httpClient = &http.Client{Transport: &http.Transport{
-			DialContext: d.DialContext,
-			DialTLSContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-				cfg, _ := ctx.Value(peerTLSKey{}).(*tls.Config)
-				hctx, cancel := context.WithTimeout(ctx, s.ClusterTimeout)
-				defer cancel()
-				return remote.DialTLS(hctx, d, network, addr, cfg)
-			},
-			DisableKeepAlives: true,
-		}}
-	})
-	return s.httpClient
+// fetch is the client of the cluster routes' requests to peers (remote.Fetcher), made once.
+func (s *Server) fetch() *remote.Fetcher {
+	s.fetcherOnce.Do(func() { s.fetcher = &remote.Fetcher{Timeout: s.ClusterTimeout} })
+	return s.fetcher
 }
 
 // withNodeLabels takes a {"series": [...]} answer and returns its series array with the node
