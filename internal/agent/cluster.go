@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/buildinfo"
@@ -118,13 +119,35 @@ func (g *gossip) members() []remote.Member {
 	return out
 }
 
-// PeersJSON implements api.Peers.
-func (g *gossip) PeersJSON() any {
+// Peers implements api.Peers.
+func (g *gossip) Peers() []apiwire.Peer {
 	peers := g.c.Peers()
-	if peers == nil {
-		peers = []cluster.Peer{}
+	out := make([]apiwire.Peer, len(peers))
+	for i, p := range peers {
+		out[i] = peerWire(p)
 	}
-	return map[string]any{"peers": peers}
+	return out
+}
+
+// peerWire is p as /api/v1/peers writes it: times in unix ms (0: never), the round trip in
+// ms to the microsecond and absent until measured, written as encoding/json writes a float.
+func peerWire(p cluster.Peer) apiwire.Peer {
+	w := apiwire.Peer{ID: p.ID, Name: p.Name, Addr: p.Addr, HTTP: p.HTTP, Version: p.Version,
+		Status: string(p.Status), LastSeen: unixMilli(p.LastSeen), Since: unixMilli(p.Since)}
+	if p.RTT > 0 {
+		ms := float64(p.RTT.Microseconds()) / 1000
+		raw, _ := json.Marshal(ms)
+		w.RTTMs = apiwire.Number{F: ms, Raw: string(raw), Valid: true}
+	}
+	return w
+}
+
+// unixMilli is t in unix ms, 0 for the zero time.
+func unixMilli(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
 }
 
 // Join implements api.Peers. Its errors are cluster.JoinError, one text whatever went wrong

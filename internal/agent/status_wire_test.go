@@ -6,9 +6,11 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/cantal-go/cantal/internal/api"
 	"github.com/cantal-go/cantal/internal/apiwire"
+	"github.com/cantal-go/cantal/internal/cluster"
 )
 
 // goldenStatus is a status with every member set (a value that is not its type's zero).
@@ -70,6 +72,30 @@ func TestStatusAndProcessesWireUnchanged(t *testing.T) {
 		}
 		if !bytes.Equal(got, want) {
 			t.Errorf("%s: answer differs from %s:\n got  %s\n want %s", name, path, got, want)
+		}
+	}
+}
+
+// TestPeerWireBytes: a peer of /api/v1/peers (peerWire, apiwire.Peer) encodes to the bytes
+// cluster.Peer's own encoder writes: unmeasured round trips null, zero times 0, round trips
+// of every size written as encoding/json writes a float.
+func TestPeerWireBytes(t *testing.T) {
+	now := time.UnixMilli(1700000000123)
+	for _, p := range []cluster.Peer{
+		{ID: "a1", Name: "n<1>", Addr: "10.0.0.1:22682", HTTP: "10.0.0.1:22682", Version: "v1", Status: cluster.StatusAlive,
+			RTT: 12_345 * time.Microsecond, LastSeen: now, Since: now.Add(-100 * time.Millisecond)},
+		{ID: "a2", Name: "n2", Addr: "10.0.0.2:22682", Status: cluster.StatusDead},
+		{ID: "a3", Status: cluster.StatusSuspect, RTT: time.Microsecond},
+		{ID: "a4", Status: cluster.StatusAlive, RTT: 1000 * time.Second},
+		{ID: "a5", Status: cluster.StatusLeft, RTT: 3 * time.Nanosecond},
+	} {
+		want, err := json.Marshal(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := json.Marshal(peerWire(p))
+		if err != nil || string(got) != string(want) {
+			t.Errorf("peer %s: %s (%v); want %s", p.ID, got, err, want)
 		}
 	}
 }

@@ -46,8 +46,8 @@ import (
 
 // Peers is the cluster membership as the API needs it. A nil Peers means gossip is off.
 type Peers interface {
-	// PeersJSON returns the known peers (not the node itself), JSON-ready.
-	PeersJSON() any
+	// Peers returns the known peers (not the node itself).
+	Peers() []apiwire.Peer
 	// Join adds a peer by its gossip address.
 	Join(addr string) error
 }
@@ -516,7 +516,11 @@ func (s *Server) peers(w http.ResponseWriter, r *http.Request) {
 		WriteJSON(w, apiwire.PeersAnswer{Peers: []apiwire.Peer{}})
 		return
 	}
-	WriteJSON(w, s.Peers.PeersJSON())
+	peers := s.Peers.Peers()
+	if peers == nil {
+		peers = []apiwire.Peer{}
+	}
+	WriteJSON(w, apiwire.PeersAnswer{Peers: peers})
 }
 
 func (s *Server) addPeer(w http.ResponseWriter, r *http.Request) {

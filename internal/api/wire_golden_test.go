@@ -19,18 +19,19 @@ import (
 
 	"github.com/cantal-go/cantal/internal/access"
 	"github.com/cantal-go/cantal/internal/alerts"
-	"github.com/cantal-go/cantal/internal/cluster"
+	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/history"
 	"github.com/cantal-go/cantal/internal/registry"
 	"github.com/cantal-go/cantal/internal/remote"
 	"github.com/cantal-go/cantal/internal/series"
 )
 
-// wirePeers answers /api/v1/peers as the agent does (agent.gossip.PeersJSON).
-type wirePeers struct{ peers []cluster.Peer }
+// wirePeers answers /api/v1/peers with fixed peers (agent.peerWire makes them from the
+// membership; TestPeerWireBytes there holds it to the bytes cluster.Peer encodes).
+type wirePeers struct{ peers []apiwire.Peer }
 
-func (p wirePeers) PeersJSON() any    { return map[string]any{"peers": p.peers} }
-func (p wirePeers) Join(string) error { return nil }
+func (p wirePeers) Peers() []apiwire.Peer { return p.peers }
+func (p wirePeers) Join(string) error     { return nil }
 
 // wireCluster is a keptCluster whose Listen pushes one peer update.
 type wireCluster struct {
@@ -92,17 +93,16 @@ func wireServer(t *testing.T) (*httptest.Server, int64) {
 		{Labels: series.Labels{"metric": "lvl"}, Kind: series.Level, TS: now - 2000, Bits: uint64(1<<64 - 5)},
 		{Labels: series.Labels{"metric": "phase"}, Kind: series.State, TS: now - 2000, Text: "NaN", Since: 3},
 	}}}
-	rtt := 12_345 * time.Microsecond
 	snap := &alerts.Snapshot{Truncated: []string{"r&d"}, Alerts: []alerts.Alert{
 		{Name: "hot", State: "firing", Severity: "critical", Labels: series.Labels{"metric": "t<1>"}, Value: 1e21, Op: ">", Threshold: 0.1, SinceMs: 7, Summary: "a & b"},
 		{Name: "cold", State: "pending", Severity: "warning", Labels: series.Labels{}, Value: -1.5e-7, Op: "<", Threshold: 3, SinceMs: 8},
 	}}
 	srv := &Server{Registry: reg, Log: slog.New(slog.DiscardHandler), MaxWindow: time.Hour, NodeName: "local<1>",
 		ClusterTimeout: 200 * time.Millisecond, Cluster: kept, Alerts: func() *alerts.Snapshot { return snap },
-		Peers: wirePeers{peers: []cluster.Peer{
-			{ID: "a1", Name: "n<1>", Addr: "10.0.0.1:22682", HTTP: "10.0.0.1:22682", Version: "v1", Status: cluster.StatusAlive,
-				RTT: rtt, LastSeen: time.UnixMilli(now), Since: time.UnixMilli(now - 100)},
-			{ID: "a2", Name: "n2", Addr: "10.0.0.2:22682", Status: cluster.StatusDead},
+		Peers: wirePeers{peers: []apiwire.Peer{
+			{ID: "a1", Name: "n<1>", Addr: "10.0.0.1:22682", HTTP: "10.0.0.1:22682", Version: "v1", Status: "alive",
+				RTTMs: apiwire.Number{F: 12.345, Raw: "12.345", Valid: true}, LastSeen: now, Since: now - 100},
+			{ID: "a2", Name: "n2", Addr: "10.0.0.2:22682", Status: "dead"},
 		}}}
 	mux := http.NewServeMux()
 	srv.Register(mux)
