@@ -433,18 +433,15 @@ func windowSeries(b []byte, reg *registry.Registry, q Query, now int64, limit in
 			b = append(b, ',')
 		}
 		n++
-		b = append(b, `{"labels":`...)
+		key := h.Key()
 		if node != "" {
-			b = append(b, apiwire.WithNode(h.Labels(), node).Key()...)
-		} else {
-			b = append(b, h.Key()...)
+			key = apiwire.WithNode(h.Labels(), node).Key()
 		}
-		b = append(b, `,"kind":"`...)
-		b = append(b, h.Kind().String()...)
-		b = append(b, '"')
+		fn := ""
 		if q.Rate && h.Kind() == series.Counter {
-			b = append(b, `,"fn":"rate"`...)
+			fn = "rate"
 		}
+		b = apiwire.AppendSeriesHead(b, key, h.Kind().String(), fn)
 		b = member(b, pts)
 		b = append(b, '}')
 		if limit > 0 && len(b)-start > limit {

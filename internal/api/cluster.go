@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"slices"
 	"sort"
-	"strconv"
 	"time"
 
 	"github.com/cantal-go/cantal/internal/apiwire"
@@ -170,19 +169,7 @@ func (s *Server) clusterMetrics(w http.ResponseWriter, r *http.Request) {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = append(b, `{"node":`...)
-		b = series.AppendJSONString(b, n.node)
-		b = append(b, `,"status":"`...)
-		b = append(b, n.status...)
-		b = append(b, '"')
-		if n.since != 0 {
-			b = append(b, `,"since":`...)
-			b = strconv.AppendInt(b, n.since, 10)
-		}
-		if n.errMsg != "" {
-			b = append(b, `,"error":`...)
-			b = series.AppendJSONString(b, n.errMsg)
-		}
+		b = (&apiwire.NodeHead{Node: n.node, Status: string(n.status), Since: n.since, Error: n.errMsg}).AppendJSON(b)
 		b = append(b, `,"series":[`...)
 		for j := range n.series {
 			smp := &n.series[j]
@@ -224,21 +211,11 @@ func (s *Server) clusterMetrics(w http.ResponseWriter, r *http.Request) {
 				rt /= float64(g.rateN)
 			}
 		}
-		b = append(b, `{"labels":`...)
-		b = append(b, key...)
-		b = append(b, `,"kind":"`...)
-		b = append(b, g.kind.String()...)
-		b = append(b, `","fn":"`...)
-		b = append(b, agg...)
-		b = append(b, `","value":`...)
-		b = series.AppendFloat(b, v)
+		a := apiwire.Aggregate{Labels: g.labels, Kind: g.kind.String(), Fn: agg, Value: apiwire.Float(v), Nodes: g.n}
 		if g.rateN > 0 {
-			b = append(b, `,"rate":`...)
-			b = series.AppendFloat(b, rt)
+			a.Rate = apiwire.Float(rt)
 		}
-		b = append(b, `,"nodes":`...)
-		b = strconv.AppendInt(b, int64(g.n), 10)
-		b = append(b, '}')
+		b = a.AppendJSON(b)
 	}
 	b = append(b, "]}\n"...)
 	serverTiming(w, start, peersTook)
@@ -342,19 +319,7 @@ func (s *Server) clusterHistory(w http.ResponseWriter, r *http.Request) {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = append(b, `{"node":`...)
-		b = series.AppendJSONString(b, res.node)
-		b = append(b, `,"status":"`...)
-		b = append(b, res.status...)
-		b = append(b, '"')
-		if res.since != 0 {
-			b = append(b, `,"since":`...)
-			b = strconv.AppendInt(b, res.since, 10)
-		}
-		if res.errMsg != "" {
-			b = append(b, `,"error":`...)
-			b = series.AppendJSONString(b, res.errMsg)
-		}
+		b = (&apiwire.NodeHead{Node: res.node, Status: res.status, Since: res.since, Error: res.errMsg}).AppendJSON(b)
 		b = append(b, `,"series":`...)
 		if res.body == nil {
 			b = append(b, "[]"...)
@@ -396,14 +361,11 @@ func keptHistoryJSON(b []byte, srs []remote.Series, from int64, rate bool, visib
 			b = append(b, ',')
 		}
 		n++
-		b = append(b, `{"labels":`...)
-		b = append(b, sr.Latest.Labels.Key()...)
-		b = append(b, `,"kind":"`...)
-		b = append(b, sr.Latest.Kind.String()...)
-		b = append(b, '"')
+		fn := ""
 		if rate && sr.Latest.Kind == series.Counter {
-			b = append(b, `,"fn":"rate"`...)
+			fn = "rate"
 		}
+		b = apiwire.AppendSeriesHead(b, sr.Latest.Labels.Key(), sr.Latest.Kind.String(), fn)
 		b = append(b, `,"points":[`...)
 		for j, p := range pts {
 			if j > 0 {

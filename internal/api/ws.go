@@ -378,11 +378,8 @@ func (w *wsConn) peerHistory(sub *wsSub, window time.Duration, vis func(series.L
 				b = append(b, ',')
 			}
 			n++
-			b = append(b, `{"labels":`...)
-			b = append(b, sr.Latest.Labels.Key()...)
-			b = append(b, `,"kind":"`...)
-			b = append(b, sr.Latest.Kind.String()...)
-			b = append(b, `","points":[`...)
+			b = apiwire.AppendSeriesHead(b, sr.Latest.Labels.Key(), sr.Latest.Kind.String(), "")
+			b = append(b, `,"points":[`...)
 			m := 0
 			for _, p := range sr.Points {
 				if p.TS < from {
@@ -392,11 +389,7 @@ func (w *wsConn) peerHistory(sub *wsSub, window time.Duration, vis func(series.L
 					b = append(b, ',')
 				}
 				m++
-				b = append(b, '[')
-				b = strconv.AppendInt(b, p.TS, 10)
-				b = append(b, ',')
-				b = series.AppendFloat(b, p.Value)
-				b = append(b, ']')
+				b = apiwire.Point{TS: p.TS, Value: apiwire.Float(p.Value)}.AppendJSON(b)
 			}
 			b = append(b, "]}"...)
 			if len(b) > limit {
