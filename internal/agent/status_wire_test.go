@@ -1,9 +1,7 @@
 package agent
 
 import (
-	"bytes"
 	"encoding/json"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -11,6 +9,7 @@ import (
 	"github.com/cantal-go/cantal/internal/api"
 	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/cluster"
+	"github.com/cantal-go/cantal/internal/testsupport/golden"
 )
 
 // goldenStatus is a status with every member set (a value that is not its type's zero).
@@ -59,20 +58,7 @@ func TestStatusAndProcessesWireUnchanged(t *testing.T) {
 		"processes":        enc(processesAnswer(goldenRows(), api.ProcessQuery{}, 3)),
 		"processes-fields": enc(processesAnswer(goldenRows(), api.ProcessQuery{Sort: "rss", Fields: []string{"rss", "pid", "cmdline", "name", "cpu_percent", "metrics"}}, 3)),
 	} {
-		path := filepath.Join("testdata", name+".json")
-		if os.Getenv("CANTAL_UPDATE_GOLDEN") != "" {
-			if err := os.WriteFile(path, got, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		want, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got, want) {
-			t.Errorf("%s: answer differs from %s:\n got  %s\n want %s", name, path, got, want)
-		}
+		golden.Check(t, filepath.Join("testdata", name+".json"), got)
 	}
 }
 

@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -24,6 +23,7 @@ import (
 	"github.com/cantal-go/cantal/internal/registry"
 	"github.com/cantal-go/cantal/internal/remote"
 	"github.com/cantal-go/cantal/internal/series"
+	"github.com/cantal-go/cantal/internal/testsupport/golden"
 )
 
 // wirePeers answers /api/v1/peers with fixed peers (agent.peerWire makes them from the
@@ -170,28 +170,9 @@ func normalizeTimes(b []byte, now int64) []byte {
 // onto the apiwire types changed nothing a client or a DESIGN.md contract sees.
 func TestWireBytesUnchanged(t *testing.T) {
 	ts, now := wireServer(t)
-	dir := filepath.Join("testdata", "wire")
-	update := os.Getenv("CANTAL_UPDATE_GOLDEN") != ""
-	if update {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
 	for _, r := range goldenRoutes {
-		got := normalizeTimes(fetchBody(t, ts, r.method, r.path, r.body), now)
-		path := filepath.Join(dir, r.name+".json")
-		if update {
-			if err := os.WriteFile(path, got, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		want, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got, want) {
-			t.Errorf("%s %s: answer differs from %s:\n got  %s\n want %s", r.method, r.path, path, got, want)
-		}
+		t.Run(r.name, func(t *testing.T) {
+			golden.Check(t, filepath.Join("testdata", "wire", r.name+".json"), normalizeTimes(fetchBody(t, ts, r.method, r.path, r.body), now))
+		})
 	}
 }

@@ -3,7 +3,6 @@ package api
 import (
 	"bytes"
 	"context"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -11,6 +10,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/cantal-go/cantal/internal/testsupport/golden"
 )
 
 // wsGoldenRequests are the client messages of TestWSFramesUnchanged, one connection, in order:
@@ -68,19 +69,5 @@ func TestWSFramesUnchanged(t *testing.T) {
 	}
 	rcancel()
 	slices.SortFunc(frames, bytes.Compare)
-	got := append(bytes.Join(frames, []byte("\n")), '\n')
-	path := filepath.Join("testdata", "wire", "ws.jsonl")
-	if os.Getenv("CANTAL_UPDATE_GOLDEN") != "" {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, want) {
-		t.Errorf("frames differ from %s:\n got\n%s\n want\n%s", path, got, want)
-	}
+	golden.Check(t, filepath.Join("testdata", "wire", "ws.jsonl"), append(bytes.Join(frames, []byte("\n")), '\n'))
 }
