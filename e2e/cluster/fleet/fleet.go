@@ -422,20 +422,12 @@ func (n *Node) get(ctx context.Context, path string, v any) (int, error) {
 	return len(body), nil
 }
 
-// Series is a series of a cluster answer, either route's: the latest value's time of
-// /api/v1/cluster/metrics, the points of /history (apiwire.Series and apiwire.HistorySeries
-// in one, for tests that ask both).
-type Series struct {
-	Labels map[string]string `json:"labels"`
-	Kind   string            `json:"kind"`
-	TS     int64             `json:"ts"`
-	Points [][2]float64      `json:"points"`
-}
-
 // NodeAnswer is one node's part of a cluster answer.
+// Either route's series decode into apiwire.HistorySeries (labels and kind; /metrics' values
+// are not read).
 type NodeAnswer struct {
 	apiwire.NodeHead
-	Series []Series `json:"series"`
+	Series []apiwire.HistorySeries `json:"series"`
 }
 
 // Answer is a cluster answer with how long it took and how many bytes it was.
