@@ -13,14 +13,14 @@ import (
 	"time"
 
 	"github.com/cantal-go/cantal/internal/cluster"
-	"github.com/cantal-go/cantal/internal/remote"
+	"github.com/cantal-go/cantal/internal/hub"
 )
 
 // gossip joins the agent to its cluster: membership (package cluster) and the lazy remote
-// subscriptions of cluster queries (package remote).
+// subscriptions of cluster queries (package hub).
 type gossip struct {
 	c   *cluster.Cluster
-	hub *remote.Hub
+	hub *hub.Hub
 }
 
 // startGossip builds the membership when --cluster-name is set. Gossip UDP listens on
@@ -75,7 +75,7 @@ func (a *Agent) startGossip() error {
 		a.mux.Handle(cluster.GossipPath, c.StreamHandler())
 	}
 	a.gossip = &gossip{c: c}
-	a.gossip.hub = remote.New(remote.Config{
+	a.gossip.hub = hub.New(hub.Config{
 		Members:  a.gossip.members,
 		TLS:      clientTLS,
 		Interval: a.cfg.Interval,
@@ -107,11 +107,11 @@ func advertisedHTTP(listen, gossipBind string) string {
 	return listen
 }
 
-func (g *gossip) members() []remote.Member {
+func (g *gossip) members() []hub.Member {
 	peers := g.c.Peers()
-	out := make([]remote.Member, 0, len(peers))
+	out := make([]hub.Member, 0, len(peers))
 	for _, p := range peers {
-		out = append(out, remote.Member{
+		out = append(out, hub.Member{
 			ID: p.ID, Name: p.Name, HTTP: p.HTTP,
 			Up: p.Status == cluster.StatusAlive || p.Status == cluster.StatusSuspect,
 		})

@@ -11,7 +11,7 @@ import (
 
 	"github.com/cantal-go/cantal/internal/alerts"
 	"github.com/cantal-go/cantal/internal/apiwire"
-	"github.com/cantal-go/cantal/internal/remote"
+	"github.com/cantal-go/cantal/internal/hub"
 	"github.com/cantal-go/cantal/internal/series"
 )
 
@@ -70,7 +70,7 @@ func (s *Server) clusterAlerts(w http.ResponseWriter, r *http.Request) {
 		rs := make([]result, len(members))
 		ctx, cancel := context.WithTimeout(r.Context(), s.ClusterTimeout+5*time.Second)
 		defer cancel()
-		errs := remote.FanOut(ctx, members, maxHistoryFetches, func(ctx context.Context, i int, m remote.Member) error {
+		errs := hub.FanOut(ctx, members, maxHistoryFetches, func(ctx context.Context, i int, m hub.Member) error {
 			as, err := s.fetchAlerts(ctx, m)
 			if err != nil {
 				return err
@@ -114,10 +114,10 @@ func firing(as []apiwire.Alert) int {
 }
 
 // fetchAlerts reads a peer's /api/v1/alerts.
-func (s *Server) fetchAlerts(ctx context.Context, m remote.Member) ([]apiwire.Alert, error) {
+func (s *Server) fetchAlerts(ctx context.Context, m hub.Member) ([]apiwire.Alert, error) {
 	body, err := s.fetch().Get(ctx, m, "/api/v1/alerts", maxAlertsBody)
-	var tooLarge remote.ErrTooLarge
-	var status remote.StatusError
+	var tooLarge hub.ErrTooLarge
+	var status hub.StatusError
 	switch {
 	case errors.As(err, &tooLarge):
 		return nil, fmt.Errorf("alerts answer larger than %d bytes", maxAlertsBody)

@@ -36,9 +36,9 @@ import (
 	"github.com/cantal-go/cantal/internal/alerts"
 	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/history"
+	"github.com/cantal-go/cantal/internal/hub"
 	"github.com/cantal-go/cantal/internal/querylimit"
 	"github.com/cantal-go/cantal/internal/registry"
-	"github.com/cantal-go/cantal/internal/remote"
 	"github.com/cantal-go/cantal/internal/selector"
 	"github.com/cantal-go/cantal/internal/series"
 	"github.com/cantal-go/cantal/internal/stats"
@@ -99,7 +99,7 @@ type Server struct {
 	wsBudget int
 
 	fetcherOnce sync.Once
-	fetcher     *remote.Fetcher // see fetch
+	fetcher     *hub.Fetcher // see fetch
 }
 
 // Register adds the API routes to mux.
@@ -137,7 +137,7 @@ func handle(mux *http.ServeMux, path string, methods map[string]http.HandlerFunc
 			Error(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed on %s", r.Method, path))
 			return
 		}
-		h(w, r.WithContext(remote.WithCaller(r.Context(), callerName(r))))
+		h(w, r.WithContext(hub.WithCaller(r.Context(), callerName(r))))
 	})
 	if path != "/api/v1/ws" {
 		// JSON answers are gzipped for clients that accept it (gzhttp: Accept-Encoding with
@@ -149,7 +149,7 @@ func handle(mux *http.ServeMux, path string, methods map[string]http.HandlerFunc
 }
 
 // callerName names the caller of r for the bounds the cluster hub keeps per caller (distinct
-// remote selectors, remote.Config.MaxSelectorsPerCaller): its user or certificate name, its uid
+// remote selectors, hub.Config.MaxSelectorsPerCaller): its user or certificate name, its uid
 // on the Unix socket, else its network address.
 func callerName(r *http.Request) string {
 	c, ok := access.FromContext(r.Context())

@@ -12,9 +12,9 @@ import (
 	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/clusteragg"
 	"github.com/cantal-go/cantal/internal/history"
+	"github.com/cantal-go/cantal/internal/hub"
 	"github.com/cantal-go/cantal/internal/querylimit"
 	"github.com/cantal-go/cantal/internal/registry"
-	"github.com/cantal-go/cantal/internal/remote"
 	"github.com/cantal-go/cantal/internal/series"
 )
 
@@ -24,17 +24,17 @@ import (
 // A member whose TLS is set (a cluster with mutual TLS) is fetched from over HTTPS with that
 // client configuration, never over plain HTTP.
 type Cluster interface {
-	Query(ctx context.Context, match string, rate bool) []remote.NodeAnswer
-	Listen(ctx context.Context, match string, rate bool, fn func(remote.Update))
-	Members() []remote.Member
+	Query(ctx context.Context, match string, rate bool) []hub.NodeAnswer
+	Listen(ctx context.Context, match string, rate bool, fn func(hub.Update))
+	Members() []hub.Member
 }
 
 // LatestQuerier is implemented by a Cluster that answers the peers' current values without
-// their history (remote.Hub): cluster/metrics asks it, so that a first metrics query waits only
+// their history (hub.Hub): cluster/metrics asks it, so that a first metrics query waits only
 // for each reachable peer's latest values, never for a history chunk. A Cluster without it is
 // asked Query.
 type LatestQuerier interface {
-	QueryLatest(ctx context.Context, match string, rate bool) []remote.NodeAnswer
+	QueryLatest(ctx context.Context, match string, rate bool) []hub.NodeAnswer
 }
 
 func (s *Server) registerCluster(mux *http.ServeMux) {
@@ -118,7 +118,7 @@ func (s *Server) clusterMetrics(w http.ResponseWriter, r *http.Request) {
 	q, peerVisible, agg, grouping, ns, ctx := cq.Query, cq.peerVisible, cq.agg, cq.grouping, cq.nodes, cq.ctx
 	type nodeSeries struct {
 		node   string
-		status remote.NodeState
+		status hub.NodeState
 		since  int64
 		errMsg string
 		series []series.Sample
@@ -129,7 +129,7 @@ func (s *Server) clusterMetrics(w http.ResponseWriter, r *http.Request) {
 		if !s.local(w, r, func() { local = s.localSamples(q) }) {
 			return // no query slot came free (answered)
 		}
-		nodes = append(nodes, nodeSeries{node: s.NodeName, status: remote.OK, series: local})
+		nodes = append(nodes, nodeSeries{node: s.NodeName, status: hub.OK, series: local})
 	}
 	if s.Cluster != nil {
 		query := s.Cluster.Query
@@ -177,7 +177,7 @@ func (s *Server) clusterMetrics(w http.ResponseWriter, r *http.Request) {
 				b = append(b, ',')
 			}
 			b = smp.AppendJSON(b)
-			if agg == "" || smp.Kind == series.State || n.status == remote.Unreachable {
+			if agg == "" || smp.Kind == series.State || n.status == hub.Unreachable {
 				continue
 			}
 			base := grouping.Key(smp.Labels)
@@ -223,7 +223,7 @@ func (s *Server) clusterMetrics(w http.ResponseWriter, r *http.Request) {
 }
 
 // HistoryKeeper is implemented by a Cluster whose subscriptions keep a chunk of every peer's
-// history (remote.Hub): cluster history windows up to Kept are answered from it.
+// history (hub.Hub): cluster history windows up to Kept are answered from it.
 type HistoryKeeper interface {
 	Kept() time.Duration
 }
@@ -285,12 +285,12 @@ func (s *Server) clusterHistory(w http.ResponseWriter, r *http.Request) {
 			results = append(results, res)
 		}
 	} else if s.Cluster != nil {
-		members := slices.DeleteFunc(slices.Clone(s.Cluster.Members()), func(m remote.Member) bool { return !ns.want(m.Name) })
+		members := slices.DeleteFunc(slices.Clone(s.Cluster.Members()), func(m hub.Member) bool { return !ns.want(m.Name) })
 		params := peerHistoryParams(r.URL.Query(), ns.match)
 		rs := make([]result, len(members))
 		ctx, cancel := context.WithTimeout(r.Context(), s.ClusterTimeout+10*time.Second)
 		defer cancel()
-		errs := remote.FanOut(ctx, members, maxHistoryFetches, func(ctx context.Context, i int, m remote.Member) error {
+		errs := hub.FanOut(ctx, members, maxHistoryFetches, func(ctx context.Context, i int, m hub.Member) error {
 			body, err := s.fetch().Get(ctx, m, "/api/v1/history?"+params.Encode(), maxPeerHistory)
 			if err == nil {
 				rs[i].body = withNodeLabels(body, m.Name, peerVisible)
@@ -345,7 +345,7 @@ func (s *Server) clusterHistory(w http.ResponseWriter, r *http.Request) {
 // keptHistoryJSON appends the series array of a peer's history from the points its remote
 // subscription keeps: numeric series (with their node label) that have points since from, in
 // the shape of HistoryJSON's series; those visible refuses are left out.
-func keptHistoryJSON(b []byte, srs []remote.Series, from int64, rate bool, visible func(series.Labels) bool) []byte {
+func keptHistoryJSON(b []byte, srs []hub.Series, from int64, rate bool, visible func(series.Labels) bool) []byte {
 	b = append(b, '[')
 	n := 0
 	for _, sr := range srs {
@@ -381,9 +381,9 @@ func keptHistoryJSON(b []byte, srs []remote.Series, from int64, rate bool, visib
 // maxPeerHistory bounds a peer's /api/v1/history answer.
 const maxPeerHistory = 256 << 20
 
-// fetch is the client of the cluster routes' requests to peers (remote.Fetcher), made once.
-func (s *Server) fetch() *remote.Fetcher {
-	s.fetcherOnce.Do(func() { s.fetcher = &remote.Fetcher{Timeout: s.ClusterTimeout} })
+// fetch is the client of the cluster routes' requests to peers (hub.Fetcher), made once.
+func (s *Server) fetch() *hub.Fetcher {
+	s.fetcherOnce.Do(func() { s.fetcher = &hub.Fetcher{Timeout: s.ClusterTimeout} })
 	return s.fetcher
 }
 

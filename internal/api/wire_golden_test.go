@@ -20,8 +20,8 @@ import (
 	"github.com/cantal-go/cantal/internal/alerts"
 	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/history"
+	"github.com/cantal-go/cantal/internal/hub"
 	"github.com/cantal-go/cantal/internal/registry"
-	"github.com/cantal-go/cantal/internal/remote"
 	"github.com/cantal-go/cantal/internal/series"
 	"github.com/cantal-go/cantal/internal/testsupport/golden"
 )
@@ -36,10 +36,10 @@ func (p wirePeers) Join(string) error     { return nil }
 // wireCluster is a keptCluster whose Listen pushes one peer update.
 type wireCluster struct {
 	keptCluster
-	update remote.Update
+	update hub.Update
 }
 
-func (c wireCluster) Listen(_ context.Context, _ string, _ bool, fn func(remote.Update)) {
+func (c wireCluster) Listen(_ context.Context, _ string, _ bool, fn func(hub.Update)) {
 	fn(c.update)
 }
 
@@ -75,19 +75,19 @@ func wireServer(t *testing.T) (*httptest.Server, int64) {
 		reg.PutState(st, start, "NaN")
 		reg.Commit()
 	}
-	peer := func(node string, v float64) remote.Series {
-		return remote.Series{
+	peer := func(node string, v float64) hub.Series {
+		return hub.Series{
 			Latest: series.Sample{Labels: series.Labels{"metric": "m&m", "node": node}, Kind: series.Float, TS: now - 1000, Bits: math.Float64bits(v)},
-			Points: []remote.Point{{TS: now - 3000, Value: v}, {TS: now - 1000, Value: math.NaN()}},
+			Points: []hub.Point{{TS: now - 3000, Value: v}, {TS: now - 1000, Value: math.NaN()}},
 		}
 	}
 	var queries atomic.Int32
-	kept := wireCluster{keptCluster: keptCluster{queries: &queries, answers: []remote.NodeAnswer{
-		{Node: "p1", Status: remote.OK, Series: []remote.Series{peer("p1", 1e-9),
+	kept := wireCluster{keptCluster: keptCluster{queries: &queries, answers: []hub.NodeAnswer{
+		{Node: "p1", Status: hub.OK, Series: []hub.Series{peer("p1", 1e-9),
 			{Latest: series.Sample{Labels: series.Labels{"metric": "phase", "node": "p1"}, Kind: series.State, Text: "up <ok>", Since: 5}}}},
-		{Node: "p2<", Status: remote.Stale, Since: now - 5000, Series: []remote.Series{peer("p2<", 2.5e6)}},
-		{Node: "p3", Status: remote.Unreachable, Since: now - 60000, Error: "dial: connection refused & \"gone\""},
-	}}, update: remote.Update{Node: "p1<", TS: now - 2000, Series: []series.Sample{
+		{Node: "p2<", Status: hub.Stale, Since: now - 5000, Series: []hub.Series{peer("p2<", 2.5e6)}},
+		{Node: "p3", Status: hub.Unreachable, Since: now - 60000, Error: "dial: connection refused & \"gone\""},
+	}}, update: hub.Update{Node: "p1<", TS: now - 2000, Series: []series.Sample{
 		{Labels: series.Labels{"metric": "m&m"}, Kind: series.Float, TS: now - 2000, Bits: math.Float64bits(math.Inf(-1)), Rate: 1e21, HasRate: true},
 		{Labels: series.Labels{"metric": "big", "pid": "1"}, Kind: series.Counter, TS: now - 2000, Bits: 1<<60 + 7},
 		{Labels: series.Labels{"metric": "lvl"}, Kind: series.Level, TS: now - 2000, Bits: uint64(1<<64 - 5)},

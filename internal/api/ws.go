@@ -14,8 +14,8 @@ import (
 
 	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/history"
+	"github.com/cantal-go/cantal/internal/hub"
 	"github.com/cantal-go/cantal/internal/registry"
-	"github.com/cantal-go/cantal/internal/remote"
 	"github.com/cantal-go/cantal/internal/selector"
 	"github.com/cantal-go/cantal/internal/series"
 )
@@ -276,7 +276,7 @@ func (w *wsConn) subscribe(req *apiwire.WSRequest) {
 
 	if sub.node != "" && w.srv.Cluster != nil {
 		peerVis := w.srv.PeerSeriesVisible(w.ctx)
-		go w.srv.Cluster.Listen(sub.ctx, req.Match, sub.rate, func(u remote.Update) {
+		go w.srv.Cluster.Listen(sub.ctx, req.Match, sub.rate, func(u hub.Update) {
 			w.queue(wsMsg{sub: sub, kind: msgUpdate, node: u.Node, b: remoteUpdate(req.ID, u, peerVis)})
 		})
 		if window > 0 {
@@ -408,7 +408,7 @@ func (w *wsConn) peerHistory(sub *wsSub, window time.Duration, vis func(series.L
 
 // remoteUpdate is the update message of a peer's new values for a cluster subscription, with
 // the series vis refuses left out.
-func remoteUpdate(id string, u remote.Update, vis func(series.Labels) bool) []byte {
+func remoteUpdate(id string, u hub.Update, vis func(series.Labels) bool) []byte {
 	b := apiwire.AppendWSHead(nil, "update", id, u.Node)
 	b = append(b, `,"ts":`...)
 	b = strconv.AppendInt(b, u.TS, 10)

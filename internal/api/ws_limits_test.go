@@ -16,8 +16,8 @@ import (
 
 	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/history"
+	"github.com/cantal-go/cantal/internal/hub"
 	"github.com/cantal-go/cantal/internal/registry"
-	"github.com/cantal-go/cantal/internal/remote"
 	"github.com/cantal-go/cantal/internal/series"
 )
 
@@ -184,7 +184,7 @@ func TestFinding08_WSSlowReaderUpdates(t *testing.T) {
 	sub := w.subs["c"]
 	for i := range 1000 {
 		for _, node := range []string{"b", "c"} {
-			u := remote.Update{Node: node, TS: int64(i), Series: []series.Sample{{Labels: series.Labels{"metric": "m1"}, Kind: series.Float, TS: int64(i)}}}
+			u := hub.Update{Node: node, TS: int64(i), Series: []series.Sample{{Labels: series.Labels{"metric": "m1"}, Kind: series.Float, TS: int64(i)}}}
 			w.queue(wsMsg{sub: sub, kind: msgUpdate, node: node, b: remoteUpdate("c", u, nil)})
 		}
 	}
