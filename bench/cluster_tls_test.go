@@ -19,8 +19,8 @@ import (
 
 	"github.com/cantal-go/cantal/internal/api"
 	"github.com/cantal-go/cantal/internal/history"
+	"github.com/cantal-go/cantal/internal/hub"
 	"github.com/cantal-go/cantal/internal/registry"
-	"github.com/cantal-go/cantal/internal/remote"
 	"github.com/cantal-go/cantal/internal/series"
 	"github.com/cantal-go/cantal/internal/testsupport/testpki"
 )
@@ -164,10 +164,10 @@ type tlsLab struct {
 	ca      *testpki.CA
 	me      *testpki.Node
 	peers   []*tlsPeer
-	members []remote.Member
+	members []hub.Member
 
 	mu     sync.Mutex
-	hub    *remote.Hub
+	hub    *hub.Hub
 	stop   context.CancelFunc
 	front  *httptest.Server // node 0's API
 	client *http.Client     // the user's, kept alive
@@ -202,7 +202,7 @@ func newTLSLab(b *testing.B, secure bool) *tlsLab {
 		srv.Register(mux)
 		p.srv = l.serve(b, mux, "node"+strconv.Itoa(i))
 		l.peers = append(l.peers, p)
-		l.members = append(l.members, remote.Member{ID: srv.NodeName, Name: srv.NodeName,
+		l.members = append(l.members, hub.Member{ID: srv.NodeName, Name: srv.NodeName,
 			HTTP: strings.TrimPrefix(strings.TrimPrefix(p.srv.URL, "https://"), "http://"), Up: true})
 	}
 	l.newHub()
@@ -240,12 +240,12 @@ func (l *tlsLab) newHub() {
 		l.stop()
 		l.front.Close()
 	}
-	cfg := remote.Config{Members: func() []remote.Member { return append([]remote.Member(nil), l.members...) },
+	cfg := hub.Config{Members: func() []hub.Member { return append([]hub.Member(nil), l.members...) },
 		Interval: time.Second, Timeout: 5 * time.Second}
 	if l.secure {
 		cfg.TLS = l.me.ClientTLS
 	}
-	l.hub = remote.New(cfg)
+	l.hub = hub.New(cfg)
 	ctx, stop := context.WithCancel(context.Background())
 	l.stop = stop
 	go l.hub.Run(ctx)
@@ -296,7 +296,7 @@ func (l *tlsLab) updates(b *testing.B) (round, stop func()) {
 		done = make(chan struct{}, 1)
 		bad  atomic.Value
 	)
-	go l.hub.Listen(ctx, tlsBenchSel, false, func(u remote.Update) {
+	go l.hub.Listen(ctx, tlsBenchSel, false, func(u hub.Update) {
 		if len(u.Series) != tlsBenchSeries {
 			bad.CompareAndSwap(nil, fmt.Sprintf("update from %s with %d series", u.Node, len(u.Series)))
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cantal-go/cantal/internal/api"
+	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/history"
 	"github.com/cantal-go/cantal/internal/registry"
 	"github.com/cantal-go/cantal/internal/series"
@@ -164,8 +165,8 @@ func buildQueryNode(b *testing.B, churn bool) *queryNode {
 		reg.Commit()
 	}
 	srv := &api.Server{Registry: reg, Log: slog.New(slog.DiscardHandler), MaxWindow: time.Hour,
-		Status:    func(context.Context) any { return struct{}{} },
-		Processes: func(context.Context, api.ProcessQuery) any { return struct{}{} }}
+		Status:    func(context.Context) apiwire.Status { return apiwire.Status{} },
+		Processes: func(context.Context, api.ProcessQuery) apiwire.ProcessesAnswer { return apiwire.ProcessesAnswer{} }}
 	mux := http.NewServeMux()
 	srv.Register(mux)
 	return &queryNode{reg: reg, mux: mux, livePID: strconv.Itoa(ps[0].pid)}

@@ -3,16 +3,16 @@ package main
 import (
 	"context"
 	"fmt"
-	"github.com/cantal-go/cantal/internal/agent"
+	"github.com/cantal-go/cantal/internal/apiwire"
 	"path/filepath"
 	"sort"
 	"sync"
 	"time"
 )
 
-// status is the agent's /api/v1/status answer, decoded with the agent's own type so the report
+// status is the agent's /api/v1/status answer, decoded with the type the agent encodes it from so the report
 // follows the contract.
-type status = agent.Status
+type status = apiwire.Status
 
 // agentProc is a running cantal-agent.
 type agentProc struct {

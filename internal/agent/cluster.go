@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/buildinfo"
@@ -12,14 +13,14 @@ import (
 	"time"
 
 	"github.com/cantal-go/cantal/internal/cluster"
-	"github.com/cantal-go/cantal/internal/remote"
+	"github.com/cantal-go/cantal/internal/hub"
 )
 
 // gossip joins the agent to its cluster: membership (package cluster) and the lazy remote
-// subscriptions of cluster queries (package remote).
+// subscriptions of cluster queries (package hub).
 type gossip struct {
 	c   *cluster.Cluster
-	hub *remote.Hub
+	hub *hub.Hub
 }
 
 // startGossip builds the membership when --cluster-name is set. Gossip UDP listens on
@@ -76,7 +77,7 @@ func (a *Agent) startGossip() error {
 		a.mux.Handle(cluster.GossipPath, c.StreamHandler())
 	}
 	a.gossip = &gossip{c: c}
-	a.gossip.hub = remote.New(remote.Config{
+	a.gossip.hub = hub.New(hub.Config{
 		Members:  a.gossip.members,
 		TLS:      clientTLS,
 		Interval: a.cfg.Interval,
@@ -108,11 +109,11 @@ func advertisedHTTP(listen, gossipBind string) string {
 	return listen
 }
 
-func (g *gossip) members() []remote.Member {
+func (g *gossip) members() []hub.Member {
 	peers := g.c.Peers()
-	out := make([]remote.Member, 0, len(peers))
+	out := make([]hub.Member, 0, len(peers))
 	for _, p := range peers {
-		out = append(out, remote.Member{
+		out = append(out, hub.Member{
 			ID: p.ID, Name: p.Name, HTTP: p.HTTP,
 			Up: p.Status == cluster.StatusAlive || p.Status == cluster.StatusSuspect,
 		})
@@ -120,13 +121,35 @@ func (g *gossip) members() []remote.Member {
 	return out
 }
 
-// PeersJSON implements api.Peers.
-func (g *gossip) PeersJSON() any {
+// Peers implements api.Peers.
+func (g *gossip) Peers() []apiwire.Peer {
 	peers := g.c.Peers()
-	if peers == nil {
-		peers = []cluster.Peer{}
+	out := make([]apiwire.Peer, len(peers))
+	for i, p := range peers {
+		out[i] = peerWire(p)
 	}
-	return map[string]any{"peers": peers}
+	return out
+}
+
+// peerWire is p as /api/v1/peers writes it: times in unix ms (0: never), the round trip in
+// ms to the microsecond and absent until measured, written as encoding/json writes a float.
+func peerWire(p cluster.Peer) apiwire.Peer {
+	w := apiwire.Peer{ID: p.ID, Name: p.Name, Addr: p.Addr, HTTP: p.HTTP, Version: p.Version,
+		Status: string(p.Status), LastSeen: unixMilli(p.LastSeen), Since: unixMilli(p.Since)}
+	if p.RTT > 0 {
+		ms := float64(p.RTT.Microseconds()) / 1000
+		raw, _ := json.Marshal(ms)
+		w.RTTMs = apiwire.Number{F: ms, Raw: string(raw), Valid: true}
+	}
+	return w
+}
+
+// unixMilli is t in unix ms, 0 for the zero time.
+func unixMilli(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
 }
 
 // Join implements api.Peers. Its errors are cluster.JoinError, one text whatever went wrong

@@ -43,6 +43,7 @@ import (
 
 	"github.com/cantal-go/cantal/internal/alerts"
 	"github.com/cantal-go/cantal/internal/api"
+	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/carbon"
 	"github.com/cantal-go/cantal/internal/connlimit"
 	"github.com/cantal-go/cantal/internal/remotewrite"
@@ -106,18 +107,7 @@ type ReloadResult struct {
 }
 
 // ConfigStatus is /api/v1/status' config object: the reloads' outcome.
-type ConfigStatus struct {
-	File    string `json:"file,omitempty"`
-	Reloads int64  `json:"reloads"` // attempted since the start
-	// LastReloadSuccessful is false while the latest reload failed (the configuration before
-	// it stays in force); LastReloadError says why.
-	LastReloadSuccessful bool   `json:"last_reload_successful"`
-	LastReloadError      string `json:"last_reload_error,omitempty"`
-	LastReloadMs         int64  `json:"last_reload_ms,omitempty"` // latest attempt (unix ms)
-	// LastSuccessMs is the latest successful load: the start, or a reload (unix ms).
-	LastSuccessMs int64    `json:"last_reload_success_ms"`
-	NeedsRestart  []string `json:"needs_restart"`
-}
+type ConfigStatus = apiwire.ConfigStatus
 
 // reloader is the agent's reload state and the goroutines of the subsystems a reload restarts
 // (statsd, carbon, remote write). mu serialises reloads, and the start and stop of those

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/rrddrpc"
 )
 
@@ -53,35 +54,17 @@ func (a *Agent) nextRRDDRead() time.Duration {
 	return iv - since%iv
 }
 
-// RRDDRPCStatus is the status of --rrdd-rpc: the plugins registered and what the server did.
-type RRDDRPCStatus struct {
-	Socket       string          `json:"socket"`
-	Plugins      []RRDDRPCPlugin `json:"plugins"`
-	Calls        uint64          `json:"calls"`
-	Failures     uint64          `json:"failures"`
-	BadRequests  uint64          `json:"bad_requests"`
-	RefusedPeers uint64          `json:"refused_peers"`
-}
-
-// RRDDRPCPlugin is one registered plugin.
-type RRDDRPCPlugin struct {
-	UID       string `json:"uid"`
-	Protocol  string `json:"protocol"`
-	Frequency string `json:"frequency"`
-	Since     int64  `json:"since"` // unix ms of its first registration
-}
-
 // rrddRPCStatus is nil unless the plugin RPC is being served.
-func (a *Agent) rrddRPCStatus() *RRDDRPCStatus {
+func (a *Agent) rrddRPCStatus() *apiwire.RRDDRPC {
 	srv := a.rrddRPC.Load()
 	if srv == nil {
 		return nil
 	}
 	st := srv.Stats()
-	out := &RRDDRPCStatus{Socket: srv.Path(), Plugins: []RRDDRPCPlugin{}, Calls: st.Calls, Failures: st.Failures,
+	out := &apiwire.RRDDRPC{Socket: srv.Path(), Plugins: []apiwire.RRDDRPCPlugin{}, Calls: st.Calls, Failures: st.Failures,
 		BadRequests: st.BadRequests, RefusedPeers: st.RefusedPeers}
 	for _, p := range srv.Plugins() {
-		out.Plugins = append(out.Plugins, RRDDRPCPlugin{UID: p.UID, Protocol: p.Protocol, Frequency: p.Frequency, Since: p.Since.UnixMilli()})
+		out.Plugins = append(out.Plugins, apiwire.RRDDRPCPlugin{UID: p.UID, Protocol: p.Protocol, Frequency: p.Frequency, Since: p.Since.UnixMilli()})
 	}
 	return out
 }

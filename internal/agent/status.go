@@ -19,101 +19,15 @@ import (
 
 	"github.com/cantal-go/cantal/internal/access"
 	"github.com/cantal-go/cantal/internal/api"
+	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/redact"
-	"github.com/cantal-go/cantal/internal/registry"
 	"github.com/cantal-go/cantal/internal/remotewrite"
 )
 
-// Status is the /api/v1/status answer.
-type Status struct {
-	NodeID   string  `json:"node_id"`
-	NodeName string  `json:"node_name"`
-	Hostname string  `json:"hostname"`
-	Version  string  `json:"version"`
-	Started  int64   `json:"started"` // unix ms
-	UptimeS  float64 `json:"uptime_s"`
-	// HostUptimeS is the machine's uptime (--proc/uptime), absent when unreadable.
-	HostUptimeS float64 `json:"host_uptime_s,omitempty"`
-	IntervalMs  int64   `json:"interval_ms"`
-	HistoryS    float64 `json:"history_s"`
-	Pid         int     `json:"pid"`
-	ClusterName string  `json:"cluster_name,omitempty"`
-	LastScan    struct {
-		TS         int64   `json:"ts"`
-		DurationMs float64 `json:"duration_ms"`
-		Scans      int64   `json:"scans"`
-		Added      int     `json:"series_added"`
-		Removed    int     `json:"series_removed"`
-		// Late counts the scans that started more than 1.5 intervals after the previous one.
-		Late int64 `json:"late"`
-	} `json:"last_scan"`
-	Counts struct {
-		Series  int   `json:"series"`
-		Evicted int64 `json:"series_evicted"` // dropped by --max-series since the start
-		// Pushed series (source="push"), in their own budget: held by the registry, what they
-		// cost in bytes, evicted from it, and pushes refused by ingest for lack of room.
-		Pushed        int    `json:"pushed_series"`
-		PushedBytes   int64  `json:"pushed_bytes"`
-		PushedEvicted int64  `json:"pushed_evicted"`
-		PushRefused   uint64 `json:"push_refused"`
-		// Pushed points stored (line protocol, OTLP, statsd), and those accepted on arrival
-		// but refused at their scan (its history segment had closed meanwhile).
-		PushPoints    uint64 `json:"push_points"`
-		PushLate      uint64 `json:"push_late"`
-		LiveSeries    int    `json:"live_series"`
-		Processes     int    `json:"processes"`
-		Apps          int    `json:"apps"`
-		Problems      int    `json:"problems"`
-		HistoryPoints int64  `json:"history_points"`
-		HistoryBytes  int64  `json:"history_bytes"`
-	} `json:"counts"`
-	Memory struct {
-		HeapInuse    uint64 `json:"heap_inuse"`
-		HeapIdle     uint64 `json:"heap_idle"`
-		HeapReleased uint64 `json:"heap_released"`
-		Sys          uint64 `json:"sys"`
-		NumGC        uint32 `json:"num_gc"`
-	} `json:"memory"`
-	// ProcessScan counts what the process scans left out to keep the interval (issue 22).
-	ProcessScan procscan.ScanStats `json:"process_scan"`
-	Problems    []registry.Problem `json:"problems"`
-	Security    Security           `json:"security"`
-	RRDDRPC     *RRDDRPCStatus     `json:"rrdd_rpc,omitempty"` // with --rrdd-rpc
-	// RemoteWrite is each --remote-write endpoint's position, lag and counters.
-	RemoteWrite []remotewrite.Status `json:"remote_write,omitempty"`
-	// Config is the configuration reloads' outcome (reload.go).
-	Config ConfigStatus `json:"config"`
-}
-
-// Security is how the agent faces its callers, and what the bounds on connections did.
-type Security struct {
-	WebConfig        bool   `json:"web_config"`
-	TLS              bool   `json:"tls"`
-	MutualTLS        bool   `json:"mutual_tls"`
-	WebConfigError   string `json:"web_config_error,omitempty"` // the last reload that failed
-	PrivateProcesses bool   `json:"private_processes"`
-	RedactCmdlines   bool   `json:"redact_cmdlines"`
-	// Caller is who asked, as the agent identified it, and its roles.
-	Caller    string           `json:"caller"`
-	Roles     string           `json:"roles"`
-	Listeners []ListenerStatus `json:"listeners"`
-}
-
-// ListenerStatus is one listener's connection counts (package connlimit).
-type ListenerStatus struct {
-	Addr      string `json:"addr"`
-	Open      int    `json:"open"`
-	Max       int    `json:"max"`
-	PerSource int    `json:"max_per_source"`
-	Shed      uint64 `json:"shed"`
-	Evicted   uint64 `json:"evicted"`
-	Refused   uint64 `json:"refused"` // requests of anonymous callers refused: only the reserve was left
-}
-
 // status is the /api/v1/status answer for the caller in ctx. The problems of the scan name
 // files and processes, so a caller who may not see every process gets their count only.
-func (a *Agent) status(ctx context.Context) any {
-	var s Status
+func (a *Agent) status(ctx context.Context) apiwire.Status {
+	var s apiwire.Status
 	s.NodeID = a.nodeID
 	s.NodeName = a.cfg.NodeName
 	s.Hostname, _ = os.Hostname()
@@ -140,14 +54,13 @@ func (a *Agent) status(ctx context.Context) any {
 	s.Counts.Processes = a.procs.Len() // not len(Table()): a copy of the table (2.6 MB at 10 000 processes) per status request
 	s.ProcessScan = a.procs.Stats()
 	s.Counts.Apps = a.apps.Count()
-	s.Problems = v.Problems
-	if s.Problems == nil {
-		s.Problems = []registry.Problem{}
-	}
-	s.Counts.Problems = len(s.Problems)
+	s.Counts.Problems = len(v.Problems)
 	caller, _ := access.FromContext(ctx)
-	if caller.Processes != access.ProcessesAll {
-		s.Problems = []registry.Problem{}
+	s.Problems = make([]apiwire.Problem, 0, len(v.Problems))
+	if caller.Processes == access.ProcessesAll {
+		for _, p := range v.Problems {
+			s.Problems = append(s.Problems, apiwire.Problem(p))
+		}
 	}
 	if caller.Processes != access.ProcessesAll || caller.Details != access.ProcessesAll {
 		// The totals would tell what the caller may not see (N14).
@@ -155,15 +68,8 @@ func (a *Agent) status(ctx context.Context) any {
 	}
 	s.Security = a.security(caller)
 	s.RRDDRPC = a.rrddRPCStatus()
-	s.RemoteWrite = a.remoteWriteStatus()
+	s.RemoteWrite = remoteWriteWire(a.remoteWriteStatus(), caller.Has(access.Write))
 	s.Config = a.configStatus()
-	if !caller.Has(access.Write) {
-		// A receiver's own text may echo what it was sent or its internals: whole only to
-		// the callers who may configure the agent (N12).
-		for i := range s.RemoteWrite {
-			s.RemoteWrite[i] = s.RemoteWrite[i].ForReaders()
-		}
-	}
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	s.Memory.HeapInuse, s.Memory.HeapIdle, s.Memory.HeapReleased = ms.HeapInuse, ms.HeapIdle, ms.HeapReleased
@@ -172,29 +78,6 @@ func (a *Agent) status(ctx context.Context) any {
 	s.Counts.HistoryPoints = hs.Points
 	s.Counts.HistoryBytes = hs.CompressedBytes + hs.StagingBytes
 	return s
-}
-
-// ProcessJSON is one process in /api/v1/processes.
-type ProcessJSON struct {
-	PID        int      `json:"pid"`
-	PPID       int      `json:"ppid"`
-	UID        int      `json:"uid"`
-	Name       string   `json:"name"`
-	Cmdline    []string `json:"cmdline"`
-	State      string   `json:"state"`
-	StartTime  int64    `json:"start_time"`
-	Threads    int      `json:"threads"`
-	CPUUser    float64  `json:"cpu_user"`
-	CPUSystem  float64  `json:"cpu_system"`
-	CPUPercent float64  `json:"cpu_percent"`
-	RSS        uint64   `json:"rss"`
-	VSZ        uint64   `json:"vsz"`
-	Swap       uint64   `json:"swap"`
-	ReadBytes  uint64   `json:"read_bytes"`
-	WriteBytes uint64   `json:"write_bytes"`
-	Cgroup     string   `json:"cgroup"`
-	AppName    string   `json:"appname,omitempty"`
-	Metrics    bool     `json:"metrics"`
 }
 
 // hostUptime reads the machine's uptime in seconds from proc's uptime file (its first
@@ -216,89 +99,30 @@ func hostUptime(proc string) float64 {
 // it may see (access.Caller.SeesProcess), with command lines redacted by package redact unless
 // --show-cmdlines. A caller who may see no process gets an empty list, not an error, as /proc
 // mounted hidepid=2 shows an unprivileged user an empty process list rather than refusing.
-func (a *Agent) processes(ctx context.Context, q api.ProcessQuery) any {
+func (a *Agent) processes(ctx context.Context, q api.ProcessQuery) apiwire.ProcessesAnswer {
 	c, _ := access.FromContext(ctx)
 	rows := processRows(a.procs.Table(), c, a.cfg.ShowCmdlines, a.apps.Exports)
-	total := len(rows)
-	top := topProcesses(rows, q)
-	if q.Fields != nil {
-		return map[string]any{"processes": projectRows(top, q.Fields), "total": total}
-	}
-	return map[string]any{"processes": top, "total": total}
+	return processesAnswer(rows, q, len(rows))
 }
 
-// projectRows keeps only the given keys (each one of api.ProcessFields) of each row.
-func projectRows(rows []ProcessJSON, fields []string) []map[string]any {
-	out := make([]map[string]any, len(rows))
-	for i := range rows {
-		p := &rows[i]
-		m := make(map[string]any, len(fields))
-		for _, f := range fields {
-			m[f] = p.field(f)
-		}
-		out[i] = m
-	}
-	return out
-}
-
-// field is the value of the row's key f (one of api.ProcessFields; nil for any other).
-func (p *ProcessJSON) field(f string) any {
-	switch f {
-	case "pid":
-		return p.PID
-	case "ppid":
-		return p.PPID
-	case "uid":
-		return p.UID
-	case "name":
-		return p.Name
-	case "cmdline":
-		return p.Cmdline
-	case "state":
-		return p.State
-	case "start_time":
-		return p.StartTime
-	case "threads":
-		return p.Threads
-	case "cpu_user":
-		return p.CPUUser
-	case "cpu_system":
-		return p.CPUSystem
-	case "cpu_percent":
-		return p.CPUPercent
-	case "rss":
-		return p.RSS
-	case "vsz":
-		return p.VSZ
-	case "swap":
-		return p.Swap
-	case "read_bytes":
-		return p.ReadBytes
-	case "write_bytes":
-		return p.WriteBytes
-	case "cgroup":
-		return p.Cgroup
-	case "appname":
-		return p.AppName
-	case "metrics":
-		return p.Metrics
-	}
-	return nil
+// processesAnswer is the answer of rows (reordered in place) for q, total processes visible.
+func processesAnswer(rows []apiwire.Process, q api.ProcessQuery, total int) apiwire.ProcessesAnswer {
+	return apiwire.ProcessesAnswer{Processes: topProcesses(rows, q), Total: total, Fields: q.Fields}
 }
 
 // topProcesses orders rows as q asks (largest CPU share or RSS first, ties by pid) and keeps
 // the first q.Limit (0: all). rows is reordered in place.
-func topProcesses(rows []ProcessJSON, q api.ProcessQuery) []ProcessJSON {
-	key := func(p *ProcessJSON) float64 { return p.CPUPercent }
+func topProcesses(rows []apiwire.Process, q api.ProcessQuery) []apiwire.Process {
+	key := func(p *apiwire.Process) float64 { return p.CPUPercent }
 	switch q.Sort {
 	case "cpu":
 	case "rss":
-		key = func(p *ProcessJSON) float64 { return float64(p.RSS) }
+		key = func(p *apiwire.Process) float64 { return float64(p.RSS) }
 	default:
 		key = nil
 	}
 	if key != nil {
-		slices.SortStableFunc(rows, func(a, b ProcessJSON) int {
+		slices.SortStableFunc(rows, func(a, b apiwire.Process) int {
 			if c := cmp.Compare(key(&b), key(&a)); c != 0 {
 				return c
 			}
@@ -313,14 +137,14 @@ func topProcesses(rows []ProcessJSON, q api.ProcessQuery) []ProcessJSON {
 
 // processRows turns the process table into the rows caller may see; whole keeps command lines
 // unredacted; exports tells whether a process exports metrics.
-func processRows(table []procscan.Process, caller access.Caller, whole bool, exports func(pid int) bool) []ProcessJSON {
-	out := make([]ProcessJSON, 0, len(table))
+func processRows(table []procscan.Process, caller access.Caller, whole bool, exports func(pid int) bool) []apiwire.Process {
+	out := make([]apiwire.Process, 0, len(table))
 	for i := range table {
 		p := &table[i]
 		if caller.Processes != access.ProcessesAll && (p.UID < 0 || !caller.SeesProcess(uint32(p.UID))) {
 			continue
 		}
-		row := ProcessJSON{
+		row := apiwire.Process{
 			PID: p.PID, PPID: p.PPID, UID: p.UID, Name: p.Name, Cmdline: p.Cmdline,
 			State: p.State, StartTime: p.StartTime, Threads: p.Threads,
 			CPUUser: p.CPUUser, CPUSystem: p.CPUSystem, CPUPercent: p.CPUPercent,
@@ -361,14 +185,14 @@ func visibleCounts(table []procscan.Process, caller access.Caller, exports func(
 	return procs, apps
 }
 
-func (a *Agent) security(caller access.Caller) Security {
-	sec := Security{
+func (a *Agent) security(caller access.Caller) apiwire.Security {
+	sec := apiwire.Security{
 		WebConfig:        a.web != nil,
 		PrivateProcesses: a.privateProcesses,
 		RedactCmdlines:   !a.cfg.ShowCmdlines,
 		Caller:           caller.Via,
 		Roles:            caller.Roles.String(),
-		Listeners:        []ListenerStatus{},
+		Listeners:        []apiwire.Listener{},
 	}
 	if caller.Name != "" {
 		sec.Caller += " " + caller.Name
@@ -381,9 +205,26 @@ func (a *Agent) security(caller access.Caller) Security {
 	}
 	for _, b := range a.listeners {
 		st := b.cl.Stats()
-		sec.Listeners = append(sec.Listeners, ListenerStatus{Addr: b.addr, Open: st.Open, Max: st.Max, PerSource: st.PerSource, Shed: st.Shed, Evicted: st.Evicted, Refused: st.Refused})
+		sec.Listeners = append(sec.Listeners, apiwire.Listener{Addr: b.addr, Open: st.Open, Max: st.Max, PerSource: st.PerSource, Shed: st.Shed, Evicted: st.Evicted, Refused: st.Refused})
 	}
 	return sec
+}
+
+// remoteWriteWire is the status' remote_write list: the endpoints' last errors whole only
+// for callers who may configure the agent (whole), as a receiver's own text may echo what it
+// was sent or its internals (N12).
+func remoteWriteWire(st []remotewrite.Status, whole bool) []apiwire.RemoteWrite {
+	if st == nil {
+		return nil
+	}
+	out := make([]apiwire.RemoteWrite, len(st))
+	for i, e := range st {
+		if !whole {
+			e = e.ForReaders()
+		}
+		out[i] = e.RemoteWrite
+	}
+	return out
 }
 
 // cmdline serves /debug/pprof/cmdline as net/http/pprof does (the arguments, NUL-separated),

@@ -1,15 +1,14 @@
 package agent
 
 import (
-	"encoding/json"
 	"os"
 	"path/filepath"
-	"reflect"
 	"slices"
 	"testing"
 
 	"github.com/cantal-go/cantal/internal/access"
 	"github.com/cantal-go/cantal/internal/api"
+	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/procscan"
 )
 
@@ -26,7 +25,7 @@ func TestProcessRowsVisibleAndRedacted(t *testing.T) {
 		{PID: 2, UID: 0, Name: "kthreadd"}, // no command line
 	}
 	exports := func(pid int) bool { return pid == 100 }
-	pids := func(rows []ProcessJSON) []int {
+	pids := func(rows []apiwire.Process) []int {
 		var out []int
 		for _, r := range rows {
 			out = append(out, r.PID)
@@ -125,10 +124,10 @@ func TestVisibleCounts(t *testing.T) {
 // TestTopProcesses: sort=cpu|rss orders the largest first (ties by pid) and limit keeps the
 // first rows; no sort keeps the table's order.
 func TestTopProcesses(t *testing.T) {
-	rows := func() []ProcessJSON {
-		return []ProcessJSON{{PID: 5, CPUPercent: 1, RSS: 50}, {PID: 2, CPUPercent: 9, RSS: 10}, {PID: 9, CPUPercent: 9, RSS: 90}, {PID: 1, CPUPercent: 0, RSS: 70}}
+	rows := func() []apiwire.Process {
+		return []apiwire.Process{{PID: 5, CPUPercent: 1, RSS: 50}, {PID: 2, CPUPercent: 9, RSS: 10}, {PID: 9, CPUPercent: 9, RSS: 90}, {PID: 1, CPUPercent: 0, RSS: 70}}
 	}
-	pids := func(rs []ProcessJSON) []int {
+	pids := func(rs []apiwire.Process) []int {
 		var out []int
 		for _, r := range rs {
 			out = append(out, r.PID)
@@ -148,27 +147,6 @@ func TestTopProcesses(t *testing.T) {
 		if got := pids(topProcesses(rows(), tc.q)); !slices.Equal(got, tc.want) {
 			t.Errorf("%+v: pids %v; want %v", tc.q, got, tc.want)
 		}
-	}
-}
-
-// TestProjectRows: fields= keeps exactly the keys asked for, with the values the whole row
-// has, and every key of api.ProcessFields is a key the whole row writes.
-func TestProjectRows(t *testing.T) {
-	row := ProcessJSON{PID: 7, PPID: 1, UID: 1000, Name: "app", Cmdline: []string{"app", "-v"}, State: "S",
-		StartTime: 5, Threads: 3, CPUUser: 1.5, CPUSystem: 0.5, CPUPercent: 12.5, RSS: 4096, VSZ: 8192,
-		Swap: 1, ReadBytes: 2, WriteBytes: 3, Cgroup: "/x", AppName: "a", Metrics: true}
-	b, _ := json.Marshal(row)
-	var whole map[string]any
-	json.Unmarshal(b, &whole)
-	b, _ = json.Marshal(projectRows([]ProcessJSON{row}, api.ProcessFields))
-	var all []map[string]any
-	json.Unmarshal(b, &all)
-	if !reflect.DeepEqual(all[0], whole) {
-		t.Errorf("every field projected:\n%v\nwant the whole row:\n%v", all[0], whole)
-	}
-	b, _ = json.Marshal(projectRows([]ProcessJSON{row}, []string{"pid", "name", "cpu_percent", "rss"}))
-	if want := `[{"cpu_percent":12.5,"name":"app","pid":7,"rss":4096}]`; string(b) != want {
-		t.Errorf("four fields: %s; want %s", b, want)
 	}
 }
 

@@ -3,16 +3,15 @@ package api
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"sort"
-	"sync"
 	"time"
 
 	"github.com/cantal-go/cantal/internal/alerts"
 	"github.com/cantal-go/cantal/internal/apiwire"
-	"github.com/cantal-go/cantal/internal/remote"
+	"github.com/cantal-go/cantal/internal/hub"
 	"github.com/cantal-go/cantal/internal/series"
 )
 
@@ -71,40 +70,27 @@ func (s *Server) clusterAlerts(w http.ResponseWriter, r *http.Request) {
 		rs := make([]result, len(members))
 		ctx, cancel := context.WithTimeout(r.Context(), s.ClusterTimeout+5*time.Second)
 		defer cancel()
-		sem := make(chan struct{}, maxHistoryFetches)
-		var wg sync.WaitGroup
-		for i, m := range members {
-			rs[i].node = apiwire.AlertsNode{Node: m.Name, Status: "ok"}
-			if m.HTTP == "" || !m.Up {
-				rs[i].node.Status, rs[i].node.Error = "unreachable", "peer is down"
-				continue
+		errs := hub.FanOut(ctx, members, maxHistoryFetches, func(ctx context.Context, i int, m hub.Member) error {
+			as, err := s.fetchAlerts(ctx, m)
+			if err != nil {
+				return err
 			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				select {
-				case sem <- struct{}{}:
-					defer func() { <-sem }()
-				case <-ctx.Done():
-					rs[i].node.Status, rs[i].node.Error = "unreachable", ctx.Err().Error()
-					return
+			for j := range as {
+				as[j].Node = m.Name
+				if as[j].Labels == nil || peerVisible != nil && !peerVisible(as[j].Labels) {
+					as[j].Labels = series.Labels{}
 				}
-				as, err := s.fetchAlerts(ctx, m)
-				if err != nil {
-					rs[i].node.Status, rs[i].node.Error = "unreachable", err.Error()
-					return
-				}
-				for j := range as {
-					as[j].Node = m.Name
-					if as[j].Labels == nil || peerVisible != nil && !peerVisible(as[j].Labels) {
-						as[j].Labels = series.Labels{}
-					}
-				}
-				rs[i].alerts = as
-				rs[i].node.Firing = firing(as)
-			}()
+			}
+			rs[i].alerts = as
+			rs[i].node.Firing = firing(as)
+			return nil
+		})
+		for i, m := range members {
+			rs[i].node.Node, rs[i].node.Status = m.Name, "ok"
+			if errs[i] != nil {
+				rs[i].node.Status, rs[i].node.Error = "unreachable", errs[i].Error()
+			}
 		}
-		wg.Wait()
 		sort.Slice(rs, func(i, j int) bool { return rs[i].node.Node < rs[j].node.Node })
 		for _, res := range rs {
 			ans.Nodes = append(ans.Nodes, res.node)
@@ -127,31 +113,18 @@ func firing(as []apiwire.Alert) int {
 	return n
 }
 
-// fetchAlerts reads a peer's /api/v1/alerts, as fetchHistory does its history.
-func (s *Server) fetchAlerts(ctx context.Context, m remote.Member) ([]apiwire.Alert, error) {
-	scheme := "http://"
-	if m.TLS != nil {
-		scheme = "https://"
-		ctx = context.WithValue(ctx, peerTLSKey{}, m.TLS)
-	}
-	req, err := http.NewRequestWithContext(ctx, "GET", scheme+m.HTTP+"/api/v1/alerts", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := s.client().Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxAlertsBody+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(body) > maxAlertsBody {
+// fetchAlerts reads a peer's /api/v1/alerts.
+func (s *Server) fetchAlerts(ctx context.Context, m hub.Member) ([]apiwire.Alert, error) {
+	body, err := s.fetch().Get(ctx, m, "/api/v1/alerts", maxAlertsBody)
+	var tooLarge hub.ErrTooLarge
+	var status hub.StatusError
+	switch {
+	case errors.As(err, &tooLarge):
 		return nil, fmt.Errorf("alerts answer larger than %d bytes", maxAlertsBody)
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("alerts: %s", resp.Status)
+	case errors.As(err, &status):
+		return nil, fmt.Errorf("alerts: %s", status.Status)
+	case err != nil:
+		return nil, err
 	}
 	var a apiwire.AlertsAnswer
 	if err := json.Unmarshal(body, &a); err != nil {

@@ -12,8 +12,8 @@ import (
 	"github.com/cantal-go/cantal/internal/access"
 	"github.com/cantal-go/cantal/internal/alerts"
 	"github.com/cantal-go/cantal/internal/history"
+	"github.com/cantal-go/cantal/internal/hub"
 	"github.com/cantal-go/cantal/internal/registry"
-	"github.com/cantal-go/cantal/internal/remote"
 	"github.com/cantal-go/cantal/internal/series"
 )
 
@@ -83,7 +83,7 @@ func TestClusterAlerts(t *testing.T) {
 	broken := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("not json")) }))
 	defer broken.Close()
 	host := func(u string) string { return strings.TrimPrefix(u, "http://") }
-	members := []remote.Member{
+	members := []hub.Member{
 		{ID: "b", Name: "b", HTTP: host(peerB.URL), Up: true},
 		{ID: "c", Name: "c", HTTP: "127.0.0.1:1", Up: false},
 		{ID: "d", Name: "d", HTTP: host(broken.URL), Up: true},

@@ -36,9 +36,9 @@ import (
 	"github.com/cantal-go/cantal/internal/alerts"
 	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/history"
+	"github.com/cantal-go/cantal/internal/hub"
 	"github.com/cantal-go/cantal/internal/querylimit"
 	"github.com/cantal-go/cantal/internal/registry"
-	"github.com/cantal-go/cantal/internal/remote"
 	"github.com/cantal-go/cantal/internal/selector"
 	"github.com/cantal-go/cantal/internal/series"
 	"github.com/cantal-go/cantal/internal/stats"
@@ -46,8 +46,8 @@ import (
 
 // Peers is the cluster membership as the API needs it. A nil Peers means gossip is off.
 type Peers interface {
-	// PeersJSON returns the known peers (not the node itself), JSON-ready.
-	PeersJSON() any
+	// Peers returns the known peers (not the node itself).
+	Peers() []apiwire.Peer
 	// Join adds a peer by its gossip address.
 	Join(addr string) error
 }
@@ -56,10 +56,10 @@ type Peers interface {
 // after.
 type Server struct {
 	Registry *registry.Registry
-	Status   func(ctx context.Context) any // the /api/v1/status object for the caller in ctx
-	// Processes returns the /api/v1/processes object for the caller in ctx (access.FromContext):
-	// only the processes it may see, ordered and cut as q asks.
-	Processes func(ctx context.Context, q ProcessQuery) any
+	Status   func(ctx context.Context) apiwire.Status // the /api/v1/status answer for the caller in ctx
+	// Processes returns the /api/v1/processes answer for the caller in ctx (access.FromContext):
+	// only the processes it may see, ordered and cut as q asks (its Fields are q.Fields).
+	Processes func(ctx context.Context, q ProcessQuery) apiwire.ProcessesAnswer
 	Peers     Peers
 	Log       *slog.Logger
 	// MaxWindow bounds the window of history and stats queries (the retention).
@@ -98,8 +98,8 @@ type Server struct {
 	// defaultWSBudget. Tests make it small.
 	wsBudget int
 
-	clientOnce sync.Once
-	httpClient *http.Client
+	fetcherOnce sync.Once
+	fetcher     *hub.Fetcher // see fetch
 }
 
 // Register adds the API routes to mux.
@@ -137,7 +137,7 @@ func handle(mux *http.ServeMux, path string, methods map[string]http.HandlerFunc
 			Error(w, http.StatusMethodNotAllowed, fmt.Sprintf("method %s not allowed on %s", r.Method, path))
 			return
 		}
-		h(w, r.WithContext(remote.WithCaller(r.Context(), callerName(r))))
+		h(w, r.WithContext(hub.WithCaller(r.Context(), callerName(r))))
 	})
 	if path != "/api/v1/ws" {
 		// JSON answers are gzipped for clients that accept it (gzhttp: Accept-Encoding with
@@ -149,7 +149,7 @@ func handle(mux *http.ServeMux, path string, methods map[string]http.HandlerFunc
 }
 
 // callerName names the caller of r for the bounds the cluster hub keeps per caller (distinct
-// remote selectors, remote.Config.MaxSelectorsPerCaller): its user or certificate name, its uid
+// remote selectors, hub.Config.MaxSelectorsPerCaller): its user or certificate name, its uid
 // on the Unix socket, else its network address.
 func callerName(r *http.Request) string {
 	c, ok := access.FromContext(r.Context())
@@ -226,19 +226,14 @@ func (s *Server) processes(w http.ResponseWriter, r *http.Request) {
 type ProcessQuery struct {
 	Sort   string // "", "cpu" or "rss"
 	Limit  int
-	Fields []string // row keys to keep, each one of ProcessFields, without repeats; nil: all
+	Fields []string // row keys to keep, each one of apiwire.ProcessFields, without repeats; nil: all
 }
-
-// ProcessFields are the keys of a /api/v1/processes row, in the order the agent writes them.
-var ProcessFields = []string{"pid", "ppid", "uid", "name", "cmdline", "state", "start_time",
-	"threads", "cpu_user", "cpu_system", "cpu_percent", "rss", "vsz", "swap", "read_bytes",
-	"write_bytes", "cgroup", "appname", "metrics"}
 
 // maxProcessLimit bounds limit= (more than any process table holds).
 const maxProcessLimit = 1 << 22
 
 // ParseProcessQuery reads sort, limit and fields from v; an unknown sort, a limit that is not
-// a number from 1 to 4194304, or a field that is not one of ProcessFields is an error naming
+// a number from 1 to 4194304, or a field that is not one of apiwire.ProcessFields is an error naming
 // the parameter.
 func ParseProcessQuery(v url.Values) (ProcessQuery, error) {
 	var q ProcessQuery
@@ -257,8 +252,8 @@ func ParseProcessQuery(v url.Values) (ProcessQuery, error) {
 	}
 	if f := v.Get("fields"); f != "" {
 		for _, name := range strings.Split(f, ",") {
-			if !slices.Contains(ProcessFields, name) {
-				return q, fmt.Errorf("bad fields: %q is not a process field (want some of %s)", name, strings.Join(ProcessFields, ","))
+			if !slices.Contains(apiwire.ProcessFields, name) {
+				return q, fmt.Errorf("bad fields: %q is not a process field (want some of %s)", name, strings.Join(apiwire.ProcessFields, ","))
 			}
 			if slices.Contains(q.Fields, name) {
 				return q, fmt.Errorf("bad fields: %q given twice", name)
@@ -438,18 +433,15 @@ func windowSeries(b []byte, reg *registry.Registry, q Query, now int64, limit in
 			b = append(b, ',')
 		}
 		n++
-		b = append(b, `{"labels":`...)
+		key := h.Key()
 		if node != "" {
-			b = append(b, remote.WithNode(h.Labels(), node).Key()...)
-		} else {
-			b = append(b, h.Key()...)
+			key = apiwire.WithNode(h.Labels(), node).Key()
 		}
-		b = append(b, `,"kind":"`...)
-		b = append(b, h.Kind().String()...)
-		b = append(b, '"')
+		fn := ""
 		if q.Rate && h.Kind() == series.Counter {
-			b = append(b, `,"fn":"rate"`...)
+			fn = "rate"
 		}
+		b = apiwire.AppendSeriesHead(b, key, h.Kind().String(), fn)
 		b = member(b, pts)
 		b = append(b, '}')
 		if limit > 0 && len(b)-start > limit {
@@ -521,7 +513,11 @@ func (s *Server) peers(w http.ResponseWriter, r *http.Request) {
 		WriteJSON(w, apiwire.PeersAnswer{Peers: []apiwire.Peer{}})
 		return
 	}
-	WriteJSON(w, s.Peers.PeersJSON())
+	peers := s.Peers.Peers()
+	if peers == nil {
+		peers = []apiwire.Peer{}
+	}
+	WriteJSON(w, apiwire.PeersAnswer{Peers: peers})
 }
 
 func (s *Server) addPeer(w http.ResponseWriter, r *http.Request) {

@@ -15,9 +15,10 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/history"
+	"github.com/cantal-go/cantal/internal/hub"
 	"github.com/cantal-go/cantal/internal/registry"
-	"github.com/cantal-go/cantal/internal/remote"
 	"github.com/cantal-go/cantal/internal/series"
 )
 
@@ -45,9 +46,11 @@ func fixture(t testing.TB) (*registry.Registry, *httptest.Server, int64) {
 		reg.PutState(s, start, "ok")
 		reg.Commit()
 	}
-	srv := &Server{Registry: reg, Status: func(context.Context) any { return map[string]int{"x": 1} },
-		Processes: func(context.Context, ProcessQuery) any { return map[string]any{"processes": []any{}} },
-		Log:       slog.New(slog.DiscardHandler), MaxWindow: time.Hour}
+	srv := &Server{Registry: reg, Status: func(context.Context) apiwire.Status { return apiwire.Status{NodeName: "x"} },
+		Processes: func(context.Context, ProcessQuery) apiwire.ProcessesAnswer {
+			return apiwire.ProcessesAnswer{Processes: []apiwire.Process{}}
+		},
+		Log: slog.New(slog.DiscardHandler), MaxWindow: time.Hour}
 	mux := http.NewServeMux()
 	srv.Register(mux)
 	ts := httptest.NewServer(mux)
@@ -229,20 +232,20 @@ func TestWebSocket(t *testing.T) {
 
 type scopeCluster struct{ now int64 }
 
-func (f scopeCluster) Query(ctx context.Context, match string, rate bool) []remote.NodeAnswer {
-	return []remote.NodeAnswer{{Node: "b", Status: remote.OK, Series: []remote.Series{{
+func (f scopeCluster) Query(ctx context.Context, match string, rate bool) []hub.NodeAnswer {
+	return []hub.NodeAnswer{{Node: "b", Status: hub.OK, Series: []hub.Series{{
 		Latest: series.Sample{Labels: series.Labels{"metric": "temp", "node": "b"}, Kind: series.Float},
-		Points: []remote.Point{{TS: f.now - 120_000, Value: 1}, {TS: f.now - 1000, Value: 2}},
+		Points: []hub.Point{{TS: f.now - 120_000, Value: 1}, {TS: f.now - 1000, Value: 2}},
 	}}}}
 }
 
-func (f scopeCluster) Listen(ctx context.Context, match string, rate bool, fn func(remote.Update)) {
-	fn(remote.Update{Node: "b", TS: f.now, Series: []series.Sample{{Labels: series.Labels{"metric": "temp"}, Kind: series.Float, Bits: math.Float64bits(3), TS: f.now}}})
+func (f scopeCluster) Listen(ctx context.Context, match string, rate bool, fn func(hub.Update)) {
+	fn(hub.Update{Node: "b", TS: f.now, Series: []series.Sample{{Labels: series.Labels{"metric": "temp"}, Kind: series.Float, Bits: math.Float64bits(3), TS: f.now}}})
 	<-ctx.Done()
 }
 
-func (f scopeCluster) Members() []remote.Member {
-	return []remote.Member{{ID: "b", Name: "b", Up: true}}
+func (f scopeCluster) Members() []hub.Member {
+	return []hub.Member{{ID: "b", Name: "b", Up: true}}
 }
 
 // TestWebSocketClusterScope: a cluster subscription gets every node's history chunk and the

@@ -2,25 +2,19 @@ package api
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net"
 	"net/http"
-	"net/url"
 	"slices"
 	"sort"
-	"strconv"
-	"sync"
 	"time"
 
 	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/clusteragg"
 	"github.com/cantal-go/cantal/internal/history"
+	"github.com/cantal-go/cantal/internal/hub"
 	"github.com/cantal-go/cantal/internal/querylimit"
 	"github.com/cantal-go/cantal/internal/registry"
-	"github.com/cantal-go/cantal/internal/remote"
 	"github.com/cantal-go/cantal/internal/series"
 )
 
@@ -30,17 +24,17 @@ import (
 // A member whose TLS is set (a cluster with mutual TLS) is fetched from over HTTPS with that
 // client configuration, never over plain HTTP.
 type Cluster interface {
-	Query(ctx context.Context, match string, rate bool) []remote.NodeAnswer
-	Listen(ctx context.Context, match string, rate bool, fn func(remote.Update))
-	Members() []remote.Member
+	Query(ctx context.Context, match string, rate bool) []hub.NodeAnswer
+	Listen(ctx context.Context, match string, rate bool, fn func(hub.Update))
+	Members() []hub.Member
 }
 
 // LatestQuerier is implemented by a Cluster that answers the peers' current values without
-// their history (remote.Hub): cluster/metrics asks it, so that a first metrics query waits only
+// their history (hub.Hub): cluster/metrics asks it, so that a first metrics query waits only
 // for each reachable peer's latest values, never for a history chunk. A Cluster without it is
 // asked Query.
 type LatestQuerier interface {
-	QueryLatest(ctx context.Context, match string, rate bool) []remote.NodeAnswer
+	QueryLatest(ctx context.Context, match string, rate bool) []hub.NodeAnswer
 }
 
 func (s *Server) registerCluster(mux *http.ServeMux) {
@@ -59,7 +53,7 @@ func (s *Server) localSamples(q Query) []series.Sample {
 			return true
 		}
 		if smp, ok := h.Latest(hist, scratch[:0]); ok {
-			smp.Labels = remote.WithNode(smp.Labels, s.NodeName)
+			smp.Labels = apiwire.WithNode(smp.Labels, s.NodeName)
 			out = append(out, smp)
 		}
 		return true
@@ -124,7 +118,7 @@ func (s *Server) clusterMetrics(w http.ResponseWriter, r *http.Request) {
 	q, peerVisible, agg, grouping, ns, ctx := cq.Query, cq.peerVisible, cq.agg, cq.grouping, cq.nodes, cq.ctx
 	type nodeSeries struct {
 		node   string
-		status remote.NodeState
+		status hub.NodeState
 		since  int64
 		errMsg string
 		series []series.Sample
@@ -135,7 +129,7 @@ func (s *Server) clusterMetrics(w http.ResponseWriter, r *http.Request) {
 		if !s.local(w, r, func() { local = s.localSamples(q) }) {
 			return // no query slot came free (answered)
 		}
-		nodes = append(nodes, nodeSeries{node: s.NodeName, status: remote.OK, series: local})
+		nodes = append(nodes, nodeSeries{node: s.NodeName, status: hub.OK, series: local})
 	}
 	if s.Cluster != nil {
 		query := s.Cluster.Query
@@ -175,19 +169,7 @@ func (s *Server) clusterMetrics(w http.ResponseWriter, r *http.Request) {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = append(b, `{"node":`...)
-		b = series.AppendJSONString(b, n.node)
-		b = append(b, `,"status":"`...)
-		b = append(b, n.status...)
-		b = append(b, '"')
-		if n.since != 0 {
-			b = append(b, `,"since":`...)
-			b = strconv.AppendInt(b, n.since, 10)
-		}
-		if n.errMsg != "" {
-			b = append(b, `,"error":`...)
-			b = series.AppendJSONString(b, n.errMsg)
-		}
+		b = (&apiwire.NodeHead{Node: n.node, Status: string(n.status), Since: n.since, Error: n.errMsg}).AppendJSON(b)
 		b = append(b, `,"series":[`...)
 		for j := range n.series {
 			smp := &n.series[j]
@@ -195,7 +177,7 @@ func (s *Server) clusterMetrics(w http.ResponseWriter, r *http.Request) {
 				b = append(b, ',')
 			}
 			b = smp.AppendJSON(b)
-			if agg == "" || smp.Kind == series.State || n.status == remote.Unreachable {
+			if agg == "" || smp.Kind == series.State || n.status == hub.Unreachable {
 				continue
 			}
 			base := grouping.Key(smp.Labels)
@@ -229,21 +211,11 @@ func (s *Server) clusterMetrics(w http.ResponseWriter, r *http.Request) {
 				rt /= float64(g.rateN)
 			}
 		}
-		b = append(b, `{"labels":`...)
-		b = append(b, key...)
-		b = append(b, `,"kind":"`...)
-		b = append(b, g.kind.String()...)
-		b = append(b, `","fn":"`...)
-		b = append(b, agg...)
-		b = append(b, `","value":`...)
-		b = series.AppendFloat(b, v)
+		a := apiwire.Aggregate{Labels: g.labels, Kind: g.kind.String(), Fn: agg, Value: apiwire.Float(v), Nodes: g.n}
 		if g.rateN > 0 {
-			b = append(b, `,"rate":`...)
-			b = series.AppendFloat(b, rt)
+			a.Rate = apiwire.Float(rt)
 		}
-		b = append(b, `,"nodes":`...)
-		b = strconv.AppendInt(b, int64(g.n), 10)
-		b = append(b, '}')
+		b = a.AppendJSON(b)
 	}
 	b = append(b, "]}\n"...)
 	serverTiming(w, start, peersTook)
@@ -251,7 +223,7 @@ func (s *Server) clusterMetrics(w http.ResponseWriter, r *http.Request) {
 }
 
 // HistoryKeeper is implemented by a Cluster whose subscriptions keep a chunk of every peer's
-// history (remote.Hub): cluster history windows up to Kept are answered from it.
+// history (hub.Hub): cluster history windows up to Kept are answered from it.
 type HistoryKeeper interface {
 	Kept() time.Duration
 }
@@ -313,38 +285,24 @@ func (s *Server) clusterHistory(w http.ResponseWriter, r *http.Request) {
 			results = append(results, res)
 		}
 	} else if s.Cluster != nil {
-		members := slices.DeleteFunc(slices.Clone(s.Cluster.Members()), func(m remote.Member) bool { return !ns.want(m.Name) })
+		members := slices.DeleteFunc(slices.Clone(s.Cluster.Members()), func(m hub.Member) bool { return !ns.want(m.Name) })
 		params := peerHistoryParams(r.URL.Query(), ns.match)
 		rs := make([]result, len(members))
 		ctx, cancel := context.WithTimeout(r.Context(), s.ClusterTimeout+10*time.Second)
 		defer cancel()
-		sem := make(chan struct{}, maxHistoryFetches)
-		var wg sync.WaitGroup
-		for i, m := range members {
-			rs[i] = result{node: m.Name, status: "ok"}
-			if m.HTTP == "" || !m.Up {
-				rs[i].status, rs[i].errMsg = "unreachable", "peer is down"
-				continue
-			}
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				select {
-				case sem <- struct{}{}:
-					defer func() { <-sem }()
-				case <-ctx.Done():
-					rs[i].status, rs[i].errMsg = "unreachable", ctx.Err().Error()
-					return
-				}
-				body, err := s.fetchHistory(ctx, m, params)
-				if err != nil {
-					rs[i].status, rs[i].errMsg = "unreachable", err.Error()
-					return
-				}
+		errs := hub.FanOut(ctx, members, maxHistoryFetches, func(ctx context.Context, i int, m hub.Member) error {
+			body, err := s.fetch().Get(ctx, m, "/api/v1/history?"+params.Encode(), maxPeerHistory)
+			if err == nil {
 				rs[i].body = withNodeLabels(body, m.Name, peerVisible)
-			}()
+			}
+			return err
+		})
+		for i, m := range members {
+			rs[i].node, rs[i].status = m.Name, "ok"
+			if errs[i] != nil {
+				rs[i].status, rs[i].errMsg = "unreachable", errs[i].Error()
+			}
 		}
-		wg.Wait()
 		peersTook = time.Since(start)
 		sort.Slice(rs, func(i, j int) bool { return rs[i].node < rs[j].node })
 		results = append(results, rs...)
@@ -361,19 +319,7 @@ func (s *Server) clusterHistory(w http.ResponseWriter, r *http.Request) {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = append(b, `{"node":`...)
-		b = series.AppendJSONString(b, res.node)
-		b = append(b, `,"status":"`...)
-		b = append(b, res.status...)
-		b = append(b, '"')
-		if res.since != 0 {
-			b = append(b, `,"since":`...)
-			b = strconv.AppendInt(b, res.since, 10)
-		}
-		if res.errMsg != "" {
-			b = append(b, `,"error":`...)
-			b = series.AppendJSONString(b, res.errMsg)
-		}
+		b = (&apiwire.NodeHead{Node: res.node, Status: res.status, Since: res.since, Error: res.errMsg}).AppendJSON(b)
 		b = append(b, `,"series":`...)
 		if res.body == nil {
 			b = append(b, "[]"...)
@@ -399,7 +345,7 @@ func (s *Server) clusterHistory(w http.ResponseWriter, r *http.Request) {
 // keptHistoryJSON appends the series array of a peer's history from the points its remote
 // subscription keeps: numeric series (with their node label) that have points since from, in
 // the shape of HistoryJSON's series; those visible refuses are left out.
-func keptHistoryJSON(b []byte, srs []remote.Series, from int64, rate bool, visible func(series.Labels) bool) []byte {
+func keptHistoryJSON(b []byte, srs []hub.Series, from int64, rate bool, visible func(series.Labels) bool) []byte {
 	b = append(b, '[')
 	n := 0
 	for _, sr := range srs {
@@ -415,14 +361,11 @@ func keptHistoryJSON(b []byte, srs []remote.Series, from int64, rate bool, visib
 			b = append(b, ',')
 		}
 		n++
-		b = append(b, `{"labels":`...)
-		b = append(b, sr.Latest.Labels.Key()...)
-		b = append(b, `,"kind":"`...)
-		b = append(b, sr.Latest.Kind.String()...)
-		b = append(b, '"')
+		fn := ""
 		if rate && sr.Latest.Kind == series.Counter {
-			b = append(b, `,"fn":"rate"`...)
+			fn = "rate"
 		}
+		b = apiwire.AppendSeriesHead(b, sr.Latest.Labels.Key(), sr.Latest.Kind.String(), fn)
 		b = append(b, `,"points":[`...)
 		for j, p := range pts {
 			if j > 0 {
@@ -435,60 +378,13 @@ func keptHistoryJSON(b []byte, srs []remote.Series, from int64, rate bool, visib
 	return append(b, ']')
 }
 
-func (s *Server) fetchHistory(ctx context.Context, m remote.Member, params url.Values) ([]byte, error) {
-	if m.HTTP == "" || !m.Up {
-		return nil, fmt.Errorf("peer is down")
-	}
-	scheme := "http://"
-	if m.TLS != nil {
-		scheme = "https://"
-		ctx = context.WithValue(ctx, peerTLSKey{}, m.TLS)
-	}
-	req, err := http.NewRequestWithContext(ctx, "GET", scheme+m.HTTP+"/api/v1/history?"+params.Encode(), nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := s.client().Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 256<<20))
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != 200 {
-		return nil, fmt.Errorf("%s: %s", resp.Status, body)
-	}
-	return body, nil
-}
+// maxPeerHistory bounds a peer's /api/v1/history answer.
+const maxPeerHistory = 256 << 20
 
-// peerTLSKey is the request context key of the member's client TLS configuration, which the
-// client's TLS dial uses.
-type peerTLSKey struct{}
-
-// client is the HTTP client of peer history fetches. Every fetch opens a new connection, so a
-// dead peer costs at most ClusterTimeout (the dial timeout, TLS handshake included): a
-// kept-alive connection to a peer whose cable was cut would still accept the request and leave
-// it waiting for the whole fetch deadline, while a peer that accepts a fresh connection is
-// alive and gets that deadline to compute its answer. One TCP (and TLS) handshake per peer and
-// request is cheap next to a history answer. HTTPS fetches take the member's TLS configuration
-// from the request's context; there is none for plain ones, and no proxy from the environment.
-func (s *Server) client() *http.Client {
-	s.clientOnce.Do(func() {
-		d := &net.Dialer{Timeout: s.ClusterTimeout}
-		s.httpClient = &http.Client{Transport: &http.Transport{
-			DialContext: d.DialContext,
-			DialTLSContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-				cfg, _ := ctx.Value(peerTLSKey{}).(*tls.Config)
-				hctx, cancel := context.WithTimeout(ctx, s.ClusterTimeout)
-				defer cancel()
-				return remote.DialTLS(hctx, d, network, addr, cfg)
-			},
-			DisableKeepAlives: true,
-		}}
-	})
-	return s.httpClient
+// fetch is the client of the cluster routes' requests to peers (hub.Fetcher), made once.
+func (s *Server) fetch() *hub.Fetcher {
+	s.fetcherOnce.Do(func() { s.fetcher = &hub.Fetcher{Timeout: s.ClusterTimeout} })
+	return s.fetcher
 }
 
 // withNodeLabels takes a {"series": [...]} answer and returns its series array with the node

@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/cantal-go/cantal/internal/history"
+	"github.com/cantal-go/cantal/internal/hub"
 	"github.com/cantal-go/cantal/internal/querylimit"
 	"github.com/cantal-go/cantal/internal/registry"
-	"github.com/cantal-go/cantal/internal/remote"
 	"github.com/cantal-go/cantal/internal/series"
 )
 
@@ -39,7 +39,7 @@ func limitedClusterServer(t *testing.T, n int, l *querylimit.Limiter) http.Handl
 	}
 	var queries atomic.Int32
 	srv := &Server{Registry: reg, Log: slog.New(slog.DiscardHandler), MaxWindow: time.Hour, NodeName: "local",
-		ClusterTimeout: 200 * time.Millisecond, Cluster: keptCluster{answers: []remote.NodeAnswer{}, queries: &queries}, Slots: l}
+		ClusterTimeout: 200 * time.Millisecond, Cluster: keptCluster{answers: []hub.NodeAnswer{}, queries: &queries}, Slots: l}
 	mux := http.NewServeMux()
 	srv.Register(mux)
 	return l.Handler(mux, false)

@@ -22,18 +22,18 @@ import (
 
 	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/history"
+	"github.com/cantal-go/cantal/internal/hub"
 	"github.com/cantal-go/cantal/internal/registry"
-	"github.com/cantal-go/cantal/internal/remote"
 	"github.com/cantal-go/cantal/internal/series"
 	"github.com/cantal-go/cantal/internal/testsupport/testpki"
 )
 
 // fakeCluster has fixed members and no remote subscriptions.
-type fakeCluster struct{ members []remote.Member }
+type fakeCluster struct{ members []hub.Member }
 
-func (f fakeCluster) Query(context.Context, string, bool) []remote.NodeAnswer   { return nil }
-func (f fakeCluster) Listen(context.Context, string, bool, func(remote.Update)) {}
-func (f fakeCluster) Members() []remote.Member                                  { return f.members }
+func (f fakeCluster) Query(context.Context, string, bool) []hub.NodeAnswer   { return nil }
+func (f fakeCluster) Listen(context.Context, string, bool, func(hub.Update)) {}
+func (f fakeCluster) Members() []hub.Member                                  { return f.members }
 
 // TestClusterHistoryDoesNotReuseConnections: a peer that was fetched from once and then
 // vanished (its cable cut: the kept-alive connection stays open but nothing answers on it) must
@@ -58,7 +58,7 @@ func TestClusterHistoryDoesNotReuseConnections(t *testing.T) {
 	reg := registry.New(history.New(history.Options{Retention: time.Hour, Interval: time.Second}), time.Hour, slog.New(slog.DiscardHandler))
 	srv := &Server{Registry: reg, Log: slog.New(slog.DiscardHandler), MaxWindow: time.Hour, NodeName: "local",
 		ClusterTimeout: 200 * time.Millisecond,
-		Cluster:        fakeCluster{[]remote.Member{{ID: "p", Name: "peer", HTTP: strings.TrimPrefix(peer.URL, "http://"), Up: true}}}}
+		Cluster:        fakeCluster{[]hub.Member{{ID: "p", Name: "peer", HTTP: strings.TrimPrefix(peer.URL, "http://"), Up: true}}}}
 	mux := http.NewServeMux()
 	srv.Register(mux)
 
@@ -121,10 +121,10 @@ func TestClusterHistoryOverTLSNeedsClusterCert(t *testing.T) {
 	addr := strings.TrimPrefix(peer.URL, "https://")
 
 	reg := registry.New(history.New(history.Options{Retention: time.Hour, Interval: time.Second}), time.Hour, slog.New(slog.DiscardHandler))
-	fetch := func(m remote.Member) (status, errMsg string) {
+	fetch := func(m hub.Member) (status, errMsg string) {
 		t.Helper()
 		srv := &Server{Registry: reg, Log: slog.New(slog.DiscardHandler), MaxWindow: time.Hour, NodeName: "local",
-			ClusterTimeout: time.Second, Cluster: fakeCluster{[]remote.Member{m}}}
+			ClusterTimeout: time.Second, Cluster: fakeCluster{[]hub.Member{m}}}
 		mux := http.NewServeMux()
 		srv.Register(mux)
 		rec := httptest.NewRecorder()
@@ -149,11 +149,11 @@ func TestClusterHistoryOverTLSNeedsClusterCert(t *testing.T) {
 		t.Fatalf("no peer in %s", rec.Body)
 		return "", ""
 	}
-	if st, msg := fetch(remote.Member{ID: "p", Name: "peer", HTTP: addr, Up: true, TLS: mine.ClientTLS()}); st != "ok" {
+	if st, msg := fetch(hub.Member{ID: "p", Name: "peer", HTTP: addr, Up: true, TLS: mine.ClientTLS()}); st != "ok" {
 		t.Fatalf("fetch with the cluster's certificate: %s (%s); want ok", st, msg)
 	}
 	n := reached.Load()
-	for name, m := range map[string]remote.Member{
+	for name, m := range map[string]hub.Member{
 		"plain":               {ID: "p", Name: "peer", HTTP: addr, Up: true},
 		"foreign certificate": {ID: "p", Name: "peer", HTTP: addr, Up: true, TLS: impostor.ClientTLS()},
 	} {
@@ -166,20 +166,20 @@ func TestClusterHistoryOverTLSNeedsClusterCert(t *testing.T) {
 	}
 }
 
-// keptCluster answers from fixed node answers, as a remote.Hub answers from its subscriptions,
+// keptCluster answers from fixed node answers, as a hub.Hub answers from its subscriptions,
 // and counts its queries.
 type keptCluster struct {
-	answers []remote.NodeAnswer
+	answers []hub.NodeAnswer
 	queries *atomic.Int32
 }
 
-func (f keptCluster) Query(context.Context, string, bool) []remote.NodeAnswer {
+func (f keptCluster) Query(context.Context, string, bool) []hub.NodeAnswer {
 	f.queries.Add(1)
 	return f.answers
 }
-func (f keptCluster) Listen(context.Context, string, bool, func(remote.Update)) {}
-func (f keptCluster) Members() []remote.Member                                  { return nil }
-func (f keptCluster) Kept() time.Duration                                       { return 5 * time.Minute }
+func (f keptCluster) Listen(context.Context, string, bool, func(hub.Update)) {}
+func (f keptCluster) Members() []hub.Member                                  { return nil }
+func (f keptCluster) Kept() time.Duration                                    { return 5 * time.Minute }
 
 func keptServer(t *testing.T, c Cluster) *http.ServeMux {
 	t.Helper()
@@ -209,15 +209,15 @@ func getJSON(t *testing.T, mux *http.ServeMux, url string, v any) int {
 func TestClusterHistoryFromKeptChunks(t *testing.T) {
 	now := time.Now().UnixMilli()
 	var queries atomic.Int32
-	c := keptCluster{queries: &queries, answers: []remote.NodeAnswer{
-		{Node: "p1", Status: remote.OK, Series: []remote.Series{
+	c := keptCluster{queries: &queries, answers: []hub.NodeAnswer{
+		{Node: "p1", Status: hub.OK, Series: []hub.Series{
 			{Latest: series.Sample{Labels: series.Labels{"metric": "m", "node": "p1"}, Kind: series.Float},
-				Points: []remote.Point{{TS: now - 200_000, Value: 1}, {TS: now - 30_000, Value: 2}, {TS: now - 1000, Value: 3}}},
+				Points: []hub.Point{{TS: now - 200_000, Value: 1}, {TS: now - 30_000, Value: 2}, {TS: now - 1000, Value: 3}}},
 			{Latest: series.Sample{Labels: series.Labels{"metric": "s", "node": "p1"}, Kind: series.State}},
 		}},
-		{Node: "p2", Status: remote.Stale, Since: now - 5000, Series: []remote.Series{
+		{Node: "p2", Status: hub.Stale, Since: now - 5000, Series: []hub.Series{
 			{Latest: series.Sample{Labels: series.Labels{"metric": "m", "node": "p2"}, Kind: series.Float},
-				Points: []remote.Point{{TS: now - 200_000, Value: 1}}},
+				Points: []hub.Point{{TS: now - 200_000, Value: 1}}},
 		}},
 	}}
 	mux := keptServer(t, c)
@@ -258,13 +258,13 @@ func TestClusterHistoryFromKeptChunks(t *testing.T) {
 // one app on two nodes are one group); by= keeps only the listed labels and the metric name,
 // without= drops the listed ones and node; both at once is refused.
 func TestClusterAggregateGrouping(t *testing.T) {
-	mk := func(node, pid, process string, v float64) remote.NodeAnswer {
-		return remote.NodeAnswer{Node: node, Status: remote.OK, Series: []remote.Series{{Latest: series.Sample{
+	mk := func(node, pid, process string, v float64) hub.NodeAnswer {
+		return hub.NodeAnswer{Node: node, Status: hub.OK, Series: []hub.Series{{Latest: series.Sample{
 			Labels: series.Labels{"metric": "app.requests", "app": "web", "pid": pid, "process": process, "node": node},
 			Kind:   series.Float, TS: 1, Bits: math.Float64bits(v)}}}}
 	}
 	var queries atomic.Int32
-	mux := keptServer(t, keptCluster{queries: &queries, answers: []remote.NodeAnswer{
+	mux := keptServer(t, keptCluster{queries: &queries, answers: []hub.NodeAnswer{
 		mk("p1", "10", "web", 1), mk("p2", "20", "web-exec", 2), mk("p3", "30", "web", 4)}})
 	type group struct {
 		Labels map[string]string
@@ -297,7 +297,7 @@ func TestClusterAggregateGrouping(t *testing.T) {
 	}
 }
 
-// TestClusterMetricsDoesNotWaitForChunks: cluster/metrics, served from a real remote.Hub,
+// TestClusterMetricsDoesNotWaitForChunks: cluster/metrics, served from a real hub.Hub,
 // answers with a peer's current values while the peer holds back every history it is asked
 // for (and, as the agent does, the values it would queue after it): a metrics query waits
 // for the peers' latest values only. The hub's timeout is a minute: a metrics query that
@@ -332,13 +332,13 @@ func TestClusterMetricsDoesNotWaitForChunks(t *testing.T) {
 		}
 	}))
 	defer peer.Close()
-	hub := remote.New(remote.Config{Members: func() []remote.Member {
-		return []remote.Member{{ID: "p", Name: "peer", HTTP: strings.TrimPrefix(peer.URL, "http://"), Up: true}}
+	h := hub.New(hub.Config{Members: func() []hub.Member {
+		return []hub.Member{{ID: "p", Name: "peer", HTTP: strings.TrimPrefix(peer.URL, "http://"), Up: true}}
 	}, Interval: time.Second, Timeout: time.Minute})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	go hub.Run(ctx)
-	mux := keptServer(t, hub)
+	go h.Run(ctx)
+	mux := keptServer(t, h)
 
 	type answer struct {
 		Nodes []struct {
@@ -412,12 +412,12 @@ func TestClusterServerTiming(t *testing.T) {
 
 // phased returns a kept remote series of node: one point every step from base+phase, n of
 // them, each late by jitter(i) ms, all of value v.
-func phased(node string, base, phase, step int64, n int, v float64, jitter func(int) int64) remote.Series {
-	pts := make([]remote.Point, n)
+func phased(node string, base, phase, step int64, n int, v float64, jitter func(int) int64) hub.Series {
+	pts := make([]hub.Point, n)
 	for i := range pts {
-		pts[i] = remote.Point{TS: base + phase + int64(i)*step + jitter(i), Value: v}
+		pts[i] = hub.Point{TS: base + phase + int64(i)*step + jitter(i), Value: v}
 	}
-	return remote.Series{Latest: series.Sample{Labels: series.Labels{"metric": "m", "node": node}, Kind: series.Float}, Points: pts}
+	return hub.Series{Latest: series.Sample{Labels: series.Labels{"metric": "m", "node": node}, Kind: series.Float}, Points: pts}
 }
 
 // TestClusterHistoryAggregateStraddling: two nodes whose scans fall 1990 ms and 10 ms into a
@@ -430,9 +430,9 @@ func TestClusterHistoryAggregateStraddling(t *testing.T) {
 	base := (now-100_000)/step*step - step // 50 scans up to now
 	wobble := func(i int) int64 { return []int64{-15, 15, 0, 12, -12, 5}[i%6] }
 	var queries atomic.Int32
-	mux := keptServer(t, keptCluster{queries: &queries, answers: []remote.NodeAnswer{
-		{Node: "p1", Status: remote.OK, Series: []remote.Series{phased("p1", base, 1990, step, 50, 30, wobble)}},
-		{Node: "p2", Status: remote.OK, Series: []remote.Series{phased("p2", base, 10, step, 50, 80, func(i int) int64 { return -wobble(i) })}},
+	mux := keptServer(t, keptCluster{queries: &queries, answers: []hub.NodeAnswer{
+		{Node: "p1", Status: hub.OK, Series: []hub.Series{phased("p1", base, 1990, step, 50, 30, wobble)}},
+		{Node: "p2", Status: hub.OK, Series: []hub.Series{phased("p2", base, 10, step, 50, 80, func(i int) int64 { return -wobble(i) })}},
 	}})
 	var ans apiwire.ClusterHistoryAnswer
 	if code := getJSON(t, mux, "/api/v1/cluster/history?match=m&window=3m&agg=sum", &ans); code != 200 {
@@ -481,7 +481,7 @@ func TestClusterNodeSelection(t *testing.T) {
 		matches chan string
 	}
 	peers := map[string]*peerLog{}
-	var members []remote.Member
+	var members []hub.Member
 	for _, name := range []string{"n2", "n3"} {
 		pl := &peerLog{matches: make(chan string, 16)}
 		peers[name] = pl
@@ -491,7 +491,7 @@ func TestClusterNodeSelection(t *testing.T) {
 			w.Write([]byte(`{"series":[{"labels":{"metric":"m"},"kind":"float","points":[[1,2]]}]}`))
 		}))
 		t.Cleanup(srv.Close)
-		members = append(members, remote.Member{ID: name, Name: name, HTTP: strings.TrimPrefix(srv.URL, "http://"), Up: true})
+		members = append(members, hub.Member{ID: name, Name: name, HTTP: strings.TrimPrefix(srv.URL, "http://"), Up: true})
 	}
 	mux := keptServer(t, fakeCluster{members})
 	type node struct{ Node, Status, Error string }
@@ -536,8 +536,8 @@ func TestClusterNodeSelection(t *testing.T) {
 	}
 	// cluster/metrics: the same selection, and unknown nodes.
 	var queries atomic.Int32
-	kmux := keptServer(t, keptCluster{queries: &queries, answers: []remote.NodeAnswer{
-		{Node: "p1", Status: remote.OK}, {Node: "p2", Status: remote.OK}}})
+	kmux := keptServer(t, keptCluster{queries: &queries, answers: []hub.NodeAnswer{
+		{Node: "p1", Status: hub.OK}, {Node: "p2", Status: hub.OK}}})
 	var ans struct{ Nodes []node }
 	if code := getJSON(t, kmux, `/api/v1/cluster/metrics?match=`+url.QueryEscape(`{node="p2"}`), &ans); code != 200 {
 		t.Fatalf("metrics: status %d", code)

@@ -3,7 +3,6 @@ package api
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"net/url"
 	"sort"
 
@@ -59,15 +58,7 @@ func appendHistoryAggregate(b []byte, fn string, grouping clusteragg.Grouping, n
 				g = &group{agg: apiwire.HistoryAggregate{Labels: key, Kind: sr.Kind, Fn: fn}}
 				groups[k] = g
 			}
-			pts := make([]clusteragg.Point, len(sr.Points))
-			for i, p := range sr.Points {
-				v := math.NaN()
-				if p.Value.Valid {
-					v = p.Value.F
-				}
-				pts[i] = clusteragg.Point{TS: p.TS, Value: v}
-			}
-			g.members = append(g.members, pts)
+			g.members = append(g.members, clusteragg.FromWire(sr.Points))
 			g.ongoing = append(g.ongoing, n.ongoing)
 		}
 	}

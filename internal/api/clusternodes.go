@@ -8,7 +8,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/cantal-go/cantal/internal/remote"
+	"github.com/cantal-go/cantal/internal/hub"
 	"github.com/cantal-go/cantal/internal/selector"
 )
 
@@ -112,7 +112,7 @@ func (s *Server) selectNodes(r *http.Request, q *Query) (nodeSelection, context.
 	if q.Sel, err = selector.Parse(ns.match); err != nil {
 		return ns, nil, fmt.Errorf("bad match: %w", err) // cannot happen: the matchers parsed
 	}
-	return ns, remote.WithNodes(r.Context(), ns.want), nil
+	return ns, hub.WithNodes(r.Context(), ns.want), nil
 }
 
 // knownNodes are the names of this node and of every member of the cluster, up or down.

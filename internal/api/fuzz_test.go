@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"testing"
 
+	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/clusteragg"
 	"github.com/cantal-go/cantal/internal/selector"
 	"github.com/cantal-go/cantal/internal/series"
@@ -27,7 +28,7 @@ func FuzzWSRequest(f *testing.F) {
 	srv := &Server{Registry: reg, MaxWindow: 3600e9, NodeName: "n"}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		w := newWSConn(srv, context.Background())
-		var req wsRequest
+		var req apiwire.WSRequest
 		if err := json.Unmarshal(data, &req); err != nil {
 			return
 		}

@@ -17,9 +17,10 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/cantal-go/cantal/internal/access"
+	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/history"
+	"github.com/cantal-go/cantal/internal/hub"
 	"github.com/cantal-go/cantal/internal/registry"
-	"github.com/cantal-go/cantal/internal/remote"
 	"github.com/cantal-go/cantal/internal/series"
 )
 
@@ -58,8 +59,10 @@ func privacyServer(t *testing.T, uids func(int) (uint32, bool), cluster Cluster)
 	}
 	srv := &Server{Registry: reg, Log: slog.New(slog.DiscardHandler), MaxWindow: time.Hour, NodeName: "a",
 		ProcessUID: uids, Cluster: cluster,
-		Status:    func(context.Context) any { return map[string]any{} },
-		Processes: func(context.Context, ProcessQuery) any { return map[string]any{"processes": []any{}} }}
+		Status: func(context.Context) apiwire.Status { return apiwire.Status{} },
+		Processes: func(context.Context, ProcessQuery) apiwire.ProcessesAnswer {
+			return apiwire.ProcessesAnswer{Processes: []apiwire.Process{}}
+		}}
 	mux := http.NewServeMux()
 	srv.Register(mux)
 	ts := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -214,21 +217,21 @@ func (f privacyCluster) peerSeries() []series.Sample {
 	}
 }
 
-func (f privacyCluster) Query(ctx context.Context, match string, rate bool) []remote.NodeAnswer {
-	var out []remote.Series
+func (f privacyCluster) Query(ctx context.Context, match string, rate bool) []hub.NodeAnswer {
+	var out []hub.Series
 	for _, s := range f.peerSeries() {
-		out = append(out, remote.Series{Latest: s, Points: []remote.Point{{TS: f.now - 1000, Value: 1}}})
+		out = append(out, hub.Series{Latest: s, Points: []hub.Point{{TS: f.now - 1000, Value: 1}}})
 	}
-	return []remote.NodeAnswer{{Node: "b", Status: remote.OK, Series: out}}
+	return []hub.NodeAnswer{{Node: "b", Status: hub.OK, Series: out}}
 }
 
-func (f privacyCluster) Listen(ctx context.Context, match string, rate bool, fn func(remote.Update)) {
-	fn(remote.Update{Node: "b", TS: f.now, Series: f.peerSeries()})
+func (f privacyCluster) Listen(ctx context.Context, match string, rate bool, fn func(hub.Update)) {
+	fn(hub.Update{Node: "b", TS: f.now, Series: f.peerSeries()})
 	<-ctx.Done()
 }
 
-func (f privacyCluster) Members() []remote.Member {
-	return []remote.Member{{ID: "b", Name: "b", Up: true}}
+func (f privacyCluster) Members() []hub.Member {
+	return []hub.Member{{ID: "b", Name: "b", Up: true}}
 }
 
 // TestWebSocketShowsOnlyVisible: the WebSocket's history and updates, node and cluster scope,

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"github.com/cantal-go/cantal/internal/apiwire"
 	"io"
 	"log/slog"
 	"net/http"
@@ -75,13 +76,16 @@ func FuzzParseProcessQuery(f *testing.F) {
 // (a bad one is a 400).
 func TestJSONGzip(t *testing.T) {
 	var asked ProcessQuery
-	rows := make([]map[string]any, 200)
+	rows := make([]apiwire.Process, 200)
 	for i := range rows {
-		rows[i] = map[string]any{"pid": i + 1, "name": "worker", "cmdline": []string{"/usr/bin/worker", "--serve"}}
+		rows[i] = apiwire.Process{PID: i + 1, Name: "worker", Cmdline: []string{"/usr/bin/worker", "--serve"}}
 	}
-	srv := &Server{Status: func(context.Context) any { return map[string]int{"x": 1} },
-		Processes: func(_ context.Context, q ProcessQuery) any { asked = q; return map[string]any{"processes": rows} },
-		Log:       slog.New(slog.DiscardHandler), MaxWindow: time.Hour}
+	srv := &Server{Status: func(context.Context) apiwire.Status { return apiwire.Status{NodeName: "x"} },
+		Processes: func(_ context.Context, q ProcessQuery) apiwire.ProcessesAnswer {
+			asked = q
+			return apiwire.ProcessesAnswer{Processes: rows, Total: len(rows)}
+		},
+		Log: slog.New(slog.DiscardHandler), MaxWindow: time.Hour}
 	mux := http.NewServeMux()
 	srv.Register(mux)
 	ts := httptest.NewServer(mux)

@@ -14,14 +14,14 @@ import (
 	"time"
 
 	"github.com/cantal-go/cantal/internal/history"
+	"github.com/cantal-go/cantal/internal/hub"
 	"github.com/cantal-go/cantal/internal/registry"
-	"github.com/cantal-go/cantal/internal/remote"
 	"github.com/cantal-go/cantal/internal/series"
 )
 
 // floodCluster is a querying node whose one peer is a real API server (its WebSocket, with its
 // bound of 256 subscriptions per connection), the node's hub configured by cfg.
-func floodCluster(t *testing.T, cfg remote.Config) (*http.ServeMux, *remote.Hub) {
+func floodCluster(t *testing.T, cfg hub.Config) (*http.ServeMux, *hub.Hub) {
 	t.Helper()
 	reg := registry.New(history.New(history.Options{Retention: time.Hour, Interval: time.Second}), time.Hour, slog.New(slog.DiscardHandler))
 	ref := reg.Series(series.Labels{"metric": "load"}, series.Float)
@@ -35,19 +35,19 @@ func floodCluster(t *testing.T, cfg remote.Config) (*http.ServeMux, *remote.Hub)
 	peerSrv.Register(peerMux)
 	peer := httptest.NewServer(peerMux)
 	t.Cleanup(peer.Close)
-	m := remote.Member{ID: "p", Name: "peer", HTTP: strings.TrimPrefix(peer.URL, "http://"), Up: true}
-	cfg.Members = func() []remote.Member { return []remote.Member{m} }
+	m := hub.Member{ID: "p", Name: "peer", HTTP: strings.TrimPrefix(peer.URL, "http://"), Up: true}
+	cfg.Members = func() []hub.Member { return []hub.Member{m} }
 	cfg.Interval, cfg.Timeout = time.Second, 5*time.Second
-	hub := remote.New(cfg)
+	h := hub.New(cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	go hub.Run(ctx)
+	go h.Run(ctx)
 	qreg := registry.New(history.New(history.Options{Retention: time.Hour, Interval: time.Second}), time.Hour, slog.New(slog.DiscardHandler))
 	srv := &Server{Registry: qreg, Log: slog.New(slog.DiscardHandler), MaxWindow: time.Hour, NodeName: "local",
-		ClusterTimeout: time.Second, Cluster: hub}
+		ClusterTimeout: time.Second, Cluster: h}
 	mux := http.NewServeMux()
 	srv.Register(mux)
-	return mux, hub
+	return mux, h
 }
 
 // peerEntry asks the cluster route for match as the client at addr and returns the peer's entry.
@@ -84,7 +84,7 @@ func peerEntry(t *testing.T, mux *http.ServeMux, route, match, addr string) (sta
 // peer for 3 minutes, and past the peer's 256 subscriptions healthy peers showed unreachable.
 // (Issue 31, N8.)
 func TestSelectorFloodKeepsPeerReported(t *testing.T) {
-	mux, hub := floodCluster(t, remote.Config{})
+	mux, h := floodCluster(t, hub.Config{})
 	if st, e, n := peerEntry(t, mux, "metrics", "load", "198.51.100.7:1"); st != "ok" || n != 1 {
 		t.Fatalf("a normal query before the flood: peer %s %q with %d series; want ok with 1", st, e, n)
 	}
@@ -112,18 +112,18 @@ func TestSelectorFloodKeepsPeerReported(t *testing.T) {
 			}
 		}
 	}
-	if n := hub.Selectors(); n > 64 {
+	if n := h.Selectors(); n > 64 {
 		t.Errorf("%d distinct selectors subscribed after the flood; want at most 64", n)
 	}
 	// A selector in use (the same series however spelled), and every spelling of "every
 	// series" (one subscription, never refused), still get the peer's data.
-	before := hub.Selectors()
+	before := h.Selectors()
 	for _, match := range []string{"load", `{metric="load"}`, `{metric="load",metric="load"}`, "", "{}", `{metric=~".*"}`, `{process=~".*", metric=~".*"}`} {
 		if st, e, n := peerEntry(t, mux, "metrics", match, "198.51.100.99:1"); st != "ok" || n != 1 {
 			t.Errorf("query %q after the flood: peer %s %q with %d series; want ok with 1", match, st, e, n)
 		}
 	}
-	if n := hub.Selectors(); n != before {
+	if n := h.Selectors(); n != before {
 		t.Errorf("the queries of selectors in use and of every series took %d more selectors; want none", n-before)
 	}
 }
@@ -133,7 +133,7 @@ func TestSelectorFloodKeepsPeerReported(t *testing.T) {
 // the peer's reason, at once, never unreachable, and the selectors it took are still answered.
 // Before, it showed unreachable or stale after the query's whole wait. (Issue 31, N8.)
 func TestPeerRefusalShownBusy(t *testing.T) {
-	mux, _ := floodCluster(t, remote.Config{MaxSelectors: 1000, MaxSelectorsPerCaller: 1000})
+	mux, _ := floodCluster(t, hub.Config{MaxSelectors: 1000, MaxSelectorsPerCaller: 1000})
 	refused := 0
 	for i := range 300 {
 		st, e, _ := peerEntry(t, mux, "metrics", fmt.Sprintf(`{metric="load", flood!="%d"}`, i), "192.0.2.1:1")

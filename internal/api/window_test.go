@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/history"
 	"github.com/cantal-go/cantal/internal/registry"
 	"github.com/cantal-go/cantal/internal/series"
@@ -41,7 +42,7 @@ func TestHistoryWindowWithDeadSeries(t *testing.T) {
 		reg.Commit()
 	}
 	srv := &Server{Registry: reg, Log: slog.New(slog.DiscardHandler), MaxWindow: time.Hour,
-		Status: func(context.Context) any { return nil }, Processes: func(context.Context, ProcessQuery) any { return nil }}
+		Status: func(context.Context) apiwire.Status { return apiwire.Status{} }, Processes: func(context.Context, ProcessQuery) apiwire.ProcessesAnswer { return apiwire.ProcessesAnswer{} }}
 	mux := http.NewServeMux()
 	srv.Register(mux)
 	ts := httptest.NewServer(mux)

@@ -2,12 +2,12 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"log/slog"
 	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -18,18 +18,30 @@ import (
 
 	"github.com/cantal-go/cantal/internal/access"
 	"github.com/cantal-go/cantal/internal/alerts"
-	"github.com/cantal-go/cantal/internal/cluster"
+	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/history"
+	"github.com/cantal-go/cantal/internal/hub"
 	"github.com/cantal-go/cantal/internal/registry"
-	"github.com/cantal-go/cantal/internal/remote"
 	"github.com/cantal-go/cantal/internal/series"
+	"github.com/cantal-go/cantal/internal/testsupport/golden"
 )
 
-// wirePeers answers /api/v1/peers as the agent does (agent.gossip.PeersJSON).
-type wirePeers struct{ peers []cluster.Peer }
+// wirePeers answers /api/v1/peers with fixed peers (agent.peerWire makes them from the
+// membership; TestPeerWireBytes there holds it to the bytes cluster.Peer encodes).
+type wirePeers struct{ peers []apiwire.Peer }
 
-func (p wirePeers) PeersJSON() any    { return map[string]any{"peers": p.peers} }
-func (p wirePeers) Join(string) error { return nil }
+func (p wirePeers) Peers() []apiwire.Peer { return p.peers }
+func (p wirePeers) Join(string) error     { return nil }
+
+// wireCluster is a keptCluster whose Listen pushes one peer update.
+type wireCluster struct {
+	keptCluster
+	update hub.Update
+}
+
+func (c wireCluster) Listen(_ context.Context, _ string, _ bool, fn func(hub.Update)) {
+	fn(c.update)
+}
 
 // wireServer is a Server over a registry with every kind of value the answers must carry:
 // a counter above 2^53, NaN and ±Inf floats, floats the 'g' format writes with an exponent,
@@ -63,30 +75,34 @@ func wireServer(t *testing.T) (*httptest.Server, int64) {
 		reg.PutState(st, start, "NaN")
 		reg.Commit()
 	}
-	peer := func(node string, v float64) remote.Series {
-		return remote.Series{
+	peer := func(node string, v float64) hub.Series {
+		return hub.Series{
 			Latest: series.Sample{Labels: series.Labels{"metric": "m&m", "node": node}, Kind: series.Float, TS: now - 1000, Bits: math.Float64bits(v)},
-			Points: []remote.Point{{TS: now - 3000, Value: v}, {TS: now - 1000, Value: math.NaN()}},
+			Points: []hub.Point{{TS: now - 3000, Value: v}, {TS: now - 1000, Value: math.NaN()}},
 		}
 	}
 	var queries atomic.Int32
-	kept := keptCluster{queries: &queries, answers: []remote.NodeAnswer{
-		{Node: "p1", Status: remote.OK, Series: []remote.Series{peer("p1", 1e-9),
+	kept := wireCluster{keptCluster: keptCluster{queries: &queries, answers: []hub.NodeAnswer{
+		{Node: "p1", Status: hub.OK, Series: []hub.Series{peer("p1", 1e-9),
 			{Latest: series.Sample{Labels: series.Labels{"metric": "phase", "node": "p1"}, Kind: series.State, Text: "up <ok>", Since: 5}}}},
-		{Node: "p2<", Status: remote.Stale, Since: now - 5000, Series: []remote.Series{peer("p2<", 2.5e6)}},
-		{Node: "p3", Status: remote.Unreachable, Since: now - 60000, Error: "dial: connection refused & \"gone\""},
-	}}
-	rtt := 12_345 * time.Microsecond
+		{Node: "p2<", Status: hub.Stale, Since: now - 5000, Series: []hub.Series{peer("p2<", 2.5e6)}},
+		{Node: "p3", Status: hub.Unreachable, Since: now - 60000, Error: "dial: connection refused & \"gone\""},
+	}}, update: hub.Update{Node: "p1<", TS: now - 2000, Series: []series.Sample{
+		{Labels: series.Labels{"metric": "m&m"}, Kind: series.Float, TS: now - 2000, Bits: math.Float64bits(math.Inf(-1)), Rate: 1e21, HasRate: true},
+		{Labels: series.Labels{"metric": "big", "pid": "1"}, Kind: series.Counter, TS: now - 2000, Bits: 1<<60 + 7},
+		{Labels: series.Labels{"metric": "lvl"}, Kind: series.Level, TS: now - 2000, Bits: uint64(1<<64 - 5)},
+		{Labels: series.Labels{"metric": "phase"}, Kind: series.State, TS: now - 2000, Text: "NaN", Since: 3},
+	}}}
 	snap := &alerts.Snapshot{Truncated: []string{"r&d"}, Alerts: []alerts.Alert{
 		{Name: "hot", State: "firing", Severity: "critical", Labels: series.Labels{"metric": "t<1>"}, Value: 1e21, Op: ">", Threshold: 0.1, SinceMs: 7, Summary: "a & b"},
 		{Name: "cold", State: "pending", Severity: "warning", Labels: series.Labels{}, Value: -1.5e-7, Op: "<", Threshold: 3, SinceMs: 8},
 	}}
 	srv := &Server{Registry: reg, Log: slog.New(slog.DiscardHandler), MaxWindow: time.Hour, NodeName: "local<1>",
 		ClusterTimeout: 200 * time.Millisecond, Cluster: kept, Alerts: func() *alerts.Snapshot { return snap },
-		Peers: wirePeers{peers: []cluster.Peer{
-			{ID: "a1", Name: "n<1>", Addr: "10.0.0.1:22682", HTTP: "10.0.0.1:22682", Version: "v1", Status: cluster.StatusAlive,
-				RTT: rtt, LastSeen: time.UnixMilli(now), Since: time.UnixMilli(now - 100)},
-			{ID: "a2", Name: "n2", Addr: "10.0.0.2:22682", Status: cluster.StatusDead},
+		Peers: wirePeers{peers: []apiwire.Peer{
+			{ID: "a1", Name: "n<1>", Addr: "10.0.0.1:22682", HTTP: "10.0.0.1:22682", Version: "v1", Status: "alive",
+				RTTMs: apiwire.Number{F: 12.345, Raw: "12.345", Valid: true}, LastSeen: now, Since: now - 100},
+			{ID: "a2", Name: "n2", Addr: "10.0.0.2:22682", Status: "dead"},
 		}}}
 	mux := http.NewServeMux()
 	srv.Register(mux)
@@ -154,28 +170,9 @@ func normalizeTimes(b []byte, now int64) []byte {
 // onto the apiwire types changed nothing a client or a DESIGN.md contract sees.
 func TestWireBytesUnchanged(t *testing.T) {
 	ts, now := wireServer(t)
-	dir := filepath.Join("testdata", "wire")
-	update := os.Getenv("CANTAL_UPDATE_GOLDEN") != ""
-	if update {
-		if err := os.MkdirAll(dir, 0o755); err != nil {
-			t.Fatal(err)
-		}
-	}
 	for _, r := range goldenRoutes {
-		got := normalizeTimes(fetchBody(t, ts, r.method, r.path, r.body), now)
-		path := filepath.Join(dir, r.name+".json")
-		if update {
-			if err := os.WriteFile(path, got, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			continue
-		}
-		want, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !bytes.Equal(got, want) {
-			t.Errorf("%s %s: answer differs from %s:\n got  %s\n want %s", r.method, r.path, path, got, want)
-		}
+		t.Run(r.name, func(t *testing.T) {
+			golden.Check(t, filepath.Join("testdata", "wire", r.name+".json"), normalizeTimes(fetchBody(t, ts, r.method, r.path, r.body), now))
+		})
 	}
 }

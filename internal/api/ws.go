@@ -12,35 +12,18 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/history"
+	"github.com/cantal-go/cantal/internal/hub"
 	"github.com/cantal-go/cantal/internal/registry"
-	"github.com/cantal-go/cantal/internal/remote"
 	"github.com/cantal-go/cantal/internal/selector"
 	"github.com/cantal-go/cantal/internal/series"
 )
 
-// The WebSocket protocol of /api/v1/ws. Messages are JSON text frames.
-//
-// Client → agent:
-//
-//	{"type": "subscribe", "id": "a", "match": "SEL", "history": "5m", "fn": "rate"}
-//	{"type": "subscribe", "id": "b", "match": "SEL", "scope": "cluster"}
-//	{"type": "unsubscribe", "id": "a"}
-//
-// Agent → client:
-//
-//	{"type": "history", "id": "a", "series": [{"labels", "kind", "points"}]}   once, when "history" was asked
-//	{"type": "update", "id": "a", "ts": 1700000000000, "series": [series...]} after every scan
-//	{"type": "error", "id": "a", "error": "..."}                              a bad request; the connection stays
-//
-// An update carries the latest value of every live series matching the selector (the series
-// objects of /api/v1/metrics). With "scope": "cluster" the subscription covers every node: each
-// node's updates are pushed as they arrive from it, as {"type": "update", "id", "node", "ts",
-// "series"} with a "node" label on every series (the local node's after each local scan); this
-// is the push a resource manager subscribes to. Its "history" comes as one message per node
-// ({"type": "history", "id", "node", "series"}), the peers' from the chunk the agent's remote
-// subscriptions keep (5 minutes). A subscription lasts until it is unsubscribed or the connection
-// closes. Series are those the caller may see (Server.SeriesVisible, PeerSeriesVisible).
+// ws serves the WebSocket protocol of /api/v1/ws (apiwire/ws.go declares its messages).
+// Series are those the caller may see (Server.SeriesVisible, PeerSeriesVisible); a cluster
+// subscription's peer history comes from the chunk the agent's remote subscriptions keep
+// (5 minutes).
 //
 // What one connection may hold is bounded:
 //
@@ -56,15 +39,6 @@ import (
 //     skips updates rather than delaying the agent or growing its memory. A client that lets
 //     maxPending answers or the whole budget pile up in errors is disconnected (close status
 //     1008, policy violation).
-type wsRequest struct {
-	Type    string `json:"type"`
-	ID      string `json:"id"`
-	Match   string `json:"match"`
-	History string `json:"history"`
-	Fn      string `json:"fn"`
-	Scope   string `json:"scope"`
-}
-
 type wsSub struct {
 	id    string
 	match string
@@ -186,7 +160,7 @@ func (w *wsConn) readLoop(ctx context.Context) {
 		if err != nil {
 			return
 		}
-		var req wsRequest
+		var req apiwire.WSRequest
 		if err := json.Unmarshal(data, &req); err != nil {
 			w.queue(wsMsg{b: wsError("", "bad message: "+err.Error())})
 			continue
@@ -197,7 +171,7 @@ func (w *wsConn) readLoop(ctx context.Context) {
 
 // handle answers one request. It is called by the reader goroutine only, the one that changes
 // subs (others read them).
-func (w *wsConn) handle(req *wsRequest) {
+func (w *wsConn) handle(req *apiwire.WSRequest) {
 	if len(req.ID) > maxIDBytes {
 		w.queue(wsMsg{b: wsError("", fmt.Sprintf("id longer than %d bytes", maxIDBytes))})
 		return
@@ -214,7 +188,7 @@ func (w *wsConn) handle(req *wsRequest) {
 	}
 }
 
-func (w *wsConn) subscribe(req *wsRequest) {
+func (w *wsConn) subscribe(req *apiwire.WSRequest) {
 	refuse := func(msg string) { w.queue(wsMsg{b: wsError(req.ID, msg)}) }
 	sel, err := selector.Parse(req.Match)
 	if err != nil {
@@ -302,7 +276,7 @@ func (w *wsConn) subscribe(req *wsRequest) {
 
 	if sub.node != "" && w.srv.Cluster != nil {
 		peerVis := w.srv.PeerSeriesVisible(w.ctx)
-		go w.srv.Cluster.Listen(sub.ctx, req.Match, sub.rate, func(u remote.Update) {
+		go w.srv.Cluster.Listen(sub.ctx, req.Match, sub.rate, func(u hub.Update) {
 			w.queue(wsMsg{sub: sub, kind: msgUpdate, node: u.Node, b: remoteUpdate(req.ID, u, peerVis)})
 		})
 		if window > 0 {
@@ -318,12 +292,7 @@ func (w *wsConn) localHistory(sub *wsSub, window time.Duration, vis func(series.
 	if limit <= 0 {
 		return nil, false
 	}
-	b := []byte(`{"type":"history","id":`)
-	b = strconv.AppendQuote(b, sub.id)
-	if sub.node != "" {
-		b = append(b, `,"node":`...)
-		b = series.AppendJSONString(b, sub.node)
-	}
+	b := apiwire.AppendWSHead(nil, "history", sub.id, sub.node)
 	b = append(b, ',')
 	k := len(b)
 	if limit <= k {
@@ -396,10 +365,7 @@ func (w *wsConn) peerHistory(sub *wsSub, window time.Duration, vis func(series.L
 		w.mu.Lock()
 		limit := w.budget - w.pendingBytes
 		w.mu.Unlock()
-		b := []byte(`{"type":"history","id":`)
-		b = strconv.AppendQuote(b, sub.id)
-		b = append(b, `,"node":`...)
-		b = series.AppendJSONString(b, node.Node)
+		b := apiwire.AppendWSHead(nil, "history", sub.id, node.Node)
 		b = append(b, `,"status":"`...)
 		b = append(b, node.Status...)
 		b = append(b, `","series":[`...)
@@ -412,11 +378,8 @@ func (w *wsConn) peerHistory(sub *wsSub, window time.Duration, vis func(series.L
 				b = append(b, ',')
 			}
 			n++
-			b = append(b, `{"labels":`...)
-			b = append(b, sr.Latest.Labels.Key()...)
-			b = append(b, `,"kind":"`...)
-			b = append(b, sr.Latest.Kind.String()...)
-			b = append(b, `","points":[`...)
+			b = apiwire.AppendSeriesHead(b, sr.Latest.Labels.Key(), sr.Latest.Kind.String(), "")
+			b = append(b, `,"points":[`...)
 			m := 0
 			for _, p := range sr.Points {
 				if p.TS < from {
@@ -426,11 +389,7 @@ func (w *wsConn) peerHistory(sub *wsSub, window time.Duration, vis func(series.L
 					b = append(b, ',')
 				}
 				m++
-				b = append(b, '[')
-				b = strconv.AppendInt(b, p.TS, 10)
-				b = append(b, ',')
-				b = series.AppendFloat(b, p.Value)
-				b = append(b, ']')
+				b = apiwire.Point{TS: p.TS, Value: apiwire.Float(p.Value)}.AppendJSON(b)
 			}
 			b = append(b, "]}"...)
 			if len(b) > limit {
@@ -439,8 +398,7 @@ func (w *wsConn) peerHistory(sub *wsSub, window time.Duration, vis func(series.L
 		}
 		b = append(b, "]}"...)
 		if len(b) > limit {
-			b, _ = json.Marshal(map[string]string{"type": "error", "id": sub.id, "node": node.Node,
-				"error": fmt.Sprintf("history of node %s is more than the %d bytes this connection may still queue: ask for a shorter history or a narrower match", node.Node, max(limit, 0))})
+			b = apiwire.WSErrorFrame(sub.id, node.Node, fmt.Sprintf("history of node %s is more than the %d bytes this connection may still queue: ask for a shorter history or a narrower match", node.Node, max(limit, 0)))
 			w.queue(wsMsg{sub: sub, kind: msgError, b: b})
 			continue
 		}
@@ -450,11 +408,8 @@ func (w *wsConn) peerHistory(sub *wsSub, window time.Duration, vis func(series.L
 
 // remoteUpdate is the update message of a peer's new values for a cluster subscription, with
 // the series vis refuses left out.
-func remoteUpdate(id string, u remote.Update, vis func(series.Labels) bool) []byte {
-	b := []byte(`{"type":"update","id":`)
-	b = strconv.AppendQuote(b, id)
-	b = append(b, `,"node":`...)
-	b = series.AppendJSONString(b, u.Node)
+func remoteUpdate(id string, u hub.Update, vis func(series.Labels) bool) []byte {
+	b := apiwire.AppendWSHead(nil, "update", id, u.Node)
 	b = append(b, `,"ts":`...)
 	b = strconv.AppendInt(b, u.TS, 10)
 	b = append(b, `,"series":[`...)
@@ -468,16 +423,13 @@ func remoteUpdate(id string, u remote.Update, vis func(series.Labels) bool) []by
 			b = append(b, ',')
 		}
 		n++
-		smp.Labels = remote.WithNode(smp.Labels, u.Node)
+		smp.Labels = apiwire.WithNode(smp.Labels, u.Node)
 		b = smp.AppendJSON(b)
 	}
 	return append(b, "]}"...)
 }
 
-func wsError(id, msg string) []byte {
-	b, _ := json.Marshal(map[string]string{"type": "error", "id": id, "error": msg})
-	return b
-}
+func wsError(id, msg string) []byte { return apiwire.WSErrorFrame(id, "", msg) }
 
 // queue adds an answer for the writer (see queueLocked).
 func (w *wsConn) queue(m wsMsg) {
@@ -585,12 +537,7 @@ func (w *wsConn) next() (wsMsg, bool) {
 func (w *wsConn) update(sub *wsSub, view *registry.View, vis func(series.Labels) bool, b []byte) []byte {
 	hist := w.srv.Registry.History()
 	var scratch [2]history.Point
-	b = append(b[:0], `{"type":"update","id":`...)
-	b = strconv.AppendQuote(b, sub.id)
-	if sub.node != "" {
-		b = append(b, `,"node":`...)
-		b = series.AppendJSONString(b, sub.node)
-	}
+	b = apiwire.AppendWSHead(b[:0], "update", sub.id, sub.node)
 	b = append(b, `,"ts":`...)
 	b = strconv.AppendInt(b, view.TS, 10)
 	b = append(b, `,"series":[`...)
@@ -608,7 +555,7 @@ func (w *wsConn) update(sub *wsSub, view *registry.View, vis func(series.Labels)
 		}
 		n++
 		if sub.node != "" {
-			smp.Labels = remote.WithNode(smp.Labels, sub.node)
+			smp.Labels = apiwire.WithNode(smp.Labels, sub.node)
 		}
 		b = smp.AppendJSON(b)
 		return true

@@ -14,9 +14,10 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/history"
+	"github.com/cantal-go/cantal/internal/hub"
 	"github.com/cantal-go/cantal/internal/registry"
-	"github.com/cantal-go/cantal/internal/remote"
 	"github.com/cantal-go/cantal/internal/series"
 )
 
@@ -80,7 +81,7 @@ func pendingOf(w *wsConn, id string) []string {
 }
 
 func subscribe(w *wsConn, s string) {
-	var req wsRequest
+	var req apiwire.WSRequest
 	if err := json.Unmarshal([]byte(s), &req); err != nil {
 		panic(err)
 	}
@@ -189,7 +190,7 @@ func TestWSSlowReaderUpdatesReplaced(t *testing.T) {
 	sub := w.subs["c"]
 	for i := range 1000 {
 		for _, node := range []string{"b", "c"} {
-			u := remote.Update{Node: node, TS: int64(i), Series: []series.Sample{{Labels: series.Labels{"metric": "m1"}, Kind: series.Float, TS: int64(i)}}}
+			u := hub.Update{Node: node, TS: int64(i), Series: []series.Sample{{Labels: series.Labels{"metric": "m1"}, Kind: series.Float, TS: int64(i)}}}
 			w.queue(wsMsg{sub: sub, kind: msgUpdate, node: node, b: remoteUpdate("c", u, nil)})
 		}
 	}

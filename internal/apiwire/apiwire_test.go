@@ -128,6 +128,8 @@ func FuzzAnswers(f *testing.F) {
 		`{"peers":[{"id":"x","name":"a","addr":"h:1","http":"h:1","status":"alive","rtt_ms":0.25,"last_seen":3,"since":2}]}`,
 		`{"alerts":[{"name":"a","state":"firing","labels":{"x":"<"},"value":"NaN","threshold":1e21,"since_ms":1}],"truncated":["r"],"nodes":[{"node":"n","status":"ok","firing":1}]}`,
 		`{"nodes":[{"node":"a","status":"ok","series":[]}],"aggregate":[{"labels":{"metric":"m"},"kind":"level","fn":"sum","series":2,"step_ms":2000,"points":[[2000,3,2,2],[4000,"NaN",1,2],[6000,1e400,0,-1]]}]}`,
+		`{"processes":[{"pid":1,"ppid":0,"uid":0,"name":"a<","cmdline":["x"],"state":"S","start_time":1,"threads":1,"cpu_user":0.5,"cpu_system":0,"cpu_percent":1e21,"rss":18446744073709551615,"vsz":0,"swap":0,"read_bytes":0,"write_bytes":0,"cgroup":"/","appname":"z","metrics":true}],"total":1}`,
+		`{"node_id":"a","uptime_s":1.5,"last_scan":{"ts":1,"duration_ms":2.5},"counts":{"series":3},"problems":[{"source":"s","reason":"r"}],"security":{"listeners":[{"addr":"h:1"}]},"rrdd_rpc":{"socket":"/s","plugins":[]},"remote_write":[{"name":"r","lag_s":0.5}]}`,
 		`{"series":null}`, `{}`, `[]`, `null`,
 	} {
 		f.Add([]byte(s))
@@ -140,6 +142,8 @@ func FuzzAnswers(f *testing.F) {
 		fixed(t, b, &ClusterHistoryAnswer{}, func() any { return &ClusterHistoryAnswer{} })
 		fixed(t, b, &PeersAnswer{}, func() any { return &PeersAnswer{} })
 		fixed(t, b, &AlertsAnswer{}, func() any { return &AlertsAnswer{} })
+		fixed(t, b, &ProcessesAnswer{}, func() any { return &ProcessesAnswer{} })
+		fixed(t, b, &Status{}, func() any { return &Status{} })
 	})
 }
 
@@ -195,6 +199,10 @@ func deref(v any) any {
 	case *PeersAnswer:
 		return *p
 	case *AlertsAnswer:
+		return *p
+	case *ProcessesAnswer:
+		return *p
+	case *Status:
 		return *p
 	}
 	return v

@@ -20,8 +20,9 @@ type NodeHead struct {
 	Error  string `json:"error"`
 }
 
-// appendJSON appends {"node":…,"status":…[,"since":…][,"error":…] (no closing brace).
-func (h *NodeHead) appendJSON(b []byte) []byte {
+// AppendJSON appends {"node":…,"status":…[,"since":…][,"error":…] (no closing brace), as
+// every cluster answer starts a node.
+func (h *NodeHead) AppendJSON(b []byte) []byte {
 	b = append(b, `{"node":`...)
 	b = series.AppendJSONString(b, h.Node)
 	b = append(b, `,"status":`...)
@@ -53,6 +54,22 @@ type Aggregate struct {
 	Value  Number        `json:"value"`
 	Rate   Number        `json:"rate"`
 	Nodes  int           `json:"nodes"`
+}
+
+// AppendJSON appends g as /api/v1/cluster/metrics writes it.
+func (g *Aggregate) AppendJSON(b []byte) []byte {
+	b = appendHead(b, g.Labels, g.Kind, "")
+	b = append(b, `,"fn":`...)
+	b = series.AppendJSONString(b, g.Fn)
+	b = append(b, `,"value":`...)
+	b = g.Value.AppendJSON(b)
+	if g.Rate.Valid {
+		b = append(b, `,"rate":`...)
+		b = g.Rate.AppendJSON(b)
+	}
+	b = append(b, `,"nodes":`...)
+	b = strconv.AppendInt(b, int64(g.Nodes), 10)
+	return append(b, '}')
 }
 
 // ClusterMetricsAnswer is the answer of /api/v1/cluster/metrics.
@@ -96,7 +113,7 @@ func (a ClusterMetricsAnswer) MarshalJSON() ([]byte, error) {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = n.appendJSON(b)
+		b = n.AppendJSON(b)
 		b = append(b, `,"series":[`...)
 		for j := range n.Series {
 			if j > 0 {
@@ -108,22 +125,10 @@ func (a ClusterMetricsAnswer) MarshalJSON() ([]byte, error) {
 	}
 	b = append(b, `],"aggregate":[`...)
 	for i := range a.Aggregate {
-		g := &a.Aggregate[i]
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendHead(b, g.Labels, g.Kind, "")
-		b = append(b, `,"fn":`...)
-		b = series.AppendJSONString(b, g.Fn)
-		b = append(b, `,"value":`...)
-		b = g.Value.AppendJSON(b)
-		if g.Rate.Valid {
-			b = append(b, `,"rate":`...)
-			b = g.Rate.AppendJSON(b)
-		}
-		b = append(b, `,"nodes":`...)
-		b = strconv.AppendInt(b, int64(g.Nodes), 10)
-		b = append(b, '}')
+		b = a.Aggregate[i].AppendJSON(b)
 	}
 	return append(b, "]}"...), nil
 }
@@ -229,7 +234,7 @@ func (a ClusterHistoryAnswer) MarshalJSON() ([]byte, error) {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = n.appendJSON(b)
+		b = n.AppendJSON(b)
 		b = append(b, `,"series":`...)
 		b = appendHistoryList(b, n.Series)
 		b = append(b, '}')

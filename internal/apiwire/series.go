@@ -193,8 +193,15 @@ type HistorySeries struct {
 
 // appendHead appends {"labels":…,"kind":…[,"fn":…] (no closing brace).
 func appendHead(b []byte, l series.Labels, kind, fn string) []byte {
+	return AppendSeriesHead(b, l.Key(), kind, fn)
+}
+
+// AppendSeriesHead appends the start of a series object of every answer,
+// {"labels":…,"kind":…[,"fn":…] (no closing brace), from the labels' key (series.Labels.Key,
+// which a registry handle keeps, so the hot routes write it without building it).
+func AppendSeriesHead(b []byte, labelsKey, kind, fn string) []byte {
 	b = append(b, `{"labels":`...)
-	b = append(b, l.Key()...)
+	b = append(b, labelsKey...)
 	b = append(b, `,"kind":`...)
 	b = series.AppendJSONString(b, kind)
 	if fn != "" {

@@ -1,62 +1,58 @@
 package apiwire_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
-	"strings"
+	"slices"
 	"testing"
 
-	"github.com/cantal-go/cantal/internal/agent"
 	"github.com/cantal-go/cantal/internal/apiwire"
 )
 
-// jsonPaths lists the JSON member paths a struct type encodes (nested structs as a.b).
-func jsonPaths(t reflect.Type, prefix string, out map[string]reflect.Kind) {
-	for i := range t.NumField() {
-		f := t.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name == "" || name == "-" {
-			continue
-		}
-		ft := f.Type
-		if ft.Kind() == reflect.Struct && ft.PkgPath() == "" {
-			jsonPaths(ft, prefix+name+".", out)
-			continue
-		}
-		out[prefix+name] = ft.Kind()
+// TestProcessesFields: fields= keeps exactly the keys asked for, with the values the whole row
+// has, written in alphabetical order; every key of ProcessFields is a key the whole row writes,
+// in that order; a projected answer decodes into rows whose other members are zero.
+func TestProcessesFields(t *testing.T) {
+	row := apiwire.Process{PID: 7, PPID: 1, UID: 1000, Name: "app", Cmdline: []string{"app", "-v"}, State: "S",
+		StartTime: 5, Threads: 3, CPUUser: 1.5, CPUSystem: 0.5, CPUPercent: 12.5, RSS: 4096, VSZ: 8192,
+		Swap: 1, ReadBytes: 2, WriteBytes: 3, Cgroup: "/x", AppName: "a", Metrics: true}
+	b, _ := json.Marshal(apiwire.ProcessesAnswer{Processes: []apiwire.Process{row}, Total: 1})
+	var whole struct {
+		Processes []map[string]any
+	}
+	json.Unmarshal(b, &whole)
+	var keys []string
+	dec := json.NewDecoder(bytesReader(b[len(`{"processes":[`):]))
+	dec.Token()
+	for dec.More() {
+		k, _ := dec.Token()
+		keys = append(keys, k.(string))
+		var skip json.RawMessage
+		dec.Decode(&skip)
+	}
+	if !slices.Equal(keys, apiwire.ProcessFields) {
+		t.Errorf("a whole row writes %v; ProcessFields are %v", keys, apiwire.ProcessFields)
+	}
+	b, _ = json.Marshal(apiwire.ProcessesAnswer{Processes: []apiwire.Process{row}, Total: 1, Fields: apiwire.ProcessFields})
+	var all struct {
+		Processes []map[string]any
+	}
+	json.Unmarshal(b, &all)
+	if !reflect.DeepEqual(all.Processes[0], whole.Processes[0]) {
+		t.Errorf("every field projected:\n%v\nwant the whole row:\n%v", all.Processes[0], whole.Processes[0])
+	}
+	b, _ = json.Marshal(apiwire.ProcessesAnswer{Processes: []apiwire.Process{row}, Total: 9, Fields: []string{"pid", "name", "cpu_percent", "rss"}})
+	if want := `{"processes":[{"cpu_percent":12.5,"name":"app","pid":7,"rss":4096}],"total":9}`; string(b) != want {
+		t.Errorf("four fields: %s; want %s", b, want)
+	}
+	var back apiwire.ProcessesAnswer
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	if want := (apiwire.Process{PID: 7, Name: "app", CPUPercent: 12.5, RSS: 4096}); back.Total != 9 || len(back.Processes) != 1 || !reflect.DeepEqual(back.Processes[0], want) {
+		t.Errorf("decoded %+v; want one row %+v, total 9", back, want)
 	}
 }
 
-// TestStatusHead: every member of apiwire.StatusHead is one agent.Status writes (same path,
-// a number where it writes a number), and a status the agent encodes decodes into it.
-func TestStatusHead(t *testing.T) {
-	have := map[string]reflect.Kind{}
-	jsonPaths(reflect.TypeOf(agent.Status{}), "", have)
-	want := map[string]reflect.Kind{}
-	jsonPaths(reflect.TypeOf(apiwire.StatusHead{}), "", want)
-	isNum := func(k reflect.Kind) bool { return k >= reflect.Int && k <= reflect.Float64 }
-	for path, k := range want {
-		hk, ok := have[path]
-		switch {
-		case !ok:
-			t.Errorf("StatusHead has %s; agent.Status does not write it", path)
-		case isNum(k) != isNum(hk):
-			t.Errorf("StatusHead.%s is a %v; agent.Status writes a %v", path, k, hk)
-		}
-	}
-	var s agent.Status
-	s.NodeID, s.NodeName, s.UptimeS, s.ClusterName = "4f2a", "web-1", 12.5, "c"
-	s.LastScan.DurationMs, s.LastScan.Scans, s.Counts.Processes = 3.25, 2, 310
-	b, err := json.Marshal(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var h apiwire.StatusHead
-	if err := json.Unmarshal(b, &h); err != nil {
-		t.Fatalf("%v in %s", err, b)
-	}
-	if h.NodeID != "4f2a" || h.NodeName != "web-1" || h.UptimeS != 12.5 || h.ClusterName != "c" ||
-		h.LastScan.DurationMs != 3.25 || h.LastScan.Scans != 2 || h.Counts.Processes != 310 {
-		t.Errorf("decoded %+v from %s", h, b)
-	}
-}
+func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }

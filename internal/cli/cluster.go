@@ -224,15 +224,7 @@ func (ans *clusterHistoryAnswer) groups(o options) []*group {
 func (g *group) points() [][]clusteragg.Point {
 	out := make([][]clusteragg.Point, len(g.members))
 	for i, m := range g.members {
-		pts := make([]clusteragg.Point, len(m.points))
-		for j, p := range m.points {
-			v := math.NaN()
-			if p.Value.Valid {
-				v = p.Value.F
-			}
-			pts[j] = clusteragg.Point{TS: p.TS, Value: v}
-		}
-		out[i] = pts
+		out[i] = clusteragg.FromWire(m.points)
 	}
 	return out
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/cantal-go/cantal/internal/apiwire"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -264,7 +265,7 @@ func TestTopRender(t *testing.T) {
 		rates:   map[string]float64{"cpu.user_ms": 500, "cpu.system_ms": 250, "cpu.idle_ms": 1250, "net.interface.rx.bytes": 2048},
 		hasRate: map[string]bool{"net.interface.rx.bytes": true}}
 	for i := range 50 {
-		f.procs = append(f.procs, processJSON{PID: i + 1, Name: "p", Cmdline: []string{strings.Repeat("x", 200)}, CPUPercent: num{F: float64(i), Valid: true}})
+		f.procs = append(f.procs, apiwire.Process{PID: i + 1, Name: "p", Cmdline: []string{strings.Repeat("x", 200)}, CPUPercent: float64(i)})
 	}
 	lines := f.render(60, 12, "cpu", time.UTC)
 	if len(lines) != 12 {

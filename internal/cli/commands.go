@@ -244,38 +244,21 @@ func (c *CLI) human(key string, v any) string {
 
 // ---- processes ----
 
-type processJSON struct {
-	PID        int      `json:"pid"`
-	PPID       int      `json:"ppid"`
-	UID        int      `json:"uid"`
-	Name       string   `json:"name"`
-	Cmdline    []string `json:"cmdline"`
-	State      string   `json:"state"`
-	Threads    int      `json:"threads"`
-	CPUPercent num      `json:"cpu_percent"`
-	RSS        num      `json:"rss"`
-	Cgroup     string   `json:"cgroup"`
-	AppName    string   `json:"appname"`
-	Metrics    bool     `json:"metrics"`
-}
-
 func (c *CLI) processes(ctx context.Context, a *agent, o options) error {
 	const path = "/api/v1/processes"
-	var ans struct {
-		Processes []processJSON `json:"processes"`
-	}
+	var ans apiwire.ProcessesAnswer
 	if ok, err := c.fetchInto(ctx, a, o, &ans, path); !ok || err != nil {
 		return err
 	}
 	ps := ans.Processes
-	slices.SortStableFunc(ps, func(a, b processJSON) int {
+	slices.SortStableFunc(ps, func(a, b apiwire.Process) int {
 		switch o.sort {
 		case "cpu":
-			if c := cmp.Compare(b.CPUPercent.F, a.CPUPercent.F); c != 0 {
+			if c := cmp.Compare(b.CPUPercent, a.CPUPercent); c != 0 {
 				return c
 			}
 		case "rss":
-			if c := cmp.Compare(b.RSS.F, a.RSS.F); c != 0 {
+			if c := cmp.Compare(b.RSS, a.RSS); c != 0 {
 				return c
 			}
 		}
@@ -294,16 +277,8 @@ func (c *CLI) processes(ctx context.Context, a *agent, o options) error {
 		if cg == "" {
 			cg = "-"
 		}
-		cpu := "-"
-		if p.CPUPercent.Valid {
-			cpu = strconv.FormatFloat(p.CPUPercent.F, 'f', 1, 64)
-		}
-		rss := "-"
-		if p.RSS.Valid {
-			rss = formatBytes(p.RSS.F)
-		}
 		t.row(strconv.Itoa(p.PID), strconv.Itoa(p.PPID), strconv.Itoa(p.UID), p.State, strconv.Itoa(p.Threads),
-			cpu, rss, cg, metrics, command(p.Name, p.Cmdline))
+			strconv.FormatFloat(p.CPUPercent, 'f', 1, 64), formatBytes(float64(p.RSS)), cg, metrics, command(p.Name, p.Cmdline))
 	}
 	return t.flush()
 }

@@ -36,7 +36,7 @@ type topFrame struct {
 	vals     map[string]float64 // latest value by metric name (unlabelled series)
 	rates    map[string]float64 // per-second rate by metric name, summed over devices
 	hasRate  map[string]bool
-	procs    []processJSON
+	procs    []apiwire.Process
 	nprocs   int
 	fetchErr string
 }
@@ -47,7 +47,7 @@ var cpuModes = []string{"user", "nice", "system", "idle", "iowait", "irq", "soft
 
 func (c *CLI) topFetch(ctx context.Context, a *agent, o options) (*topFrame, error) {
 	f := &topFrame{at: c.now(), vals: map[string]float64{}, rates: map[string]float64{}, hasRate: map[string]bool{}}
-	var st apiwire.StatusHead
+	var st apiwire.Status
 	body, err := a.get(ctx, "/api/v1/status")
 	if err != nil {
 		return nil, err
@@ -90,9 +90,7 @@ func (c *CLI) topFetch(ctx context.Context, a *agent, o options) (*topFrame, err
 	if err != nil {
 		return nil, err
 	}
-	var ps struct {
-		Processes []processJSON `json:"processes"`
-	}
+	var ps apiwire.ProcessesAnswer
 	if err := decode(body, "/api/v1/processes", &ps); err != nil {
 		return nil, err
 	}
@@ -157,24 +155,18 @@ func (f *topFrame) render(width, height int, sortBy string, loc *time.Location) 
 		rateOf(f, "disk.read.bytes"), rateOf(f, "disk.write.bytes"))
 	add("")
 	ps := slices.Clone(f.procs)
-	slices.SortStableFunc(ps, func(a, b processJSON) int {
+	slices.SortStableFunc(ps, func(a, b apiwire.Process) int {
 		if sortBy == "rss" {
-			return cmp.Or(cmp.Compare(b.RSS.F, a.RSS.F), cmp.Compare(b.CPUPercent.F, a.CPUPercent.F), cmp.Compare(a.PID, b.PID))
+			return cmp.Or(cmp.Compare(b.RSS, a.RSS), cmp.Compare(b.CPUPercent, a.CPUPercent), cmp.Compare(a.PID, b.PID))
 		}
-		return cmp.Or(cmp.Compare(b.CPUPercent.F, a.CPUPercent.F), cmp.Compare(b.RSS.F, a.RSS.F), cmp.Compare(a.PID, b.PID))
+		return cmp.Or(cmp.Compare(b.CPUPercent, a.CPUPercent), cmp.Compare(b.RSS, a.RSS), cmp.Compare(a.PID, b.PID))
 	})
 	add("%-8s %-6s %1s %4s %6s %9s  %s", "PID", "UID", "S", "THR", "CPU%", "RSS", "COMMAND")
 	for _, p := range ps {
 		if len(lines) >= height {
 			break
 		}
-		cpu, rss := "-", "-"
-		if p.CPUPercent.Valid {
-			cpu = strconv.FormatFloat(p.CPUPercent.F, 'f', 1, 64)
-		}
-		if p.RSS.Valid {
-			rss = formatBytes(p.RSS.F)
-		}
+		cpu, rss := strconv.FormatFloat(p.CPUPercent, 'f', 1, 64), formatBytes(float64(p.RSS))
 		add("%-8d %-6d %1s %4d %6s %9s  %s", p.PID, p.UID, clean(p.State), p.Threads, cpu, rss, clean(command(p.Name, p.Cmdline)))
 	}
 	if len(lines) > height {

@@ -30,6 +30,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/series"
 )
 
@@ -111,6 +112,20 @@ func (g Grouping) Key(l series.Labels) series.Labels {
 type Point struct {
 	TS    int64
 	Value float64
+}
+
+// FromWire returns the points of an answer's series (apiwire.HistorySeries.Points) as
+// Aggregate takes them: a point without a value is NaN.
+func FromWire(pts []apiwire.Point) []Point {
+	out := make([]Point, len(pts))
+	for i, p := range pts {
+		v := math.NaN()
+		if p.Value.Valid {
+			v = p.Value.F
+		}
+		out[i] = Point{TS: p.TS, Value: v}
+	}
+	return out
 }
 
 // Slot is one time slot of an aggregate: its time (the start of the scan period, a multiple of

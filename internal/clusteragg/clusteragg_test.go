@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"testing"
 
+	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/series"
 )
 
@@ -195,5 +196,14 @@ func BenchmarkAggregate(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		Aggregate("sum", members, nil, Step(members))
+	}
+}
+
+// TestFromWire: an answer's points keep their times and values; a point without a value (null
+// on the wire) is NaN.
+func TestFromWire(t *testing.T) {
+	got := FromWire([]apiwire.Point{{TS: 1, Value: apiwire.Float(2.5)}, {TS: 3}})
+	if len(got) != 2 || got[0] != (Point{1, 2.5}) || got[1].TS != 3 || !math.IsNaN(got[1].Value) {
+		t.Errorf("FromWire = %+v; want [{1 2.5} {3 NaN}]", got)
 	}
 }

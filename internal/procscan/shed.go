@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/series"
 )
 
@@ -22,15 +23,7 @@ import (
 //     previous scan (see sleeping in idle.go); not work left out, work found unnecessary.
 //   - TaskIter: the latest scan had every process's scheduler counters and uid from the BPF
 //     task iterator (taskiter.go), not from files.
-type ScanStats struct {
-	Scans           int64 `json:"scans"`
-	ShedScans       int64 `json:"shed_scans"`
-	ShedDetails     int64 `json:"shed_details"`
-	SkippedBusy     int64 `json:"skipped_busy"`
-	DeferredDetails int64 `json:"deferred_details"`
-	StatReused      int64 `json:"stat_reused"`
-	TaskIter        bool  `json:"task_iterator"`
-}
+type ScanStats = apiwire.ProcessScan // as /api/v1/status writes it (process_scan)
 
 // scanCount is what one scan left out; owned by Collect.
 type scanCount struct {

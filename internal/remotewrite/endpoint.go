@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/history"
 	"github.com/cantal-go/cantal/internal/histread"
 	"github.com/cantal-go/cantal/internal/logbudget"
@@ -48,27 +49,12 @@ type Options struct {
 	Logger *slog.Logger
 }
 
-// Status is an endpoint's part of the agent's status.
+// Status is an endpoint's part of the agent's status: its position, lag and counters, as
+// /api/v1/status writes them (apiwire.RemoteWrite). LastError holds the receiver's own text
+// when it answered (which may echo what it was sent, or its internals): show it whole only to
+// callers trusted with the agent's configuration, and ForReaders to the others.
 type Status struct {
-	Name       string `json:"name"`
-	URL        string `json:"url"`         // without credentials or query
-	PositionMs int64  `json:"position_ms"` // last scan the receiver acknowledged whole
-	// LatePositionMs is the same for the series that may get late points (pushed ones), which
-	// are sent only up to the history's final scans (BackfillFrom); 0 before any.
-	LatePositionMs int64   `json:"late_position_ms"`
-	LagS           float64 `json:"lag_s"` // latest scan held minus position
-	SamplesSent    uint64  `json:"samples_sent"`
-	RequestsSent   uint64  `json:"requests_sent"`
-	BytesSent      uint64  `json:"bytes_sent"`      // snappy-compressed request bodies acknowledged
-	FailedBatches  uint64  `json:"failed_batches"`  // requests refused with a 4xx other than 429
-	DroppedSamples uint64  `json:"dropped_samples"` // their samples
-	Retries        uint64  `json:"retries"`         // attempts that failed with 5xx, 429 or a network error
-	Retrying       bool    `json:"retrying"`        // the current request is being retried
-	// LastError is the last failure, with the receiver's own text when it answered (which may
-	// echo what it was sent, or its internals): show it whole only to callers trusted with the
-	// agent's configuration, and ForReaders to the others.
-	LastError   string `json:"last_error,omitempty"`
-	LastErrorMs int64  `json:"last_error_ms,omitempty"`
+	apiwire.RemoteWrite
 
 	brief string // LastError without the receiver's text
 }

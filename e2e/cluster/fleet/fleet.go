@@ -31,6 +31,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/testsupport/netns"
 )
 
@@ -311,14 +312,6 @@ func (f *Fleet) WaitScanned(ctx context.Context, timeout time.Duration) (time.Du
 	})
 }
 
-// Peer is an entry of GET /api/v1/peers.
-type Peer struct {
-	ID     string `json:"id"`
-	Name   string `json:"name"`
-	Status string `json:"status"`
-	Since  int64  `json:"since"` // unix ms of the last status change
-}
-
 // LastJoined returns, over the views of the nodes of viewers, the latest time one of peers
 // became a member (alive or suspect) as each viewer recorded it (GET /api/v1/peers' since), to
 // the millisecond whatever the polling: once every viewer lists every one of peers as a
@@ -327,11 +320,11 @@ func LastJoined(ctx context.Context, viewers, peers []*Node) (time.Time, error) 
 	var mu sync.Mutex
 	var last int64
 	err := Each(viewers, 16, func(n *Node) error {
-		var ans struct{ Peers []Peer }
+		var ans apiwire.PeersAnswer
 		if err := n.Get(ctx, "/api/v1/peers", &ans); err != nil {
 			return err
 		}
-		by := map[string]Peer{}
+		by := map[string]apiwire.Peer{}
 		for _, p := range ans.Peers {
 			by[p.Name] = p
 		}
@@ -358,7 +351,7 @@ func member(status string) bool { return status == "alive" || status == "suspect
 
 // Peers returns the node's peers' statuses by name.
 func (n *Node) Peers(ctx context.Context) (map[string]string, error) {
-	var ans struct{ Peers []Peer }
+	var ans apiwire.PeersAnswer
 	if err := n.Get(ctx, "/api/v1/peers", &ans); err != nil {
 		return nil, err
 	}
@@ -429,21 +422,12 @@ func (n *Node) get(ctx context.Context, path string, v any) (int, error) {
 	return len(body), nil
 }
 
-// Series is a series of a cluster answer.
-type Series struct {
-	Labels map[string]string `json:"labels"`
-	Kind   string            `json:"kind"`
-	TS     int64             `json:"ts"`
-	Points [][2]float64      `json:"points"`
-}
-
 // NodeAnswer is one node's part of a cluster answer.
+// Either route's series decode into apiwire.HistorySeries (labels and kind; /metrics' values
+// are not read).
 type NodeAnswer struct {
-	Node   string   `json:"node"`
-	Status string   `json:"status"`
-	Since  int64    `json:"since"`
-	Error  string   `json:"error"`
-	Series []Series `json:"series"`
+	apiwire.NodeHead
+	Series []apiwire.HistorySeries `json:"series"`
 }
 
 // Answer is a cluster answer with how long it took and how many bytes it was.

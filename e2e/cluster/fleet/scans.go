@@ -8,6 +8,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/cantal-go/cantal/internal/apiwire"
 )
 
 // ScanMatch is a series every agent stores at every scan, at the scan's start time: the
@@ -20,11 +22,7 @@ const ScanMatch = "system.load_avg_1min"
 func (n *Node) ScanPeriods(ctx context.Context, from, to time.Time) ([]time.Duration, error) {
 	window := time.Since(from) + 2*time.Second
 	q := url.Values{"match": {ScanMatch}, "window": {window.Round(time.Second).String()}}
-	var ans struct {
-		Series []struct {
-			Points [][2]float64 `json:"points"`
-		} `json:"series"`
-	}
+	var ans apiwire.HistoryAnswer
 	if err := n.Get(ctx, "/api/v1/history?"+q.Encode(), &ans); err != nil {
 		return nil, fmt.Errorf("%s: scan periods: %w", n.Name, err)
 	}
@@ -35,7 +33,7 @@ func (n *Node) ScanPeriods(ctx context.Context, from, to time.Time) ([]time.Dura
 	var out []time.Duration
 	prev := int64(math.MinInt64)
 	for _, p := range ans.Series[0].Points {
-		ts := int64(p[0])
+		ts := p.TS
 		if ts < lo || ts > hi {
 			continue
 		}

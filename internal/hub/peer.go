@@ -1,4 +1,4 @@
-package remote
+package hub
 
 import (
 	"context"
@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/cantal-go/cantal/internal/apiwire"
 )
 
 // dialer opens the WebSocket connections to peers: ws:// or, in a cluster with mutual TLS,
@@ -355,7 +357,7 @@ func (p *peer) read(ctx context.Context, c *websocket.Conn, start time.Time, dia
 			return err
 		}
 		got := time.Now()
-		var m wireMsg
+		var m apiwire.WSFrame
 		if err := json.Unmarshal(data, &m); err != nil {
 			return fmt.Errorf("bad message from %s: %w", p.http, err)
 		}

@@ -1,4 +1,4 @@
-package remote
+package hub
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/testsupport/cputime"
 )
 
@@ -165,14 +166,14 @@ type anyMsg struct {
 }
 
 // BenchmarkDecodeChunk: one peer's history chunk (one series, 300 points: 5 minutes at 1 s
-// scans), decoded into wirePoints (now) and into [2]any (before), side by side.
+// scans), decoded into apiwire.WSPoints (now) and into [2]any (before), side by side.
 func BenchmarkDecodeChunk(b *testing.B) {
 	msg := newChunkPeer(300, time.Second).msgs[subKey(canonicalMatch(chunkMatch), false)][0]
 	b.Run("wirePoint", func(b *testing.B) {
 		b.ReportAllocs()
 		b.SetBytes(int64(len(msg)))
 		for b.Loop() {
-			var m wireMsg
+			var m apiwire.WSFrame
 			if err := json.Unmarshal(msg, &m); err != nil || len(m.Series[0].Points) != 300 {
 				b.Fatal(err)
 			}

@@ -1,4 +1,4 @@
-package remote
+package hub
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/series"
 )
 
@@ -169,7 +170,7 @@ func (s *sub) needsChunk() bool {
 // no history.
 func (s *sub) request() []byte {
 	if s.unsubscribe {
-		b, _ := json.Marshal(map[string]string{"type": "unsubscribe", "id": s.id})
+		b, _ := json.Marshal(apiwire.WSRequest{Type: "unsubscribe", ID: s.id})
 		return b
 	}
 	return s.subscribeMsg(s.id, 0)
@@ -189,12 +190,12 @@ func (s *sub) chunkRequest() []byte {
 }
 
 func (s *sub) subscribeMsg(id string, history time.Duration) []byte {
-	req := map[string]string{"type": "subscribe", "id": id, "match": s.match}
+	req := apiwire.WSRequest{Type: "subscribe", ID: id, Match: s.match}
 	if history > 0 {
-		req["history"] = history.Round(time.Millisecond).String()
+		req.History = history.Round(time.Millisecond).String()
 	}
 	if s.rate {
-		req["fn"] = "rate"
+		req.Fn = "rate"
 	}
 	b, _ := json.Marshal(req)
 	return b
@@ -205,7 +206,7 @@ func (s *sub) subscribeMsg(id string, history time.Duration) []byte {
 // wait; the updates the chunk subscription also carries until it is unsubscribed duplicate the
 // live ones and are dropped. It reports whether the chunk is done with, so that its
 // subscription can go.
-func (s *sub) receiveChunk(m *wireMsg) bool {
+func (s *sub) receiveChunk(m *apiwire.WSFrame) bool {
 	s.mu.Lock()
 	if !s.chunkNeed {
 		s.mu.Unlock()
@@ -230,7 +231,7 @@ func (s *sub) receiveChunk(m *wireMsg) bool {
 }
 
 // applyHistory adds a history message's points; s.mu is held.
-func (s *sub) applyHistory(m *wireMsg) {
+func (s *sub) applyHistory(m *apiwire.WSFrame) {
 	if s.series == nil {
 		s.series = map[string]*Series{}
 	}
@@ -263,7 +264,7 @@ func (s *sub) trim() {
 // receive applies a history or update message. It is called by the peer's read goroutine only,
 // so one subscription's messages are applied, and its listeners called, in the order they came;
 // the listeners are called after the subscription's lock is released.
-func (s *sub) receive(node string, m *wireMsg) {
+func (s *sub) receive(node string, m *apiwire.WSFrame) {
 	var (
 		notify []listener
 		upd    Update
@@ -299,7 +300,7 @@ func (s *sub) receive(node string, m *wireMsg) {
 				sr = &Series{}
 				s.series[key] = sr
 			}
-			smp, v := ws.sample()
+			smp, v := ws.Sample()
 			sr.Latest = smp
 			switch {
 			case ws.Kind == series.State:
@@ -385,7 +386,7 @@ func (s *sub) answer(now time.Time, interval time.Duration, m Member) NodeAnswer
 	for _, k := range keys {
 		sr := s.series[k]
 		cp := Series{Latest: sr.Latest, Points: append([]Point(nil), sr.Points...)}
-		cp.Latest.Labels = withNode(sr.Latest.Labels, m.Name)
+		cp.Latest.Labels = apiwire.WithNode(sr.Latest.Labels, m.Name)
 		a.Series = append(a.Series, cp)
 	}
 	return a

@@ -1,12 +1,13 @@
-// Package remote is the agent's lazy, on-demand view of its peers' series (seed 001): the first
-// cluster query for a selector makes this agent — and only this one, so there is no full mesh —
-// open one WebSocket per peer (/api/v1/ws), subscribe to just that selector and receive the
-// peer's current values and then one update per scan. A history query also asks for a history
-// chunk (Config.History), apart from the live subscription so that the current values a metrics
-// query waits for never queue behind it (QueryLatest, Query). A subscription nobody has asked
-// for during Config.Idle is dropped, and a connection with no subscription left is closed. A
-// lost connection is retried with backoff, and on reconnect a subscription that keeps a chunk
-// asks for the history since its last point so that no point is lost.
+// Package hub is the agent's peer-query hub (not remote write): its lazy, on-demand view of its
+// peers' series (seed 001). The first cluster query for a selector makes this agent — and only
+// this one, so there is no full mesh — open one WebSocket per peer (/api/v1/ws), subscribe to
+// just that selector and receive the peer's current values and then one update per scan. A
+// history query also asks for a history chunk (Config.History), apart from the live subscription
+// so that the current values a metrics query waits for never queue behind it (QueryLatest,
+// Query). A subscription nobody has asked for during Config.Idle is dropped, and a connection
+// with no subscription left is closed. A lost connection is retried with backoff, and on
+// reconnect a subscription that keeps a chunk asks for the history since its last point so that
+// no point is lost.
 //
 // In a cluster with mutual TLS (Config.TLS) every connection to a peer is WSS with the node's
 // client certificate, and the peer's certificate must chain to the cluster's CA; such a hub
@@ -19,7 +20,7 @@
 // A Hub is safe for concurrent use. Its goroutines end when the context given to Run ends.
 // Locks: Hub.mu, then peer.mu, then sub.mu, each taken in that order only; no callback (a
 // listener's function, Config.Members, Config.TLS) is called with any of them held.
-package remote
+package hub
 
 import (
 	"context"
