@@ -30,7 +30,10 @@
 // checkpoint every 64 IDs) and the blocks. Expire drops whole segments, only once their newest
 // scan is older than Retention, so a query for the last Retention always sees every point of it.
 //
-// Each block chooses its encoding knowing the whole block: the presence (every scan, one run,
+// Blocks are encoded and decoded by the leaf package chunkenc (internal/history/chunkenc, the
+// codec alone, as Prometheus keeps tsdb/chunkenc apart from its tsdb); this package lays them out
+// in segments, indexes them and persists them. Each block chooses its encoding knowing the whole
+// block: the presence (every scan, one run,
 // or a bitmap), then for integers the cheaper of deltas offset by their minimum and
 // deltas-of-deltas, each residual written with a zero flag and one of two bit widths picked
 // from a histogram (a constant block is its header and one value; a steady counter a few

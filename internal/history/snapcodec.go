@@ -6,6 +6,7 @@ import (
 	"hash/crc32"
 	"strings"
 
+	"github.com/cantal-go/cantal/internal/history/chunkenc"
 	"github.com/cantal-go/cantal/internal/series"
 )
 
@@ -111,7 +112,7 @@ func appendSegHeader(b []byte, g *segment) []byte {
 // segParse is what parseSegBody reports about each block with points, for the caller to learn
 // every ID's newest point. It may be called for blocks of a segment that turns out corrupt
 // further on: the caller must keep what it learns aside until the parse succeeds.
-type segParse func(id ID, ts []int64, d *decoded)
+type segParse func(id ID, ts []int64, d *chunkenc.Decoded)
 
 // parseSegBody reads a segment body of 1 to maxScans scans (exactly maxScans when full) and
 // checks every block decodes. The segment's slices alias r's input. each, if not nil, is
@@ -140,7 +141,7 @@ func parseSegBody(r *snapReader, maxScans int, full bool, each segParse) *segmen
 		return nil
 	}
 	// Walk the index: rebuild the group offsets and check every block.
-	var d decoded
+	var d chunkenc.Decoded
 	p, off, k, run := 0, 0, 0, 0
 	for p < len(g.lens) || run > 0 {
 		if k%idGroup == 0 && run == 0 {
@@ -175,12 +176,12 @@ func parseSegBody(r *snapReader, maxScans int, full bool, each segParse) *segmen
 			r.fail("block of %d bytes at ID %d", l, k)
 			return nil
 		}
-		if err := decodeBlock(g.data[off:off+int(l)], int(n), &d); err != nil {
+		if err := chunkenc.Decode(g.data[off:off+int(l)], int(n), &d); err != nil {
 			r.fail("block of ID %d: %v", k, err)
 			return nil
 		}
-		g.points += d.n
-		if each != nil && d.n > 0 {
+		g.points += d.N
+		if each != nil && d.N > 0 {
 			each(ID(k), g.ts, &d)
 		}
 		off += int(l)

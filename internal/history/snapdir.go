@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 
 	"github.com/cantal-go/cantal/internal/atomicfile"
+	"github.com/cantal-go/cantal/internal/history/chunkenc"
 	"github.com/cantal-go/cantal/internal/series"
 )
 
@@ -58,11 +59,11 @@ type Saver struct {
 	logLen   int64
 
 	nextGen uint64
-	oldKeys bool    // the series table was loaded from version 2 files: rewrite it whole
-	cur     []*meta // scratch for the next table
-	batch   []byte  // scratch for a log batch
-	base    []byte  // scratch for a base file
-	enc     encoder // scratch for the open segment
+	oldKeys bool             // the series table was loaded from version 2 files: rewrite it whole
+	cur     []*meta          // scratch for the next table
+	batch   []byte           // scratch for a log batch
+	base    []byte           // scratch for a base file
+	enc     chunkenc.Encoder // scratch for the open segment
 	sw      segWriter
 }
 
@@ -400,9 +401,9 @@ func (sv *Saver) load(hb []byte, opt Options) (*Store, error) {
 		ts int64
 	}
 	var pending []idLast
-	each := func(id ID, ts []int64, d *decoded) {
+	each := func(id ID, ts []int64, d *chunkenc.Decoded) {
 		if int(id) < len(table) && table[id] != nil {
-			if t := ts[d.idx[d.n-1]]; t >= table[id].born {
+			if t := ts[d.Idx[d.N-1]]; t >= table[id].born {
 				pending = append(pending, idLast{id, t})
 			}
 		}
@@ -466,14 +467,14 @@ func (sv *Saver) load(hb []byte, opt Options) (*Store, error) {
 		}
 	}
 	if open != nil {
-		var d decoded
+		var d chunkenc.Decoded
 		it := segIter{g: open}
 		for id, m := range table {
 			if m == nil || live[id] != nil {
 				continue
 			}
-			if blk := it.block(ID(id)); blk != nil && decodeBlock(blk, len(open.ts), &d) == nil && d.n > 0 &&
-				open.ts[d.idx[d.n-1]] >= m.born {
+			if blk := it.block(ID(id)); blk != nil && chunkenc.Decode(blk, len(open.ts), &d) == nil && d.N > 0 &&
+				open.ts[d.Idx[d.N-1]] >= m.born {
 				live[id] = m
 			}
 		}
@@ -528,7 +529,7 @@ func restoreStore(opt Options, table []*meta, last []int64, segs []*segment, ope
 func fillStaging(st *staging, g *segment, table []*meta) int {
 	n := len(g.ts)
 	copy(st.ts, g.ts)
-	var d decoded
+	var d chunkenc.Decoded
 	pts := 0
 	// A chunk period at a time: staging.set is fast for the Adds of one period, as a scan
 	// makes them, and slow when consecutive calls alternate between periods.
@@ -540,11 +541,11 @@ func fillStaging(st *staging, g *segment, table []*meta) int {
 				continue
 			}
 			blk := it.block(ID(id))
-			if blk == nil || decodeBlock(blk, n, &d) != nil {
+			if blk == nil || chunkenc.Decode(blk, n, &d) != nil {
 				continue
 			}
-			for x := 0; x < d.n; x++ {
-				if j := int(d.idx[x]); j >= lo && j < hi && g.ts[j] >= m.born && st.set(ID(id), j, d.val[x]) {
+			for x := 0; x < d.N; x++ {
+				if j := int(d.Idx[x]); j >= lo && j < hi && g.ts[j] >= m.born && st.set(ID(id), j, d.Val[x]) {
 					pts++
 				}
 			}

@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"io"
 
+	"github.com/cantal-go/cantal/internal/history/chunkenc"
 	"github.com/cantal-go/cantal/internal/series"
 )
 
@@ -51,11 +52,11 @@ func (s *Store) WriteSnapshot(w io.Writer) error {
 	var full, partial *segment
 	lo := 0
 	if n >= s.scans {
-		full = compressStagingRange(v.open, 0, s.scans, table, new(encoder), new(segWriter))
+		full = compressStagingRange(v.open, 0, s.scans, table, new(chunkenc.Encoder), new(segWriter))
 		lo = s.scans
 	}
 	if n > lo { // at most s.scans scans: graceScans ≤ s.scans
-		partial = compressStagingRange(v.open, lo, n, table, new(encoder), new(segWriter))
+		partial = compressStagingRange(v.open, lo, n, table, new(chunkenc.Encoder), new(segWriter))
 	}
 	s.release(v)
 
@@ -102,10 +103,10 @@ func (s *Store) WriteSnapshot(w io.Writer) error {
 	if _, err := bw.Write(b); err != nil {
 		return fmt.Errorf("write history snapshot: %w", err)
 	}
-	var enc encoder
-	var d decoded
-	var vals [MaxBlockScans]uint64
-	var pres [MaxBlockScans]uint8
+	var enc chunkenc.Encoder
+	var d chunkenc.Decoded
+	var vals [chunkenc.MaxScans]uint64
+	var pres [chunkenc.MaxScans]uint8
 	for _, g := range segs {
 		b = b[:0]
 		b = binary.AppendUvarint(b, uint64(len(g.ts)))
@@ -121,14 +122,14 @@ func (s *Store) WriteSnapshot(w io.Writer) error {
 				// keep only the points of the current one.
 				orig := blk
 				blk = nil
-				if decodeBlock(orig, len(g.ts), &d) == nil {
+				if chunkenc.Decode(orig, len(g.ts), &d) == nil {
 					clear(pres[:len(g.ts)])
-					for k := 0; k < d.n; k++ {
-						if j := d.idx[k]; g.ts[j] >= e.m.born {
-							vals[j], pres[j] = d.val[k], 1
+					for k := 0; k < d.N; k++ {
+						if j := d.Idx[k]; g.ts[j] >= e.m.born {
+							vals[j], pres[j] = d.Val[k], 1
 						}
 					}
-					blk = enc.appendBlock(nil, e.m.kind, vals[:len(g.ts)], pres[:len(g.ts)], len(g.ts))
+					blk = enc.Append(nil, e.m.kind, vals[:len(g.ts)], pres[:len(g.ts)], len(g.ts))
 				}
 			}
 			b = binary.AppendUvarint(b, uint64(len(blk)))
@@ -151,14 +152,14 @@ func (s *Store) WriteSnapshot(w io.Writer) error {
 // series of table (by ID; nil: none), without the points older than their series' born time.
 // The segment returned shares its index and data with sw, which must not be reset while it is
 // in use; enc and sw are scratch that a caller may keep for the next call.
-func compressStaging(st *staging, n int, table []*meta, enc *encoder, sw *segWriter) *segment {
+func compressStaging(st *staging, n int, table []*meta, enc *chunkenc.Encoder, sw *segWriter) *segment {
 	return compressStagingRange(st, 0, n, table, enc, sw)
 }
 
 // compressStagingRange is compressStaging of the committed scans [lo, hi) of st.
-func compressStagingRange(st *staging, lo, hi int, table []*meta, enc *encoder, sw *segWriter) *segment {
-	var vals [MaxBlockScans]uint64
-	var pres [MaxBlockScans]uint8
+func compressStagingRange(st *staging, lo, hi int, table []*meta, enc *chunkenc.Encoder, sw *segWriter) *segment {
+	var vals [chunkenc.MaxScans]uint64
+	var pres [chunkenc.MaxScans]uint8
 	sw.reset()
 	n := hi - lo
 	for id, m := range table {
@@ -173,7 +174,7 @@ func compressStagingRange(st *staging, lo, hi int, table []*meta, enc *encoder, 
 				pres[j] = 0
 			}
 		}
-		sw.data = enc.appendBlock(sw.data, m.kind, vals[lo:hi], pres[lo:hi], n)
+		sw.data = enc.Append(sw.data, m.kind, vals[lo:hi], pres[lo:hi], n)
 		sw.end(len(sw.data) - start)
 	}
 	sw.flushRun()
@@ -324,7 +325,7 @@ func parseSnapshot(b []byte, opt Options) (*Store, error) {
 	nseg := r.count(1+len(sers), "segment count")
 	segs := make([]sseg, 0, nseg)
 	prev := int64(0)
-	var d decoded
+	var d chunkenc.Decoded
 	for i := 0; i < nseg && r.err == nil; i++ {
 		n := r.uvarint("scan count")
 		if r.err != nil {
@@ -356,16 +357,16 @@ func parseSnapshot(b []byte, opt Options) (*Store, error) {
 			if r.err != nil {
 				break
 			}
-			if err := decodeBlock(blk, int(n), &d); err != nil {
+			if err := chunkenc.Decode(blk, int(n), &d); err != nil {
 				r.fail("segment %d series %d: %v", i, k, err)
 				break
 			}
-			if d.n > 0 {
-				if g.ts[d.idx[0]] < sers[k].born {
+			if d.N > 0 {
+				if g.ts[d.Idx[0]] < sers[k].born {
 					r.fail("segment %d series %d: point before the series was born", i, k)
 					break
 				}
-				sers[k].last = max(sers[k].last, g.ts[d.idx[d.n-1]])
+				sers[k].last = max(sers[k].last, g.ts[d.Idx[d.N-1]])
 			}
 			g.blocks[k] = blk
 		}
@@ -434,8 +435,8 @@ func parseSnapshot(b []byte, opt Options) (*Store, error) {
 				continue
 			}
 			sw.add(blk)
-			_ = decodeBlock(blk, len(g.ts), &d)
-			sw.points += d.n
+			_ = chunkenc.Decode(blk, len(g.ts), &d)
+			sw.points += d.N
 		}
 		closed = append(closed, sw.segment(g.ts))
 	}

@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/cantal-go/cantal/internal/history/chunkenc"
 	"github.com/cantal-go/cantal/internal/series"
 )
 
@@ -345,7 +346,7 @@ func (st *staging) unset(j int) {
 // row copies the values and presence flags of id's first n scans into vals and pres and reports
 // whether id has a slot (it may still have no point). pres is cleared where there is no point.
 // Safe for concurrent use for n up to the committed count; the writer may use any n.
-func (st *staging) row(id ID, n int, vals *[MaxBlockScans]uint64, pres *[MaxBlockScans]uint8) bool {
+func (st *staging) row(id ID, n int, vals *[chunkenc.MaxScans]uint64, pres *[chunkenc.MaxScans]uint8) bool {
 	slot := st.slot(id)
 	if slot < 0 {
 		return false
@@ -413,8 +414,8 @@ func (st *staging) last(id ID, n, want int, born int64, dst []Point) []Point {
 
 // hasPoint reports whether id has a point in the first n scans. Like row.
 func (st *staging) hasPoint(id ID, n int) bool {
-	var vals [MaxBlockScans]uint64
-	var pres [MaxBlockScans]uint8
+	var vals [chunkenc.MaxScans]uint64
+	var pres [chunkenc.MaxScans]uint8
 	if !st.row(id, n, &vals, &pres) {
 		return false
 	}

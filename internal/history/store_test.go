@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cantal-go/cantal/internal/history/chunkenc/chunktest"
 	"github.com/cantal-go/cantal/internal/series"
 )
 
@@ -147,7 +148,7 @@ func check(t *testing.T, s *Store, m *model, r *rand.Rand) {
 	}
 }
 
-// TestStoreProperty drives a Store with random series (every value shape of genValues,
+// TestStoreProperty drives a Store with random series (every value shape of chunktest.Values,
 // gaps, births and deaths, expiry) and checks it, and its snapshots, against the model.
 func TestStoreProperty(t *testing.T) {
 	for seed := uint64(1); seed <= 6; seed++ {
@@ -171,7 +172,7 @@ func storeProperty(t *testing.T, seed uint64) {
 	for i := range keys {
 		kinds[i] = []series.Kind{series.Counter, series.Level, series.Float}[r.IntN(3)]
 		keys[i] = fmt.Sprintf(`{"metric":"m%d"}`, i)
-		vals[i] = genValues(r, kinds[i], nscans)
+		vals[i] = chunktest.Values(r, kinds[i], nscans)
 		a := r.IntN(nscans)
 		if i%3 == 0 {
 			a = 0
