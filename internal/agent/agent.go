@@ -116,8 +116,8 @@ const (
 
 // historyDir is the history snapshot's directory in --state-dir (see history.Saver: closed
 // segments are written once each, so a periodic save writes only what changed).
-// legacySnapshotName is the single-file snapshot of earlier versions: loaded when historyDir
-// has no snapshot yet, and deleted by the first save into historyDir.
+// legacySnapshotName is the single-file snapshot of pre-release agents: no longer read;
+// history.LoadDir reports it (left in place for the operator to remove).
 const (
 	historyDir         = "history"
 	legacySnapshotName = "history.snap"

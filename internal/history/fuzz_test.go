@@ -16,44 +16,6 @@ import (
 	"github.com/cantal-go/cantal/internal/series"
 )
 
-// FuzzReadSnapshot feeds arbitrary bytes to the snapshot loader, with a valid checksum appended
-// so that the parser behind it is exercised. It must not panic nor allocate beyond the input's
-// size; a snapshot it accepts must survive a write/read round trip.
-func FuzzReadSnapshot(f *testing.F) {
-	for _, ts0 := range []int64{1_800_000_000_000, 0} {
-		b := snapshotBytesF(sampleStore(ts0))
-		f.Add(b[:len(b)-4])
-	}
-	f.Add([]byte(snapMagic))
-	f.Fuzz(func(t *testing.T, body []byte) {
-		in := binary.LittleEndian.AppendUint32(append([]byte(nil), body...), crc32.Checksum(body, castagnoli))
-		opt := Options{Now: func() time.Time { return time.UnixMilli(1_800_000_030_000) }, Retention: 1 << 62}
-		s, err := ReadSnapshot(bytes.NewReader(in), opt)
-		if err != nil {
-			return
-		}
-		var out bytes.Buffer
-		if err := s.WriteSnapshot(&out); err != nil {
-			t.Fatal(err)
-		}
-		s2, err := ReadSnapshot(&out, opt)
-		if err != nil {
-			t.Fatalf("snapshot of a loaded store does not load: %v", err)
-		}
-		if a, b := s.Stats(), s2.Stats(); a.Points != b.Points || a.Series != b.Series {
-			t.Fatalf("round trip changed stats: %+v -> %+v", a, b)
-		}
-	})
-}
-
-func snapshotBytesF(s *Store) []byte {
-	var b bytes.Buffer
-	if err := s.WriteSnapshot(&b); err != nil {
-		panic(err)
-	}
-	return b.Bytes()
-}
-
 // withCRC returns body followed by its CRC-32C trailer, so that fuzzed bodies reach the
 // parsers behind the checksum.
 func withCRC(body []byte) []byte {

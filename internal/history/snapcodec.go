@@ -2,6 +2,7 @@ package history
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"strings"
@@ -628,4 +629,76 @@ func parseSegFile(b []byte, scans int, each segParse) (*segment, uint32, error) 
 		return nil, 0, fmt.Errorf("segment: %w", r.err)
 	}
 	return g, sum, nil
+}
+
+// ErrCorrupt wraps every error LoadDir returns about a malformed, truncated or
+// checksum-failing snapshot file (as opposed to an I/O error while reading it).
+var ErrCorrupt = errors.New("corrupt history snapshot")
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// snapReader parses a snapshot held in memory, never reading past its end.
+type snapReader struct {
+	b      []byte
+	p      int
+	err    error
+	shared int // key bytes front-coded records took from their previous key (readFrontRec)
+}
+
+func (r *snapReader) fail(format string, args ...any) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: at byte %d: %s", ErrCorrupt, r.p, fmt.Sprintf(format, args...))
+	}
+}
+
+func (r *snapReader) uvarint(what string) uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b[r.p:])
+	if n <= 0 {
+		r.fail("bad %s", what)
+		return 0
+	}
+	r.p += n
+	return v
+}
+
+func (r *snapReader) varint(what string) int64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(r.b[r.p:])
+	if n <= 0 {
+		r.fail("bad %s", what)
+		return 0
+	}
+	r.p += n
+	return v
+}
+
+// bytes returns the next n bytes, failing when fewer remain (so counts read from the input can
+// never make the reader allocate more than the input's size).
+func (r *snapReader) bytes(n uint64, what string) []byte {
+	if r.err != nil {
+		return nil
+	}
+	if n > uint64(len(r.b)-r.p) {
+		r.fail("%s of %d bytes past the end", what, n)
+		return nil
+	}
+	b := r.b[r.p : r.p+int(n)]
+	r.p += int(n)
+	return b
+}
+
+// count reads a count of items each taking at least minSize bytes, rejecting counts the rest of
+// the input cannot hold.
+func (r *snapReader) count(minSize int, what string) int {
+	n := r.uvarint(what)
+	if r.err == nil && n > uint64((len(r.b)-r.p)/minSize) {
+		r.fail("%s %d too large for the input", what, n)
+		return 0
+	}
+	return int(n)
 }

@@ -452,3 +452,43 @@ func (st *staging) reset() {
 func (st *staging) bytes() int64 {
 	return int64(8*len(st.ts)) + st.slotOf.bytes(4) + st.chunkOf.bytes(4) + st.chunks.bytes(int(unsafe.Sizeof(chunk{})))
 }
+
+// compressStaging compresses the first n committed scans of st (pinned by the caller) for the
+// series of table (by ID; nil: none), without the points older than their series' born time.
+// The segment returned shares its index and data with sw, which must not be reset while it is
+// in use; enc and sw are scratch that a caller may keep for the next call.
+func compressStaging(st *staging, n int, table []*meta, enc *chunkenc.Encoder, sw *segWriter) *segment {
+	return compressStagingRange(st, 0, n, table, enc, sw)
+}
+
+// compressStagingRange is compressStaging of the committed scans [lo, hi) of st.
+func compressStagingRange(st *staging, lo, hi int, table []*meta, enc *chunkenc.Encoder, sw *segWriter) *segment {
+	var vals [chunkenc.MaxScans]uint64
+	var pres [chunkenc.MaxScans]uint8
+	sw.reset()
+	n := hi - lo
+	for id, m := range table {
+		sw.begin()
+		start := len(sw.data)
+		if m == nil || !st.row(ID(id), hi, &vals, &pres) {
+			sw.end(0)
+			continue
+		}
+		for j := lo; j < hi; j++ {
+			if st.ts[j] < m.born {
+				pres[j] = 0
+			}
+		}
+		sw.data = enc.Append(sw.data, m.kind, vals[lo:hi], pres[lo:hi], n)
+		sw.end(len(sw.data) - start)
+	}
+	sw.flushRun()
+	return &segment{
+		ts:      append([]int64(nil), st.ts[lo:hi]...),
+		lens:    sw.lens,
+		chk:     sw.chk,
+		lensOff: sw.lensOff,
+		data:    sw.data,
+		points:  sw.points,
+	}
+}

@@ -266,8 +266,8 @@ type view struct {
 //
 // Concurrency: exactly one goroutine, the writer, calls Series, Begin, Add, Commit, Expire and
 // Newest.
-// Any number of other goroutines may call Lookup, Each, Range, Last, Latest, Stats,
-// WriteSnapshot and Saver.Save at the same time. Readers never block the writer: they read
+// Any number of other goroutines may call Lookup, Each, Range, Last, Latest, Stats and
+// Saver.Save at the same time. Readers never block the writer: they read
 // immutable segments and the committed part of the open segment without locks, and the writer
 // never waits for them (a staging buffer still in use by a reader is replaced, not waited for).
 // The only lock the writer takes is around the key index when it registers or deletes a series,

@@ -223,16 +223,9 @@ func storeProperty(t *testing.T, seed uint64) {
 	}
 
 	// Snapshot round trip, then keep writing into the loaded store.
-	var buf bytes.Buffer
-	if err := s.WriteSnapshot(&buf); err != nil {
-		t.Fatal(err)
-	}
 	now := func() time.Time { return time.UnixMilli(ts) }
 	opt.Now = now
-	s2, err := ReadSnapshot(bytes.NewReader(buf.Bytes()), opt)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s2 := reloaded(t, s, opt)
 	// Points older than the loaded store's oldest scan are gone; compare from there.
 	check(t, s2, m, r)
 	for j := 0; j < 40; j++ {
@@ -248,15 +241,7 @@ func storeProperty(t *testing.T, seed uint64) {
 		s2.Commit()
 	}
 	check(t, s2, m, r)
-	var buf2 bytes.Buffer
-	if err := s2.WriteSnapshot(&buf2); err != nil {
-		t.Fatal(err)
-	}
-	s3, err := ReadSnapshot(&buf2, opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	check(t, s3, m, r)
+	check(t, reloaded(t, s2, opt), m, r)
 }
 
 func TestSeriesKinds(t *testing.T) {
@@ -445,14 +430,7 @@ func TestDropReusesIDs(t *testing.T) {
 	if got := s.Last(nu, 10, nil); !slices.Equal(got, want) {
 		t.Fatalf("Last of the new series: %v; want %v", got, want)
 	}
-	var buf bytes.Buffer
-	if err := s.WriteSnapshot(&buf); err != nil {
-		t.Fatal(err)
-	}
-	s2, err := ReadSnapshot(&buf, Options{BlockScans: 4, Now: func() time.Time { return time.UnixMilli(8000) }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s2 := reloaded(t, s, Options{BlockScans: 4, Now: func() time.Time { return time.UnixMilli(8000) }})
 	id, _, ok := s2.Lookup("new")
 	if !ok {
 		t.Fatal("new series lost in the snapshot")
