@@ -12,7 +12,6 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/cantal-go/cantal/internal/history"
 	"github.com/cantal-go/cantal/internal/registry"
 	"github.com/cantal-go/cantal/internal/remote"
 	"github.com/cantal-go/cantal/internal/selector"
@@ -583,8 +582,6 @@ func (w *wsConn) next() (wsMsg, bool) {
 
 // update builds the update message of sub for view, with the series vis refuses left out.
 func (w *wsConn) update(sub *wsSub, view *registry.View, vis func(series.Labels) bool, b []byte) []byte {
-	hist := w.srv.Registry.History()
-	var scratch [2]history.Point
 	b = append(b[:0], `{"type":"update","id":`...)
 	b = strconv.AppendQuote(b, sub.id)
 	if sub.node != "" {
@@ -595,14 +592,7 @@ func (w *wsConn) update(sub *wsSub, view *registry.View, vis func(series.Labels)
 	b = strconv.AppendInt(b, view.TS, 10)
 	b = append(b, `,"series":[`...)
 	n := 0
-	view.Select(sub.sel, 0, true, func(h registry.Handle) bool {
-		if vis != nil && !vis(h.Labels()) {
-			return true
-		}
-		smp, ok := h.Latest(hist, scratch[:0])
-		if !ok {
-			return true
-		}
+	view.EachLatest(sub.sel, vis, func(_ registry.Handle, smp series.Sample) bool {
 		if n > 0 {
 			b = append(b, ',')
 		}

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/cantal-go/cantal/internal/history"
+	"github.com/cantal-go/cantal/internal/selector"
 	"github.com/cantal-go/cantal/internal/series"
 )
 
@@ -24,6 +25,7 @@ type Problem struct {
 // with the registry (see View.Each).
 type View struct {
 	TS       int64
+	hist     *history.Store          // the registry's; see EachLatest
 	slots    []atomic.Pointer[entry] // the registry's slots when published; see Each
 	live     []uint64                // bit i: slot i was written by the view's scan; immutable
 	newest   []atomic.Int64          // the registry's newest when published; see Select
@@ -52,7 +54,7 @@ func (r *Registry) publish() {
 		Evicted: r.evicted, EvictedNow: r.evictedNow, EvictedPushed: r.evictedP, Pushed: r.pushed, PushedBytes: r.pushedB + r.pushedHistoryBytes()}
 	r.added, r.removed, r.live, r.evictedNow = 0, 0, 0, 0
 	// The View shares the slots: publishing costs nothing per series, however many there are.
-	v.slots, v.n = r.slots[:r.nslots], r.count
+	v.slots, v.n, v.hist = r.slots[:r.nslots], r.count, r.hist
 	v.newest, v.names = r.newest[:r.nslots], r.publishedNames()
 	v.pidHash, v.seed = r.pidHash[:r.nslots], r.seed
 	// The live bits go with the View, which never changes them; the next scan gets new ones
@@ -172,4 +174,31 @@ func (h Handle) Latest(hist *history.Store, scratch []history.Point) (s series.S
 	p, ok := hist.Latest(h.e.hid)
 	s.TS, s.Bits = p.TS, p.Bits
 	return s, ok
+}
+
+// EachLatest calls fn with the latest sample of every series written by the view's scan that
+// sel selects (nil: every one) and visible accepts (nil: every one), in slot order, until fn
+// returns false; a series with no value yet is skipped. It is the one loop behind the latest
+// values that readers serve (the exports, the latest-values and cluster answers, WebSocket
+// updates): it visits only the live series of the names sel allows (Select), or the view's
+// live bits when sel is nil (EachLive), never every series kept. A counter's sample has its
+// rate when its last two points allow one (Handle.Latest). Safe for concurrent use; fn must
+// not modify s.Labels (the series' own).
+func (v *View) EachLatest(sel *selector.Selector, visible func(series.Labels) bool, fn func(h Handle, s series.Sample) bool) {
+	var scratch [2]history.Point
+	each := func(h Handle) bool {
+		if visible != nil && !visible(h.Labels()) {
+			return true
+		}
+		s, ok := h.Latest(v.hist, scratch[:0])
+		if !ok {
+			return true
+		}
+		return fn(h, s)
+	}
+	if sel == nil {
+		v.EachLive(each)
+		return
+	}
+	v.Select(sel, 0, true, each)
 }
