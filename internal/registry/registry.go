@@ -73,8 +73,6 @@ type Registry struct {
 	liveBits   []uint64                // bit i: slot i written by this scan; published with the View
 	batchIDs   []history.ID            // PutBatch's scratch
 	batchBits  []uint64                // PutBatch's scratch
-	batches    map[**series.Ref]*batch // PutBatch's slots of the Refs, by the caller's array
-	scans      int64                   // scans begun
 	nslots     int                     // slots in use (free ones included)
 	coldCursor int                     // next slot sweepCold looks at
 	maxSeries  int                     // collected series; 0: no limit
@@ -144,7 +142,6 @@ func New(hist *history.Store, retention time.Duration, log *slog.Logger) *Regist
 		log:       log,
 		stateKeys: map[string]int32{},
 		logged:    map[Problem]int64{},
-		batches:   map[**series.Ref]*batch{},
 		subs:      map[chan<- *View]struct{}{},
 		names:     map[string]*postings{},
 		nameTree:  newNameTree(),

@@ -29,22 +29,19 @@ type hotSlot struct {
 	hid history.ID
 }
 
-// batch is what PutBatch remembers of an array of Refs it was given: their slots, so that a
-// later call with the same Refs finds them without reading the Refs themselves (a cache miss
-// each, in the agent, where a scan's system calls and file reads evict them between two scans
-// of an application), and their history IDs as a history.Group. A remembered slot is used only
-// while it still holds the same Ref.
+// batch is what PutBatch keeps in a series.Batch it was given (its Sink field): the slots of
+// its Refs, so that a later call with the same Batch finds them without reading the Refs
+// themselves (a cache miss each, in the agent, where a scan's system calls and file reads evict
+// them between two scans of an application), and their history IDs as a history.Group. A
+// remembered slot is used only while it still holds the same Ref (so a Batch given to another
+// registry, whose slots hold other Refs, has them looked up again). It lives as long as the
+// collector keeps the Batch: the registry holds no table of them.
 type batch struct {
-	slots []int32 // by index in the array: the Ref's slot when last seen, -1 for none
-	// group holds the history IDs of the Refs, in order, when every Ref of the array is a
-	// numeric series with a slot (then the array is written with AddGroup); it is empty
-	// otherwise.
+	slots []int32 // by index in Refs: the Ref's slot when last seen, -1 for none
+	// group holds the history IDs of the Refs, in order, when every Ref is a numeric series
+	// with a slot (then the Batch is written with AddGroup); it is empty otherwise.
 	group history.Group
-	used  int64 // the scan that last used it
 }
-
-// batchIdle is how many scans PutBatch remembers an array of Refs that it is not given.
-const batchIdle = 16
 
 // link makes ref the Ref of slot, which holds its series: the Ref linked before, if another,
 // is unlinked; the entry gets ref's labels back if the series had gone cold.
@@ -67,7 +64,6 @@ func (r *Registry) Begin(tsMs int64) {
 		tsMs = r.scanTS + 1 // scans are ordered even if the clock steps back (as history does)
 	}
 	r.scanTS = tsMs
-	r.scans++
 	clear(r.liveBits) // a scan begun again without a commit starts over
 	r.probs = r.probs[:0:0]
 	r.hist.Begin(tsMs)
@@ -165,28 +161,27 @@ func (r *Registry) putSlow(ref *series.Ref, bits uint64) {
 	r.liveBits[ref.ID>>6] |= 1 << (ref.ID & 63)
 }
 
-// PutBatch is Put(refs[i], bits[i]) for every i, in a tight loop: a collector that has the
+// PutBatch is Put(sb.Refs[i], bits[i]) for every i, in a tight loop: a collector that has the
 // values of a group of series at once (an application's values file) calls it once per group
-// and scan. bits must be at least as long as refs. State Refs are skipped, as Put skips them.
-// Scanner goroutine only, like Put.
+// and scan. bits must be at least as long as sb.Refs. State Refs are skipped, as Put skips
+// them. Scanner goroutine only, like Put.
 //
-// PutBatch remembers the slots of the Refs of an array it is given (by the address of its first
-// element), so that the next scans with the same array find every series without reading its
-// Ref: a collector should keep the array between scans and pass it whole. An array whose
-// content changed is fine (each remembered slot is checked to hold the same Ref); one not given
-// for batchIdle scans is forgotten. An array of numeric series only, all registered, is the
-// fastest: its points go to the history as a history.Group.
-func (r *Registry) PutBatch(refs []*series.Ref, bits []uint64) {
+// PutBatch remembers in sb the slots of its Refs, so that the next scans with the same Batch
+// find every series without reading its Ref: a collector should keep the Batch between scans.
+// Refs whose content changed are fine (each remembered slot is checked to hold the same Ref).
+// A Batch of numeric series only, all registered, is the fastest: its points go to the history
+// as a history.Group.
+func (r *Registry) PutBatch(sb *series.Batch, bits []uint64) {
+	refs := sb.Refs
 	if len(refs) == 0 {
 		return
 	}
 	bits = bits[:len(refs)]
-	b := r.batches[&refs[0]]
+	b, _ := sb.Sink.(*batch)
 	if b == nil {
 		b = &batch{}
-		r.batches[&refs[0]] = b
+		sb.Sink = b
 	}
-	b.used = r.scans
 	hot, live := r.hot, r.liveBits
 	if len(b.group.IDs()) == len(refs) && len(b.slots) == len(refs) {
 		// The common case: check that every remembered slot still holds its Ref.
@@ -253,18 +248,6 @@ func (r *Registry) putBatchSlow(b *batch, refs []*series.Ref, bits []uint64) {
 	r.batchIDs, r.batchBits = ids[:0], vals[:0]
 }
 
-// sweepBatches forgets the arrays of Refs that PutBatch was not given for batchIdle scans.
-func (r *Registry) sweepBatches() {
-	if r.scans%batchIdle != 0 {
-		return
-	}
-	for k, b := range r.batches {
-		if r.scans-b.used >= batchIdle {
-			delete(r.batches, k)
-		}
-	}
-}
-
 // markWritten ends the bookkeeping of the scan's writes: every slot written by the scan (its
 // bit set in liveBits) gets the scan's time as its last write; it returns their number. (A
 // written slot is linked, so its entry has its labels: see link.)
@@ -325,7 +308,6 @@ func (r *Registry) Commit() {
 	}
 	r.sweepCold()
 	r.enforceMax()
-	r.sweepBatches()
 	// Forget logged problems that did not recur, so a problem that comes back is logged again.
 	for p, ts := range r.logged {
 		if ts != r.scanTS {
