@@ -3,11 +3,12 @@
 // use.
 //
 // Concurrency: exactly one goroutine (the scanner) calls Begin, the Sink methods, PutBatch and
-// Commit. Readers (View and what it leads to: Handle's Labels, Live, Latest) may run on any
-// goroutine at any time; they never block the scanner for longer than it takes to swap a
-// pointer, and the scanner's per-point work (Put, PutBatch) takes no lock and no atomic
-// operation: what readers learn of a scan's writes (Handle.Live, View.Live) is published with
-// the View at Commit.
+// Commit. Readers (View and what it leads to: Each, EachLive, Select, EachLatest, Handle's
+// Labels, Live, Latest) may run on any goroutine at any time; they never block the scanner for
+// longer than it takes to swap a pointer, and the scanner's per-point work (Put, PutBatch)
+// takes no lock and no atomic operation: what readers learn of a scan's writes (Handle.Live,
+// View.Live) is published with the View at Commit. A series.Batch given to PutBatch is the
+// collector's, used by one scan at a time.
 //
 // Queries find their series with View.Select (index.go): the series of the metric names a
 // selector allows that may have a point in the window (or are live), so that a query costs
