@@ -4,7 +4,6 @@ import (
 	"github.com/cantal-go/cantal/internal/api"
 	"github.com/cantal-go/cantal/internal/buildinfo"
 	"github.com/cantal-go/cantal/internal/export"
-	"github.com/cantal-go/cantal/internal/history"
 	"github.com/cantal-go/cantal/internal/ingest"
 	"github.com/cantal-go/cantal/internal/promname"
 	"github.com/cantal-go/cantal/internal/registry"
@@ -14,15 +13,11 @@ import (
 // samples returns the latest value of every live series: the source of the Prometheus, Influx
 // and carbon exports. It reads the registry's current View and never blocks a scan.
 func (a *Agent) samples() []series.Sample {
-	view := a.reg.View()
 	var out []series.Sample
-	var scratch [2]history.Point
 	// Only the live series: a walk of the view's live bits, not of every series kept (under
 	// process churn, ~100 000 kept for ~2 000 live).
-	view.EachLive(func(h registry.Handle) bool {
-		if smp, ok := h.Latest(a.hist, scratch[:0]); ok {
-			out = append(out, smp)
-		}
+	a.reg.View().EachLatest(nil, nil, func(_ registry.Handle, smp series.Sample) bool {
+		out = append(out, smp)
 		return true
 	})
 	return out

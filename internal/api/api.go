@@ -317,19 +317,9 @@ func ParseQuery(r *http.Request, defWindow, maxWindow time.Duration) (Query, err
 // (q.Sel, q.Visible) to b. It visits only the live series of the names q.Sel allows
 // (registry.View.Select).
 func LatestJSON(b []byte, reg *registry.Registry, q Query) []byte {
-	view := reg.View()
-	hist := reg.History()
-	var scratch [2]history.Point
 	b = append(b, `{"series":[`...)
 	n := 0
-	view.Select(q.Sel, 0, true, func(h registry.Handle) bool {
-		if q.Visible != nil && !q.Visible(h.Labels()) {
-			return true
-		}
-		smp, ok := h.Latest(hist, scratch[:0])
-		if !ok {
-			return true
-		}
+	reg.View().EachLatest(q.Sel, q.Visible, func(_ registry.Handle, smp series.Sample) bool {
 		if n > 0 {
 			b = append(b, ',')
 		}

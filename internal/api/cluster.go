@@ -11,7 +11,6 @@ import (
 
 	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/clusteragg"
-	"github.com/cantal-go/cantal/internal/history"
 	"github.com/cantal-go/cantal/internal/hub"
 	"github.com/cantal-go/cantal/internal/querylimit"
 	"github.com/cantal-go/cantal/internal/registry"
@@ -44,18 +43,10 @@ func (s *Server) registerCluster(mux *http.ServeMux) {
 
 // localSamples returns the latest live samples matching q, labelled with the node.
 func (s *Server) localSamples(q Query) []series.Sample {
-	view := s.Registry.View()
-	hist := s.Registry.History()
-	var scratch [2]history.Point
 	var out []series.Sample
-	view.Select(q.Sel, 0, true, func(h registry.Handle) bool {
-		if q.Visible != nil && !q.Visible(h.Labels()) {
-			return true
-		}
-		if smp, ok := h.Latest(hist, scratch[:0]); ok {
-			smp.Labels = apiwire.WithNode(smp.Labels, s.NodeName)
-			out = append(out, smp)
-		}
+	s.Registry.View().EachLatest(q.Sel, q.Visible, func(_ registry.Handle, smp series.Sample) bool {
+		smp.Labels = apiwire.WithNode(smp.Labels, s.NodeName)
+		out = append(out, smp)
 		return true
 	})
 	sort.Slice(out, func(i, j int) bool { return out[i].Labels.Key() < out[j].Labels.Key() })

@@ -13,7 +13,6 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/cantal-go/cantal/internal/apiwire"
-	"github.com/cantal-go/cantal/internal/history"
 	"github.com/cantal-go/cantal/internal/hub"
 	"github.com/cantal-go/cantal/internal/registry"
 	"github.com/cantal-go/cantal/internal/selector"
@@ -535,21 +534,12 @@ func (w *wsConn) next() (wsMsg, bool) {
 
 // update builds the update message of sub for view, with the series vis refuses left out.
 func (w *wsConn) update(sub *wsSub, view *registry.View, vis func(series.Labels) bool, b []byte) []byte {
-	hist := w.srv.Registry.History()
-	var scratch [2]history.Point
 	b = apiwire.AppendWSHead(b[:0], "update", sub.id, sub.node)
 	b = append(b, `,"ts":`...)
 	b = strconv.AppendInt(b, view.TS, 10)
 	b = append(b, `,"series":[`...)
 	n := 0
-	view.Select(sub.sel, 0, true, func(h registry.Handle) bool {
-		if vis != nil && !vis(h.Labels()) {
-			return true
-		}
-		smp, ok := h.Latest(hist, scratch[:0])
-		if !ok {
-			return true
-		}
+	view.EachLatest(sub.sel, vis, func(_ registry.Handle, smp series.Sample) bool {
 		if n > 0 {
 			b = append(b, ',')
 		}

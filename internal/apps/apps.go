@@ -116,11 +116,11 @@ type group struct {
 	labels  series.Labels // agent labels: pid, process, cgroup, appname
 	layout  *shm.Layout
 	refs    []*series.Ref
-	texts   []string      // last text of each state entry, to avoid a conversion per scan
-	num     []*series.Ref // the Refs of the numeric entries, the array given to PutBatch
-	numOff  []int         // their offsets in the values file
-	bits    []uint64      // their values in a scan
-	members uint64        // signature of the pids sharing the files
+	texts   []string     // last text of each state entry, to avoid a conversion per scan
+	batch   series.Batch // Refs: the Refs of the numeric entries, given to PutBatch
+	numOff  []int        // their offsets in the values file
+	bits    []uint64     // their values in a scan
+	members uint64       // signature of the pids sharing the files
 	seen    bool
 	sig     uint64 // this scan's signature of the pids sharing the files, being built
 	n       int    // this scan's number of them
@@ -486,14 +486,14 @@ func (g *group) read(sink series.Sink, full bool) bool {
 			g.refs = append(g.refs, sink.Series(labels, kindOf(e.Kind)))
 		}
 		// A BatchSink is fastest with an array of numeric series only, the same every scan.
-		g.num, g.numOff = g.num[:0], g.numOff[:0]
+		g.batch.Refs, g.numOff = g.batch.Refs[:0], g.numOff[:0]
 		for i := range g.layout.Entries {
 			if e := &g.layout.Entries[i]; e.Kind != shm.KindState {
-				g.num = append(g.num, g.refs[i])
+				g.batch.Refs = append(g.batch.Refs, g.refs[i])
 				g.numOff = append(g.numOff, e.Offset)
 			}
 		}
-		g.bits = make([]uint64, len(g.num))
+		g.bits = make([]uint64, len(g.batch.Refs))
 		// The registry has the labels now (in the merged maps above); the layout is kept
 		// only to decode values, and the reader never hands it out as a new one again.
 		g.layout.ForgetLabels()
@@ -501,7 +501,7 @@ func (g *group) read(sink series.Sink, full bool) bool {
 			sink.Problem(g.source(), g.rename(s))
 		}
 	}
-	if len(g.num) != len(g.layout.Entries) { // some states
+	if len(g.batch.Refs) != len(g.layout.Entries) { // some states
 		for i := range g.layout.Entries {
 			if e := &g.layout.Entries[i]; e.Kind == shm.KindState {
 				since, text := e.State(snap.Values)
@@ -518,9 +518,9 @@ func (g *group) read(sink series.Sink, full bool) bool {
 		g.bits[i] = binary.NativeEndian.Uint64(snap.Values[off:][:8])
 	}
 	if batch, ok := sink.(series.BatchSink); ok {
-		batch.PutBatch(g.num, g.bits)
+		batch.PutBatch(&g.batch, g.bits)
 	} else {
-		for i, ref := range g.num {
+		for i, ref := range g.batch.Refs {
 			sink.Put(ref, g.bits[i])
 		}
 	}

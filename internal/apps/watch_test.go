@@ -174,9 +174,9 @@ type batchRecorder struct {
 	batches int
 }
 
-func (b *batchRecorder) PutBatch(refs []*series.Ref, bits []uint64) {
+func (b *batchRecorder) PutBatch(batch *series.Batch, bits []uint64) {
 	b.batches++
-	for i, r := range refs {
+	for i, r := range batch.Refs {
 		if r.Kind != series.State {
 			b.Put(r, bits[i])
 		}

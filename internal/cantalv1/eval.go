@@ -733,23 +733,9 @@ func writeCBOR(w http.ResponseWriter, v any) {
 // whatever the suffix, as the original answers it: every series' latest value.
 func (s *Server) allMetrics(w http.ResponseWriter, r *http.Request, _ Format) {
 	view := s.Registry.View()
-	hist := s.Registry.History()
-	visible := s.visible(r)
 	metrics := make([]any, 0, view.Len())
-	var scratch [2]history.Point
-	view.Each(func(h registry.Handle) bool {
-		if !h.Live() {
-			return true
-		}
-		l := h.Labels()
-		if visible != nil && !visible(l) {
-			return true
-		}
-		smp, ok := h.Latest(hist, scratch[:0])
-		if !ok {
-			return true
-		}
-		k := mapKey(l, h.Kind()).withBytes()
+	view.EachLatest(nil, s.visible(r), func(h registry.Handle, smp series.Sample) bool {
+		k := mapKey(smp.Labels, h.Kind()).withBytes()
 		v := value{typ: typState, text: smp.Text, since: smp.Since}
 		if h.Kind() != series.State {
 			v = k.convert(h.Kind(), smp.Bits)

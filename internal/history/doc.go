@@ -30,7 +30,10 @@
 // checkpoint every 64 IDs) and the blocks. Expire drops whole segments, only once their newest
 // scan is older than Retention, so a query for the last Retention always sees every point of it.
 //
-// Each block chooses its encoding knowing the whole block: the presence (every scan, one run,
+// Blocks are encoded and decoded by the leaf package chunkenc (internal/history/chunkenc, the
+// codec alone, as Prometheus keeps tsdb/chunkenc apart from its tsdb); this package lays them out
+// in segments, indexes them and persists them. Each block chooses its encoding knowing the whole
+// block: the presence (every scan, one run,
 // or a bitmap), then for integers the cheaper of deltas offset by their minimum and
 // deltas-of-deltas, each residual written with a zero flag and one of two bit widths picked
 // from a histogram (a constant block is its header and one value; a steady counter a few
@@ -41,8 +44,8 @@
 //
 // One writer goroutine (the scanner) calls Series, Begin, Add, Commit, Expire and Newest (the
 // O(1) bound on a series' newest point that the registry's read index starts a loaded series
-// with). Any number of readers call Lookup, Each, Range, Last, Latest, Stats, WriteSnapshot
-// and Saver.Save concurrently. Range, Last and Latest cost the segments they read (those of
+// with). Any number of readers call Lookup, Each, Range, Last, Latest, Stats and Saver.Save
+// concurrently. Range, Last and Latest cost the segments they read (those of
 // the window; for Last, back to the series' newest point), a walk of at most 64 index entries
 // in each to find the series' block, whatever the other series hold: which series to read, out
 // of every one kept, is the registry's read index's work (internal/registry, index.go).
@@ -65,14 +68,15 @@
 // their metric name only), and a small HEAD, replaced atomically (temporary file, fsync, rename, fsync of
 // the directory) by every Save, names those files with their sizes and CRC-32C checksums and
 // holds the open segment's committed scans; files no HEAD names are deleted. Save is a reader:
-// it may run concurrently with the writer. LoadDir loads it (or a version 1 single-file
-// snapshot, which the first Save then replaces), dropping data older than Retention; a damaged
+// it may run concurrently with the writer. LoadDir loads it, dropping data older than
+// Retention (a single-file snapshot of the version 1 format, which pre-release agents wrote, is
+// no longer read: it is refused with an error naming it and left in place, losing nothing else); a damaged
 // HEAD or series table is moved aside (name.corrupt-<unix seconds>) and the store starts empty,
 // a damaged segment file is moved aside and only its scans are lost, with an error wrapping
 // ErrCorrupt to log. Every parser checks each count against the remaining input before
 // allocating (series IDs are bounded by MaxSeries). The agent saves periodically (losing at most one period on kill -9) and once more
 // at shutdown after the last Commit (losing nothing). Series keep their IDs across a save and a
-// load. WriteSnapshot/ReadSnapshot write and read the whole store as one version 1 stream.
+// load.
 //
 // See README.md for measurements against Prometheus XOR chunks.
 package history

@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 	"sort"
+
+	"github.com/cantal-go/cantal/internal/history/chunkenc"
 )
 
 // Points at their own time (pushed points).
@@ -110,8 +112,8 @@ func (s *Store) lowerBorn(id ID, tsMs int64, j int) error {
 		return nil
 	}
 	st := s.w.st
-	var vals [MaxBlockScans]uint64
-	var pres [MaxBlockScans]uint8
+	var vals [chunkenc.MaxScans]uint64
+	var pres [chunkenc.MaxScans]uint8
 	if st.row(id, s.w.j, &vals, &pres) {
 		for k := j; k < s.w.j; k++ {
 			if pres[k] != 0 && st.ts[k] < m.born {

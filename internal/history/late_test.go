@@ -1,7 +1,6 @@
 package history
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"math"
@@ -293,15 +292,6 @@ func TestAddAtSurvivesSnapshots(t *testing.T) {
 		t.Fatal(err)
 	}
 	want(s2, "LoadDir")
-	var buf bytes.Buffer
-	if err := s.WriteSnapshot(&buf); err != nil {
-		t.Fatal(err)
-	}
-	s3, err := ReadSnapshot(&buf, opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want(s3, "ReadSnapshot")
 }
 
 // A birth moved earlier by a late point after the series was saved reaches the snapshot's

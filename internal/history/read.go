@@ -1,6 +1,10 @@
 package history
 
-import "sort"
+import (
+	"sort"
+
+	"github.com/cantal-go/cantal/internal/history/chunkenc"
+)
 
 // acquire returns the current view with its open staging pinned: the writer will not recycle
 // the staging until release. It never blocks.
@@ -30,8 +34,8 @@ func (s *Store) born(id ID) (int64, bool) {
 // openPoints appends the committed points of id in the open staging with from ≤ ts ≤ to.
 func openPoints(st *staging, id ID, from, to int64, dst []Point) []Point {
 	n := int(st.n.Load())
-	var vals [MaxBlockScans]uint64
-	var pres [MaxBlockScans]uint8
+	var vals [chunkenc.MaxScans]uint64
+	var pres [chunkenc.MaxScans]uint8
 	if !st.row(id, n, &vals, &pres) {
 		return dst
 	}
@@ -58,24 +62,24 @@ func (s *Store) Range(id ID, fromMs, toMs int64, fn func(tsMs int64, bits uint64
 		return
 	}
 	fromMs = max(fromMs, born)
-	var buf [MaxBlockScans]Point
+	var buf [chunkenc.MaxScans]Point
 	tail := openPoints(v.open, id, fromMs, toMs, buf[:0])
 	s.release(v)
 
 	segs := v.segs
 	i := sort.Search(len(segs), func(i int) bool { return segs[i].last() >= fromMs })
-	var d decoded
+	var d chunkenc.Decoded
 	for ; i < len(segs) && segs[i].first() <= toMs; i++ {
 		g := segs[i]
-		if decodeBlock(g.block(id), len(g.ts), &d) != nil {
+		if chunkenc.Decode(g.block(id), len(g.ts), &d) != nil {
 			continue // blocks are validated when made or loaded; unreachable
 		}
-		for k := 0; k < d.n; k++ {
-			ts := g.ts[d.idx[k]]
+		for k := 0; k < d.N; k++ {
+			ts := g.ts[d.Idx[k]]
 			if ts < fromMs || ts > toMs {
 				continue
 			}
-			if !fn(ts, d.val[k]) {
+			if !fn(ts, d.Val[k]) {
 				return
 			}
 		}
@@ -103,21 +107,21 @@ func (s *Store) Last(id ID, n int, dst []Point) []Point {
 	// Collect newest first, then reverse.
 	dst = v.open.last(id, int(v.open.n.Load()), n, born, dst)
 	s.release(v)
-	var d decoded
+	var d chunkenc.Decoded
 	for i := len(v.segs) - 1; i >= 0 && len(dst)-start < n; i-- {
 		g := v.segs[i]
 		if g.last() < born {
 			break
 		}
-		if decodeBlock(g.block(id), len(g.ts), &d) != nil {
+		if chunkenc.Decode(g.block(id), len(g.ts), &d) != nil {
 			continue
 		}
-		for k := d.n - 1; k >= 0 && len(dst)-start < n; k-- {
-			ts := g.ts[d.idx[k]]
+		for k := d.N - 1; k >= 0 && len(dst)-start < n; k-- {
+			ts := g.ts[d.Idx[k]]
 			if ts < born {
 				break
 			}
-			dst = append(dst, Point{ts, d.val[k]})
+			dst = append(dst, Point{ts, d.Val[k]})
 		}
 	}
 	out := dst[start:]

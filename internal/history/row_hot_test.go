@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/cantal-go/cantal/internal/history/chunkenc"
 	"github.com/cantal-go/cantal/internal/series"
 )
 
@@ -41,8 +42,8 @@ func BenchmarkStagingRow(b *testing.B) {
 	}
 	st := s.w.st
 	n := int(st.n.Load())
-	var vals [MaxBlockScans]uint64
-	var pres [MaxBlockScans]uint8
+	var vals [chunkenc.MaxScans]uint64
+	var pres [chunkenc.MaxScans]uint8
 	b.ResetTimer()
 	for range b.N {
 		for _, id := range ids {

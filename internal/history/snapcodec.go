@@ -2,10 +2,12 @@ package history
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"strings"
 
+	"github.com/cantal-go/cantal/internal/history/chunkenc"
 	"github.com/cantal-go/cantal/internal/series"
 )
 
@@ -111,7 +113,7 @@ func appendSegHeader(b []byte, g *segment) []byte {
 // segParse is what parseSegBody reports about each block with points, for the caller to learn
 // every ID's newest point. It may be called for blocks of a segment that turns out corrupt
 // further on: the caller must keep what it learns aside until the parse succeeds.
-type segParse func(id ID, ts []int64, d *decoded)
+type segParse func(id ID, ts []int64, d *chunkenc.Decoded)
 
 // parseSegBody reads a segment body of 1 to maxScans scans (exactly maxScans when full) and
 // checks every block decodes. The segment's slices alias r's input. each, if not nil, is
@@ -140,7 +142,7 @@ func parseSegBody(r *snapReader, maxScans int, full bool, each segParse) *segmen
 		return nil
 	}
 	// Walk the index: rebuild the group offsets and check every block.
-	var d decoded
+	var d chunkenc.Decoded
 	p, off, k, run := 0, 0, 0, 0
 	for p < len(g.lens) || run > 0 {
 		if k%idGroup == 0 && run == 0 {
@@ -175,12 +177,12 @@ func parseSegBody(r *snapReader, maxScans int, full bool, each segParse) *segmen
 			r.fail("block of %d bytes at ID %d", l, k)
 			return nil
 		}
-		if err := decodeBlock(g.data[off:off+int(l)], int(n), &d); err != nil {
+		if err := chunkenc.Decode(g.data[off:off+int(l)], int(n), &d); err != nil {
 			r.fail("block of ID %d: %v", k, err)
 			return nil
 		}
-		g.points += d.n
-		if each != nil && d.n > 0 {
+		g.points += d.N
+		if each != nil && d.N > 0 {
 			each(ID(k), g.ts, &d)
 		}
 		off += int(l)
@@ -627,4 +629,76 @@ func parseSegFile(b []byte, scans int, each segParse) (*segment, uint32, error) 
 		return nil, 0, fmt.Errorf("segment: %w", r.err)
 	}
 	return g, sum, nil
+}
+
+// ErrCorrupt wraps every error LoadDir returns about a malformed, truncated or
+// checksum-failing snapshot file (as opposed to an I/O error while reading it).
+var ErrCorrupt = errors.New("corrupt history snapshot")
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// snapReader parses a snapshot held in memory, never reading past its end.
+type snapReader struct {
+	b      []byte
+	p      int
+	err    error
+	shared int // key bytes front-coded records took from their previous key (readFrontRec)
+}
+
+func (r *snapReader) fail(format string, args ...any) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: at byte %d: %s", ErrCorrupt, r.p, fmt.Sprintf(format, args...))
+	}
+}
+
+func (r *snapReader) uvarint(what string) uint64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(r.b[r.p:])
+	if n <= 0 {
+		r.fail("bad %s", what)
+		return 0
+	}
+	r.p += n
+	return v
+}
+
+func (r *snapReader) varint(what string) int64 {
+	if r.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(r.b[r.p:])
+	if n <= 0 {
+		r.fail("bad %s", what)
+		return 0
+	}
+	r.p += n
+	return v
+}
+
+// bytes returns the next n bytes, failing when fewer remain (so counts read from the input can
+// never make the reader allocate more than the input's size).
+func (r *snapReader) bytes(n uint64, what string) []byte {
+	if r.err != nil {
+		return nil
+	}
+	if n > uint64(len(r.b)-r.p) {
+		r.fail("%s of %d bytes past the end", what, n)
+		return nil
+	}
+	b := r.b[r.p : r.p+int(n)]
+	r.p += int(n)
+	return b
+}
+
+// count reads a count of items each taking at least minSize bytes, rejecting counts the rest of
+// the input cannot hold.
+func (r *snapReader) count(minSize int, what string) int {
+	n := r.uvarint(what)
+	if r.err == nil && n > uint64((len(r.b)-r.p)/minSize) {
+		r.fail("%s %d too large for the input", what, n)
+		return 0
+	}
+	return int(n)
 }

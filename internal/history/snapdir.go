@@ -13,14 +13,16 @@ import (
 	"sync/atomic"
 
 	"github.com/cantal-go/cantal/internal/atomicfile"
+	"github.com/cantal-go/cantal/internal/history/chunkenc"
 	"github.com/cantal-go/cantal/internal/series"
 )
 
 // Saver keeps a Store's snapshot in a directory and brings it up to date incrementally.
 //
-// The single-file snapshot (WriteSnapshot) rewrites the whole hour every time: at 100k series
-// about 200 MB and 140 ms of CPU per save, once a minute, while almost all of it (the closed
-// segments) never changes. So a snapshot directory holds (format in snapcodec.go):
+// Writing the whole hour at every save (as the single-file snapshots of pre-release agents did)
+// would cost, at 100k series, about 200 MB and 140 ms of CPU per save, once a minute, while
+// almost all of it (the closed segments) never changes. So a snapshot directory holds (format
+// in snapcodec.go):
 //
 //   - one file per closed segment, written once when the segment is first saved and deleted by
 //     the first save after it expires (segments are immutable, so a file never changes);
@@ -45,9 +47,8 @@ import (
 // and Store. It is not safe for concurrent use: one Save at a time. Save is a Store reader,
 // so it may run on any goroutine while the Store's writer appends.
 type Saver struct {
-	dir    string
-	s      *Store
-	legacy string // a v1 snapshot file to delete after the first successful save
+	dir string
+	s   *Store
 
 	// What the current HEAD names.
 	segs     map[*segment]headSeg
@@ -58,11 +59,11 @@ type Saver struct {
 	logLen   int64
 
 	nextGen uint64
-	oldKeys bool    // the series table was loaded from version 2 files: rewrite it whole
-	cur     []*meta // scratch for the next table
-	batch   []byte  // scratch for a log batch
-	base    []byte  // scratch for a base file
-	enc     encoder // scratch for the open segment
+	oldKeys bool             // the series table was loaded from version 2 files: rewrite it whole
+	cur     []*meta          // scratch for the next table
+	batch   []byte           // scratch for a log batch
+	base    []byte           // scratch for a base file
+	enc     chunkenc.Encoder // scratch for the open segment
 	sw      segWriter
 }
 
@@ -202,8 +203,7 @@ func (sv *Saver) Save() (SaveStats, error) {
 	return st, nil
 }
 
-// cleanup deletes the files of the snapshot directory that h does not name, and the legacy
-// file. Failures are left for the next save to retry: the snapshot is complete without them.
+// cleanup deletes the files of the snapshot directory that h does not name. Failures are left for the next save to retry: the snapshot is complete without them.
 func (sv *Saver) cleanup(h *head) {
 	keep := map[string]bool{headName: true, keysBaseName(h.gen): true, keysLogName(h.gen): true}
 	for _, s := range h.segs {
@@ -219,11 +219,6 @@ func (sv *Saver) cleanup(h *head) {
 			continue
 		}
 		os.Remove(filepath.Join(sv.dir, name))
-	}
-	if sv.legacy != "" {
-		if err := os.Remove(sv.legacy); err == nil || errors.Is(err, fs.ErrNotExist) {
-			sv.legacy = ""
-		}
 	}
 }
 
@@ -295,10 +290,10 @@ func syncDir(dir string) error {
 // continues it. Scans older than opt.Retention before opt.Now are dropped, with the series left
 // without any point. Series keep the IDs they had when saved.
 //
-// Without a HEAD in dir, LoadDir loads legacy instead, a single-file snapshot in WriteSnapshot's
-// format (version 1) as agents wrote before snapshot directories ("" or a missing file: none);
-// the Saver deletes legacy after its first successful Save, so the data lives in one place at
-// a time.
+// v1 names where pre-release agents kept a single-file snapshot (format version 1, before
+// snapshot directories; "": nowhere). That format is no longer read: a file there is refused
+// with an error naming it, and left as it is for the operator to remove; the directory loads
+// as without it (nothing else is lost) and no Save touches it.
 //
 // Damage never stops the agent: LoadDir always returns a usable Store and Saver, with an error
 // to log. A corrupt or truncated HEAD or series table is moved aside (renamed to
@@ -306,16 +301,30 @@ func syncDir(dir string) error {
 // or missing segment file is moved aside and only its scans are lost (segments are independent
 // of each other, so the rest stays consistent). Errors about damage wrap ErrCorrupt; other read
 // errors leave the files in place (the next Save replaces them).
-func LoadDir(dir, legacy string, opt Options) (*Store, *Saver, error) {
+func LoadDir(dir, v1 string, opt Options) (*Store, *Saver, error) {
+	s, sv, err := loadDir(dir, opt)
+	return s, sv, errors.Join(err, refuseV1(v1))
+}
+
+// refuseV1 is the error for a version 1 snapshot file at path, nil when there is none.
+func refuseV1(path string) error {
+	if path == "" {
+		return nil
+	}
+	if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	return fmt.Errorf("load history: %s is a single-file snapshot of pre-release agents (format version 1), no longer read: its points are not loaded; remove the file", path)
+}
+
+func loadDir(dir string, opt Options) (*Store, *Saver, error) {
 	opt = opt.withDefaults()
 	sv := &Saver{dir: dir, segs: map[*segment]headSeg{}, nextGen: 1}
 	hb, err := readAll(filepath.Join(dir, headName), -1)
 	if errors.Is(err, fs.ErrNotExist) {
-		s, lerr := loadLegacy(legacy, opt)
-		sv.s, sv.legacy = s, legacy
-		return s, sv, lerr
+		sv.s = New(opt)
+		return sv.s, sv, nil
 	}
-	sv.legacy = legacy // a crash after the first new save may have left it
 	if err != nil {
 		sv.s = New(opt)
 		return sv.s, sv, fmt.Errorf("load history %s: %w", dir, err)
@@ -400,9 +409,9 @@ func (sv *Saver) load(hb []byte, opt Options) (*Store, error) {
 		ts int64
 	}
 	var pending []idLast
-	each := func(id ID, ts []int64, d *decoded) {
+	each := func(id ID, ts []int64, d *chunkenc.Decoded) {
 		if int(id) < len(table) && table[id] != nil {
-			if t := ts[d.idx[d.n-1]]; t >= table[id].born {
+			if t := ts[d.Idx[d.N-1]]; t >= table[id].born {
 				pending = append(pending, idLast{id, t})
 			}
 		}
@@ -466,14 +475,14 @@ func (sv *Saver) load(hb []byte, opt Options) (*Store, error) {
 		}
 	}
 	if open != nil {
-		var d decoded
+		var d chunkenc.Decoded
 		it := segIter{g: open}
 		for id, m := range table {
 			if m == nil || live[id] != nil {
 				continue
 			}
-			if blk := it.block(ID(id)); blk != nil && decodeBlock(blk, len(open.ts), &d) == nil && d.n > 0 &&
-				open.ts[d.idx[d.n-1]] >= m.born {
+			if blk := it.block(ID(id)); blk != nil && chunkenc.Decode(blk, len(open.ts), &d) == nil && d.N > 0 &&
+				open.ts[d.Idx[d.N-1]] >= m.born {
 				live[id] = m
 			}
 		}
@@ -528,7 +537,7 @@ func restoreStore(opt Options, table []*meta, last []int64, segs []*segment, ope
 func fillStaging(st *staging, g *segment, table []*meta) int {
 	n := len(g.ts)
 	copy(st.ts, g.ts)
-	var d decoded
+	var d chunkenc.Decoded
 	pts := 0
 	// A chunk period at a time: staging.set is fast for the Adds of one period, as a scan
 	// makes them, and slow when consecutive calls alternate between periods.
@@ -540,11 +549,11 @@ func fillStaging(st *staging, g *segment, table []*meta) int {
 				continue
 			}
 			blk := it.block(ID(id))
-			if blk == nil || decodeBlock(blk, n, &d) != nil {
+			if blk == nil || chunkenc.Decode(blk, n, &d) != nil {
 				continue
 			}
-			for x := 0; x < d.n; x++ {
-				if j := int(d.idx[x]); j >= lo && j < hi && g.ts[j] >= m.born && st.set(ID(id), j, d.val[x]) {
+			for x := 0; x < d.N; x++ {
+				if j := int(d.Idx[x]); j >= lo && j < hi && g.ts[j] >= m.born && st.set(ID(id), j, d.Val[x]) {
 					pts++
 				}
 			}
@@ -614,28 +623,4 @@ func moveAside(err error, unix int64, paths ...string) error {
 		return err
 	}
 	return fmt.Errorf("moved to %s: %w", strings.Join(moved, ", "), err)
-}
-
-// loadLegacy loads a version 1 snapshot file: a missing one (or path "") gives an empty store,
-// a corrupt one is moved aside.
-func loadLegacy(path string, opt Options) (*Store, error) {
-	if path == "" {
-		return New(opt), nil
-	}
-	f, err := os.Open(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return New(opt), nil
-	}
-	if err != nil {
-		return New(opt), fmt.Errorf("load history: %w", err)
-	}
-	s, err := ReadSnapshot(f, opt)
-	f.Close()
-	if err == nil {
-		return s, nil
-	}
-	if !errors.Is(err, ErrCorrupt) {
-		return New(opt), fmt.Errorf("load history %s: %w", path, err)
-	}
-	return New(opt), fmt.Errorf("load history %s: %w", path, moveAside(err, opt.Now().Unix(), path))
 }

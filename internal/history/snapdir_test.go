@@ -69,6 +69,18 @@ func mustSave(t *testing.T, sv *Saver) SaveStats {
 
 func nowAt(ms int64) func() time.Time { return func() time.Time { return time.UnixMilli(ms) } }
 
+// reloaded saves s into a new directory and returns the store LoadDir makes of it with opt.
+func reloaded(t *testing.T, s *Store, opt Options) *Store {
+	t.Helper()
+	dir := t.TempDir()
+	mustSave(t, NewSaver(dir, s))
+	s2, _, err := LoadDir(dir, "", opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s2
+}
+
 func TestSaverRoundTrip(t *testing.T) {
 	ts0 := int64(1_800_000_000_000)
 	s := sampleStore(ts0) // 3 closed segments and 6 scans in the open one
@@ -86,10 +98,13 @@ func TestSaverRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameStores(t, s, s2)
-	// Same IDs, same content: the v1 snapshots of both are identical.
-	if a, b := snapshotBytes(t, s), snapshotBytes(t, s2); string(a) != string(b) {
-		t.Error("the loaded store's snapshot differs from the original's")
-	}
+	// Same IDs.
+	s.Each(func(id ID, key string, _ series.Kind) bool {
+		if id2, _, ok := s2.Lookup(key); !ok || id2 != id {
+			t.Errorf("%s: ID %d before the save, %d (found %v) after the load", key, id, id2, ok)
+		}
+		return true
+	})
 	// Saving the loaded store rewrites nothing but HEAD.
 	st = mustSave(t, sv2)
 	if st.Segments != 0 || st.KeysRewritten {

@@ -1,7 +1,6 @@
 package history
 
 import (
-	"io"
 	"strconv"
 	"testing"
 	"time"
@@ -65,32 +64,6 @@ func (h *benchHour) churn(n int) {
 		h.s.Drop(h.ids[i])
 		h.ids[i] = h.newSeries()
 	}
-}
-
-// countWriter counts what is written through it.
-type countWriter struct{ n int64 }
-
-func (c *countWriter) Write(p []byte) (int, error) { c.n += int64(len(p)); return len(p), nil }
-
-var _ io.Writer = (*countWriter)(nil)
-
-// BenchmarkWriteSnapshot writes the whole hour as one version 1 snapshot: what the agent wrote
-// every --snapshot-interval before snapshot directories (minus the file system).
-//
-//	go test -run '^$' -bench 'WriteSnapshot|Save' -benchtime 10x ./internal/history/
-func BenchmarkWriteSnapshot(b *testing.B) {
-	h := newBenchHour()
-	var w countWriter
-	b.ReportAllocs()
-	b.ResetTimer()
-	cpu := cputime.Process()
-	for range b.N {
-		if err := h.s.WriteSnapshot(&w); err != nil {
-			b.Fatal(err)
-		}
-	}
-	reportCPU(b, cpu, b.N, "cpu-ns/save")
-	b.ReportMetric(float64(w.n)/float64(b.N), "bytes-written/save")
 }
 
 // BenchmarkSave measures the agent's periodic save into a snapshot directory at the full hour:

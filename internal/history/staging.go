@@ -4,6 +4,7 @@ import (
 	"sync/atomic"
 	"unsafe"
 
+	"github.com/cantal-go/cantal/internal/history/chunkenc"
 	"github.com/cantal-go/cantal/internal/series"
 )
 
@@ -345,7 +346,7 @@ func (st *staging) unset(j int) {
 // row copies the values and presence flags of id's first n scans into vals and pres and reports
 // whether id has a slot (it may still have no point). pres is cleared where there is no point.
 // Safe for concurrent use for n up to the committed count; the writer may use any n.
-func (st *staging) row(id ID, n int, vals *[MaxBlockScans]uint64, pres *[MaxBlockScans]uint8) bool {
+func (st *staging) row(id ID, n int, vals *[chunkenc.MaxScans]uint64, pres *[chunkenc.MaxScans]uint8) bool {
 	slot := st.slot(id)
 	if slot < 0 {
 		return false
@@ -413,8 +414,8 @@ func (st *staging) last(id ID, n, want int, born int64, dst []Point) []Point {
 
 // hasPoint reports whether id has a point in the first n scans. Like row.
 func (st *staging) hasPoint(id ID, n int) bool {
-	var vals [MaxBlockScans]uint64
-	var pres [MaxBlockScans]uint8
+	var vals [chunkenc.MaxScans]uint64
+	var pres [chunkenc.MaxScans]uint8
 	if !st.row(id, n, &vals, &pres) {
 		return false
 	}
@@ -450,4 +451,44 @@ func (st *staging) reset() {
 // bytes returns the memory the staging holds.
 func (st *staging) bytes() int64 {
 	return int64(8*len(st.ts)) + st.slotOf.bytes(4) + st.chunkOf.bytes(4) + st.chunks.bytes(int(unsafe.Sizeof(chunk{})))
+}
+
+// compressStaging compresses the first n committed scans of st (pinned by the caller) for the
+// series of table (by ID; nil: none), without the points older than their series' born time.
+// The segment returned shares its index and data with sw, which must not be reset while it is
+// in use; enc and sw are scratch that a caller may keep for the next call.
+func compressStaging(st *staging, n int, table []*meta, enc *chunkenc.Encoder, sw *segWriter) *segment {
+	return compressStagingRange(st, 0, n, table, enc, sw)
+}
+
+// compressStagingRange is compressStaging of the committed scans [lo, hi) of st.
+func compressStagingRange(st *staging, lo, hi int, table []*meta, enc *chunkenc.Encoder, sw *segWriter) *segment {
+	var vals [chunkenc.MaxScans]uint64
+	var pres [chunkenc.MaxScans]uint8
+	sw.reset()
+	n := hi - lo
+	for id, m := range table {
+		sw.begin()
+		start := len(sw.data)
+		if m == nil || !st.row(ID(id), hi, &vals, &pres) {
+			sw.end(0)
+			continue
+		}
+		for j := lo; j < hi; j++ {
+			if st.ts[j] < m.born {
+				pres[j] = 0
+			}
+		}
+		sw.data = enc.Append(sw.data, m.kind, vals[lo:hi], pres[lo:hi], n)
+		sw.end(len(sw.data) - start)
+	}
+	sw.flushRun()
+	return &segment{
+		ts:      append([]int64(nil), st.ts[lo:hi]...),
+		lens:    sw.lens,
+		chk:     sw.chk,
+		lensOff: sw.lensOff,
+		data:    sw.data,
+		points:  sw.points,
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cantal-go/cantal/internal/history/chunkenc"
 	"github.com/cantal-go/cantal/internal/series"
 )
 
@@ -19,6 +20,10 @@ const (
 	// MaxSeries bounds the number of live series; it keeps every segment's data under 4 GiB.
 	MaxSeries = 1 << 20
 )
+
+// MaxBlockScans is the largest number of scans one segment may span: one block of the codec
+// (chunkenc.MaxScans).
+const MaxBlockScans = chunkenc.MaxScans
 
 // Options configure a Store. The zero value means the defaults.
 type Options struct {
@@ -261,8 +266,8 @@ type view struct {
 //
 // Concurrency: exactly one goroutine, the writer, calls Series, Begin, Add, Commit, Expire and
 // Newest.
-// Any number of other goroutines may call Lookup, Each, Range, Last, Latest, Stats,
-// WriteSnapshot and Saver.Save at the same time. Readers never block the writer: they read
+// Any number of other goroutines may call Lookup, Each, Range, Last, Latest, Stats and
+// Saver.Save at the same time. Readers never block the writer: they read
 // immutable segments and the committed part of the open segment without locks, and the writer
 // never waits for them (a staging buffer still in use by a reader is replaced, not waited for).
 // The only lock the writer takes is around the key index when it registers or deletes a series,
@@ -302,7 +307,7 @@ type writer struct {
 	ts      int64 // time of the open scan
 	lastTS0 int64 // time of the latest committed scan
 	adds    int
-	enc     encoder
+	enc     chunkenc.Encoder
 	sw      segWriter
 	retired []*staging
 	pages   pagePool  // the pages of retired stagings, for the next ones
@@ -502,14 +507,14 @@ func (s *Store) closeSegment() {
 	}
 	sw := &w.sw
 	sw.reset()
-	var vals [MaxBlockScans]uint64
-	var pres [MaxBlockScans]uint8
+	var vals [chunkenc.MaxScans]uint64
+	var pres [chunkenc.MaxScans]uint8
 	carried := 0
 	for id := range w.kinds {
 		sw.begin()
 		start := len(sw.data)
 		if k := w.kinds[id]; k != 0 && st.row(ID(id), n+carry, &vals, &pres) {
-			sw.data = w.enc.appendBlock(sw.data, k, vals[:n], pres[:n], n)
+			sw.data = w.enc.Append(sw.data, k, vals[:n], pres[:n], n)
 			for j := n - 1; j >= 0; j-- {
 				if pres[j] != 0 {
 					w.lastTS[id] = max(w.lastTS[id], st.ts[j])

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cantal-go/cantal/internal/history/chunkenc/chunktest"
 	"github.com/cantal-go/cantal/internal/series"
 )
 
@@ -147,7 +148,7 @@ func check(t *testing.T, s *Store, m *model, r *rand.Rand) {
 	}
 }
 
-// TestStoreProperty drives a Store with random series (every value shape of genValues,
+// TestStoreProperty drives a Store with random series (every value shape of chunktest.Values,
 // gaps, births and deaths, expiry) and checks it, and its snapshots, against the model.
 func TestStoreProperty(t *testing.T) {
 	for seed := uint64(1); seed <= 6; seed++ {
@@ -171,7 +172,7 @@ func storeProperty(t *testing.T, seed uint64) {
 	for i := range keys {
 		kinds[i] = []series.Kind{series.Counter, series.Level, series.Float}[r.IntN(3)]
 		keys[i] = fmt.Sprintf(`{"metric":"m%d"}`, i)
-		vals[i] = genValues(r, kinds[i], nscans)
+		vals[i] = chunktest.Values(r, kinds[i], nscans)
 		a := r.IntN(nscans)
 		if i%3 == 0 {
 			a = 0
@@ -222,16 +223,9 @@ func storeProperty(t *testing.T, seed uint64) {
 	}
 
 	// Snapshot round trip, then keep writing into the loaded store.
-	var buf bytes.Buffer
-	if err := s.WriteSnapshot(&buf); err != nil {
-		t.Fatal(err)
-	}
 	now := func() time.Time { return time.UnixMilli(ts) }
 	opt.Now = now
-	s2, err := ReadSnapshot(bytes.NewReader(buf.Bytes()), opt)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s2 := reloaded(t, s, opt)
 	// Points older than the loaded store's oldest scan are gone; compare from there.
 	check(t, s2, m, r)
 	for j := 0; j < 40; j++ {
@@ -247,15 +241,7 @@ func storeProperty(t *testing.T, seed uint64) {
 		s2.Commit()
 	}
 	check(t, s2, m, r)
-	var buf2 bytes.Buffer
-	if err := s2.WriteSnapshot(&buf2); err != nil {
-		t.Fatal(err)
-	}
-	s3, err := ReadSnapshot(&buf2, opt)
-	if err != nil {
-		t.Fatal(err)
-	}
-	check(t, s3, m, r)
+	check(t, reloaded(t, s2, opt), m, r)
 }
 
 func TestSeriesKinds(t *testing.T) {
@@ -444,14 +430,7 @@ func TestDropReusesIDs(t *testing.T) {
 	if got := s.Last(nu, 10, nil); !slices.Equal(got, want) {
 		t.Fatalf("Last of the new series: %v; want %v", got, want)
 	}
-	var buf bytes.Buffer
-	if err := s.WriteSnapshot(&buf); err != nil {
-		t.Fatal(err)
-	}
-	s2, err := ReadSnapshot(&buf, Options{BlockScans: 4, Now: func() time.Time { return time.UnixMilli(8000) }})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s2 := reloaded(t, s, Options{BlockScans: 4, Now: func() time.Time { return time.UnixMilli(8000) }})
 	id, _, ok := s2.Lookup("new")
 	if !ok {
 		t.Fatal("new series lost in the snapshot")

@@ -32,6 +32,7 @@ func TestPutBatchMatchesPut(t *testing.T) {
 	const groups, per = 12, 30
 	type group struct {
 		one, many []*series.Ref
+		batch     series.Batch // Refs: many
 		bits      []uint64
 	}
 	rng := rand.New(rand.NewPCG(3, 4))
@@ -57,6 +58,7 @@ func TestPutBatchMatchesPut(t *testing.T) {
 			gr.one = append(gr.one, one.Series(labels(g, m), kindOf(g, m)))
 			gr.many = append(gr.many, many.Series(labels(g, m), kindOf(g, m)))
 		}
+		gr.batch.Refs = gr.many
 		gs[g] = gr
 	}
 	// A Ref refused for its kind (ID -1 for good), and a group holding one Ref twice.
@@ -91,7 +93,7 @@ func TestPutBatchMatchesPut(t *testing.T) {
 				}
 				one.Put(ref, gr.bits[m])
 			}
-			many.PutBatch(gr.many, gr.bits) // the State is skipped
+			many.PutBatch(&gr.batch, gr.bits) // the State is skipped
 			for _, ref := range gr.many {
 				if ref.Kind == series.State {
 					many.PutState(ref, base, "s"+strconv.Itoa(scan/10))
@@ -166,6 +168,10 @@ func TestPutBatchConcurrentReaders(t *testing.T) {
 			num[ref] = uint64(g*per + m)
 		}
 	}
+	batches := make([]series.Batch, groups)
+	for g := range batches {
+		batches[g].Refs = refs[g]
+	}
 	keyNum := map[string]uint64{}
 	for ref, n := range num {
 		keyNum[ref.Key] = n
@@ -210,7 +216,7 @@ func TestPutBatchConcurrentReaders(t *testing.T) {
 			for m, ref := range refs[g] {
 				bits[m] = value(num[ref], ts)
 			}
-			r.PutBatch(refs[g], bits)
+			r.PutBatch(&batches[g], bits)
 		}
 		r.Commit()
 	}
@@ -218,5 +224,49 @@ func TestPutBatchConcurrentReaders(t *testing.T) {
 	wg.Wait()
 	if bad.Load() != 0 {
 		t.Fatalf("readers saw %d wrong series of %d", bad.Load(), checked.Load())
+	}
+}
+
+// TestBatchHandleOwnedByItsRegistry: what PutBatch keeps in a series.Batch is the slots of one
+// registry; the same Batch (Refs changed to the other registry's) written to two registries in
+// turn puts every point in the right series of each.
+func TestBatchHandleOwnedByItsRegistry(t *testing.T) {
+	a, _ := newReg(t, time.Hour)
+	b, _ := newReg(t, time.Hour)
+	var ra, rb []*series.Ref
+	for m := range 5 {
+		// b registers a series first, so that the same labels get other slots there.
+		b.Series(series.Labels{"metric": "other" + strconv.Itoa(m)}, series.Counter)
+		ra = append(ra, a.Series(series.Labels{"metric": strconv.Itoa(m)}, series.Counter))
+		rb = append(rb, b.Series(series.Labels{"metric": strconv.Itoa(m)}, series.Counter))
+	}
+	var batch series.Batch
+	bits := make([]uint64, 5)
+	base := int64(1_700_000_000_000)
+	for scan := range 4 {
+		for _, x := range []struct {
+			r    *Registry
+			refs []*series.Ref
+			off  uint64
+		}{{a, ra, 0}, {b, rb, 1000}} {
+			for m := range bits {
+				bits[m] = x.off + uint64(10*scan+m)
+			}
+			x.r.Begin(base + int64(scan)*1000)
+			batch.Refs = x.refs
+			x.r.PutBatch(&batch, bits)
+			x.r.Commit()
+		}
+	}
+	for _, x := range []struct {
+		r   *Registry
+		off uint64
+	}{{a, 0}, {b, 1000}} {
+		for m := range 5 {
+			s, ok, live := latest(t, x.r, series.Labels{"metric": strconv.Itoa(m)}.Key())
+			if want := x.off + uint64(30+m); !ok || !live || s.Bits != want {
+				t.Errorf("series %d: latest %d (ok %v, live %v); want %d", m, s.Bits, ok, live, want)
+			}
+		}
 	}
 }

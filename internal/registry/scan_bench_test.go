@@ -75,7 +75,7 @@ func BenchmarkScan(b *testing.B) {
 type scanBench struct {
 	r      *Registry
 	sink   series.Sink // r, called through the interface as collectors do
-	groups [][]*series.Ref
+	groups []*series.Batch
 	vals   [][]uint64
 	order  []int
 	rng    *rand.Rand
@@ -108,7 +108,7 @@ func newScanBench(b *testing.B, groups, perGroup int) *scanBench {
 			}
 			refs[m] = r.Series(l, kind)
 		}
-		sb.groups = append(sb.groups, refs)
+		sb.groups = append(sb.groups, &series.Batch{Refs: refs})
 		sb.vals = append(sb.vals, make([]uint64, perGroup))
 		sb.order = append(sb.order, g)
 	}
@@ -125,7 +125,7 @@ func (sb *scanBench) scan(batch, cold bool) (puts, commit time.Duration) {
 	busy := threadCPU() - t0
 	sb.windows = sb.windows[:0]
 	for _, g := range sb.order {
-		refs, vals := sb.groups[g], sb.vals[g]
+		grp, vals := sb.groups[g], sb.vals[g]
 		for m := range vals {
 			switch {
 			case m >= len(vals)*9/10:
@@ -141,9 +141,9 @@ func (sb *scanBench) scan(batch, cold bool) (puts, commit time.Duration) {
 		}
 		t := time.Now()
 		if batch {
-			sb.r.PutBatch(refs, vals)
+			sb.r.PutBatch(grp, vals)
 		} else {
-			for i, ref := range refs {
+			for i, ref := range grp.Refs {
 				sb.sink.Put(ref, vals[i])
 			}
 		}

@@ -153,14 +153,24 @@ type Sink interface {
 	Problem(source, reason string)
 }
 
+// Batch is a group of series that a collector writes together at every scan through a
+// BatchSink (an application's values file). The collector keeps one Batch per group between
+// scans, Refs holding the group's series in the order of its values; it may change Refs (the
+// Sink notices). Sink belongs to the BatchSink, which keeps there how to find the group's
+// series again without reading each Ref, and which it drops with the Batch; collectors must
+// not touch it (as Ref.ID). A Batch is used by one scan at a time, like the Sink.
+type Batch struct {
+	Refs []*Ref
+	Sink any
+}
+
 // BatchSink is a Sink that also takes the points of many series at once, for a collector that
-// has a group's values together (an application's values file). PutBatch(refs, bits) is
-// Put(refs[i], bits[i]) for each i, except that State Refs are skipped; bits is at least as long
-// as refs. A caller should keep refs (the same array) between scans: the Sink may remember how
-// to find the series of an array it was given. Same goroutine rules as Put.
+// has a group's values together. PutBatch(b, bits) is Put(b.Refs[i], bits[i]) for each i,
+// except that State Refs are skipped; bits is at least as long as b.Refs. Same goroutine rules
+// as Put.
 type BatchSink interface {
 	Sink
-	PutBatch(refs []*Ref, bits []uint64)
+	PutBatch(b *Batch, bits []uint64)
 }
 
 // Collector reads one kind of thing (the machine, processes, applications' files, plugins) into

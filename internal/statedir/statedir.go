@@ -6,13 +6,13 @@
 //	node-id               this package: the node's id, made once by Open (16 hex digits)
 //	cluster-peers.json    internal/cluster, at PeersFile: the peers to rejoin after a restart
 //	history/              internal/history (Saver), at HistoryDir: the history snapshot
-//	history.snap          read once (LegacyHistoryFile) and deleted by the first save to history/
+//	history.snap          never written: pre-release agents' single-file snapshot, no longer read;
+//	                      history.LoadDir reports it at LegacyHistoryFile and leaves it in place
 //	positions/            this package (Position): where each shipper (carbon, remote write)
 //	                      stands in the history, one file per shipper and target
 //
 // Files of earlier versions are read once, when their successor does not exist yet, and deleted
-// by the first write of the successor: carbon-*.pos, remote-write/rw-*.json (Position) and
-// history.snap (internal/history). Every write goes through internal/atomicfile (temporary file,
+// by the first write of the successor: carbon-*.pos and remote-write/rw-*.json (Position). Every write goes through internal/atomicfile (temporary file,
 // fsync, rename, fsync of the directory), so a crash leaves a file's old content or its new one.
 // Written lists what the agent may write there; a test runs the agent and holds it to that list.
 //
@@ -98,8 +98,8 @@ func (d *Dir) PeersFile() string { return filepath.Join(d.path, PeersFileName) }
 // HistoryDir is the history snapshot's directory (internal/history.Saver).
 func (d *Dir) HistoryDir() string { return filepath.Join(d.path, HistoryDirName) }
 
-// LegacyHistoryFile is the single-file history snapshot of earlier versions: loaded when
-// HistoryDir has no snapshot yet, deleted by the first save into HistoryDir.
+// LegacyHistoryFile is the single-file history snapshot of pre-release agents: no longer read;
+// history.LoadDir reports it (the operator removes it).
 func (d *Dir) LegacyHistoryFile() string { return filepath.Join(d.path, LegacyHistoryName) }
 
 // loadNodeID reads the node id at path, or makes and saves a random one when there is none.

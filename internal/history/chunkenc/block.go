@@ -1,4 +1,4 @@
-package history
+package chunkenc
 
 import (
 	"encoding/binary"
@@ -10,8 +10,8 @@ import (
 	"github.com/cantal-go/cantal/internal/series"
 )
 
-// MaxBlockScans is the largest number of scans one block (and so one segment) may span.
-const MaxBlockScans = 256
+// MaxScans is the largest number of scans one block may span (history: one segment).
+const MaxScans = 256
 
 // A block holds the points of one series over the scans of one segment. An empty block (zero
 // bytes) has no point. Otherwise:
@@ -50,21 +50,21 @@ const (
 
 var pow10 = [...]float64{1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15}
 
-// errCorrupt wraps every block decoding failure.
-var errCorrupt = errors.New("corrupt block")
+// ErrCorrupt wraps every block decoding failure.
+var ErrCorrupt = errors.New("corrupt block")
 
-// encoder compresses blocks. Its scratch space is reused, so encoding allocates nothing once the
-// output buffer has grown. An encoder is owned by one goroutine.
-type encoder struct {
-	xs  [MaxBlockScans]uint64
-	res [MaxBlockScans]uint64
-	ms  [MaxBlockScans]uint64
+// Encoder compresses blocks. Its scratch space is reused, so encoding allocates nothing once the
+// output buffer has grown. An Encoder is owned by one goroutine.
+type Encoder struct {
+	xs  [MaxScans]uint64
+	res [MaxScans]uint64
+	ms  [MaxScans]uint64
 	w   bitWriter
 }
 
-// appendBlock appends the block of the points (vals[j], present[j]) for j < scans to dst. A block
+// Append appends the block of the points (vals[j], present[j]) for j < scans to dst. A block
 // without points appends nothing.
-func (e *encoder) appendBlock(dst []byte, kind series.Kind, vals []uint64, present []uint8, scans int) []byte {
+func (e *Encoder) Append(dst []byte, kind series.Kind, vals []uint64, present []uint8, scans int) []byte {
 	m := 0
 	first, last := -1, -1
 	for j := 0; j < scans; j++ {
@@ -134,7 +134,7 @@ func allEqual(xs []uint64) bool {
 
 // decimals finds the fewest decimal digits d such that every value is exactly m/10^d for an
 // integer |m| ≤ 2^53, filling e.ms with the m's.
-func (e *encoder) decimals(xs []uint64) (int, bool) {
+func (e *Encoder) decimals(xs []uint64) (int, bool) {
 	const limit = 1 << 53
 next:
 	for d := 0; d <= maxDecimals; d++ {
@@ -205,7 +205,7 @@ func bestPacking(us []uint64) packing {
 }
 
 // appendInts appends the integer sequence xs (len ≥ 1).
-func (e *encoder) appendInts(dst []byte, xs []uint64) []byte {
+func (e *Encoder) appendInts(dst []byte, xs []uint64) []byte {
 	dst = binary.AppendUvarint(dst, zigzag(int64(xs[0])))
 	m := len(xs)
 	if m == 1 {
@@ -309,7 +309,7 @@ func writePacked(w *bitWriter, u uint64, p packing) {
 // appendXOR appends float bits Gorilla-style: the first value raw, then for each next value
 // '0' when equal to the previous one, '10' + the meaningful bits when they fit the previous
 // window, '11' + 6 bits of leading zeros + 6 bits of (length-1) + the meaningful bits otherwise.
-func (e *encoder) appendXOR(dst []byte, xs []uint64) []byte {
+func (e *Encoder) appendXOR(dst []byte, xs []uint64) []byte {
 	w := &e.w
 	w.b = dst
 	w.write(xs[0], 64)
@@ -337,81 +337,81 @@ func (e *encoder) appendXOR(dst []byte, xs []uint64) []byte {
 	return out
 }
 
-// decoded is one decoded block: the scan index and value of each point, in scan order.
-type decoded struct {
-	n   int
-	idx [MaxBlockScans]uint16
-	val [MaxBlockScans]uint64
+// Decoded is one decoded block: the scan index and value of each point, in scan order.
+type Decoded struct {
+	N   int
+	Idx [MaxScans]uint16
+	Val [MaxScans]uint64
 }
 
-// decodeBlock decodes block b of a segment of the given number of scans into out. It never
-// panics and allocates nothing; a malformed block is an error wrapping errCorrupt.
-func decodeBlock(b []byte, scans int, out *decoded) error {
-	out.n = 0
+// Decode decodes block b of a segment of the given number of scans into out. It never
+// panics and allocates nothing; a malformed block is an error wrapping ErrCorrupt.
+func Decode(b []byte, scans int, out *Decoded) error {
+	out.N = 0
 	if len(b) == 0 {
 		return nil
 	}
-	if scans <= 0 || scans > MaxBlockScans {
-		return fmt.Errorf("%w: %d scans", errCorrupt, scans)
+	if scans <= 0 || scans > MaxScans {
+		return fmt.Errorf("%w: %d scans", ErrCorrupt, scans)
 	}
 	h := b[0]
 	if h>>5 != 0 {
-		return fmt.Errorf("%w: header %#x", errCorrupt, h)
+		return fmt.Errorf("%w: header %#x", ErrCorrupt, h)
 	}
 	p := 1
 	m := 0
 	switch h & 3 {
 	case presAll:
 		for j := 0; j < scans; j++ {
-			out.idx[j] = uint16(j)
+			out.Idx[j] = uint16(j)
 		}
 		m = scans
 	case presRange:
 		start, n1 := binary.Uvarint(b[p:])
 		if n1 <= 0 {
-			return fmt.Errorf("%w: range start", errCorrupt)
+			return fmt.Errorf("%w: range start", ErrCorrupt)
 		}
 		p += n1
 		cnt, n2 := binary.Uvarint(b[p:])
 		if n2 <= 0 {
-			return fmt.Errorf("%w: range count", errCorrupt)
+			return fmt.Errorf("%w: range count", ErrCorrupt)
 		}
 		p += n2
 		if cnt == 0 || start >= uint64(scans) || cnt > uint64(scans)-start {
-			return fmt.Errorf("%w: range %d+%d of %d scans", errCorrupt, start, cnt, scans)
+			return fmt.Errorf("%w: range %d+%d of %d scans", ErrCorrupt, start, cnt, scans)
 		}
 		for j := 0; j < int(cnt); j++ {
-			out.idx[j] = uint16(int(start) + j)
+			out.Idx[j] = uint16(int(start) + j)
 		}
 		m = int(cnt)
 	case presBitmap:
 		nb := (scans + 7) / 8
 		if len(b) < p+nb {
-			return fmt.Errorf("%w: short bitmap", errCorrupt)
+			return fmt.Errorf("%w: short bitmap", ErrCorrupt)
 		}
 		for j := 0; j < scans; j++ {
 			if b[p+j/8]>>(j%8)&1 != 0 {
-				out.idx[m] = uint16(j)
+				out.Idx[m] = uint16(j)
 				m++
 			}
 		}
 		if scans%8 != 0 && b[p+nb-1]>>(scans%8) != 0 {
-			return fmt.Errorf("%w: bitmap bits past the segment", errCorrupt)
+			return fmt.Errorf("%w: bitmap bits past the segment", ErrCorrupt)
 		}
 		if m == 0 {
-			return fmt.Errorf("%w: empty bitmap", errCorrupt)
+			return fmt.Errorf("%w: empty bitmap", ErrCorrupt)
 		}
 		p += nb
 	default:
-		return fmt.Errorf("%w: presence %d", errCorrupt, h&3)
+		return fmt.Errorf("%w: presence %d", ErrCorrupt, h&3)
 	}
-	vals := out.val[:m]
+	vals := out.Val[:m]
 	switch tf := h >> 2 & 7; tf {
 	case tfInt, tfIntegal, tfDecimal:
 		d := 0
 		if tf == tfDecimal {
 			if p >= len(b) || b[p] < 1 || b[p] > maxDecimals {
-				return fmt.Errorf("%w: decimals", errCorrupt)
+				return fmt.Errorf("%w: decimals", ErrCorrupt)
 			}
 			d = int(b[p])
 			p++
@@ -435,16 +435,16 @@ func decodeBlock(b []byte, scans int, out *decoded) error {
 			return err
 		}
 	default:
-		return fmt.Errorf("%w: transform %d", errCorrupt, tf)
+		return fmt.Errorf("%w: transform %d", ErrCorrupt, tf)
 	}
-	out.n = m
+	out.N = m
 	return nil
 }
 
 func decodeInts(b []byte, xs []uint64) error {
 	u, n := binary.Uvarint(b)
 	if n <= 0 {
-		return fmt.Errorf("%w: first value", errCorrupt)
+		return fmt.Errorf("%w: first value", ErrCorrupt)
 	}
 	b = b[n:]
 	xs[0] = uint64(unzigzag(u))
@@ -452,17 +452,17 @@ func decodeInts(b []byte, xs []uint64) error {
 		return nil
 	}
 	if len(b) == 0 {
-		return fmt.Errorf("%w: missing order", errCorrupt)
+		return fmt.Errorf("%w: missing order", ErrCorrupt)
 	}
 	f := b[0]
 	b = b[1:]
 	order := f & 3
 	if f>>5 != 0 || order == 3 {
-		return fmt.Errorf("%w: int flags %#x", errCorrupt, f)
+		return fmt.Errorf("%w: int flags %#x", ErrCorrupt, f)
 	}
 	if order == 0 {
 		if f != 0 {
-			return fmt.Errorf("%w: int flags %#x", errCorrupt, f)
+			return fmt.Errorf("%w: int flags %#x", ErrCorrupt, f)
 		}
 		for i := range xs {
 			xs[i] = xs[0]
@@ -473,36 +473,36 @@ func decodeInts(b []byte, xs []uint64) error {
 	if order == 2 {
 		u, n := binary.Uvarint(b)
 		if n <= 0 {
-			return fmt.Errorf("%w: first delta", errCorrupt)
+			return fmt.Errorf("%w: first delta", ErrCorrupt)
 		}
 		b = b[n:]
 		d0 = uint64(unzigzag(u))
 	}
 	u, n = binary.Uvarint(b)
 	if n <= 0 {
-		return fmt.Errorf("%w: base", errCorrupt)
+		return fmt.Errorf("%w: base", ErrCorrupt)
 	}
 	b = b[n:]
 	base := uint64(unzigzag(u))
 	p := packing{zero: f&8 != 0, two: f&16 != 0}
 	offset := f&4 != 0
 	if len(b) < 1 {
-		return fmt.Errorf("%w: widths", errCorrupt)
+		return fmt.Errorf("%w: widths", ErrCorrupt)
 	}
 	p.w2 = uint(b[0])
 	b = b[1:]
 	if p.two {
 		if len(b) < 1 {
-			return fmt.Errorf("%w: widths", errCorrupt)
+			return fmt.Errorf("%w: widths", ErrCorrupt)
 		}
 		p.w1 = uint(b[0])
 		b = b[1:]
 		if p.w1 >= p.w2 {
-			return fmt.Errorf("%w: widths %d/%d", errCorrupt, p.w1, p.w2)
+			return fmt.Errorf("%w: widths %d/%d", ErrCorrupt, p.w1, p.w2)
 		}
 	}
 	if p.w2 > 64 {
-		return fmt.Errorf("%w: width %d", errCorrupt, p.w2)
+		return fmt.Errorf("%w: width %d", ErrCorrupt, p.w2)
 	}
 	r := bitReader{b: b}
 	next := func() uint64 {
@@ -532,7 +532,7 @@ func decodeInts(b []byte, xs []uint64) error {
 		}
 	}
 	if r.bad {
-		return fmt.Errorf("%w: truncated residuals", errCorrupt)
+		return fmt.Errorf("%w: truncated residuals", ErrCorrupt)
 	}
 	return nil
 }
@@ -548,20 +548,20 @@ func decodeXOR(b []byte, xs []uint64) error {
 		}
 		if !r.bit() {
 			if lead == 64 {
-				return fmt.Errorf("%w: xor window before any", errCorrupt)
+				return fmt.Errorf("%w: xor window before any", ErrCorrupt)
 			}
 		} else {
 			lead = uint(r.small(6))
 			sig := uint(r.small(6)) + 1
 			if lead+sig > 64 {
-				return fmt.Errorf("%w: xor window %d+%d", errCorrupt, lead, sig)
+				return fmt.Errorf("%w: xor window %d+%d", ErrCorrupt, lead, sig)
 			}
 			trail = 64 - lead - sig
 		}
 		xs[i] = xs[i-1] ^ r.read(64-lead-trail)<<trail
 	}
 	if r.bad {
-		return fmt.Errorf("%w: truncated xor stream", errCorrupt)
+		return fmt.Errorf("%w: truncated xor stream", ErrCorrupt)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package history
+package chunkenc
 
 import "encoding/binary"
 
