@@ -27,6 +27,7 @@ import (
 	"github.com/cantal-go/cantal/internal/access"
 	"github.com/cantal-go/cantal/internal/api"
 	"github.com/cantal-go/cantal/internal/apps"
+	"github.com/cantal-go/cantal/internal/containers"
 	"github.com/cantal-go/cantal/internal/history"
 	"github.com/cantal-go/cantal/internal/ingest"
 	"github.com/cantal-go/cantal/internal/procscan"
@@ -169,7 +170,9 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 	sopt := sysscan.Options{Proc: cfg.Proc, Sys: cfg.Sys}
 	mpExclude, _ := excludeRegexp(cfg.FSMountsExclude) // both checked by Validate
 	typesExclude, _ := excludeRegexp(cfg.FSTypesExclude)
-	popt := procscan.Options{Proc: cfg.Proc, Sys: cfg.Sys, NoTaskIter: cfg.NoBPF}
+	popt := procscan.Options{Proc: cfg.Proc, Sys: cfg.Sys, NoTaskIter: cfg.NoBPF,
+		Containers: containers.New(containers.Options{})} // names Podman's and Docker's containers
+
 	a.procs = procscan.NewProcesses(popt)
 	a.procs.SetBudget(cfg.Interval / 2) // under heavy churn, shed details rather than the beat
 	a.apps = apps.New(a.procs, apps.Options{Proc: cfg.Proc, Log: log})

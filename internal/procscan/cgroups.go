@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/cantal-go/cantal/internal/containers"
 	"github.com/cantal-go/cantal/internal/kfile"
 	"github.com/cantal-go/cantal/internal/scanmark"
 	"github.com/cantal-go/cantal/internal/series"
@@ -20,11 +21,52 @@ type cgroupInfo struct {
 	MemDir        string
 	CPUAcctDir    string
 	scanmark.Mark // the latest scan that saw it
+
+	// The container the cgroup is, when Options.Containers names it (see containerLabels).
+	ctr      containers.Identity
+	ctrOK    bool   // ctr is known
+	ctrWant  bool   // the name is a container runtime's: ask again until named
+	ctrTried uint64 // the scan that last asked
+}
+
+// ctrRetry is how many scans apart an unnamed container cgroup is looked up again (its runtime
+// may write its state after the first process is seen).
+const ctrRetry = 5
+
+// identify looks up the container ci is, when the cgroup is a container runtime's.
+func (t *cgroupTracker) identify(ci *cgroupInfo, gen uint64) {
+	if t.opt.Containers == nil || ci.Name == "" {
+		return
+	}
+	rt, _ := containers.FromCgroup(ci.Name)
+	if ci.ctrWant = rt != containers.NoRuntime; ci.ctrWant {
+		ci.ctr, ci.ctrOK = t.opt.Containers.Identify(ci.Name)
+		ci.ctrTried = gen
+	}
+}
+
+// ctrKey is what the series of a cgroup or process are made with, beside its cgroup name.
+func (ci *cgroupInfo) ctrKey() string {
+	if ci == nil || !ci.ctrOK {
+		return ""
+	}
+	return ci.ctr.ID
+}
+
+// addContainerLabels labels l with the container ci is: container (its name), image and
+// container_id (12 hex digits). They are the runtime's strings, already cleaned; the cgroup
+// label stays what the kernel says.
+func addContainerLabels(l series.Labels, ci *cgroupInfo) {
+	if ci == nil || !ci.ctrOK {
+		return
+	}
+	l["container"], l["image"], l["container_id"] = ci.ctr.Name, ci.ctr.Image, ci.ctr.ID
 }
 
 // cgroupSeries are the cached Refs of one cgroup name.
 type cgroupSeries struct {
 	refs          [cgNum]*series.Ref
+	refsFor       string // the ctrKey refs were made with
 	procs         int64
 	info          *cgroupInfo
 	scanmark.Mark // the latest scan that saw it
@@ -135,6 +177,7 @@ func (t *cgroupTracker) intern(content []byte, gen uint64) (*cgroupInfo, error) 
 			}
 		}
 	}
+	t.identify(ci, gen)
 	t.byContent[string(content)] = ci
 	return ci, nil
 }
@@ -154,6 +197,9 @@ func (t *cgroupTracker) v1Dir(controllers []byte, want, dir string) string {
 func (t *cgroupTracker) count(ci *cgroupInfo, gen uint64) {
 	if ci == nil || ci.Name == "" {
 		return
+	}
+	if ci.ctrWant && !ci.ctrOK && gen-ci.ctrTried >= ctrRetry {
+		t.identify(ci, gen)
 	}
 	cs := t.byName[ci.Name]
 	if cs == nil {
@@ -185,6 +231,9 @@ func score(ci *cgroupInfo) int {
 func (t *cgroupTracker) collect(sink series.Sink, gen uint64) {
 	scanmark.Sweep(t.byName, gen, nil)
 	for name, cs := range t.byName {
+		if k := cs.info.ctrKey(); k != cs.refsFor {
+			cs.refs, cs.refsFor = [cgNum]*series.Ref{}, k
+		}
 		t.put(sink, name, cs, cgProcesses, uint64(cs.procs))
 		ci := cs.info
 		var haveCPU, haveMem bool
@@ -206,7 +255,9 @@ func (t *cgroupTracker) collect(sink series.Sink, gen uint64) {
 func (t *cgroupTracker) put(sink series.Sink, name string, cs *cgroupSeries, m int, v uint64) {
 	r := cs.refs[m]
 	if r == nil {
-		r = sink.Series(series.Labels{"metric": cgroupMetrics[m].name, "cgroup": name}, cgroupMetrics[m].kind)
+		l := series.Labels{"metric": cgroupMetrics[m].name, "cgroup": name}
+		addContainerLabels(l, cs.info)
+		r = sink.Series(l, cgroupMetrics[m].kind)
 		cs.refs[m] = r
 	}
 	sink.Put(r, v)

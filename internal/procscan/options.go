@@ -2,6 +2,8 @@ package procscan
 
 import (
 	"os"
+
+	"github.com/cantal-go/cantal/internal/containers"
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
@@ -42,6 +44,9 @@ type Options struct {
 	// iterator (package taskiter) can read them all in one pass: as root on a kernel with BTF,
 	// with Proc "/proc" in the initial pid namespace (see taskiter.go).
 	NoTaskIter bool
+	// Containers names the containers among the cgroups: their series, and their processes',
+	// carry container, image and container_id labels. Nil: none are named.
+	Containers *containers.Resolver
 }
 
 func (o Options) withDefaults() Options {

@@ -77,7 +77,7 @@ type procState struct {
 	env           cantalEnv
 	cgroup        *cgroupInfo
 	refs          [pmNum]*series.Ref
-	refsFor       string // cgroup name the refs were made with
+	refsFor       string // cgroup name and container key (ctrKey) the refs were made with
 	files         [pfNum]kfile.Kept
 	prevCPU       uint64 // utime+stime ticks at prevAt
 	prevAt        time.Time
@@ -109,7 +109,9 @@ func (st *procState) app() bool { return st.env.Path != "" }
 
 // Processes is a series.Collector that scans every /proc/PID, emits per-process series
 // labelled {metric, pid, process, cgroup} and per-cgroup series labelled {metric, cgroup}
-// (see cgroup_name.go for what a process's cgroup is), and keeps the latest process table.
+// (see cgroup_name.go for what a process's cgroup is), both with container, image and
+// container_id when Options.Containers names the cgroup's container, and keeps the latest
+// process table.
 //
 // Processes keeps up to Options.KeepOpen /proc files open between scans; Close releases them.
 // Collect and Close must not be called concurrently; Table and AppendTable may be called from
@@ -801,9 +803,9 @@ func (p *Processes) finish(it *scanItem, sink series.Sink) {
 		return
 	}
 
-	if st.refsFor != row.Cgroup {
+	if key := row.Cgroup + "\x00" + st.cgroup.ctrKey(); st.refsFor != key {
 		st.refs = [pmNum]*series.Ref{}
-		st.refsFor = row.Cgroup
+		st.refsFor = key
 	}
 	vals := [pmNum]uint64{
 		pmUser:    p.opt.ticksToMs(it.utime),
@@ -822,6 +824,7 @@ func (p *Processes) finish(it *scanItem, sink series.Sink) {
 			if row.Cgroup != "" {
 				l["cgroup"] = row.Cgroup
 			}
+			addContainerLabels(l, st.cgroup)
 			r = sink.Series(l, processMetrics[m].kind)
 			st.refs[m] = r
 		}
