@@ -1,0 +1,100 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// podman runs podman as this machine needs it (runc: crun refuses a cgroup-v1 hybrid host; the
+// cgroupfs manager: no systemd here) and returns its trimmed output.
+func podman(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec.Command("podman", append([]string{"--runtime", "runc", "--cgroup-manager", "cgroupfs"}, args...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("podman %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// ctrImage builds an image locally (never pulled): the static e2e/ctrapp as the whole root of
+// a tar, imported with podman. It is removed at the end of the test.
+func ctrImage(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("podman"); err != nil {
+		t.Fatal("podman is not installed: run scripts/install-deps.sh")
+	}
+	dir := t.TempDir()
+	rootfs := filepath.Join(dir, "rootfs")
+	build := exec.Command("go", "build", "-o", filepath.Join(rootfs, "ctrapp"), "./e2e/ctrapp")
+	build.Dir, build.Env = "..", append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build ctrapp: %v\n%s", err, out)
+	}
+	tarball := filepath.Join(dir, "rootfs.tar")
+	if out, err := exec.Command("tar", "-C", rootfs, "-cf", tarball, ".").CombinedOutput(); err != nil {
+		t.Fatalf("tar: %v\n%s", err, out)
+	}
+	image := fmt.Sprintf("localhost/cantal-e2e-ctr:%d", os.Getpid())
+	podman(t, "import", "--change", `ENTRYPOINT ["/ctrapp"]`, tarball, image)
+	t.Cleanup(func() { exec.Command("podman", "rmi", "-f", image).Run() })
+	return image
+}
+
+// A real Podman container, started as web-1 at a CPU quota of 0.5, appears by name: its cgroup
+// series and its process's series carry container="web-1", its image and its short id, and its
+// CPU usage is held at the quota.
+func TestPodmanContainerByName(t *testing.T) {
+	serial(t)
+	image := ctrImage(t)
+	exec.Command("podman", "rm", "-f", "web-1").Run() // a leftover of an interrupted run
+	id := podman(t, "run", "-d", "--name", "web-1", "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=4096:4096",
+		"--cpus", "0.5", image, "-burn")
+	t.Cleanup(func() { exec.Command("podman", "rm", "-f", "-t", "0", "web-1").Run() })
+	if len(id) != 64 {
+		t.Fatalf("podman run printed %q; want a container id", id)
+	}
+	want := map[string]string{"container": "web-1", "image": image, "container_id": id[:12], "cgroup": "libpod_parent.libpod-" + id}
+	labelled := func(s Series) error {
+		for k, v := range want {
+			if s.Labels[k] != v {
+				return fmt.Errorf("%s: %s=%q; want %q (labels %v)", s.Labels["metric"], k, s.Labels[k], v, s.Labels)
+			}
+		}
+		return nil
+	}
+	a := startAgent(t)
+	waitFor(t, 60*time.Second, func() error {
+		ss, err := a.series("/api/v1/metrics", `{container="web-1"}`)
+		if err != nil {
+			return err
+		}
+		cpu, mem, proc := find(ss, "cgroup.cpu.usage_ms"), find(ss, "cgroup.memory.usage"), find(ss, "process.cpu.user_ms")
+		if cpu == nil || mem == nil || proc == nil {
+			return fmt.Errorf("want cgroup.cpu.usage_ms, cgroup.memory.usage and process.cpu.user_ms of web-1; have %v", ss)
+		}
+		for _, s := range []*Series{cpu, mem, proc} {
+			if err := labelled(*s); err != nil {
+				return err
+			}
+		}
+		if proc.Labels["process"] != "ctrapp" {
+			return fmt.Errorf("web-1's process is %q; want ctrapp", proc.Labels["process"])
+		}
+		// The quota: 0.5 CPU is 500 ms of CPU a second; the kernel's CFS periods let it
+		// overshoot a little over one interval.
+		if cpu.Rate == nil || *cpu.Rate < 350 || *cpu.Rate > 650 {
+			return fmt.Errorf("web-1's CPU = %v ms/s; want 500±150 (quota 0.5)", cpu.Rate)
+		}
+		return nil
+	})
+	// No other cgroup is named web-1.
+	ss, err := a.series("/api/v1/metrics", `{metric="cgroup.processes", container="web-1"}`)
+	if err != nil || len(ss) != 1 {
+		t.Errorf("cgroup.processes of web-1: %v, %v; want exactly one", ss, err)
+	}
+}
