@@ -269,6 +269,11 @@ func (e *Prom) append(dst []byte, samples []series.Sample, f Format, trackGroups
 				e.grp = append(e.grp, groupItem{s: x, v: v, ts: s.TS})
 			}
 		}
+		if e.mapped[i].Machine && s.Labels["container_id"] != "" && e.Mapper.MapCAdvisor(&e.extra, s.Labels, s.Kind) {
+			x := e.extra // a container's series under cAdvisor's name too
+			x.Labels = slices.Clone(e.extra.Labels)
+			e.grp = append(e.grp, groupItem{s: x, v: x.Value(series.ToFloat(s.Kind, s.Bits)), ts: s.TS})
+		}
 		if !e.mapped[i].Machine && s.Labels["source"] == "push" {
 			e.timerPart(s, &e.mapped[i], int32(i))
 		}

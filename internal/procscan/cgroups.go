@@ -80,6 +80,7 @@ const (
 	cgMemAnon
 	cgMemFile
 	cgMemLimit
+	cgMemWorkingSet
 	cgProcesses
 	cgNum
 )
@@ -95,7 +96,10 @@ var cgroupMetrics = [cgNum]struct {
 	cgMemAnon:   {"cgroup.memory.anon", series.Level},
 	cgMemFile:   {"cgroup.memory.file", series.Level},
 	cgMemLimit:  {"cgroup.memory.limit", series.Level},
-	cgProcesses: {"cgroup.processes", series.Level},
+	// usage less inactive file pages: what the kernel cannot reclaim at once (cAdvisor's
+	// working set, what kubelet evicts by).
+	cgMemWorkingSet: {"cgroup.memory.working_set", series.Level},
+	cgProcesses:     {"cgroup.processes", series.Level},
 }
 
 // cgroupTracker interns /proc/PID/cgroup contents and emits per-cgroup series. It belongs to
@@ -277,6 +281,20 @@ func (t *cgroupTracker) read(sink series.Sink, dir, file string) ([]byte, bool) 
 	return b, true
 }
 
+// readValue reads a one-value file: its value when it has one, and whether the file was there.
+func (t *cgroupTracker) readValue(sink series.Sink, dir, file string) (v uint64, ok, there bool) {
+	b, there := t.read(sink, dir, file)
+	if !there {
+		return 0, false, false
+	}
+	v, ok, err := parseSingleValue(b)
+	if err != nil {
+		sink.Problem(dir+"/"+file, err.Error())
+		return 0, false, false
+	}
+	return v, ok, true
+}
+
 // readSingle reads a one-value file into series m; it reports whether the file was there.
 func (t *cgroupTracker) readSingle(sink series.Sink, name string, cs *cgroupSeries, dir, file string, m int) bool {
 	b, ok := t.read(sink, dir, file)
@@ -319,11 +337,18 @@ func (t *cgroupTracker) readV2(sink series.Sink, name string, cs *cgroupSeries, 
 			}
 		}
 	}
-	if haveMem = t.readSingle(sink, name, cs, dir, "memory.current", cgMemUsage); !haveMem {
+	usage, haveUsage, haveMem := t.readValue(sink, dir, "memory.current")
+	if !haveMem {
 		return haveCPU, false
+	}
+	if haveUsage {
+		t.put(sink, name, cs, cgMemUsage, usage)
 	}
 	t.readSingle(sink, name, cs, dir, "memory.max", cgMemLimit)
 	if t.readKeyed(sink, dir, "memory.stat") {
+		if v, ok := lookup(t.kvs, "inactive_file"); ok && haveUsage {
+			t.put(sink, name, cs, cgMemWorkingSet, usage-min(v, usage))
+		}
 		if v, ok := lookup(t.kvs, "anon"); ok {
 			t.put(sink, name, cs, cgMemAnon, v)
 		}
@@ -335,9 +360,15 @@ func (t *cgroupTracker) readV2(sink series.Sink, name string, cs *cgroupSeries, 
 }
 
 func (t *cgroupTracker) readV1Memory(sink series.Sink, name string, cs *cgroupSeries, dir string) {
-	t.readSingle(sink, name, cs, dir, "memory.usage_in_bytes", cgMemUsage)
+	usage, haveUsage, _ := t.readValue(sink, dir, "memory.usage_in_bytes")
+	if haveUsage {
+		t.put(sink, name, cs, cgMemUsage, usage)
+	}
 	t.readSingle(sink, name, cs, dir, "memory.limit_in_bytes", cgMemLimit)
 	if t.readKeyed(sink, dir, "memory.stat") {
+		if v, ok := lookup(t.kvs, "total_inactive_file"); ok && haveUsage {
+			t.put(sink, name, cs, cgMemWorkingSet, usage-min(v, usage))
+		}
 		// total_* include descendant cgroups, as v2's memory.stat does.
 		if v, ok := lookup(t.kvs, "total_rss"); ok {
 			t.put(sink, name, cs, cgMemAnon, v)

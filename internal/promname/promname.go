@@ -303,6 +303,28 @@ func (m *Mapper) MapExtra(s *Series, l series.Labels, kind series.Kind) (float64
 	return f, true
 }
 
+// MapCAdvisor maps a container's cgroup series (one labelled container_id, see
+// internal/containers) into *s (reusing s.Labels) under cAdvisor's name for it
+// (container_cpu_usage_seconds_total, container_memory_rss, ...) with cAdvisor's labels: id (the
+// cgroup's path), name (the container's name) and image. It reports false for every other
+// series. The value is s.Value of the series' own.
+func (m *Mapper) MapCAdvisor(s *Series, l series.Labels, kind series.Kind) bool {
+	r := m.lookup(l["metric"])
+	if r == nil || r.cadv == nil || l["container_id"] == "" || !r.matches(l, kind) {
+		return false
+	}
+	lbuf := s.Labels[:0]
+	*s = r.cadv.series()
+	s.Labels = append(lbuf, Label{"id", CgroupPath(l["cgroup"])}, Label{"image", l["image"]}, Label{"name", l["container"]})
+	return true
+}
+
+// CgroupPath is the cgroup path of a cgroup name for cAdvisor's id label: "/" and the name's
+// dot-separated components ("libpod_parent.libpod-<id>" is "/libpod_parent/libpod-<id>",
+// "docker.<id>" is "/docker/<id>"). The agent's names strip systemd's ".slice" and ".scope",
+// so under the systemd cgroup driver the path is the name's, not the kernel's.
+func CgroupPath(name string) string { return "/" + strings.ReplaceAll(name, ".", "/") }
+
 // Name converts an application's metric name (metric true) or label name to a Prometheus
 // name: ASCII letters are lower-cased with camelCase turned into snake_case (fooBar → foo_bar,
 // HTTPServer → http_server), every character other than a letter, digit or underscore becomes

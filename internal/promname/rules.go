@@ -30,6 +30,7 @@ type rule struct {
 	drop     bool   // the series is not exported
 	self     string // the agent's own series: its name as a counter (name is the gauge's)
 	extra    *rule  // a second series the same Cantal series gives (see Mapper.MapExtra)
+	cadv     *rule  // the cAdvisor family a container's series is also exported as (see Mapper.MapCAdvisor)
 	valueOf  string // extra: the label whose number is the value
 	dropBare bool   // the series with no label but metric is not exported (all-CPU cpu.*)
 	// alt, when set, returns the rule that names a matching series instead of this one (nil:
@@ -261,7 +262,9 @@ var (
 	cpuLabels  = []string{"cpu"}
 	netLabels  = []string{"interface=device"}
 	diskLabels = []string{"device"}
-	procLabels = []string{"pid", "process", "cgroup?"}
+	procLabels = []string{"pid", "process", "cgroup?", "container?", "image?", "container_id?"}
+	// A container's cgroup series also carry its identity (internal/containers).
+	cgLabels = []string{"cgroup", "container?", "image?", "container_id?"}
 )
 
 // fixedRules are the rules of the machine's fixed metric names. Built once; never modified.
@@ -504,8 +507,11 @@ var fixedRules = func() map[string]*rule {
 	add("tcp.listen.established", r("cantal_tcp_listen_established_sockets", Gauge, series.Level, 1, "Established inbound TCP sockets on each listening port.", []string{"port"}))
 	add("tcp.uid.sockets", r("cantal_tcp_uid_sockets", Gauge, series.Level, 1, "TCP sockets owned by each uid, except time_wait.", []string{"uid"}))
 
-	// Cgroups.
-	cg := []string{"cgroup"}
+	// Cgroups; a container's (labelled container_id) also under cAdvisor's names.
+	cg := cgLabels
+	cadv := func(metric, name string, typ Type, kind series.Kind, scale float64, help string) {
+		m[metric].cadv = r(name, typ, kind, scale, help, nil)
+	}
 	add("cgroup.processes", r("cantal_cgroup_processes", Gauge, series.Level, 1, "Processes in the cgroup.", cg))
 	add("cgroup.cpu.usage_ms", r("cantal_cgroup_cpu_usage_seconds_total", Counter, series.Counter, ms, "CPU time used by the cgroup.", cg))
 	add("cgroup.cpu.user_ms", r("cantal_cgroup_cpu_seconds_total", Counter, series.Counter, ms, "CPU time used by the cgroup in each mode.", cg, "mode=user"))
@@ -514,6 +520,16 @@ var fixedRules = func() map[string]*rule {
 	add("cgroup.memory.anon", r("cantal_cgroup_memory_anon_bytes", Gauge, series.Level, 1, "Anonymous memory of the cgroup.", cg))
 	add("cgroup.memory.file", r("cantal_cgroup_memory_file_bytes", Gauge, series.Level, 1, "Page cache of the cgroup.", cg))
 	add("cgroup.memory.limit", r("cantal_cgroup_memory_limit_bytes", Gauge, series.Level, 1, "Memory limit of the cgroup.", cg))
+	add("cgroup.memory.working_set", r("cantal_cgroup_memory_working_set_bytes", Gauge, series.Level, 1, "Memory of the cgroup less its inactive page cache.", cg))
+	cadv("cgroup.processes", "container_processes", Gauge, series.Level, 1, "Number of processes running inside the container.")
+	cadv("cgroup.cpu.usage_ms", "container_cpu_usage_seconds_total", Counter, series.Counter, ms, "Cumulative cpu time consumed in seconds.")
+	cadv("cgroup.cpu.user_ms", "container_cpu_user_seconds_total", Counter, series.Counter, ms, "Cumulative user cpu time consumed in seconds.")
+	cadv("cgroup.cpu.system_ms", "container_cpu_system_seconds_total", Counter, series.Counter, ms, "Cumulative system cpu time consumed in seconds.")
+	cadv("cgroup.memory.usage", "container_memory_usage_bytes", Gauge, series.Level, 1, "Current memory usage in bytes, including all memory regardless of when it was accessed")
+	cadv("cgroup.memory.anon", "container_memory_rss", Gauge, series.Level, 1, "Size of RSS in bytes.")
+	cadv("cgroup.memory.file", "container_memory_cache", Gauge, series.Level, 1, "Number of bytes of page cache memory.")
+	cadv("cgroup.memory.working_set", "container_memory_working_set_bytes", Gauge, series.Level, 1, "Current working set in bytes.")
+	cadv("cgroup.memory.limit", "container_spec_memory_limit_bytes", Gauge, series.Level, 1, "Memory limit for the container.")
 
 	// Processes: per pid here; grouped by the exporter (Series.Process).
 	proc := func(metric, name string, typ Type, kind series.Kind, scale float64, help string, consts ...string) {
