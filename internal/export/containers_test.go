@@ -25,6 +25,11 @@ func TestContainerSeriesCAdvisorNames(t *testing.T) {
 		ctr("cgroup.memory.file", series.Level, 2<<20),
 		ctr("cgroup.memory.limit", series.Level, 64<<20),
 		ctr("cgroup.memory.working_set", series.Level, 9<<20),
+		ctr("cgroup.cpu.periods", series.Counter, 100),
+		ctr("cgroup.cpu.throttled_periods", series.Counter, 40),
+		ctr("cgroup.cpu.throttled_ms", series.Counter, 2000),
+		ctr("cgroup.memory.oom", series.Counter, 4),
+		ctr("cgroup.memory.oom_kill", series.Counter, 3),
 		ctr("cgroup.processes", series.Level, 1),
 		{Labels: series.Labels{"metric": "cgroup.cpu.usage_ms", "cgroup": "system.nginx"}, Kind: series.Counter, Bits: 700, TS: 1},
 	}
@@ -44,6 +49,10 @@ func TestContainerSeriesCAdvisorNames(t *testing.T) {
 		"container_spec_memory_limit_bytes" + lbl + " 6.7108864e+07",
 		"container_processes" + lbl + " 1",
 		"container_memory_working_set_bytes" + lbl + " 9.437184e+06",
+		"container_cpu_cfs_periods_total" + lbl + " 100",
+		"container_cpu_cfs_throttled_periods_total" + lbl + " 40",
+		"container_cpu_cfs_throttled_seconds_total" + lbl + " 2",
+		"container_oom_events_total" + lbl + " 3",
 		`cantal_cgroup_memory_working_set_bytes{cgroup="libpod_parent.libpod-` + id + `",container="web-1",container_id="ae12be5e3f80",image="localhost/shop:1"} 9437184`,
 	} {
 		if !strings.Contains(out, want+"\n") {

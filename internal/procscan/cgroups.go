@@ -20,7 +20,8 @@ type cgroupInfo struct {
 	V2Dir         string
 	MemDir        string
 	CPUAcctDir    string
-	scanmark.Mark // the latest scan that saw it
+	CPUDir        string // v1 cpu controller: CFS throttling in cpu.stat
+	scanmark.Mark        // the latest scan that saw it
 
 	// The container the cgroup is, when Options.Containers names it (see containerLabels).
 	ctr      containers.Identity
@@ -67,6 +68,7 @@ func addContainerLabels(l series.Labels, ci *cgroupInfo) {
 type cgroupSeries struct {
 	refs          [cgNum]*series.Ref
 	refsFor       string // the ctrKey refs were made with
+	cfsV2         bool   // the unified cpu.stat had CFS figures in the latest scan
 	procs         int64
 	info          *cgroupInfo
 	scanmark.Mark // the latest scan that saw it
@@ -81,6 +83,11 @@ const (
 	cgMemFile
 	cgMemLimit
 	cgMemWorkingSet
+	cgCPUPeriods
+	cgCPUThrottled
+	cgCPUThrottledTime
+	cgOOM
+	cgOOMKill
 	cgProcesses
 	cgNum
 )
@@ -99,7 +106,14 @@ var cgroupMetrics = [cgNum]struct {
 	// usage less inactive file pages: what the kernel cannot reclaim at once (cAdvisor's
 	// working set, what kubelet evicts by).
 	cgMemWorkingSet: {"cgroup.memory.working_set", series.Level},
-	cgProcesses:     {"cgroup.processes", series.Level},
+	// CFS bandwidth control (a CPU quota): periods elapsed, periods throttled, time throttled.
+	cgCPUPeriods:       {"cgroup.cpu.periods", series.Counter},
+	cgCPUThrottled:     {"cgroup.cpu.throttled_periods", series.Counter},
+	cgCPUThrottledTime: {"cgroup.cpu.throttled_ms", series.Counter},
+	// Times the cgroup hit its memory limit (v2 oom) and processes the OOM killer killed in it.
+	cgOOM:       {"cgroup.memory.oom", series.Counter},
+	cgOOMKill:   {"cgroup.memory.oom_kill", series.Counter},
+	cgProcesses: {"cgroup.processes", series.Level},
 }
 
 // cgroupTracker interns /proc/PID/cgroup contents and emits per-cgroup series. It belongs to
@@ -179,6 +193,9 @@ func (t *cgroupTracker) intern(content []byte, gen uint64) (*cgroupInfo, error) 
 			case hasController(l.Controllers, "cpuacct"):
 				ci.CPUAcctDir = t.v1Dir(l.Controllers, "cpuacct", dir)
 			}
+			if len(l.Controllers) > 0 && hasController(l.Controllers, "cpu") {
+				ci.CPUDir = t.v1Dir(l.Controllers, "cpu", dir)
+			}
 		}
 	}
 	t.identify(ci, gen)
@@ -241,6 +258,7 @@ func (t *cgroupTracker) collect(sink series.Sink, gen uint64) {
 		t.put(sink, name, cs, cgProcesses, uint64(cs.procs))
 		ci := cs.info
 		var haveCPU, haveMem bool
+		cs.cfsV2 = false
 		if ci.V2Dir != "" {
 			haveCPU, haveMem = t.readV2(sink, name, cs, ci.V2Dir)
 		}
@@ -251,6 +269,11 @@ func (t *cgroupTracker) collect(sink series.Sink, gen uint64) {
 		}
 		if ci.CPUAcctDir != "" && !haveCPU {
 			t.readV1CPU(sink, name, cs, ci.CPUAcctDir)
+		}
+		// On hybrid machines the unified cpu.stat has usage but no CFS figures: the v1 cpu
+		// controller's cpu.stat has them (throttled_time in ns).
+		if ci.CPUDir != "" && !cs.cfsV2 && t.readKeyed(sink, ci.CPUDir, "cpu.stat") {
+			t.putThrottling(sink, name, cs, 1e6)
 		}
 	}
 	scanmark.Sweep(t.byContent, gen, nil)
@@ -336,6 +359,7 @@ func (t *cgroupTracker) readV2(sink series.Sink, name string, cs *cgroupSeries, 
 				t.put(sink, name, cs, e.m, v/1000)
 			}
 		}
+		cs.cfsV2 = t.putThrottling(sink, name, cs, 1000)
 	}
 	usage, haveUsage, haveMem := t.readValue(sink, dir, "memory.current")
 	if !haveMem {
@@ -345,6 +369,14 @@ func (t *cgroupTracker) readV2(sink series.Sink, name string, cs *cgroupSeries, 
 		t.put(sink, name, cs, cgMemUsage, usage)
 	}
 	t.readSingle(sink, name, cs, dir, "memory.max", cgMemLimit)
+	if t.readKeyed(sink, dir, "memory.events") {
+		if v, ok := lookup(t.kvs, "oom"); ok {
+			t.put(sink, name, cs, cgOOM, v)
+		}
+		if v, ok := lookup(t.kvs, "oom_kill"); ok {
+			t.put(sink, name, cs, cgOOMKill, v)
+		}
+	}
 	if t.readKeyed(sink, dir, "memory.stat") {
 		if v, ok := lookup(t.kvs, "inactive_file"); ok && haveUsage {
 			t.put(sink, name, cs, cgMemWorkingSet, usage-min(v, usage))
@@ -359,12 +391,39 @@ func (t *cgroupTracker) readV2(sink series.Sink, name string, cs *cgroupSeries, 
 	return haveCPU, true
 }
 
+// putThrottling puts the CFS figures of the cpu.stat in t.kvs: nr_periods, nr_throttled and
+// throttled_usec (v2) or throttled_time (v1, ns), whose unit per millisecond is perMs. A
+// cgroup without a quota has zero periods: no series. It reports whether it put any.
+func (t *cgroupTracker) putThrottling(sink series.Sink, name string, cs *cgroupSeries, perMs uint64) bool {
+	periods, ok := lookup(t.kvs, "nr_periods")
+	if !ok || periods == 0 {
+		return false
+	}
+	t.put(sink, name, cs, cgCPUPeriods, periods)
+	if v, ok := lookup(t.kvs, "nr_throttled"); ok {
+		t.put(sink, name, cs, cgCPUThrottled, v)
+	}
+	key := "throttled_usec"
+	if perMs == 1e6 {
+		key = "throttled_time"
+	}
+	if v, ok := lookup(t.kvs, key); ok {
+		t.put(sink, name, cs, cgCPUThrottledTime, v/perMs)
+	}
+	return true
+}
+
 func (t *cgroupTracker) readV1Memory(sink series.Sink, name string, cs *cgroupSeries, dir string) {
 	usage, haveUsage, _ := t.readValue(sink, dir, "memory.usage_in_bytes")
 	if haveUsage {
 		t.put(sink, name, cs, cgMemUsage, usage)
 	}
 	t.readSingle(sink, name, cs, dir, "memory.limit_in_bytes", cgMemLimit)
+	if t.readKeyed(sink, dir, "memory.oom_control") { // oom_kill since Linux 4.13
+		if v, ok := lookup(t.kvs, "oom_kill"); ok {
+			t.put(sink, name, cs, cgOOMKill, v)
+		}
+	}
 	if t.readKeyed(sink, dir, "memory.stat") {
 		if v, ok := lookup(t.kvs, "total_inactive_file"); ok && haveUsage {
 			t.put(sink, name, cs, cgMemWorkingSet, usage-min(v, usage))

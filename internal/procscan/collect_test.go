@@ -74,6 +74,11 @@ func TestProcessesFixture(t *testing.T) {
 		`{"cgroup":"docker.abc123","metric":"cgroup.memory.usage"}`: 2097152,
 		`{"cgroup":"docker.abc123","metric":"cgroup.memory.limit"}`: 104857600,
 		`{"cgroup":"docker.abc123","metric":"cgroup.memory.anon"}`:  2048,
+		// v1 cpu.stat (the unified one has no CFS figures), throttled_time in ns
+		`{"cgroup":"system.nginx","metric":"cgroup.cpu.periods"}`:           100,
+		`{"cgroup":"system.nginx","metric":"cgroup.cpu.throttled_periods"}`: 40,
+		`{"cgroup":"system.nginx","metric":"cgroup.cpu.throttled_ms"}`:      2000,
+		`{"cgroup":"docker.abc123","metric":"cgroup.memory.oom_kill"}`:      3,
 		// usage less total_inactive_file
 		`{"cgroup":"docker.abc123","metric":"cgroup.memory.working_set"}`: 1048576,
 		`{"cgroup":"user","metric":"cgroup.cpu.user_ms"}`:                 600,
