@@ -74,10 +74,11 @@ func TestPodmanContainerByName(t *testing.T) {
 			return err
 		}
 		cpu, mem, proc := find(ss, "cgroup.cpu.usage_ms"), find(ss, "cgroup.memory.usage"), find(ss, "process.cpu.user_ms")
-		if cpu == nil || mem == nil || proc == nil {
-			return fmt.Errorf("want cgroup.cpu.usage_ms, cgroup.memory.usage and process.cpu.user_ms of web-1; have %v", ss)
+		thr, ws := find(ss, "cgroup.cpu.throttled_periods"), find(ss, "cgroup.memory.working_set")
+		if cpu == nil || mem == nil || proc == nil || thr == nil || ws == nil {
+			return fmt.Errorf("want cgroup.cpu.usage_ms, .throttled_periods, cgroup.memory.usage, .working_set and process.cpu.user_ms of web-1; have %v", ss)
 		}
-		for _, s := range []*Series{cpu, mem, proc} {
+		for _, s := range []*Series{cpu, mem, proc, thr, ws} {
 			if err := labelled(*s); err != nil {
 				return err
 			}
@@ -90,8 +91,36 @@ func TestPodmanContainerByName(t *testing.T) {
 		if cpu.Rate == nil || *cpu.Rate < 350 || *cpu.Rate > 650 {
 			return fmt.Errorf("web-1's CPU = %v ms/s; want 500±150 (quota 0.5)", cpu.Rate)
 		}
+		// A busy loop at half a CPU is throttled in most 100 ms periods: about 10 a second.
+		if thr.Rate == nil || *thr.Rate < 3 {
+			return fmt.Errorf("web-1's throttled periods rise at %v/s; want ≥ 3/s", thr.Rate)
+		}
+		if num(ws.Value) <= 0 || num(ws.Value) > num(mem.Value) {
+			return fmt.Errorf("web-1's working set %v; want in (0, usage %v]", ws.Value, mem.Value)
+		}
 		return nil
 	})
+	// /metrics: cAdvisor's families, labelled as cAdvisor labels them, and promtool parses it.
+	code, body := a.raw("GET", "/metrics", "")
+	if code != 200 {
+		t.Fatalf("/metrics: %d", code)
+	}
+	lbl := fmt.Sprintf(`{id="/libpod_parent/libpod-%s",image=%q,name="web-1"}`, id, image)
+	for _, name := range []string{"container_cpu_usage_seconds_total", "container_memory_working_set_bytes",
+		"container_memory_rss", "container_cpu_cfs_throttled_periods_total", "container_cpu_cfs_periods_total"} {
+		if !strings.Contains(body, "\n"+name+lbl+" ") {
+			t.Errorf("/metrics lacks %s%s", name, lbl)
+		}
+	}
+	check := exec.Command(need(t, "promtool"), "check", "metrics")
+	check.Stdin = strings.NewReader(body)
+	if out, err := check.CombinedOutput(); err != nil {
+		if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 3 { // 3: lint findings only
+			t.Errorf("promtool check metrics: %v\n%s", err, out)
+		} else if strings.Contains(string(out), "container_") {
+			t.Errorf("promtool lint findings on the container families:\n%s", out)
+		}
+	}
 	// No other cgroup is named web-1.
 	ss, err := a.series("/api/v1/metrics", `{metric="cgroup.processes", container="web-1"}`)
 	if err != nil || len(ss) != 1 {
