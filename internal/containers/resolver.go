@@ -97,27 +97,30 @@ func (r *Resolver) Identify(cgroup string) (Identity, bool) {
 func (r *Resolver) podmanID(id string) (Identity, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	ident, ok := r.podman[id]
-	now := r.opt.Now()
-	if ok || now.Sub(r.podmanAt) < recheck && !r.podmanAt.IsZero() {
-		return ident, ok
+	if now := r.opt.Now(); r.podmanAt.IsZero() || now.Sub(r.podmanAt) >= recheck {
+		r.podmanAt = now
+		r.reloadPodman()
 	}
-	r.podmanAt = now
+	ident, ok := r.podman[id]
+	return ident, ok
+}
+
+// reloadPodman reads containers.json again when it changed; a file that cannot be trusted or
+// parsed keeps the previous list. r.mu is held.
+func (r *Resolver) reloadPodman() {
 	var st unix.Stat_t
 	if err := unix.Stat(filepath.Join(r.opt.Root, r.podmanFile), &st); err != nil || sameFile(&st, &r.podmanStat) {
-		return Identity{}, false
+		return
 	}
 	b, st2, err := readTrusted(r.opt.Root, r.podmanFile, maxPodmanFile)
 	if err != nil {
-		return Identity{}, false
+		return
 	}
 	m, err := ParsePodmanContainers(b)
 	if err != nil {
-		return Identity{}, false
+		return
 	}
 	r.podman, r.podmanStat = m, st2
-	ident, ok = m[id]
-	return ident, ok
 }
 
 func sameFile(a, b *unix.Stat_t) bool {

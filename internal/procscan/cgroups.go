@@ -28,11 +28,16 @@ type cgroupInfo struct {
 	ctrOK    bool   // ctr is known
 	ctrWant  bool   // the name is a container runtime's: ask again until named
 	ctrTried uint64 // the scan that last asked
+	ctrKeyS  string // ctrKey's value, made when ctr changes
 }
 
 // ctrRetry is how many scans apart an unnamed container cgroup is looked up again (its runtime
-// may write its state after the first process is seen).
-const ctrRetry = 5
+// may write its state after the first process is seen); ctrRefresh, a named one (a container
+// renamed shows under its new name within that many scans, a minute at the default interval).
+const (
+	ctrRetry   = 5
+	ctrRefresh = 30
+)
 
 // identify looks up the container ci is, when the cgroup is a container runtime's.
 func (t *cgroupTracker) identify(ci *cgroupInfo, gen uint64) {
@@ -41,17 +46,23 @@ func (t *cgroupTracker) identify(ci *cgroupInfo, gen uint64) {
 	}
 	rt, _ := containers.FromCgroup(ci.Name)
 	if ci.ctrWant = rt != containers.NoRuntime; ci.ctrWant {
-		ci.ctr, ci.ctrOK = t.opt.Containers.Identify(ci.Name)
+		ctr, ok := t.opt.Containers.Identify(ci.Name)
+		if ctr != ci.ctr || ok != ci.ctrOK {
+			ci.ctr, ci.ctrOK, ci.ctrKeyS = ctr, ok, ""
+			if ok {
+				ci.ctrKeyS = ctr.ID + "\x00" + ctr.Name + "\x00" + ctr.Image
+			}
+		}
 		ci.ctrTried = gen
 	}
 }
 
 // ctrKey is what the series of a cgroup or process are made with, beside its cgroup name.
 func (ci *cgroupInfo) ctrKey() string {
-	if ci == nil || !ci.ctrOK {
+	if ci == nil {
 		return ""
 	}
-	return ci.ctr.ID
+	return ci.ctrKeyS
 }
 
 // addContainerLabels labels l with the container ci is: container (its name), image and
@@ -219,7 +230,7 @@ func (t *cgroupTracker) count(ci *cgroupInfo, gen uint64) {
 	if ci == nil || ci.Name == "" {
 		return
 	}
-	if ci.ctrWant && !ci.ctrOK && gen-ci.ctrTried >= ctrRetry {
+	if ci.ctrWant && (!ci.ctrOK && gen-ci.ctrTried >= ctrRetry || gen-ci.ctrTried >= ctrRefresh) {
 		t.identify(ci, gen)
 	}
 	cs := t.byName[ci.Name]

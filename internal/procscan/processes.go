@@ -77,7 +77,8 @@ type procState struct {
 	env           cantalEnv
 	cgroup        *cgroupInfo
 	refs          [pmNum]*series.Ref
-	refsFor       string // cgroup name and container key (ctrKey) the refs were made with
+	refsFor       string // cgroup name the refs were made with
+	refsCtr       string // and container identity (cgroupInfo.ctrKey)
 	files         [pfNum]kfile.Kept
 	prevCPU       uint64 // utime+stime ticks at prevAt
 	prevAt        time.Time
@@ -803,9 +804,9 @@ func (p *Processes) finish(it *scanItem, sink series.Sink) {
 		return
 	}
 
-	if key := row.Cgroup + "\x00" + st.cgroup.ctrKey(); st.refsFor != key {
+	if ctr := st.cgroup.ctrKey(); st.refsFor != row.Cgroup || st.refsCtr != ctr {
 		st.refs = [pmNum]*series.Ref{}
-		st.refsFor = key
+		st.refsFor, st.refsCtr = row.Cgroup, ctr
 	}
 	vals := [pmNum]uint64{
 		pmUser:    p.opt.ticksToMs(it.utime),
