@@ -42,10 +42,25 @@ func TestFromCgroup(t *testing.T) {
 		{"docker." + strings.ToUpper(dockID), NoRuntime},
 		{"libpod_parent.libpod-" + probeID[:63], NoRuntime},
 		{"", NoRuntime},
+		{"x.docker." + dockID + ".scope.y", Docker},
 	} {
 		rt, id := FromCgroup(c.in)
 		if rt != c.rt || (rt != NoRuntime) != (len(id) == 64) {
 			t.Errorf("FromCgroup(%q) = %v, %q; want %v", c.in, rt, id, c.rt)
+		}
+	}
+}
+
+// A container cannot pose as another by making a cgroup inside its own named like the other's:
+// the outermost container's id is taken.
+func TestFromCgroupOutermost(t *testing.T) {
+	for _, in := range []string{
+		"libpod_parent.libpod-" + probeID + ".libpod-" + dockID,
+		"/libpod_parent/libpod-" + probeID + "/docker/" + dockID,
+		"libpod_parent.libpod-" + probeID + ".docker-" + dockID,
+	} {
+		if rt, id := FromCgroup(in); rt != Podman || id != probeID {
+			t.Errorf("FromCgroup(%q) = %v, %s; want the outer podman container", in, rt, id)
 		}
 	}
 }

@@ -43,36 +43,29 @@ func (r Runtime) String() string {
 
 // FromCgroup returns the runtime and full (64 hex) container id a cgroup name (procscan's
 // dotted form, e.g. "libpod_parent.libpod-<id>", "docker.<id>", "system.docker-<id>") or path
-// ("/docker/<id>") belongs to, or NoRuntime. Podman's conmon cgroup ("libpod-conmon-<id>") is
-// not the container's.
+// ("/docker/<id>", "/system.slice/docker-<id>.scope") belongs to, or NoRuntime. Podman's conmon
+// cgroup ("libpod-conmon-<id>") is not the container's. The outermost container wins: a
+// container that makes a cgroup inside its own, named like another container's
+// (".../libpod-<A>/libpod-<B>"), is still A.
 func FromCgroup(cgroup string) (Runtime, string) {
-	last := cgroup
-	if i := strings.LastIndexAny(cgroup, "./"); i >= 0 {
-		last = cgroup[i+1:]
-	}
-	// A systemd scope's suffix, when given a path.
-	if len(last) == 5 && last == "scope" {
-		c := strings.TrimSuffix(cgroup, ".scope")
-		if i := strings.LastIndexAny(c, "./"); i >= 0 {
-			last = c[i+1:]
+	prev, rest := "", cgroup
+	for rest != "" {
+		c := rest
+		if i := strings.IndexAny(rest, "./"); i >= 0 {
+			c, rest = rest[:i], rest[i+1:]
 		} else {
-			last = c
+			rest = ""
 		}
-	}
-	switch {
-	case strings.HasPrefix(last, "libpod-"):
-		if id := last[len("libpod-"):]; isID(id) {
-			return Podman, id
+		switch {
+		case strings.HasPrefix(c, "libpod-") && isID(c[len("libpod-"):]):
+			return Podman, c[len("libpod-"):]
+		case strings.HasPrefix(c, "docker-") && isID(c[len("docker-"):]):
+			return Docker, c[len("docker-"):]
+		case prev == "docker" && isID(c):
+			return Docker, c
 		}
-	case strings.HasPrefix(last, "docker-"):
-		if id := last[len("docker-"):]; isID(id) {
-			return Docker, id
-		}
-	case isID(last):
-		parent := strings.TrimSuffix(cgroup[:len(cgroup)-len(last)], ".")
-		parent = strings.TrimSuffix(parent, "/")
-		if parent == "docker" || parent == "/docker" || strings.HasSuffix(parent, ".docker") || strings.HasSuffix(parent, "/docker") {
-			return Docker, last
+		if c != "" {
+			prev = c
 		}
 	}
 	return NoRuntime, ""
