@@ -549,3 +549,33 @@ func TestClusterNodeSelection(t *testing.T) {
 		t.Errorf("node= empty: status %d; want 400", code)
 	}
 }
+
+// TestClusterHistoryServesFetchedPeerAsWritten: a peer's /api/v1/history answer fetched for the
+// cluster history is served as apiwire.HistorySeries writes it (labels, kind, fn, points;
+// the node label added, nothing escaped, each value's literal kept) and aggregated from the
+// same decoded series.
+func TestClusterHistoryServesFetchedPeerAsWritten(t *testing.T) {
+	peer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(`{"series":[{"labels":{"metric":"m&m"},"kind":"counter","fn":"rate","points":[[1000,1.50],[2000,"NaN"],[3000,1e+21]]}]}` + "\n"))
+	}))
+	defer peer.Close()
+	reg := registry.New(history.New(history.Options{Retention: time.Hour, Interval: time.Second}), time.Hour, slog.New(slog.DiscardHandler))
+	srv := &Server{Registry: reg, Log: slog.New(slog.DiscardHandler), MaxWindow: time.Hour, NodeName: "local",
+		ClusterTimeout: 5 * time.Second,
+		Cluster:        fakeCluster{[]hub.Member{{ID: "p", Name: "p<1>", HTTP: strings.TrimPrefix(peer.URL, "http://"), Up: true}}}}
+	mux := http.NewServeMux()
+	srv.Register(mux)
+	rec := httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest("GET", "/api/v1/cluster/history?match=m%26m&window=1m&agg=sum", nil))
+	want := `{"node":"p<1>","status":"ok","series":[{"labels":{"metric":"m&m","node":"p<1>"},"kind":"counter","fn":"rate","points":[[1000,1.50],[2000,"NaN"],[3000,1e+21]]}]}`
+	if !strings.Contains(rec.Body.String(), want) {
+		t.Fatalf("cluster history:\n %s\nwant the peer's node as\n %s", rec.Body, want)
+	}
+	var ans apiwire.ClusterHistoryAnswer
+	if err := json.Unmarshal(rec.Body.Bytes(), &ans); err != nil {
+		t.Fatal(err)
+	}
+	if len(ans.Aggregate) != 1 || ans.Aggregate[0].Series != 1 || len(ans.Aggregate[0].Points) == 0 {
+		t.Fatalf("aggregate %+v; want one group of the peer's one series", ans.Aggregate)
+	}
+}

@@ -298,17 +298,26 @@ func (w *wsConn) localHistory(sub *wsSub, window time.Duration, vis func(series.
 		return nil, false // (historyJSON takes a limit of 0 for none)
 	}
 	q := Query{Sel: sub.sel, Window: window, Rate: sub.rate, Visible: vis}
-	b, complete = historyJSON(b, w.srv.Registry, q, time.Now().UnixMilli(), limit-k)
-	if !complete {
-		return nil, false
-	}
-	// b ends with {"series":[...]}\n: drop its opening brace and the newline, so that its
-	// closing brace closes the message.
+	now := time.Now().UnixMilli()
 	if sub.node == "" {
+		b, complete = historyJSON(b, w.srv.Registry, q, now, limit-k)
+		if !complete {
+			return nil, false
+		}
+		// b ends with {"series":[...]}\n: drop its opening brace and the newline, so that its
+		// closing brace closes the message.
 		b = append(b[:k], b[k+1:len(b)-1]...)
 	} else {
-		h := withNodeLabels(b[k:], sub.node, nil)
-		b = append(append(b[:k], `"series":`...), h...)
+		// A cluster subscription: the series carry the node label, written as the cluster
+		// history's local node writes them.
+		b = append(b, `"series":`...)
+		if limit <= len(b) {
+			return nil, false
+		}
+		b, complete = nodeHistoryJSON(b, w.srv.Registry, q, now, limit-len(b), sub.node)
+		if !complete {
+			return nil, false
+		}
 		b = append(b, '}')
 	}
 	if len(b) > limit {
