@@ -3,7 +3,7 @@ package apiwire
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
+	"math"
 	"strconv"
 
 	"github.com/cantal-go/cantal/internal/series"
@@ -33,134 +33,78 @@ func (l *pointList) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// errSlow is scanPoints' signal to take the generic path; it is never returned to a caller.
-var errSlow = errors.New("apiwire: not a plain point list")
-
 // scanPoints appends the points of b, a JSON array of [integer, value] pairs, to pts; ok is
-// false for anything it does not read (another shape, null, whitespace inside a literal,
-// escapes, an error), which the caller then decodes generically. A value's literal is kept
-// in Number.Raw only where series.AppendFloat would not write it back byte for byte, so
-// re-encoding gives the bytes decoded.
+// false for anything it does not read (another shape, null, escapes, an error), which the
+// caller then decodes generically. It shares WSPoints' lexer (pointDecoder). A value's literal
+// is kept in Number.Raw only where series.AppendFloat would not write it back byte for byte,
+// so re-encoding gives the bytes decoded.
 func scanPoints(b []byte, pts []Point) (_ []Point, ok bool) {
-	s := pointScanner{b: b}
-	if err := s.scan(&pts); err != nil {
+	d := pointDecoder{b: b}
+	d.space()
+	if !d.byte('[') {
 		return nil, false
 	}
-	return pts, true
-}
-
-type pointScanner struct {
-	b   []byte
-	i   int
-	buf [32]byte
-}
-
-func (s *pointScanner) ws() {
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
-		case ' ', '\t', '\n', '\r':
-			s.i++
-		default:
-			return
+	d.space()
+	if d.byte(']') {
+		if pts == nil {
+			pts = []Point{}
 		}
+		return pts, d.end()
 	}
-}
-
-func (s *pointScanner) eat(c byte) bool {
-	s.ws()
-	if s.i < len(s.b) && s.b[s.i] == c {
-		s.i++
-		return true
-	}
-	return false
-}
-
-// token returns the bytes up to the next ',', ']' or whitespace.
-func (s *pointScanner) token() []byte {
-	s.ws()
-	j := s.i
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
-		case ',', ']', ' ', '\t', '\n', '\r':
-			return s.b[j:s.i]
-		}
-		s.i++
-	}
-	return s.b[j:s.i]
-}
-
-func (s *pointScanner) scan(pts *[]Point) error {
-	if !s.eat('[') {
-		return errSlow
-	}
-	if s.eat(']') {
-		s.ws()
-		if s.i != len(s.b) {
-			return errSlow
-		}
-		if *pts == nil {
-			*pts = []Point{}
-		}
-		return nil
-	}
+	var buf [32]byte
 	for {
-		if !s.eat('[') {
-			return errSlow
+		d.space()
+		if !d.byte('[') {
+			return nil, false
 		}
-		tsLit := s.token()
-		if !isJSONNumber(tsLit) {
-			return errSlow
+		d.space()
+		lit := d.token()
+		if !isJSONNumber(lit) {
+			return nil, false
 		}
-		ts, err := strconv.ParseInt(string(tsLit), 10, 64)
+		ts, err := strconv.ParseInt(string(lit), 10, 64)
 		if err != nil {
-			return errSlow // not an integer, or beyond int64: the generic path's error
+			return nil, false // not an integer, or beyond int64: the generic path's error
 		}
-		if !s.eat(',') {
-			return errSlow
+		d.space()
+		if !d.byte(',') {
+			return nil, false
 		}
-		v, err := s.value()
-		if err != nil {
-			return err
+		d.space()
+		var v Number
+		switch {
+		case d.lit(`"NaN"`):
+			v = Number{F: math.NaN(), Valid: true}
+		case d.lit(`"+Inf"`), d.lit(`"Inf"`):
+			v = Number{F: math.Inf(1), Valid: true}
+		case d.lit(`"-Inf"`):
+			v = Number{F: math.Inf(-1), Valid: true}
+		case d.lit("null"):
+		default:
+			lit := d.token()
+			if !isJSONNumber(lit) {
+				return nil, false
+			}
+			f, err := strconv.ParseFloat(string(lit), 64)
+			if err != nil {
+				return nil, false // out of range: the generic path keeps the literal
+			}
+			v = Number{F: f, Valid: true}
+			if !bytes.Equal(series.AppendFloat(buf[:0], f), lit) {
+				v.Raw = string(lit)
+			}
 		}
-		if !s.eat(']') {
-			return errSlow
+		d.space()
+		if !d.byte(']') {
+			return nil, false
 		}
-		*pts = append(*pts, Point{TS: ts, Value: v})
-		if s.eat(']') {
-			break
+		pts = append(pts, Point{TS: ts, Value: v})
+		d.space()
+		if d.byte(']') {
+			return pts, d.end()
 		}
-		if !s.eat(',') {
-			return errSlow
+		if !d.byte(',') {
+			return nil, false
 		}
 	}
-	s.ws()
-	if s.i != len(s.b) {
-		return errSlow
-	}
-	return nil
-}
-
-// value reads a point's value as Number.UnmarshalJSON would, without keeping a literal that
-// series.AppendFloat writes back unchanged.
-func (s *pointScanner) value() (Number, error) {
-	lit := s.token()
-	var n Number
-	if len(lit) > 0 && (lit[0] == '"' || lit[0] == 'n') {
-		if err := n.UnmarshalJSON(lit); err != nil {
-			return n, errSlow
-		}
-		return n, nil
-	}
-	if !isJSONNumber(lit) {
-		return n, errSlow
-	}
-	f, err := strconv.ParseFloat(string(lit), 64)
-	if err != nil {
-		return n, errSlow // out of range: the generic path keeps the literal
-	}
-	n = Number{F: f, Valid: true}
-	if !bytes.Equal(series.AppendFloat(s.buf[:0], f), lit) {
-		n.Raw = string(lit)
-	}
-	return n, nil
 }
