@@ -362,22 +362,22 @@ func headOf[N clusterNode](cn N) (apiwire.NodeHead, int) {
 // request took.
 func (n *node) clusterMetrics(match string, extra ...string) (map[string]apiwire.ClusterMetricsNode, time.Duration, error) {
 	var ans apiwire.ClusterMetricsAnswer
-	took, err := n.clusterGet("/api/v1/cluster/metrics", match, extra, &ans)
-	if err != nil {
-		return nil, took, err
-	}
-	out, err := byNode(n, "/api/v1/cluster/metrics", ans.Nodes)
-	return out, took, err
+	return clusterNodes(n, "/api/v1/cluster/metrics", match, extra, &ans, &ans.Nodes)
 }
 
 // clusterHistory GETs /api/v1/cluster/history, as clusterMetrics.
 func (n *node) clusterHistory(match string, extra ...string) (map[string]apiwire.ClusterHistoryNode, time.Duration, error) {
 	var ans apiwire.ClusterHistoryAnswer
-	took, err := n.clusterGet("/api/v1/cluster/history", match, extra, &ans)
+	return clusterNodes(n, "/api/v1/cluster/history", match, extra, &ans, &ans.Nodes)
+}
+
+// clusterNodes GETs route into ans and returns *nodes (ans's node list) by name.
+func clusterNodes[N clusterNode](n *node, route, match string, extra []string, ans any, nodes *[]N) (map[string]N, time.Duration, error) {
+	took, err := n.clusterGet(route, match, extra, ans)
 	if err != nil {
 		return nil, took, err
 	}
-	out, err := byNode(n, "/api/v1/cluster/history", ans.Nodes)
+	out, err := byNode(n, route, *nodes)
 	return out, took, err
 }
 
