@@ -337,16 +337,7 @@ func (w *wsConn) removeLocked(id string) {
 	}
 	delete(w.subs, id)
 	w.subBytes -= old.size
-	kept := w.pending[:0]
-	for _, m := range w.pending {
-		if m.sub == old {
-			w.pendingBytes -= len(m.b)
-			continue
-		}
-		kept = append(kept, m)
-	}
-	clear(w.pending[len(kept):])
-	w.pending = kept
+	w.dropPendingLocked(func(m wsMsg) bool { return m.sub == old })
 }
 
 // queuedLocked returns the bytes of the answers of sub waiting to be written.
@@ -504,9 +495,15 @@ func (w *wsConn) queueLocked(m wsMsg) {
 
 // dropUpdatesLocked drops the updates waiting: the next scan brings newer ones.
 func (w *wsConn) dropUpdatesLocked() {
+	w.dropPendingLocked(func(m wsMsg) bool { return m.kind == msgUpdate })
+}
+
+// dropPendingLocked drops the answers waiting to be written that drop picks, keeping the
+// others in order.
+func (w *wsConn) dropPendingLocked(drop func(wsMsg) bool) {
 	kept := w.pending[:0]
 	for _, m := range w.pending {
-		if m.kind == msgUpdate {
+		if drop(m) {
 			w.pendingBytes -= len(m.b)
 			continue
 		}
