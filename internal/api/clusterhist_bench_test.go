@@ -1,6 +1,7 @@
 package api
 
 import (
+	"net/url"
 	"strconv"
 	"testing"
 
@@ -53,6 +54,27 @@ func BenchmarkPeerHistoryMerge(b *testing.B) {
 		out := apiwire.AppendHistoryList(make([]byte, 0, len(body)+len(body)/8), peerHistorySeries(body, "peer-1", noProcessSeries))
 		if len(out) < len(body)/2 {
 			b.Fatalf("merged %d bytes of %d", len(out), len(body))
+		}
+	}
+}
+
+// BenchmarkPeerHistoryMergeAgg is BenchmarkPeerHistoryMerge with agg=sum: the merged series
+// are aggregated as well (one group).
+func BenchmarkPeerHistoryMergeAgg(b *testing.B) {
+	body := peerHistoryBody(1000, 1800)
+	_, g, err := parseAgg(url.Values{"agg": {"sum"}, "by": {"metric"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		ss := peerHistorySeries(body, "peer-1", noProcessSeries)
+		out := apiwire.AppendHistoryList(make([]byte, 0, len(body)+len(body)/8), ss)
+		agg := appendHistoryAggregate(nil, "sum", g, []aggNode{{series: ss}})
+		if len(out) < len(body)/2 || len(agg) < 1000 {
+			b.Fatalf("merged %d bytes of %d, aggregate %d", len(out), len(body), len(agg))
 		}
 	}
 }
