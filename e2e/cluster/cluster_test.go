@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/coder/websocket"
+
+	"github.com/cantal-go/cantal/internal/apiwire"
 )
 
 // loadSel is a series every node has exactly one of.
@@ -50,10 +52,10 @@ func TestCluster(t *testing.T) {
 
 	step("QueryAtAnyNode", func(t *testing.T) {
 		for _, at := range []*node{a, c} {
-			var ans map[string]clusterNode
+			var ans map[string]apiwire.ClusterMetricsNode
 			took := waitFor(t, 10*time.Second, func() error {
 				var err error
-				ans, _, err = at.cluster("/api/v1/cluster/metrics", loadSel)
+				ans, _, err = at.clusterMetrics(loadSel)
 				if err != nil {
 					return err
 				}
@@ -109,7 +111,7 @@ func TestCluster(t *testing.T) {
 		})
 		t.Logf("MEASURE kill detection: SIGKILLed %s is dead in the peers of a, b, c, e after %s", d.name, took.Round(time.Millisecond))
 		// The survivors still answer, with d not ok and without waiting for it.
-		ans, dur, err := a.cluster("/api/v1/cluster/metrics", loadSel)
+		ans, dur, err := a.clusterMetrics(loadSel)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -164,24 +166,15 @@ func retry(t *testing.T, d time.Duration, f func() error) {
 // allAnswered reports nil when ans has every one of nodes answering with at least want series:
 // status ok, or stale (its stream missed an interval: on a loaded machine an agent's scan of
 // the whole machine often runs later than 1.5 intervals), never unreachable.
-func allAnswered(ans map[string]clusterNode, nodes []*node, want int) error {
+func allAnswered[N clusterNode](ans map[string]N, nodes []*node, want int) error {
 	for _, n := range nodes {
 		cn, ok := ans[n.name]
-		if !ok || (cn.Status != "ok" && cn.Status != "stale") || len(cn.Series) < want {
+		h, count := headOf(cn)
+		if !ok || (h.Status != "ok" && h.Status != "stale") || count < want {
 			return fmt.Errorf("want %d+ series from each node, ok or stale; got %s", want, summary(ans))
 		}
 	}
 	return nil
-}
-
-// wsUpdate is a message of /api/v1/ws.
-type wsUpdate struct {
-	Type   string   `json:"type"`
-	ID     string   `json:"id"`
-	Node   string   `json:"node"`
-	TS     int64    `json:"ts"`
-	Error  string   `json:"error"`
-	Series []series `json:"series"`
 }
 
 // pushAndTraffic subscribes a client at a to a cluster selector over WebSocket, checks that
@@ -232,7 +225,7 @@ func pushAndTraffic(t *testing.T, nodes []*node) {
 				mu.Unlock()
 				return
 			}
-			var m wsUpdate
+			var m apiwire.WSFrame
 			if err := json.Unmarshal(data, &m); err != nil {
 				mu.Lock()
 				readErr = fmt.Errorf("bad message %q: %w", data, err)
@@ -371,7 +364,7 @@ func cutAndHeal(t *testing.T, nodes []*node) {
 	ctx := context.Background()
 	// a's subscription to e is live before the cut.
 	waitFor(t, 10*time.Second, func() error {
-		ans, _, err := a.cluster("/api/v1/cluster/metrics", loadSel)
+		ans, _, err := a.clusterMetrics(loadSel)
 		if err != nil {
 			return err
 		}
@@ -381,7 +374,7 @@ func cutAndHeal(t *testing.T, nodes []*node) {
 	// stale for a moment (its stream missed an interval), so this waits for an answer with all
 	// ok, as the metrics query above does.
 	waitFor(t, 10*time.Second, func() error {
-		ans, _, err := a.cluster("/api/v1/cluster/history", loadSel, "window", "1m")
+		ans, _, err := a.clusterHistory(loadSel, "window", "1m")
 		if err != nil {
 			return err
 		}
@@ -402,7 +395,7 @@ func cutAndHeal(t *testing.T, nodes []*node) {
 		}
 	}()
 	// Cluster history during the cut does not wait for e beyond the peer timeout either.
-	hans, htook, err := a.cluster("/api/v1/cluster/history", loadSel, "window", "1m")
+	hans, htook, err := a.clusterHistory(loadSel, "window", "1m")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -419,7 +412,7 @@ func cutAndHeal(t *testing.T, nodes []*node) {
 	var slowest, firstNotOK, unreachable time.Duration
 	othersNotOK := 0
 	waitFor(t, 10*time.Second, func() error {
-		ans, took, err := a.cluster("/api/v1/cluster/metrics", loadSel)
+		ans, took, err := a.clusterMetrics(loadSel)
 		if err != nil {
 			return err
 		}
@@ -485,7 +478,7 @@ func cutAndHeal(t *testing.T, nodes []*node) {
 	}
 	healed = true
 	back := waitFor(t, 30*time.Second, func() error {
-		ans, _, err := a.cluster("/api/v1/cluster/metrics", loadSel)
+		ans, _, err := a.clusterMetrics(loadSel)
 		if err != nil {
 			return err
 		}
@@ -498,25 +491,25 @@ func cutAndHeal(t *testing.T, nodes []*node) {
 	// Backfill: a's cluster history over a window covering the cut has every point e has for
 	// the cut period, and e took them at its usual pace.
 	window := (time.Since(cutAt) + 10*time.Second).Round(time.Second)
-	ans, _, err := a.cluster("/api/v1/cluster/history", loadSel, "window", window.String())
+	ans, _, err := a.clusterHistory(loadSel, "window", window.String())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if (ans[e.name].Status != "ok" && ans[e.name].Status != "stale") || len(ans[e.name].Series) != 1 {
 		t.Fatalf("cluster history at a: e = %+v; want ok (or stale) with one series", ans[e.name])
 	}
-	var own struct{ Series []series }
+	var own apiwire.HistoryAnswer
 	if err := e.get("/api/v1/history?window="+window.String()+"&match="+loadSel, &own); err != nil {
 		t.Fatal(err)
 	}
 	if len(own.Series) != 1 {
 		t.Fatalf("e's own history has %d series of %s; want 1", len(own.Series), loadSel)
 	}
-	inCut := func(pts [][2]float64) map[int64]float64 {
+	inCut := func(pts []apiwire.Point) map[int64]float64 {
 		out := map[int64]float64{}
 		for _, p := range pts {
-			if ts := int64(p[0]); ts >= cutAt.UnixMilli() && ts <= healAt.UnixMilli() {
-				out[ts] = p[1]
+			if p.TS >= cutAt.UnixMilli() && p.TS <= healAt.UnixMilli() {
+				out[p.TS] = p.Value.F
 			}
 		}
 		return out

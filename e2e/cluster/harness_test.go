@@ -34,6 +34,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/testsupport/netns"
 )
 
@@ -341,54 +342,77 @@ func allKnowAll(nodes []*node) error {
 	return nil
 }
 
-// series is a series object of the API.
-type series struct {
-	Labels map[string]string `json:"labels"`
-	Kind   string            `json:"kind"`
-	Value  any               `json:"value"`
-	TS     int64             `json:"ts"`
-	Points [][2]float64      `json:"points"`
+// clusterNode is one node of a cluster answer, as apiwire decodes it.
+type clusterNode interface {
+	apiwire.ClusterMetricsNode | apiwire.ClusterHistoryNode
 }
 
-// clusterNode is one node's part of a cluster answer.
-type clusterNode struct {
-	Node   string   `json:"node"`
-	Status string   `json:"status"`
-	Since  int64    `json:"since"`
-	Error  string   `json:"error"`
-	Series []series `json:"series"`
+// headOf returns a cluster answer's node head and how many series it has.
+func headOf[N clusterNode](cn N) (apiwire.NodeHead, int) {
+	switch v := any(cn).(type) {
+	case apiwire.ClusterMetricsNode:
+		return v.NodeHead, len(v.Series)
+	case apiwire.ClusterHistoryNode:
+		return v.NodeHead, len(v.Series)
+	}
+	panic("headOf: not a cluster node")
 }
 
-// cluster GETs a cluster route and returns its nodes by name, and how long the request took.
-func (n *node) cluster(route, match string, extra ...string) (map[string]clusterNode, time.Duration, error) {
+// clusterMetrics GETs /api/v1/cluster/metrics and returns its nodes by name, and how long the
+// request took.
+func (n *node) clusterMetrics(match string, extra ...string) (map[string]apiwire.ClusterMetricsNode, time.Duration, error) {
+	var ans apiwire.ClusterMetricsAnswer
+	return clusterNodes(n, "/api/v1/cluster/metrics", match, extra, &ans, &ans.Nodes)
+}
+
+// clusterHistory GETs /api/v1/cluster/history, as clusterMetrics.
+func (n *node) clusterHistory(match string, extra ...string) (map[string]apiwire.ClusterHistoryNode, time.Duration, error) {
+	var ans apiwire.ClusterHistoryAnswer
+	return clusterNodes(n, "/api/v1/cluster/history", match, extra, &ans, &ans.Nodes)
+}
+
+// clusterNodes GETs route into ans and returns *nodes (ans's node list) by name.
+func clusterNodes[N clusterNode](n *node, route, match string, extra []string, ans any, nodes *[]N) (map[string]N, time.Duration, error) {
+	took, err := n.clusterGet(route, match, extra, ans)
+	if err != nil {
+		return nil, took, err
+	}
+	out, err := byNode(n, route, *nodes)
+	return out, took, err
+}
+
+// clusterGet GETs a cluster route with match and the extra name, value pairs into ans.
+func (n *node) clusterGet(route, match string, extra []string, ans any) (time.Duration, error) {
 	q := url.Values{"match": {match}}
 	for i := 0; i+1 < len(extra); i += 2 {
 		q.Set(extra[i], extra[i+1])
 	}
-	var ans struct{ Nodes []clusterNode }
 	start := time.Now()
-	err := n.get(route+"?"+q.Encode(), &ans)
-	took := time.Since(start)
-	if err != nil {
-		return nil, took, err
-	}
-	out := map[string]clusterNode{}
-	for _, cn := range ans.Nodes {
-		if _, dup := out[cn.Node]; dup {
-			return nil, took, fmt.Errorf("%s at %s: node %q listed twice", route, n.name, cn.Node)
+	err := n.get(route+"?"+q.Encode(), ans)
+	return time.Since(start), err
+}
+
+// byNode returns a cluster answer's nodes by name; a node listed twice is an error.
+func byNode[N clusterNode](n *node, route string, nodes []N) (map[string]N, error) {
+	out := map[string]N{}
+	for _, cn := range nodes {
+		h, _ := headOf(cn)
+		if _, dup := out[h.Node]; dup {
+			return nil, fmt.Errorf("%s at %s: node %q listed twice", route, n.name, h.Node)
 		}
-		out[cn.Node] = cn
+		out[h.Node] = cn
 	}
-	return out, took, nil
+	return out, nil
 }
 
 // summary formats a cluster answer's statuses for messages.
-func summary(ans map[string]clusterNode) string {
+func summary[N clusterNode](ans map[string]N) string {
 	var parts []string
 	for name, cn := range ans {
-		s := fmt.Sprintf("%s=%s(%d series)", name, cn.Status, len(cn.Series))
-		if cn.Error != "" {
-			s += "[" + cn.Error + "]"
+		h, n := headOf(cn)
+		s := fmt.Sprintf("%s=%s(%d series)", name, h.Status, n)
+		if h.Error != "" {
+			s += "[" + h.Error + "]"
 		}
 		parts = append(parts, s)
 	}

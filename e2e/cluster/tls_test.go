@@ -22,6 +22,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/testsupport/netns"
 	"github.com/cantal-go/cantal/internal/testsupport/testpki"
 )
@@ -293,10 +294,10 @@ func TestTLSClusterRefusesNonMembers(t *testing.T) {
 	})
 
 	step("ClusterQueriesWork", func(t *testing.T) {
-		var ans map[string]clusterNode
+		var ans map[string]apiwire.ClusterMetricsNode
 		took := waitFor(t, 20*time.Second, func() error {
 			var err error
-			if ans, _, err = a.cluster("/api/v1/cluster/metrics", loadSel); err != nil {
+			if ans, _, err = a.clusterMetrics(loadSel); err != nil {
 				return err
 			}
 			return allAnswered(ans, members, 1)
@@ -305,7 +306,7 @@ func TestTLSClusterRefusesNonMembers(t *testing.T) {
 		if len(ans) != 3 {
 			t.Errorf("cluster/metrics at a lists %d nodes: %s; want a, b, c", len(ans), summary(ans))
 		}
-		hans, _, err := a.cluster("/api/v1/cluster/history", loadSel, "window", "1m")
+		hans, _, err := a.clusterHistory(loadSel, "window", "1m")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -333,7 +334,7 @@ func TestTLSClusterRefusesNonMembers(t *testing.T) {
 			if err != nil {
 				t.Fatalf("updates so far %v: %v", seen, err)
 			}
-			var m wsUpdate
+			var m apiwire.WSFrame
 			json.Unmarshal(data, &m)
 			if m.Type == "error" {
 				t.Fatalf("subscription error: %s", m.Error)
@@ -416,7 +417,7 @@ func TestTLSClusterRefusesNonMembers(t *testing.T) {
 			if len(ps) != 0 {
 				t.Errorf("the outsider lists peers %+v; want none", ps)
 			}
-			ans, _, err := x.cluster("/api/v1/cluster/metrics", loadSel)
+			ans, _, err := x.clusterMetrics(loadSel)
 			if err != nil {
 				t.Fatal(err)
 			}

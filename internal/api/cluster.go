@@ -242,7 +242,8 @@ func (s *Server) clusterHistory(w http.ResponseWriter, r *http.Request) {
 	type result struct {
 		node, status, errMsg string
 		since                int64
-		body                 json.RawMessage
+		body                 json.RawMessage         // the series array, written
+		series               []apiwire.HistorySeries // or a peer's series, decoded (body nil)
 	}
 	now := time.Now().UnixMilli()
 	limit := answerLimit(w)
@@ -284,7 +285,7 @@ func (s *Server) clusterHistory(w http.ResponseWriter, r *http.Request) {
 		errs := hub.FanOut(ctx, members, maxHistoryFetches, func(ctx context.Context, i int, m hub.Member) error {
 			body, err := s.fetch().Get(ctx, m, "/api/v1/history?"+params.Encode(), maxPeerHistory)
 			if err == nil {
-				rs[i].body = withNodeLabels(body, m.Name, peerVisible)
+				rs[i].series = peerHistorySeries(body, m.Name, peerVisible)
 			}
 			return err
 		})
@@ -313,7 +314,7 @@ func (s *Server) clusterHistory(w http.ResponseWriter, r *http.Request) {
 		b = (&apiwire.NodeHead{Node: res.node, Status: res.status, Since: res.since, Error: res.errMsg}).AppendJSON(b)
 		b = append(b, `,"series":`...)
 		if res.body == nil {
-			b = append(b, "[]"...)
+			b = apiwire.AppendHistoryList(b, res.series)
 		} else {
 			b = append(b, res.body...)
 		}
@@ -323,7 +324,7 @@ func (s *Server) clusterHistory(w http.ResponseWriter, r *http.Request) {
 	if agg != "" {
 		nodes := make([]aggNode, len(results))
 		for i, res := range results {
-			nodes[i] = aggNode{body: res.body, ongoing: res.status != "ok"}
+			nodes[i] = aggNode{body: res.body, series: res.series, ongoing: res.status != "ok"}
 		}
 		b = append(b, `,"aggregate":`...)
 		b = appendHistoryAggregate(b, agg, grouping, nodes)
@@ -378,31 +379,25 @@ func (s *Server) fetch() *hub.Fetcher {
 	return s.fetcher
 }
 
-// withNodeLabels takes a {"series": [...]} answer and returns its series array with the node
-// label added to every series.
-func withNodeLabels(body []byte, node string, visible func(series.Labels) bool) []byte {
-	var ans struct {
-		Series []map[string]json.RawMessage `json:"series"`
-	}
-	if err := json.Unmarshal(body, &ans); err != nil {
-		return []byte("[]")
+// peerHistorySeries reads a peer's /api/v1/history answer (apiwire.HistoryAnswer, decoded
+// once) and returns the series the caller may see (visible nil: all), each with the node
+// label set. An answer it cannot read gives no series.
+func peerHistorySeries(body []byte, node string, visible func(series.Labels) bool) []apiwire.HistorySeries {
+	var ans apiwire.HistoryAnswer
+	if ans.UnmarshalJSON(body) != nil {
+		return nil
 	}
 	kept := ans.Series[:0]
 	for _, sr := range ans.Series {
-		var l series.Labels
-		if json.Unmarshal(sr["labels"], &l) != nil || l == nil {
-			l = series.Labels{}
+		if sr.Labels == nil {
+			sr.Labels = series.Labels{}
 		}
-		if visible != nil && !visible(l) {
+		if visible != nil && !visible(sr.Labels) {
 			continue // the caller may not see it (a peer's process)
 		}
-		l["node"] = node
-		sr["labels"] = json.RawMessage(l.Key())
+		sr.Labels["node"] = node // a map of its own, decoded from this answer
 		kept = append(kept, sr)
 	}
-	if len(kept) == 0 {
-		return []byte("[]")
-	}
-	out, _ := json.Marshal(kept)
-	return out
+	clear(ans.Series[len(kept):])
+	return kept
 }

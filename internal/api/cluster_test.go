@@ -35,6 +35,18 @@ func (f fakeCluster) Query(context.Context, string, bool) []hub.NodeAnswer   { r
 func (f fakeCluster) Listen(context.Context, string, bool, func(hub.Update)) {}
 func (f fakeCluster) Members() []hub.Member                                  { return f.members }
 
+// onePeerMux serves the API of a node "local" with an empty registry whose one member, name,
+// is the HTTP server peer (fetched with the given ClusterTimeout).
+func onePeerMux(peer *httptest.Server, name string, timeout time.Duration) *http.ServeMux {
+	reg := registry.New(history.New(history.Options{Retention: time.Hour, Interval: time.Second}), time.Hour, slog.New(slog.DiscardHandler))
+	srv := &Server{Registry: reg, Log: slog.New(slog.DiscardHandler), MaxWindow: time.Hour, NodeName: "local",
+		ClusterTimeout: timeout,
+		Cluster:        fakeCluster{[]hub.Member{{ID: "p", Name: name, HTTP: strings.TrimPrefix(peer.URL, "http://"), Up: true}}}}
+	mux := http.NewServeMux()
+	srv.Register(mux)
+	return mux
+}
+
 // TestClusterHistoryDoesNotReuseConnections: a peer that was fetched from once and then
 // vanished (its cable cut: the kept-alive connection stays open but nothing answers on it) must
 // be reported unreachable after a fresh connection attempt, bounded by ClusterTimeout, instead
@@ -55,12 +67,7 @@ func TestClusterHistoryDoesNotReuseConnections(t *testing.T) {
 	defer peer.Close()
 	defer close(release)
 
-	reg := registry.New(history.New(history.Options{Retention: time.Hour, Interval: time.Second}), time.Hour, slog.New(slog.DiscardHandler))
-	srv := &Server{Registry: reg, Log: slog.New(slog.DiscardHandler), MaxWindow: time.Hour, NodeName: "local",
-		ClusterTimeout: 200 * time.Millisecond,
-		Cluster:        fakeCluster{[]hub.Member{{ID: "p", Name: "peer", HTTP: strings.TrimPrefix(peer.URL, "http://"), Up: true}}}}
-	mux := http.NewServeMux()
-	srv.Register(mux)
+	mux := onePeerMux(peer, "peer", 200*time.Millisecond)
 
 	fetch := func() map[string]struct{ Status, Error string } {
 		t.Helper()
@@ -547,5 +554,30 @@ func TestClusterNodeSelection(t *testing.T) {
 	}
 	if code := getJSON(t, kmux, `/api/v1/cluster/metrics?node=`, &ans); code != http.StatusBadRequest {
 		t.Errorf("node= empty: status %d; want 400", code)
+	}
+}
+
+// TestClusterHistoryServesFetchedPeerAsWritten: a peer's /api/v1/history answer fetched for the
+// cluster history is served as apiwire.HistorySeries writes it (labels, kind, fn, points;
+// the node label added, nothing escaped, each value's literal kept) and aggregated from the
+// same decoded series.
+func TestClusterHistoryServesFetchedPeerAsWritten(t *testing.T) {
+	peer := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(`{"series":[{"labels":{"metric":"m&m"},"kind":"counter","fn":"rate","points":[[1000,1.50],[2000,"NaN"],[3000,1e+21]]}]}` + "\n"))
+	}))
+	defer peer.Close()
+	mux := onePeerMux(peer, "p<1>", 5*time.Second)
+	rec := httptest.NewRecorder()
+	mux.ServeHTTP(rec, httptest.NewRequest("GET", "/api/v1/cluster/history?match=m%26m&window=1m&agg=sum", nil))
+	want := `{"node":"p<1>","status":"ok","series":[{"labels":{"metric":"m&m","node":"p<1>"},"kind":"counter","fn":"rate","points":[[1000,1.50],[2000,"NaN"],[3000,1e+21]]}]}`
+	if !strings.Contains(rec.Body.String(), want) {
+		t.Fatalf("cluster history:\n %s\nwant the peer's node as\n %s", rec.Body, want)
+	}
+	var ans apiwire.ClusterHistoryAnswer
+	if err := json.Unmarshal(rec.Body.Bytes(), &ans); err != nil {
+		t.Fatal(err)
+	}
+	if len(ans.Aggregate) != 1 || ans.Aggregate[0].Series != 1 || len(ans.Aggregate[0].Points) == 0 {
+		t.Fatalf("aggregate %+v; want one group of the peer's one series", ans.Aggregate)
 	}
 }

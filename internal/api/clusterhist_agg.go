@@ -21,10 +21,12 @@ func parseAgg(v url.Values) (string, clusteragg.Grouping, error) {
 }
 
 // aggNode is one node's part of a cluster history aggregate: its series array (HistoryJSON's
-// shape, node labels set) and whether it is expected to the end of the window though it does
-// not answer now (see clusteragg.Aggregate).
+// shape, node labels set) as written, or, when body is nil, its series as decoded from a
+// peer's answer (not encoded and read back); and whether it is expected to the end of the
+// window though it does not answer now (see clusteragg.Aggregate).
 type aggNode struct {
 	body    []byte
+	series  []apiwire.HistorySeries
 	ongoing bool
 }
 
@@ -40,12 +42,9 @@ func appendHistoryAggregate(b []byte, fn string, grouping clusteragg.Grouping, n
 	}
 	groups := map[string]*group{}
 	for _, n := range nodes {
-		if len(n.body) == 0 {
-			continue
-		}
-		var ss []apiwire.HistorySeries
-		if json.Unmarshal(n.body, &ss) != nil {
-			continue // a peer's answer we cannot read: its node has no series here either
+		ss := n.series
+		if len(n.body) > 0 && json.Unmarshal(n.body, &ss) != nil {
+			continue // an answer we cannot read: its node has no series here either
 		}
 		for _, sr := range ss {
 			if sr.Kind == "state" {

@@ -341,7 +341,7 @@ func TestClusterRoutesShowOnlyVisible(t *testing.T) {
 	}
 	// A peer's history answer is filtered the same way.
 	peer := []byte(`{"series":[{"labels":{"metric":"process.cpu","pid":"7"},"points":[]},{"labels":{"metric":"load.one"},"points":[]}]}`)
-	got := pidsOf(t, []byte(`{"series":`+string(withNodeLabels(peer, "b", noProcessSeries))+`}`))
+	got := pidsOf(t, []byte(`{"series":`+string(apiwire.AppendHistoryList(nil, peerHistorySeries(peer, "b", noProcessSeries)))+`}`))
 	if !slices.Equal(got, []string{"-"}) {
 		t.Errorf("a peer's history filtered for a caller who sees no process: pids %v; want [-]", got)
 	}

@@ -103,10 +103,10 @@ func TestWireTypesGolden(t *testing.T) {
 			return out
 		})
 	}
-	// The peers' kept history is written as HistorySeries writes it; the local node's (and a
-	// peer's fetched for a window longer than kept) goes through withNodeLabels, which
-	// re-encodes each series as a map: members in alphabetical order, <>& escaped. So the
-	// bytes are checked where the local node has no series, the JSON value everywhere.
+	// Every node's history is written as HistorySeries writes it (the local node's, the peers'
+	// kept history, and a peer's fetched for a window longer than kept, decoded into
+	// apiwire.HistoryAnswer and encoded once): bytes checked where the local node has no
+	// series, the JSON value everywhere.
 	clusterHistory := func(what string, body []byte) []byte {
 		_, out := reencode[apiwire.ClusterHistoryAnswer](t, what, body)
 		return out

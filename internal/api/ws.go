@@ -298,17 +298,26 @@ func (w *wsConn) localHistory(sub *wsSub, window time.Duration, vis func(series.
 		return nil, false // (historyJSON takes a limit of 0 for none)
 	}
 	q := Query{Sel: sub.sel, Window: window, Rate: sub.rate, Visible: vis}
-	b, complete = historyJSON(b, w.srv.Registry, q, time.Now().UnixMilli(), limit-k)
-	if !complete {
-		return nil, false
-	}
-	// b ends with {"series":[...]}\n: drop its opening brace and the newline, so that its
-	// closing brace closes the message.
+	now := time.Now().UnixMilli()
 	if sub.node == "" {
+		b, complete = historyJSON(b, w.srv.Registry, q, now, limit-k)
+		if !complete {
+			return nil, false
+		}
+		// b ends with {"series":[...]}\n: drop its opening brace and the newline, so that its
+		// closing brace closes the message.
 		b = append(b[:k], b[k+1:len(b)-1]...)
 	} else {
-		h := withNodeLabels(b[k:], sub.node, nil)
-		b = append(append(b[:k], `"series":`...), h...)
+		// A cluster subscription: the series carry the node label, written as the cluster
+		// history's local node writes them.
+		b = append(b, `"series":`...)
+		if limit <= len(b) {
+			return nil, false
+		}
+		b, complete = nodeHistoryJSON(b, w.srv.Registry, q, now, limit-len(b), sub.node)
+		if !complete {
+			return nil, false
+		}
 		b = append(b, '}')
 	}
 	if len(b) > limit {
@@ -328,16 +337,7 @@ func (w *wsConn) removeLocked(id string) {
 	}
 	delete(w.subs, id)
 	w.subBytes -= old.size
-	kept := w.pending[:0]
-	for _, m := range w.pending {
-		if m.sub == old {
-			w.pendingBytes -= len(m.b)
-			continue
-		}
-		kept = append(kept, m)
-	}
-	clear(w.pending[len(kept):])
-	w.pending = kept
+	w.dropPendingLocked(func(m wsMsg) bool { return m.sub == old })
 }
 
 // queuedLocked returns the bytes of the answers of sub waiting to be written.
@@ -495,9 +495,15 @@ func (w *wsConn) queueLocked(m wsMsg) {
 
 // dropUpdatesLocked drops the updates waiting: the next scan brings newer ones.
 func (w *wsConn) dropUpdatesLocked() {
+	w.dropPendingLocked(func(m wsMsg) bool { return m.kind == msgUpdate })
+}
+
+// dropPendingLocked drops the answers waiting to be written that drop picks, keeping the
+// others in order.
+func (w *wsConn) dropPendingLocked(drop func(wsMsg) bool) {
 	kept := w.pending[:0]
 	for _, m := range w.pending {
-		if m.kind == msgUpdate {
+		if drop(m) {
 			w.pendingBytes -= len(m.b)
 			continue
 		}

@@ -236,7 +236,7 @@ func (a ClusterHistoryAnswer) MarshalJSON() ([]byte, error) {
 		}
 		b = n.AppendJSON(b)
 		b = append(b, `,"series":`...)
-		b = appendHistoryList(b, n.Series)
+		b = AppendHistoryList(b, n.Series)
 		b = append(b, '}')
 	}
 	b = append(b, ']')

@@ -227,13 +227,39 @@ func (s *HistorySeries) AppendJSON(b []byte) []byte {
 // MarshalJSON implements json.Marshaler.
 func (s HistorySeries) MarshalJSON() ([]byte, error) { return s.AppendJSON(nil), nil }
 
+// historySeriesWire is HistorySeries as encoding/json decodes it, with the points read by
+// pointList; lists are decoded into it in one pass (as seriesWire).
+type historySeriesWire struct {
+	Labels series.Labels `json:"labels"`
+	Kind   string        `json:"kind"`
+	Fn     string        `json:"fn"`
+	Points pointList     `json:"points"`
+}
+
+func (w *historySeriesWire) series() HistorySeries {
+	return HistorySeries{Labels: w.Labels, Kind: w.Kind, Fn: w.Fn, Points: w.Points}
+}
+
+// UnmarshalJSON implements json.Unmarshaler. Points are read as Point.UnmarshalJSON reads
+// them (see pointList: the agent's own points in one pass); a value's literal is kept in
+// Number.Raw only where the value's own encoding would not give it back, so AppendJSON
+// writes the bytes decoded.
+func (s *HistorySeries) UnmarshalJSON(b []byte) error {
+	var w historySeriesWire
+	if err := json.Unmarshal(b, &w); err != nil {
+		return fmt.Errorf("history series: %w", err)
+	}
+	*s = w.series()
+	return nil
+}
+
 // HistoryAnswer is the answer of /api/v1/history: {"series": [...]}.
 type HistoryAnswer struct {
 	Series []HistorySeries `json:"series"`
 }
 
-// appendHistoryList appends [s,...].
-func appendHistoryList(b []byte, ss []HistorySeries) []byte {
+// AppendHistoryList appends ss as the series array of a history answer, [s,...].
+func AppendHistoryList(b []byte, ss []HistorySeries) []byte {
 	b = append(b, '[')
 	for i := range ss {
 		if i > 0 {
@@ -244,9 +270,29 @@ func appendHistoryList(b []byte, ss []HistorySeries) []byte {
 	return append(b, ']')
 }
 
+// UnmarshalJSON implements json.Unmarshaler, as HistorySeries.UnmarshalJSON for each series,
+// in one pass over b (call it directly on a fetched answer: json.Unmarshal would scan b once
+// more).
+func (a *HistoryAnswer) UnmarshalJSON(b []byte) error {
+	var w struct {
+		Series []historySeriesWire `json:"series"`
+	}
+	if err := json.Unmarshal(b, &w); err != nil {
+		return fmt.Errorf("history answer: %w", err)
+	}
+	a.Series = nil
+	if w.Series != nil {
+		a.Series = make([]HistorySeries, len(w.Series))
+		for i := range w.Series {
+			a.Series[i] = w.Series[i].series()
+		}
+	}
+	return nil
+}
+
 // MarshalJSON implements json.Marshaler.
 func (a HistoryAnswer) MarshalJSON() ([]byte, error) {
-	return append(appendHistoryList([]byte(`{"series":`), a.Series), '}'), nil
+	return append(AppendHistoryList([]byte(`{"series":`), a.Series), '}'), nil
 }
 
 // StatsSeries is one series of /api/v1/stats: the statistics of its points (or rates) in the

@@ -122,7 +122,7 @@ func (ps *WSPoints) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// pointDecoder reads WSPoints from valid JSON.
+// pointDecoder reads WSPoints, and HistorySeries' points (pointList), from valid JSON.
 type pointDecoder struct {
 	b []byte
 	i int
@@ -140,6 +140,12 @@ func (d *pointDecoder) byte(c byte) bool {
 		return true
 	}
 	return false
+}
+
+// end reports whether only white space is left.
+func (d *pointDecoder) end() bool {
+	d.space()
+	return d.i == len(d.b)
 }
 
 func (d *pointDecoder) lit(s string) bool {

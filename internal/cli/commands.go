@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cantal-go/cantal/internal/apiwire"
+	"github.com/cantal-go/cantal/internal/series"
 )
 
 // passthrough writes the agent's JSON answer as it is.
@@ -352,6 +353,19 @@ func (c *CLI) noSeries(match string) error {
 
 // ---- history ----
 
+// byName returns the series' names (seriesName of labels(i)) and the indexes 0..n-1 in the
+// order of those names.
+func byName(n int, labels func(i int) series.Labels) (order []int, names []string) {
+	names = make([]string, n)
+	order = make([]int, n)
+	for i := range order {
+		names[i] = seriesName(labels(i))
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(names[a], names[b]) })
+	return order, names
+}
+
 func (c *CLI) history(ctx context.Context, a *agent, o options) error {
 	const path = "/api/v1/history"
 	fn := ""
@@ -366,13 +380,7 @@ func (c *CLI) history(ctx context.Context, a *agent, o options) error {
 		return c.noSeries(o.match)
 	}
 	ss := ans.Series
-	names := make([]string, len(ss))
-	order := make([]int, len(ss))
-	for i := range ss {
-		names[i] = seriesName(ss[i].Labels)
-		order[i] = i
-	}
-	slices.SortFunc(order, func(a, b int) int { return strings.Compare(names[a], names[b]) })
+	order, names := byName(len(ss), func(i int) series.Labels { return ss[i].Labels })
 	for n, i := range order {
 		s := ss[i]
 		if n > 0 {
@@ -431,13 +439,7 @@ func (c *CLI) stats(ctx context.Context, a *agent, o options) error {
 		return c.noSeries(o.match)
 	}
 	ss := ans.Series
-	names := make([]string, len(ss))
-	order := make([]int, len(ss))
-	for i := range ss {
-		names[i] = seriesName(ss[i].Labels)
-		order[i] = i
-	}
-	slices.SortFunc(order, func(a, b int) int { return strings.Compare(names[a], names[b]) })
+	order, names := byName(len(ss), func(i int) series.Labels { return ss[i].Labels })
 	t := newTable(c.Stdout, "SERIES", "COUNT", "MIN", "MAX", "MEAN", "MEDIAN", "P90", "P95", "P99", "SLOPE/S")
 	for _, i := range order {
 		s := ss[i]
