@@ -8,7 +8,8 @@ package agent
 // configuration, says why (log, /api/v1/status' config, the reload's answer) and sets
 // cantal_config_last_reload_successful to 0, as Prometheus does.
 //
-// What a reload changes (docs/configuration.md has the table): --log-level; the alert rules
+// What a reload changes (docs/configuration.md has the table): --log-level; --rule-files (the
+// files parsed first, a bad one refusing the reload; promrules.Rules.Load); the alert rules
 // file and the alert-* thresholds (a new engine, taken by the next scan, which keeps the state
 // of the rules left unchanged); the remote-write
 // endpoints (an endpoint whose settings did not change keeps running; a removed or changed one
