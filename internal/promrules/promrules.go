@@ -303,10 +303,14 @@ func (a *appender) Append(_ storage.SeriesRef, ls labels.Labels, _, t int64, v f
 
 func (a *appender) Commit() error {
 	r := a.r
+	keys := make([]string, len(a.buf)) // made before the lock, which a scan may be waiting for
+	for i, s := range a.buf {
+		keys[i] = s.ls.String()
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, s := range a.buf {
-		key := s.ls.String()
+	for i, s := range a.buf {
+		key := keys[i]
 		e := r.recorded[key]
 		if value.IsStaleNaN(s.v) {
 			// Stored as Prometheus stores it, so the engine sees the series end at once
