@@ -31,6 +31,7 @@ import (
 	"github.com/cantal-go/cantal/internal/history"
 	"github.com/cantal-go/cantal/internal/ingest"
 	"github.com/cantal-go/cantal/internal/procscan"
+	"github.com/cantal-go/cantal/internal/promrules"
 	"github.com/cantal-go/cantal/internal/querylimit"
 	"github.com/cantal-go/cantal/internal/registry"
 	"github.com/cantal-go/cantal/internal/remotewrite"
@@ -60,6 +61,7 @@ type Agent struct {
 	procs *procscan.Processes
 	apps  *apps.Collector
 	push  *ingest.Push
+	rules *promrules.Rules // --rule-files (rules.go)
 	// bodies is the memory request bodies may hold at once, shared by every listener and by
 	// the OTLP decoder (see readBodies).
 	bodies *bodyBudget
@@ -197,6 +199,10 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 		a.textfile = textfile.New(cfg.TextfileDir, textfile.Options{})
 		a.colls = append(a.colls, namedCollector{"textfile", a.textfile})
 	}
+	if err := a.openRules(); err != nil {
+		a.Close()
+		return nil, err
+	}
 
 	if err := a.openAlerts(); err != nil {
 		a.Close()
@@ -271,6 +277,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	// statsd ingest, the carbon output and remote write (one sender per endpoint, reading the
 	// history; each saves its position), which a reload (SIGHUP, POST /-/reload) restarts.
 	a.reloadActor(&g)
+	g.Add(a.rulesActor())
 	if ex, in, ok := a.rrddRPCActor(); ok {
 		g.Add(ex, in)
 	}

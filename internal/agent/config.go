@@ -70,6 +70,7 @@ type Config struct {
 	QueryMaxConcurrency int           // PromQL queries evaluated at once (--query.max-concurrency)
 
 	AlertRules    string        // YAML rules file (docs/alerts.md); "" = built-in rules only
+	RuleFiles     []string      // --rule-files: globs of Prometheus rule files (internal/promrules)
 	AlertCPU      float64       // cpu_busy above this % (0: off)
 	AlertMemory   float64       // memory_low: available below this % (0: off)
 	AlertDisk     float64       // filesystem_full: available below this % (0: off)
@@ -211,6 +212,7 @@ func (c *Config) flagSet(name string, version, check *bool) *flag.FlagSet {
 	fs.DurationVar(&c.QueryTimeout, "query-timeout", c.QueryTimeout, "a PromQL query (/prometheus/api/v1/) running longer is stopped with Prometheus's timeout error (as Prometheus's --query.timeout)")
 	fs.IntVar(&c.QueryMaxSamples, "query-max-samples", c.QueryMaxSamples, "samples a PromQL query may hold in memory at once; past it Prometheus's execution error (as --query.max-samples)")
 	fs.IntVar(&c.QueryMaxConcurrency, "query-max-concurrency", c.QueryMaxConcurrency, "PromQL queries evaluated at once; the others wait (as --query.max-concurrency)")
+	fs.Var(listFlag{&c.RuleFiles}, "rule-files", "globs of Prometheus rule files (recording and alerting rules, Prometheus's format) evaluated every --interval over the held history; a bad file stops the agent at start, a reload keeps the old rules (repeatable, or comma-separated; see docs/ecosystem.md)")
 	fs.StringVar(&c.AlertRules, "alert-rules", c.AlertRules, "YAML file of threshold rules (selector, fn, op, threshold, for, severity, summary; see docs/alerts.md)")
 	fs.Float64Var(&c.AlertCPU, "alert-cpu", c.AlertCPU, "alert cpu_busy when the CPUs are busy above this percentage for --alert-for (0: off)")
 	fs.Float64Var(&c.AlertMemory, "alert-memory", c.AlertMemory, "alert memory_low when MemAvailable is below this percentage of MemTotal for --alert-for (0: off)")

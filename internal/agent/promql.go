@@ -23,5 +23,6 @@ func (a *Agent) promqlRoutes(s *api.Server) {
 		MaxSamples:     a.cfg.QueryMaxSamples,
 		MaxConcurrency: a.cfg.QueryMaxConcurrency,
 		Window:         a.cfg.History,
+		Rules:          a.rules,
 	}))
 }

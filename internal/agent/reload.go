@@ -8,7 +8,8 @@ package agent
 // configuration, says why (log, /api/v1/status' config, the reload's answer) and sets
 // cantal_config_last_reload_successful to 0, as Prometheus does.
 //
-// What a reload changes (docs/configuration.md has the table): --log-level; the alert rules
+// What a reload changes (docs/configuration.md has the table): --log-level; --rule-files (the
+// files parsed first, a bad one refusing the reload; promrules.Rules.Load); the alert rules
 // file and the alert-* thresholds (a new engine, taken by the next scan, which keeps the state
 // of the rules left unchanged); the remote-write
 // endpoints (an endpoint whose settings did not change keeps running; a removed or changed one
@@ -46,6 +47,7 @@ import (
 	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/carbon"
 	"github.com/cantal-go/cantal/internal/connlimit"
+	"github.com/cantal-go/cantal/internal/promrules"
 	"github.com/cantal-go/cantal/internal/remotewrite"
 	"github.com/cantal-go/cantal/internal/selector"
 	"github.com/cantal-go/cantal/internal/statedir"
@@ -62,6 +64,7 @@ type invocation struct {
 // restart. --peer is reloadable with gossip on only. Read-only.
 var reloadable = map[string]bool{
 	"log-level":   true,
+	"rule-files":  true,
 	"alert-rules": true, "alert-cpu": true, "alert-memory": true, "alert-disk": true, "alert-for": true, "alert-node-down": true,
 	"remote-write": true, "remote-write-config": true,
 	"carbon": true, "carbon-interval": true, "carbon-prefix": true, "carbon-match": true,
@@ -73,6 +76,7 @@ var reloadable = map[string]bool{
 // keeps it in step with reloadable).
 func takeReloadable(dst *Config, src Config) {
 	dst.LogLevel = src.LogLevel
+	dst.RuleFiles = slices.Clone(src.RuleFiles)
 	dst.AlertRules, dst.AlertCPU, dst.AlertMemory, dst.AlertDisk = src.AlertRules, src.AlertCPU, src.AlertMemory, src.AlertDisk
 	dst.AlertFor, dst.AlertNodeDown = src.AlertFor, src.AlertNodeDown
 	dst.RemoteWrite, dst.RemoteWriteFile = slices.Clone(src.RemoteWrite), src.RemoteWriteFile
@@ -424,6 +428,11 @@ func (a *Agent) prepare() (*reloadPlan, error) {
 		changed["alert-rules"] = changed["alert-rules"] || sum != r.sums["alert-rules"]
 	}
 
+	// Rule files: parsed as a check; a bad one refuses the reload and the old rules stay.
+	if _, err := promrules.Check(p.next.RuleFiles); err != nil {
+		return fail(fmt.Errorf("--rule-files: %w", err))
+	}
+
 	// Remote write: each endpoint built once as a check (no position read or written).
 	if p.rw, err = remoteWriteConfigs(p.next); err != nil {
 		return fail(err)
@@ -510,6 +519,13 @@ func (a *Agent) apply(p *reloadPlan) {
 	if p.alerts != nil {
 		a.alerts.next.Store(p.alerts) // in force from the next scan, which carries its state over
 		a.log.Info("alert rules loaded", "rules", p.alertRules, "file", p.next.AlertRules)
+	}
+	// Rule files are read again at every reload (their contents may have changed); groups left
+	// unchanged keep running with their alerts' state (rules.Manager.Update).
+	if a.rules != nil {
+		if err := a.rules.Load(p.next.RuleFiles); err != nil {
+			a.log.Error("rule files not reloaded; the previous rules stay", "err", err)
+		}
 	}
 	if p.web && a.web != nil {
 		if err := a.web.Reload(); err != nil {

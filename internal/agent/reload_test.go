@@ -18,7 +18,8 @@ func TestTakeReloadableCoversEveryName(t *testing.T) {
 	other := map[string]string{"log-level": "debug", "alert-rules": "/r.yml", "alert-cpu": "50", "alert-memory": "5",
 		"alert-disk": "3", "alert-for": "1m0s", "alert-node-down": "false", "remote-write": "http://x/w",
 		"remote-write-config": "/rw.yml", "carbon": "127.0.0.1:2003", "carbon-interval": "3s", "carbon-prefix": "p",
-		"carbon-match": "metric=x", "statsd": "127.0.0.1:8125", "peer": "10.0.0.1:22682"}
+		"carbon-match": "metric=x", "statsd": "127.0.0.1:8125", "peer": "10.0.0.1:22682",
+		"rule-files": "/rules/*.yml"}
 	for n := range reloadable {
 		if _, ok := other[n]; !ok {
 			t.Fatalf("no test value for reloadable %q", n)

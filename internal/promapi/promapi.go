@@ -55,6 +55,9 @@ type Options struct {
 	// held); default 1h.
 	Window time.Duration
 	Now    func() time.Time // default time.Now
+	// Rules, when set, are the rule files' groups /api/v1/rules and /api/v1/alerts list;
+	// nil: both answer empty lists.
+	Rules RuleSource
 }
 
 // Handler serves the API. Make one with New.
@@ -110,6 +113,8 @@ func New(st *promstore.Storage, opt Options) *Handler {
 	h.mux.HandleFunc("GET "+Prefix+"label/{name}/values", h.wrap(h.labelValues))
 	h.mux.HandleFunc("GET "+Prefix+"metadata", h.wrap(h.metadata))
 	h.mux.HandleFunc("GET "+Prefix+"status/buildinfo", h.wrap(h.buildInfo))
+	h.mux.HandleFunc("GET "+Prefix+"rules", h.wrap(h.rules))
+	h.mux.HandleFunc("GET "+Prefix+"alerts", h.wrap(h.alerts))
 	h.mux.HandleFunc(Prefix, func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{typ: errNotFound, err: errors.New("not found")})
 	})

@@ -161,6 +161,9 @@ func (m *Mapper) Map(l series.Labels, kind series.Kind) (Series, bool) {
 func (m *Mapper) MapInto(s *Series, l series.Labels, kind series.Kind) bool {
 	lbuf := s.Labels[:0]
 	metric := l["metric"]
+	if l[series.SourceLabel] == series.SourceRule {
+		return recorded(s, lbuf, l, kind)
+	}
 	r := m.lookup(metric)
 	if r != nil && r.dropBare && len(l) == 1 && (r.kind == 0 || r.kind == kind) {
 		return false
@@ -374,6 +377,28 @@ func Name(s string, metric bool) string {
 		}
 	}
 	return n
+}
+
+// recorded maps a series recorded by a rule file (source="rule", see internal/promrules)
+// back to the series the rule recorded: its name, its labels without source, the Prometheus
+// labels "metric" and "source" (held as ":metric" and ":source") under their own names; a
+// gauge.
+func recorded(s *Series, lbuf []Label, l series.Labels, kind series.Kind) bool {
+	if kind != series.Float || l["metric"] == "" {
+		return false
+	}
+	*s = Series{Name: l["metric"], Type: Gauge, Scale: 1, Labels: lbuf, Help: "Recorded by a rule file"}
+	for k, v := range l {
+		if k == "metric" || k == series.SourceLabel || v == "" {
+			continue
+		}
+		if k == ":metric" || k == ":source" {
+			k = k[1:]
+		}
+		s.Labels = append(s.Labels, Label{k, v})
+	}
+	sortLabels(s.Labels)
+	return true
 }
 
 // textfile maps a series of the textfile collector verbatim: its name, its labels but

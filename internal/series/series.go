@@ -237,4 +237,7 @@ func ToFloat(k Kind, bits uint64) float64 {
 const (
 	SourceLabel = "source"
 	SourcePush  = "push"
+	// SourceRule marks the series recorded by Prometheus rule files (internal/promrules):
+	// source="rule", which no collected or pushed series carries.
+	SourceRule = "rule"
 )
