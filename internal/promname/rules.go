@@ -439,6 +439,10 @@ var fixedRules = func() map[string]*rule {
 	add("thermal.cooling.cur_state", r("node_cooling_device_cur_state", Gauge, series.Level, 1, "Current throttle state of the cooling device", []string{"name", "type"}))
 	add("thermal.cooling.max_state", r("node_cooling_device_max_state", Gauge, series.Level, 1, "Maximum throttle state of the cooling device", []string{"name", "type"}))
 
+	// Bonding interfaces, as node_exporter's bonding collector (NodeBondingDegraded's input).
+	add("bonding.slaves", r("node_bonding_slaves", Gauge, series.Level, 1, "Number of configured slaves per bonding interface.", []string{"master"}))
+	add("bonding.active", r("node_bonding_active", Gauge, series.Level, 1, "Number of active slaves per bonding interface.", []string{"master"}))
+
 	// The textfile collector's own series, as node_exporter's (internal/textfile).
 	add("textfile.mtime_s", r("node_textfile_mtime_seconds", Gauge, series.Float, 1, "Unixtime mtime of textfiles successfully read.", []string{"file"}))
 	add("textfile.scrape_error", r("node_textfile_scrape_error", Gauge, series.Level, 1, "1 if there was an error opening or reading a file, 0 otherwise", nil))

@@ -200,3 +200,20 @@ func FuzzParseSchedstat(f *testing.F) {
 		}
 	})
 }
+
+func FuzzParseBondNames(f *testing.F) {
+	addFixtures(f, "bonding/sys/class/net/bonding_masters", "bonding/sys/class/net/bond0/bonding/slaves")
+	f.Add([]byte("bond0 ../x\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		names, err := parseBondNames(b, nil)
+		if err != nil {
+			return
+		}
+		for _, n := range names {
+			if len(n) == 0 || len(n) > 15 || bytes.ContainsAny(n, "/ \t\n\x00") || string(n) == "." || string(n) == ".." {
+				t.Errorf("bad name %q", n)
+			}
+		}
+		parseMIIStatus(b)
+	})
+}

@@ -63,6 +63,7 @@ type System struct {
 	clocksourcesState
 	selinuxState
 	udevState
+	bondingState
 }
 
 // stateSeries is a State series whose labels may change: a change registers a new Ref and the
@@ -195,6 +196,7 @@ func (s *System) Collect(ctx context.Context, sink series.Sink) error {
 	s.nc.collect(s.opt.Sys, sink, s.gen, rare)
 	s.th.collect(s.opt.Sys, sink, s.gen, rare)
 	s.hw.collect(s.opt.Sys, sink, s.gen, rare)
+	s.collectBonding(s.opt.Sys, sink, rare)
 	return ctx.Err()
 }
 
