@@ -50,7 +50,7 @@ cpu1 518377256 0 4155211005 2778589869 10466382 2867629 1904686152592476 3641072
 `
 
 // writeBareMetalTree writes a /proc and /sys of a server with md arrays, scheduler statistics,
-// thermal zones and cooling devices under dir and returns the two roots.
+// thermal zones, cooling devices and bonds under dir and returns the two roots.
 func writeBareMetalTree(t *testing.T, dir string) (proc, sys string) {
 	t.Helper()
 	proc, sys = filepath.Join(dir, "proc"), filepath.Join(dir, "sys")
@@ -66,6 +66,14 @@ func writeBareMetalTree(t *testing.T, dir string) (proc, sys string) {
 		d := fmt.Sprintf("sys/class/thermal/cooling_device%d/", i)
 		files[d+"type"], files[d+"cur_state"], files[d+"max_state"] = c.typ+"\n", c.cur+"\n", c.max+"\n"
 	}
+	// bond0 has a slave down (NodeBondingDegraded), bond1 (the older slave_ layout) has both up.
+	files["sys/class/net/bonding_masters"] = "bond0 bond1\n"
+	files["sys/class/net/bond0/bonding/slaves"] = "eth0 eth1\n"
+	files["sys/class/net/bond0/lower_eth0/bonding_slave/mii_status"] = "up\n"
+	files["sys/class/net/bond0/lower_eth1/bonding_slave/mii_status"] = "down\n"
+	files["sys/class/net/bond1/bonding/slaves"] = "eth2 eth3\n"
+	files["sys/class/net/bond1/slave_eth2/bonding_slave/mii_status"] = "up\n"
+	files["sys/class/net/bond1/slave_eth3/bonding_slave/mii_status"] = "up\n"
 	for name, content := range files {
 		p := filepath.Join(dir, name)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -80,18 +88,19 @@ func writeBareMetalTree(t *testing.T, dir string) (proc, sys string) {
 
 // TestNodeExporterBareMetalFixtures: the agent with --proc/--sys pointed at a fixture tree of a
 // server (md arrays degraded, recovering, resyncing, checking, inactive; schedstat; thermal
-// zones and cooling devices) and node_exporter 1.5 with --path.procfs/--path.sysfs on the same
-// tree: every node_md_*, node_schedstat_*, node_thermal_zone_* and node_cooling_device_* family
+// zones and cooling devices; bonds with a slave down) and node_exporter 1.5 with --path.procfs/--path.sysfs on the same
+// tree: every node_md_*, node_schedstat_*, node_thermal_zone_*, node_cooling_device_* and node_bonding_* family
 // has the same type, series (names and labels) and values on both (issue 36).
 func TestNodeExporterBareMetalFixtures(t *testing.T) {
 	background(t)()
 	proc, sys := writeBareMetalTree(t, t.TempDir())
 	ne := startNodeExporterArgs(t, "--path.procfs="+proc, "--path.sysfs="+sys, "--collector.disable-defaults",
-		"--collector.mdadm", "--collector.schedstat", "--collector.thermal_zone")
+		"--collector.mdadm", "--collector.schedstat", "--collector.thermal_zone", "--collector.bonding")
 	a := startAgent(t, "--proc", proc, "--sys", sys, "--metrics-no-timestamps")
 	want := []string{"node_md_state", "node_md_disks", "node_md_disks_required", "node_md_blocks", "node_md_blocks_synced",
 		"node_schedstat_running_seconds_total", "node_schedstat_waiting_seconds_total", "node_schedstat_timeslices_total",
-		"node_thermal_zone_temp", "node_cooling_device_cur_state", "node_cooling_device_max_state"}
+		"node_thermal_zone_temp", "node_cooling_device_cur_state", "node_cooling_device_max_state",
+		"node_bonding_slaves", "node_bonding_active"}
 	waitFor(t, 20*time.Second, func() error {
 		fams, err := scrapeFamilies(a.URL + "/metrics")
 		if err != nil {
@@ -122,7 +131,8 @@ func TestNodeExporterBareMetalFixtures(t *testing.T) {
 	shared := 0
 	for name, n := range nf {
 		if !strings.HasPrefix(name, "node_md_") && !strings.HasPrefix(name, "node_schedstat_") &&
-			!strings.HasPrefix(name, "node_thermal_zone_") && !strings.HasPrefix(name, "node_cooling_device_") {
+			!strings.HasPrefix(name, "node_thermal_zone_") && !strings.HasPrefix(name, "node_cooling_device_") &&
+			!strings.HasPrefix(name, "node_bonding_") {
 			continue
 		}
 		g := af[name]
@@ -165,18 +175,19 @@ func TestNodeExporterBareMetalFixtures(t *testing.T) {
 const mixinDisk = `device=~"(/dev/)?(mmcblk.p.+|nvme.+|rbd.+|sd.+|vd.+|xvd.+|dm-.+|md.+|dasd.+)"`
 
 // nodeMixinBareMetalAlerts are node-mixin's alerts (alerts/alerts.libsonnet) whose inputs are
-// the RAID and textfile families, with their thresholds and without their "for".
+// the RAID, bonding and textfile families, with their thresholds and without their "for".
 var nodeMixinBareMetalAlerts = map[string]string{
 	"NodeRAIDDegraded": `node_md_disks_required{job="node",` + mixinDisk + `} - ignoring (state) (node_md_disks{state="active",job="node",` +
 		mixinDisk + `}) > 0`,
 	"NodeRAIDDiskFailure":              `node_md_disks{state="failed",job="node",` + mixinDisk + `} > 0`,
 	"NodeTextFileCollectorScrapeError": `node_textfile_scrape_error{job="node"} == 1`,
+	"NodeBondingDegraded":              `(node_bonding_slaves{job="node"} - node_bonding_active{job="node"}) != 0`,
 }
 
 // TestNodeMixinBareMetalAlertsSideBySide: one real Prometheus scrapes the agent and
 // node_exporter 1.5, both reading the same fixture tree of a server (degraded arrays md1 and
-// md3 with a failed member each) and the same textfile directory (one broken file); node-mixin's
-// RAID and textfile alert expressions give the same answers for both instances: the same
+// md3 with a failed member each, bond0 with a slave down) and the same textfile directory (one broken file); node-mixin's
+// RAID, bonding and textfile alert expressions give the same answers for both instances: the same
 // series with the same values, and the ones the fixture must give.
 func TestNodeMixinBareMetalAlertsSideBySide(t *testing.T) {
 	background(t)()
@@ -187,7 +198,7 @@ func TestNodeMixinBareMetalAlertsSideBySide(t *testing.T) {
 	os.WriteFile(filepath.Join(tf, "ok.prom"), []byte("backup_ok 1\n"), 0o644)
 	os.WriteFile(filepath.Join(tf, "broken.prom"), []byte("broken{a=\"\n"), 0o644)
 	ne := startNodeExporterArgs(t, "--path.procfs="+proc, "--path.sysfs="+sys, "--collector.disable-defaults",
-		"--collector.mdadm", "--collector.textfile", "--collector.textfile.directory="+tf)
+		"--collector.mdadm", "--collector.bonding", "--collector.textfile", "--collector.textfile.directory="+tf)
 	a := startAgent(t, "--proc", proc, "--sys", sys, "--textfile-dir", tf)
 	neTarget := strings.TrimSuffix(strings.TrimPrefix(ne, "http://"), "/metrics")
 	agTarget := strings.TrimPrefix(a.URL, "http://")
@@ -207,6 +218,7 @@ func TestNodeMixinBareMetalAlertsSideBySide(t *testing.T) {
 		"NodeRAIDDegraded":                 {"device=md1", "device=md3"},
 		"NodeRAIDDiskFailure":              {"device=md1", "device=md3"},
 		"NodeTextFileCollectorScrapeError": {""},
+		"NodeBondingDegraded":              {"master=bond0"},
 	}
 	waitFor(t, 60*time.Second, func() error {
 		for alert, q := range nodeMixinBareMetalAlerts {
