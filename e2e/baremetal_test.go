@@ -50,7 +50,7 @@ cpu1 518377256 0 4155211005 2778589869 10466382 2867629 1904686152592476 3641072
 `
 
 // writeBareMetalTree writes a /proc and /sys of a server with md arrays, scheduler statistics,
-// thermal zones, cooling devices and bonds under dir and returns the two roots.
+// thermal zones, cooling devices, bonds and CPU frequencies under dir and returns the two roots.
 func writeBareMetalTree(t *testing.T, dir string) (proc, sys string) {
 	t.Helper()
 	proc, sys = filepath.Join(dir, "proc"), filepath.Join(dir, "sys")
@@ -74,6 +74,21 @@ func writeBareMetalTree(t *testing.T, dir string) (proc, sys string) {
 	files["sys/class/net/bond1/bonding/slaves"] = "eth2 eth3\n"
 	files["sys/class/net/bond1/slave_eth2/bonding_slave/mii_status"] = "up\n"
 	files["sys/class/net/bond1/slave_eth3/bonding_slave/mii_status"] = "up\n"
+	// cpu0 and cpu1 with cpufreq (cpu1 without the root-only cpuinfo_cur_freq), cpu2 without.
+	for i, f := range []map[string]string{
+		{"cpuinfo_cur_freq": "2400000", "cpuinfo_min_freq": "800000", "cpuinfo_max_freq": "3600000",
+			"scaling_cur_freq": "1800123", "scaling_min_freq": "1200000", "scaling_max_freq": "3000000"},
+		{"cpuinfo_min_freq": "800000", "cpuinfo_max_freq": "3600000",
+			"scaling_cur_freq": "3599999", "scaling_min_freq": "800000", "scaling_max_freq": "3600000"},
+	} {
+		d := fmt.Sprintf("sys/devices/system/cpu/cpu%d/cpufreq/", i)
+		f["cpuinfo_transition_latency"], f["scaling_governor"], f["scaling_driver"] = "0", "powersave", "intel_pstate"
+		f["scaling_available_governors"], f["related_cpus"], f["scaling_setspeed"] = "performance powersave", fmt.Sprint(i), "<unsupported>"
+		for k, v := range f {
+			files[d+k] = v + "\n"
+		}
+	}
+	files["sys/devices/system/cpu/cpu2/online"] = "1\n"
 	for name, content := range files {
 		p := filepath.Join(dir, name)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -88,19 +103,21 @@ func writeBareMetalTree(t *testing.T, dir string) (proc, sys string) {
 
 // TestNodeExporterBareMetalFixtures: the agent with --proc/--sys pointed at a fixture tree of a
 // server (md arrays degraded, recovering, resyncing, checking, inactive; schedstat; thermal
-// zones and cooling devices; bonds with a slave down) and node_exporter 1.5 with --path.procfs/--path.sysfs on the same
-// tree: every node_md_*, node_schedstat_*, node_thermal_zone_*, node_cooling_device_* and node_bonding_* family
+// zones and cooling devices; bonds with a slave down; cpufreq) and node_exporter 1.5 with --path.procfs/--path.sysfs on the same
+// tree: every node_md_*, node_schedstat_*, node_thermal_zone_*, node_cooling_device_*, node_bonding_* and cpufreq family
 // has the same type, series (names and labels) and values on both (issue 36).
 func TestNodeExporterBareMetalFixtures(t *testing.T) {
 	background(t)()
 	proc, sys := writeBareMetalTree(t, t.TempDir())
 	ne := startNodeExporterArgs(t, "--path.procfs="+proc, "--path.sysfs="+sys, "--collector.disable-defaults",
-		"--collector.mdadm", "--collector.schedstat", "--collector.thermal_zone", "--collector.bonding")
+		"--collector.mdadm", "--collector.schedstat", "--collector.thermal_zone", "--collector.bonding", "--collector.cpufreq")
 	a := startAgent(t, "--proc", proc, "--sys", sys, "--metrics-no-timestamps")
 	want := []string{"node_md_state", "node_md_disks", "node_md_disks_required", "node_md_blocks", "node_md_blocks_synced",
 		"node_schedstat_running_seconds_total", "node_schedstat_waiting_seconds_total", "node_schedstat_timeslices_total",
 		"node_thermal_zone_temp", "node_cooling_device_cur_state", "node_cooling_device_max_state",
-		"node_bonding_slaves", "node_bonding_active"}
+		"node_bonding_slaves", "node_bonding_active",
+		"node_cpu_frequency_hertz", "node_cpu_frequency_min_hertz", "node_cpu_frequency_max_hertz",
+		"node_cpu_scaling_frequency_hertz", "node_cpu_scaling_frequency_min_hertz", "node_cpu_scaling_frequency_max_hertz"}
 	waitFor(t, 20*time.Second, func() error {
 		fams, err := scrapeFamilies(a.URL + "/metrics")
 		if err != nil {
@@ -132,7 +149,8 @@ func TestNodeExporterBareMetalFixtures(t *testing.T) {
 	for name, n := range nf {
 		if !strings.HasPrefix(name, "node_md_") && !strings.HasPrefix(name, "node_schedstat_") &&
 			!strings.HasPrefix(name, "node_thermal_zone_") && !strings.HasPrefix(name, "node_cooling_device_") &&
-			!strings.HasPrefix(name, "node_bonding_") {
+			!strings.HasPrefix(name, "node_bonding_") && !strings.HasPrefix(name, "node_cpu_frequency_") &&
+			!strings.HasPrefix(name, "node_cpu_scaling_frequency_") {
 			continue
 		}
 		g := af[name]

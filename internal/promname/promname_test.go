@@ -146,7 +146,7 @@ func TestMapIntoNoAlloc(t *testing.T) {
 	}
 }
 
-// The md, schedstat, thermal and bonding series under node_exporter 1.5's names, labels, types and
+// The md, schedstat, thermal, bonding and cpufreq series under node_exporter 1.5's names, labels, types and
 // units (issue 36), values as node_exporter writes them for the same files.
 func TestMapBareMetalAsNodeExporter(t *testing.T) {
 	m := New(Options{})
@@ -186,6 +186,10 @@ func TestMapBareMetalAsNodeExporter(t *testing.T) {
 			[]Label{{"master", "bond0"}}, 2, 2},
 		{series.Labels{"metric": "bonding.active", "master": "bond0"}, series.Level, "node_bonding_active", Gauge,
 			[]Label{{"master", "bond0"}}, 1, 1},
+		{series.Labels{"metric": "cpufreq.cur_hz", "cpu": "3"}, series.Level, "node_cpu_frequency_hertz", Gauge,
+			[]Label{{"cpu", "3"}}, 2.4e9, 2.4e9},
+		{series.Labels{"metric": "cpufreq.scaling_max_hz", "cpu": "3"}, series.Level, "node_cpu_scaling_frequency_max_hertz", Gauge,
+			[]Label{{"cpu", "3"}}, 3.6e9, 3.6e9},
 	} {
 		s, ok := m.Map(tc.labels, tc.kind)
 		if !ok {

@@ -443,6 +443,14 @@ var fixedRules = func() map[string]*rule {
 	add("bonding.slaves", r("node_bonding_slaves", Gauge, series.Level, 1, "Number of configured slaves per bonding interface.", []string{"master"}))
 	add("bonding.active", r("node_bonding_active", Gauge, series.Level, 1, "Number of active slaves per bonding interface.", []string{"master"}))
 
+	// CPU frequencies, as node_exporter's cpufreq collector (Hz; sysfs has kHz).
+	add("cpufreq.cur_hz", r("node_cpu_frequency_hertz", Gauge, series.Level, 1, "Current CPU thread frequency in hertz.", cpuLabels))
+	add("cpufreq.min_hz", r("node_cpu_frequency_min_hertz", Gauge, series.Level, 1, "Minimum CPU thread frequency in hertz.", cpuLabels))
+	add("cpufreq.max_hz", r("node_cpu_frequency_max_hertz", Gauge, series.Level, 1, "Maximum CPU thread frequency in hertz.", cpuLabels))
+	add("cpufreq.scaling_cur_hz", r("node_cpu_scaling_frequency_hertz", Gauge, series.Level, 1, "Current scaled CPU thread frequency in hertz.", cpuLabels))
+	add("cpufreq.scaling_min_hz", r("node_cpu_scaling_frequency_min_hertz", Gauge, series.Level, 1, "Minimum scaled CPU thread frequency in hertz.", cpuLabels))
+	add("cpufreq.scaling_max_hz", r("node_cpu_scaling_frequency_max_hertz", Gauge, series.Level, 1, "Maximum scaled CPU thread frequency in hertz.", cpuLabels))
+
 	// The textfile collector's own series, as node_exporter's (internal/textfile).
 	add("textfile.mtime_s", r("node_textfile_mtime_seconds", Gauge, series.Float, 1, "Unixtime mtime of textfiles successfully read.", []string{"file"}))
 	add("textfile.scrape_error", r("node_textfile_scrape_error", Gauge, series.Level, 1, "1 if there was an error opening or reading a file, 0 otherwise", nil))

@@ -217,3 +217,14 @@ func FuzzParseBondNames(f *testing.F) {
 		parseMIIStatus(b)
 	})
 }
+
+func FuzzParseCpufreqKHz(f *testing.F) {
+	addFixtures(f, "cpufreq/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
+	f.Add([]byte("<unknown>\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		v, err := parseCpufreqKHz(b)
+		if err == nil && (v%1000 != 0 || v > 1<<53) {
+			t.Errorf("%q: %d Hz", b, v)
+		}
+	})
+}

@@ -28,6 +28,9 @@ type bondingState struct {
 	bondSlaves  []byte // the current bond's slaves file, copied out of bondBuf
 	bondPath    []byte
 	bondNames   [][]byte
+	bondDir     string // sysDir/class/net
+	bondFD      int    // bondDir, open while bondOpen (closed by System.Close)
+	bondOpen    bool
 	bondSlaveNs [][]byte
 }
 
@@ -88,12 +91,19 @@ func (s *System) collectBonding(sysDir string, sink series.Sink, rare bool) {
 	if st.bondMissing && !rare {
 		return
 	}
-	dir := filepath.Join(sysDir, "class/net")
-	fd, err := kfile.OpenDir(dir)
+	if st.bondDir == "" {
+		st.bondDir = filepath.Join(sysDir, "class/net")
+	}
+	dir := st.bondDir
+	var err error
+	if !st.bondOpen { // kept open: opening by name allocates
+		st.bondFD, err = kfile.OpenDir(dir)
+		st.bondOpen = err == nil
+	}
+	fd := st.bondFD
 	if err == nil {
-		defer unix.Close(fd)
 		var b []byte
-		b, err = st.read(fd, "bonding_masters")
+		b, err = st.read(fd, "bonding_masters", nil, "")
 		if err == nil {
 			// copied: the reads below reuse bondBuf
 			st.bondMasters = append(st.bondMasters[:0], b...)
@@ -106,6 +116,7 @@ func (s *System) collectBonding(sysDir string, sink series.Sink, rare bool) {
 			sink.Problem(filepath.Join(dir, "bonding_masters"), err.Error())
 		}
 		clear(st.bonds)
+		st.closeBonding()
 		return
 	}
 	st.bondMissing = false
@@ -135,7 +146,7 @@ func (s *System) collectBonding(sysDir string, sink series.Sink, rare bool) {
 
 // readBond counts master's slaves and those whose MII status is up.
 func (st *bondingState) readBond(fd int, master []byte) (n, up int, err error) {
-	b, err := st.read(fd, string(master)+"/bonding/slaves")
+	b, err := st.read(fd, "", master, "/bonding/slaves")
 	if err != nil {
 		return 0, 0, err
 	}
@@ -145,9 +156,9 @@ func (st *bondingState) readBond(fd int, master []byte) (n, up int, err error) {
 		return 0, 0, err
 	}
 	for _, slave := range st.bondSlaveNs {
-		b, err := st.read(fd, string(master)+"/lower_"+string(slave)+"/bonding_slave/mii_status")
+		b, err := st.readSlave(fd, master, "/lower_", slave)
 		if errors.Is(err, unix.ENOENT) {
-			b, err = st.read(fd, string(master)+"/slave_"+string(slave)+"/bonding_slave/mii_status")
+			b, err = st.readSlave(fd, master, "/slave_", slave)
 		}
 		if err != nil {
 			return 0, 0, fmt.Errorf("slave %s: %v", kfile.ValidString(slave), err) // not "vanished": the bond is there
@@ -160,8 +171,22 @@ func (st *bondingState) readBond(fd int, master []byte) (n, up int, err error) {
 	return n, up, nil
 }
 
-// read reads name, relative to the class directory fd, into bondBuf.
-func (st *bondingState) read(fd int, name string) ([]byte, error) {
-	st.bondPath = append(append(st.bondPath[:0], name...), 0)
+// read reads prefix+name+suffix, relative to the class directory fd, into bondBuf.
+func (st *bondingState) read(fd int, prefix string, name []byte, suffix string) ([]byte, error) {
+	st.bondPath = append(append(append(append(st.bondPath[:0], prefix...), name...), suffix...), 0)
 	return kfile.ReadFileAt(fd, st.bondPath, &st.bondBuf, bondingMaxFile)
+}
+
+// readSlave reads master+kind+slave+"/bonding_slave/mii_status" into bondBuf.
+func (st *bondingState) readSlave(fd int, master []byte, kind string, slave []byte) ([]byte, error) {
+	st.bondPath = append(append(append(append(st.bondPath[:0], master...), kind...), slave...), "/bonding_slave/mii_status"...)
+	st.bondPath = append(st.bondPath, 0)
+	return kfile.ReadFileAt(fd, st.bondPath, &st.bondBuf, bondingMaxFile)
+}
+
+func (st *bondingState) closeBonding() {
+	if st.bondOpen {
+		unix.Close(st.bondFD)
+		st.bondOpen = false
+	}
 }

@@ -64,6 +64,7 @@ type System struct {
 	selinuxState
 	udevState
 	bondingState
+	cpufreqState
 }
 
 // stateSeries is a State series whose labels may change: a change registers a new Ref and the
@@ -134,6 +135,8 @@ func (s *System) Close() error {
 	s.pf.close()
 	s.nc.close()
 	s.th.close()
+	s.closeBonding()
+	s.closeCpufreq()
 	if s.procOpen {
 		unix.Close(s.procfd)
 		s.procOpen = false
@@ -197,6 +200,7 @@ func (s *System) Collect(ctx context.Context, sink series.Sink) error {
 	s.th.collect(s.opt.Sys, sink, s.gen, rare)
 	s.hw.collect(s.opt.Sys, sink, s.gen, rare)
 	s.collectBonding(s.opt.Sys, sink, rare)
+	s.collectCpufreq(s.opt.Sys, sink, rare)
 	return ctx.Err()
 }
 
