@@ -451,6 +451,22 @@ var fixedRules = func() map[string]*rule {
 	add("cpufreq.scaling_min_hz", r("node_cpu_scaling_frequency_min_hertz", Gauge, series.Level, 1, "Minimum scaled CPU thread frequency in hertz.", cpuLabels))
 	add("cpufreq.scaling_max_hz", r("node_cpu_scaling_frequency_max_hertz", Gauge, series.Level, 1, "Maximum scaled CPU thread frequency in hertz.", cpuLabels))
 
+	// Power supplies, as node_exporter's powersupplyclass collector: the agent's series are
+	// already in node_exporter's units, named after node_power_supply_.
+	for _, n := range []string{"authentic", "calibrate", "capacity", "capacity_alert_max", "capacity_alert_min", "cyclecount",
+		"online", "present", "time_to_empty_seconds", "time_to_full_seconds", "current_boot", "current_max", "current_ampere",
+		"energy_empty", "energy_empty_design", "energy_full", "energy_full_design", "energy_watthour", "voltage_boot",
+		"voltage_max", "voltage_max_design", "voltage_min", "voltage_min_design", "voltage_volt", "voltage_ocv",
+		"charge_control_limit", "charge_control_limit_max", "charge_counter", "charge_empty", "charge_empty_design",
+		"charge_full", "charge_full_design", "charge_ampere", "charge_term_current", "constant_charge_current",
+		"constant_charge_current_max", "constant_charge_voltage", "constant_charge_voltage_max", "precharge_current",
+		"input_current_limit", "power_watt", "temp_celsius", "temp_alert_max_celsius", "temp_alert_min_celsius",
+		"temp_ambient_celsius", "temp_ambient_max_celsius", "temp_ambient_min_celsius", "temp_max_celsius", "temp_min_celsius"} {
+		add("power_supply."+n, r("node_power_supply_"+n, Gauge, series.Float, 1, n+" value of /sys/class/power_supply/<power_supply>.", []string{"power_supply"}))
+	}
+	info("power_supply.info", "node_power_supply_info", "info of /sys/class/power_supply/<power_supply>.", "power_supply",
+		"capacity_level", "charge_type", "health", "manufacturer", "model_name", "serial_number", "status", "technology", "type", "usb_type", "scope")
+
 	// The textfile collector's own series, as node_exporter's (internal/textfile).
 	add("textfile.mtime_s", r("node_textfile_mtime_seconds", Gauge, series.Float, 1, "Unixtime mtime of textfiles successfully read.", []string{"file"}))
 	add("textfile.scrape_error", r("node_textfile_scrape_error", Gauge, series.Level, 1, "1 if there was an error opening or reading a file, 0 otherwise", nil))

@@ -2,6 +2,7 @@ package sysscan
 
 import (
 	"bytes"
+	"math"
 	"testing"
 	"unicode/utf8"
 
@@ -225,6 +226,16 @@ func FuzzParseCpufreqKHz(f *testing.F) {
 		v, err := parseCpufreqKHz(b)
 		if err == nil && (v%1000 != 0 || v > 1<<53) {
 			t.Errorf("%q: %d Hz", b, v)
+		}
+	})
+}
+
+func FuzzParsePowerSupplyValue(f *testing.F) {
+	addFixtures(f, "power_supply/sys/class/power_supply/BAT0/voltage_now", "power_supply/sys/class/power_supply/BAT0/status")
+	f.Fuzz(func(t *testing.T, b []byte) {
+		v, err := parsePowerSupplyValue(b, 1e6)
+		if err == nil && (math.IsNaN(v) || math.IsInf(v, 0)) {
+			t.Errorf("%q: %v", b, v)
 		}
 	})
 }

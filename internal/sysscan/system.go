@@ -65,6 +65,7 @@ type System struct {
 	udevState
 	bondingState
 	cpufreqState
+	powerSupplyState
 }
 
 // stateSeries is a State series whose labels may change: a change registers a new Ref and the
@@ -137,6 +138,7 @@ func (s *System) Close() error {
 	s.th.close()
 	s.closeBonding()
 	s.closeCpufreq()
+	s.closePowerSupply()
 	if s.procOpen {
 		unix.Close(s.procfd)
 		s.procOpen = false
@@ -201,6 +203,7 @@ func (s *System) Collect(ctx context.Context, sink series.Sink) error {
 	s.hw.collect(s.opt.Sys, sink, s.gen, rare)
 	s.collectBonding(s.opt.Sys, sink, rare)
 	s.collectCpufreq(s.opt.Sys, sink, rare)
+	s.collectPowerSupply(s.opt.Sys, sink, rare)
 	return ctx.Err()
 }
 
