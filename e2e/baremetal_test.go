@@ -50,7 +50,7 @@ cpu1 518377256 0 4155211005 2778589869 10466382 2867629 1904686152592476 3641072
 `
 
 // writeBareMetalTree writes a /proc and /sys of a server with md arrays, scheduler statistics,
-// thermal zones, cooling devices, bonds and CPU frequencies under dir and returns the two roots.
+// thermal zones, cooling devices, bonds, CPU frequencies and power supplies under dir and returns the two roots.
 func writeBareMetalTree(t *testing.T, dir string) (proc, sys string) {
 	t.Helper()
 	proc, sys = filepath.Join(dir, "proc"), filepath.Join(dir, "sys")
@@ -89,6 +89,15 @@ func writeBareMetalTree(t *testing.T, dir string) (proc, sys string) {
 		}
 	}
 	files["sys/devices/system/cpu/cpu2/online"] = "1\n"
+	// A mains adapter and a discharging battery.
+	for k, v := range map[string]string{"AC/online": "1", "AC/type": "Mains", "AC/uevent": "POWER_SUPPLY_NAME=AC",
+		"BAT0/capacity": "87", "BAT0/capacity_level": "Normal", "BAT0/cycle_count": "132", "BAT0/energy_now": "43100000",
+		"BAT0/energy_full": "49560000", "BAT0/energy_full_design": "57020000", "BAT0/manufacturer": "SMP",
+		"BAT0/model_name": "5B10W13930", "BAT0/power_now": "9710000", "BAT0/present": "1", "BAT0/serial_number": " 4711",
+		"BAT0/status": "Discharging", "BAT0/technology": "Li-ion", "BAT0/type": "Battery", "BAT0/voltage_min_design": "11520000",
+		"BAT0/voltage_now": "12134000", "BAT0/temp": "285", "BAT0/current_now": "-800123"} {
+		files["sys/class/power_supply/"+k] = v + "\n"
+	}
 	for name, content := range files {
 		p := filepath.Join(dir, name)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -103,29 +112,33 @@ func writeBareMetalTree(t *testing.T, dir string) (proc, sys string) {
 
 // TestNodeExporterBareMetalFixtures: the agent with --proc/--sys pointed at a fixture tree of a
 // server (md arrays degraded, recovering, resyncing, checking, inactive; schedstat; thermal
-// zones and cooling devices; bonds with a slave down; cpufreq) and node_exporter 1.5 with --path.procfs/--path.sysfs on the same
-// tree: every node_md_*, node_schedstat_*, node_thermal_zone_*, node_cooling_device_*, node_bonding_* and cpufreq family
+// zones and cooling devices; bonds with a slave down; cpufreq; power supplies on AC and battery) and node_exporter 1.5 with --path.procfs/--path.sysfs on the same
+// tree: every node_md_*, node_schedstat_*, node_thermal_zone_*, node_cooling_device_*, node_bonding_*, cpufreq and node_power_supply_* family
 // has the same type, series (names and labels) and values on both (issue 36).
 func TestNodeExporterBareMetalFixtures(t *testing.T) {
 	background(t)()
 	proc, sys := writeBareMetalTree(t, t.TempDir())
 	ne := startNodeExporterArgs(t, "--path.procfs="+proc, "--path.sysfs="+sys, "--collector.disable-defaults",
-		"--collector.mdadm", "--collector.schedstat", "--collector.thermal_zone", "--collector.bonding", "--collector.cpufreq")
+		"--collector.mdadm", "--collector.schedstat", "--collector.thermal_zone", "--collector.bonding", "--collector.cpufreq", "--collector.powersupplyclass")
 	a := startAgent(t, "--proc", proc, "--sys", sys, "--metrics-no-timestamps")
 	want := []string{"node_md_state", "node_md_disks", "node_md_disks_required", "node_md_blocks", "node_md_blocks_synced",
 		"node_schedstat_running_seconds_total", "node_schedstat_waiting_seconds_total", "node_schedstat_timeslices_total",
 		"node_thermal_zone_temp", "node_cooling_device_cur_state", "node_cooling_device_max_state",
 		"node_bonding_slaves", "node_bonding_active",
 		"node_cpu_frequency_hertz", "node_cpu_frequency_min_hertz", "node_cpu_frequency_max_hertz",
-		"node_cpu_scaling_frequency_hertz", "node_cpu_scaling_frequency_min_hertz", "node_cpu_scaling_frequency_max_hertz"}
+		"node_cpu_scaling_frequency_hertz", "node_cpu_scaling_frequency_min_hertz", "node_cpu_scaling_frequency_max_hertz",
+		"node_power_supply_online", "node_power_supply_capacity", "node_power_supply_cyclecount", "node_power_supply_energy_watthour",
+		"node_power_supply_energy_full", "node_power_supply_energy_full_design", "node_power_supply_power_watt",
+		"node_power_supply_present", "node_power_supply_voltage_volt", "node_power_supply_voltage_min_design",
+		"node_power_supply_temp_celsius", "node_power_supply_current_ampere", "node_power_supply_info"}
 	waitFor(t, 20*time.Second, func() error {
 		fams, err := scrapeFamilies(a.URL + "/metrics")
 		if err != nil {
 			return err
 		}
 		// Thermal zones are read every 5th scan: wait for them.
-		if fams["node_thermal_zone_temp"] == nil || fams["node_md_state"] == nil {
-			return fmt.Errorf("no node_thermal_zone_temp or node_md_state yet")
+		if fams["node_thermal_zone_temp"] == nil || fams["node_md_state"] == nil || fams["node_power_supply_info"] == nil {
+			return fmt.Errorf("no node_thermal_zone_temp, node_md_state or node_power_supply_info yet")
 		}
 		return nil
 	})
@@ -150,7 +163,7 @@ func TestNodeExporterBareMetalFixtures(t *testing.T) {
 		if !strings.HasPrefix(name, "node_md_") && !strings.HasPrefix(name, "node_schedstat_") &&
 			!strings.HasPrefix(name, "node_thermal_zone_") && !strings.HasPrefix(name, "node_cooling_device_") &&
 			!strings.HasPrefix(name, "node_bonding_") && !strings.HasPrefix(name, "node_cpu_frequency_") &&
-			!strings.HasPrefix(name, "node_cpu_scaling_frequency_") {
+			!strings.HasPrefix(name, "node_cpu_scaling_frequency_") && !strings.HasPrefix(name, "node_power_supply_") {
 			continue
 		}
 		g := af[name]
