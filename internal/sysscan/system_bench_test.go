@@ -70,3 +70,17 @@ func BenchmarkCpufreqRead(b *testing.B) {
 		s.cpufreqState.read(s.cpufreqState.cfDir, sink)
 	}
 }
+
+// BenchmarkPowerSupplyRead is the power supply collector's cost per read (every psEvery scans)
+// on the fixture tree: a mains adapter and a battery (18 files).
+func BenchmarkPowerSupplyRead(b *testing.B) {
+	s := NewSystem(Options{Proc: "testdata/proc", Sys: "testdata/power_supply/sys"})
+	defer s.Close()
+	sink := &series.Discard{}
+	s.gen = 1
+	s.collectPowerSupply(s.opt.Sys, sink, true) // lists the supplies and registers the series
+	b.ReportAllocs()
+	for b.Loop() {
+		s.powerSupplyState.read(sink)
+	}
+}
