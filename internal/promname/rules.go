@@ -467,6 +467,9 @@ var fixedRules = func() map[string]*rule {
 	info("power_supply.info", "node_power_supply_info", "info of /sys/class/power_supply/<power_supply>.", "power_supply",
 		"capacity_level", "charge_type", "health", "manufacturer", "model_name", "serial_number", "status", "technology", "type", "usb_type", "scope")
 
+	// Interrupts, as node_exporter's interrupts collector (off by default on both).
+	add("interrupts", r("node_interrupts_total", Counter, series.Counter, 1, "Interrupt details.", []string{"cpu", "type", "info", "devices"}))
+
 	// The textfile collector's own series, as node_exporter's (internal/textfile).
 	add("textfile.mtime_s", r("node_textfile_mtime_seconds", Gauge, series.Float, 1, "Unixtime mtime of textfiles successfully read.", []string{"file"}))
 	add("textfile.scrape_error", r("node_textfile_scrape_error", Gauge, series.Level, 1, "1 if there was an error opening or reading a file, 0 otherwise", nil))

@@ -239,3 +239,23 @@ func FuzzParsePowerSupplyValue(f *testing.F) {
 		}
 	})
 }
+
+func FuzzParseInterrupts(f *testing.F) {
+	addFixtures(f, "proc/interrupts")
+	f.Add([]byte("  CPU0\nIPI0:123 Rescheduling interrupts\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		lines, vals, ncpu, err := parseInterrupts(b, nil, nil)
+		if err != nil {
+			return
+		}
+		if len(vals) != len(lines)*ncpu {
+			t.Errorf("%d values for %d lines of %d CPUs", len(vals), len(lines), ncpu)
+		}
+		for _, l := range lines {
+			if len(l.Name) == 0 {
+				t.Errorf("empty name")
+			}
+			irqLabels(l.Name, l.Rest)
+		}
+	})
+}

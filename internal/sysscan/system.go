@@ -66,6 +66,7 @@ type System struct {
 	bondingState
 	cpufreqState
 	powerSupplyState
+	interruptsState
 }
 
 // stateSeries is a State series whose labels may change: a change registers a new Ref and the
@@ -165,7 +166,7 @@ func (s *System) Collect(ctx context.Context, sink series.Sink) error {
 	s.gen++
 	rare := (s.gen-1)%rareEvery == 0
 	arpDue := (s.gen-1)%arpEvery == 0
-	if err := collectProc(ctx, s, systemOf, func(i int) bool { return i == sfARP && !arpDue }, &s.pf, procfd, s.opt.Proc, s.gen, rare, sink); err != nil {
+	if err := collectProc(ctx, s, systemOf, func(i int) bool { return i == sfARP && !arpDue || i == sfInterrupts && !s.opt.Interrupts }, &s.pf, procfd, s.opt.Proc, s.gen, rare, sink); err != nil {
 		return fmt.Errorf("scan system: %w", err)
 	}
 	if !arpDue && (s.pf.missing[sfARP] == 0 || rare) {
@@ -195,6 +196,9 @@ func (s *System) Collect(ctx context.Context, sink series.Sink) error {
 	scanmark.Sweep(s.md, s.gen, nil)
 	scanmark.Sweep(s.sn, s.gen, nil)
 	scanmark.Sweep(s.sched, s.gen, nil)
+	if !s.opt.Interrupts {
+		clear(s.irqs)
+	}
 	if arpDue {
 		scanmark.Sweep(s.arp, s.gen, nil)
 	}
