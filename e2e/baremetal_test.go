@@ -49,14 +49,27 @@ domain0 00000000,00000003 212499247 210112015 1861015 1860405436 536440 369895 3
 cpu1 518377256 0 4155211005 2778589869 10466382 2867629 1904686152592476 364107263788241 5145567945
 `
 
+// bareMetalInterrupts is a 4-CPU server's /proc/interrupts: numbered interrupts with one and
+// with several devices, named ones, and ERR and MIS (one column, left out by node_exporter).
+const bareMetalInterrupts = `           CPU0       CPU1       CPU2       CPU3       
+  0:         46          0          0          0   IO-APIC   2-edge      timer
+ 16:          0          0          0          0   IO-APIC  16-fasteoi   i801_smbus, ehci_hcd:usb1
+124:     813245          0     123456          0  PCI-MSI 524288-edge      nvme0q0
+NMI:         51         49         48         50   Non-maskable interrupts
+LOC:   97912349   84551232   79933121   81231125   Local timer interrupts
+ERR:          0
+MIS:          0
+`
+
 // writeBareMetalTree writes a /proc and /sys of a server with md arrays, scheduler statistics,
 // thermal zones, cooling devices, bonds, CPU frequencies and power supplies under dir and returns the two roots.
 func writeBareMetalTree(t *testing.T, dir string) (proc, sys string) {
 	t.Helper()
 	proc, sys = filepath.Join(dir, "proc"), filepath.Join(dir, "sys")
 	files := map[string]string{
-		"proc/mdstat":    bareMetalMdstat,
-		"proc/schedstat": bareMetalSchedstat,
+		"proc/mdstat":     bareMetalMdstat,
+		"proc/schedstat":  bareMetalSchedstat,
+		"proc/interrupts": bareMetalInterrupts,
 	}
 	for i, z := range []struct{ typ, temp string }{{"x86_pkg_temp", "52500"}, {"acpitz", "-1500"}, {"iwlwifi_1", "38000"}} {
 		d := fmt.Sprintf("sys/class/thermal/thermal_zone%d/", i)
@@ -112,15 +125,15 @@ func writeBareMetalTree(t *testing.T, dir string) (proc, sys string) {
 
 // TestNodeExporterBareMetalFixtures: the agent with --proc/--sys pointed at a fixture tree of a
 // server (md arrays degraded, recovering, resyncing, checking, inactive; schedstat; thermal
-// zones and cooling devices; bonds with a slave down; cpufreq; power supplies on AC and battery) and node_exporter 1.5 with --path.procfs/--path.sysfs on the same
-// tree: every node_md_*, node_schedstat_*, node_thermal_zone_*, node_cooling_device_*, node_bonding_*, cpufreq and node_power_supply_* family
+// zones and cooling devices; bonds with a slave down; cpufreq; power supplies on AC and battery; interrupts) and node_exporter 1.5 with --path.procfs/--path.sysfs on the same
+// tree: every node_md_*, node_schedstat_*, node_thermal_zone_*, node_cooling_device_*, node_bonding_*, cpufreq, node_power_supply_* and node_interrupts_total family
 // has the same type, series (names and labels) and values on both (issue 36).
 func TestNodeExporterBareMetalFixtures(t *testing.T) {
 	background(t)()
 	proc, sys := writeBareMetalTree(t, t.TempDir())
 	ne := startNodeExporterArgs(t, "--path.procfs="+proc, "--path.sysfs="+sys, "--collector.disable-defaults",
-		"--collector.mdadm", "--collector.schedstat", "--collector.thermal_zone", "--collector.bonding", "--collector.cpufreq", "--collector.powersupplyclass")
-	a := startAgent(t, "--proc", proc, "--sys", sys, "--metrics-no-timestamps")
+		"--collector.mdadm", "--collector.schedstat", "--collector.thermal_zone", "--collector.bonding", "--collector.cpufreq", "--collector.powersupplyclass", "--collector.interrupts")
+	a := startAgent(t, "--proc", proc, "--sys", sys, "--metrics-no-timestamps", "--interrupts")
 	want := []string{"node_md_state", "node_md_disks", "node_md_disks_required", "node_md_blocks", "node_md_blocks_synced",
 		"node_schedstat_running_seconds_total", "node_schedstat_waiting_seconds_total", "node_schedstat_timeslices_total",
 		"node_thermal_zone_temp", "node_cooling_device_cur_state", "node_cooling_device_max_state",
@@ -130,7 +143,7 @@ func TestNodeExporterBareMetalFixtures(t *testing.T) {
 		"node_power_supply_online", "node_power_supply_capacity", "node_power_supply_cyclecount", "node_power_supply_energy_watthour",
 		"node_power_supply_energy_full", "node_power_supply_energy_full_design", "node_power_supply_power_watt",
 		"node_power_supply_present", "node_power_supply_voltage_volt", "node_power_supply_voltage_min_design",
-		"node_power_supply_temp_celsius", "node_power_supply_current_ampere", "node_power_supply_info"}
+		"node_power_supply_temp_celsius", "node_power_supply_current_ampere", "node_power_supply_info", "node_interrupts_total"}
 	waitFor(t, 20*time.Second, func() error {
 		fams, err := scrapeFamilies(a.URL + "/metrics")
 		if err != nil {
@@ -163,7 +176,8 @@ func TestNodeExporterBareMetalFixtures(t *testing.T) {
 		if !strings.HasPrefix(name, "node_md_") && !strings.HasPrefix(name, "node_schedstat_") &&
 			!strings.HasPrefix(name, "node_thermal_zone_") && !strings.HasPrefix(name, "node_cooling_device_") &&
 			!strings.HasPrefix(name, "node_bonding_") && !strings.HasPrefix(name, "node_cpu_frequency_") &&
-			!strings.HasPrefix(name, "node_cpu_scaling_frequency_") && !strings.HasPrefix(name, "node_power_supply_") {
+			!strings.HasPrefix(name, "node_cpu_scaling_frequency_") && !strings.HasPrefix(name, "node_power_supply_") &&
+			name != "node_interrupts_total" {
 			continue
 		}
 		g := af[name]
@@ -285,6 +299,55 @@ func TestNodeMixinBareMetalAlertsSideBySide(t *testing.T) {
 					return fmt.Errorf("%s{%s}: agent %v, node_exporter %v", alert, k, byInstance[agTarget][k], v)
 				}
 			}
+		}
+		return nil
+	})
+}
+
+// TestNodeExporterInterruptsRealProc: on this machine's own /proc/interrupts, the agent with
+// --interrupts and node_exporter 1.5 with --collector.interrupts expose the same
+// node_interrupts_total series (labels; the counts move between the two scrapes, so values
+// are compared on the fixture, TestNodeExporterBareMetalFixtures).
+func TestNodeExporterInterruptsRealProc(t *testing.T) {
+	background(t)()
+	ne := startNodeExporterArgs(t, "--collector.disable-defaults", "--collector.interrupts")
+	a := startAgent(t, "--interrupts")
+	var diff string
+	waitFor(t, 20*time.Second, func() error {
+		af, err := scrapeFamilies(a.URL + "/metrics")
+		if err != nil {
+			return err
+		}
+		nf, err := scrapeFamilies(ne)
+		if err != nil {
+			return err
+		}
+		if nf["node_interrupts_total"] == nil || af["node_interrupts_total"] == nil {
+			return fmt.Errorf("node_interrupts_total: node_exporter %v, agent %v", nf["node_interrupts_total"] != nil, af["node_interrupts_total"] != nil)
+		}
+		if g, w := af["node_interrupts_total"].GetType(), nf["node_interrupts_total"].GetType(); g != w {
+			t.Fatalf("type %v, node_exporter %v", g, w)
+		}
+		av, nv := values(af["node_interrupts_total"]), values(nf["node_interrupts_total"])
+		var missing, extra []string
+		for k := range nv {
+			if _, ok := av[k]; !ok {
+				missing = append(missing, k)
+			}
+		}
+		for k := range av {
+			if _, ok := nv[k]; !ok {
+				extra = append(extra, k)
+			}
+		}
+		sort.Strings(missing)
+		sort.Strings(extra)
+		diff = fmt.Sprintf("missing on the agent %v, not on node_exporter %v", missing, extra)
+		if len(missing)+len(extra) > 0 {
+			return fmt.Errorf("%s", diff)
+		}
+		if len(nv) == 0 {
+			return fmt.Errorf("no series")
 		}
 		return nil
 	})
