@@ -101,6 +101,9 @@ func (s *System) collectCpufreq(sysDir string, sink series.Sink, rare bool) {
 			if !ok {
 				continue
 			}
+			if _, err := os.Stat(filepath.Join(dir, e.Name(), "cpufreq")); err != nil {
+				continue // no cpufreq driver (virtual machines): not read at all, as node_exporter
+			}
 			c := st.cpus[e.Name()]
 			if c == nil {
 				c = &cpufreqCPU{label: n}

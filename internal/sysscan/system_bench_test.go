@@ -84,3 +84,27 @@ func BenchmarkPowerSupplyRead(b *testing.B) {
 		s.powerSupplyState.read(sink)
 	}
 }
+
+// BenchmarkSystemInterrupts is BenchmarkSystem with Options.Interrupts: the difference is the
+// read of this machine's /proc/interrupts and its counters' puts.
+func BenchmarkSystemInterrupts(b *testing.B) {
+	s := NewSystem(Options{Interrupts: true})
+	defer s.Close()
+	benchScan(b, s)
+}
+
+// BenchmarkInterruptsParse is the parse and puts of the 4-CPU fixture's /proc/interrupts (40
+// counters), without the kernel's cost of generating the file.
+func BenchmarkInterruptsParse(b *testing.B) {
+	s := NewSystem(Options{Interrupts: true})
+	defer s.Close()
+	buf := readFixture(b, "proc/interrupts")
+	sink := &series.Discard{}
+	b.ReportAllocs()
+	for b.Loop() {
+		s.gen++
+		if err := s.collectInterrupts(buf, sink); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
