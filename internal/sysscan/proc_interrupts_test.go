@@ -72,7 +72,7 @@ func TestInterruptsFixture(t *testing.T) {
 		refs := r.Refs()
 		for k, v := range map[string]uint64{
 			`{"cpu":"2","devices":"524288-edge nvme0q0","info":"PCI-MSI","metric":"interrupts","type":"124"}`: 123456,
-			`{"cpu":"3","devices":"","info":"Local timer interrupts","metric":"interrupts","type":"LOC"}`:    81231125,
+			`{"cpu":"3","devices":"","info":"Local timer interrupts","metric":"interrupts","type":"LOC"}`:     81231125,
 		} {
 			if r.Values[k] != v || refs[k] == nil || refs[k].Kind != series.Counter {
 				t.Errorf("%s = %d (ref %v), want %d", k, r.Values[k], refs[k], v)
