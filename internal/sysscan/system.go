@@ -19,7 +19,8 @@ const rareEvery = 15
 // System is a series.Collector for the machine-wide series beyond Machine's: /proc/vmstat,
 // pressure stall information, socket counts, IPv6 protocol counters, connection tracking, the
 // kernel clock (adjtimex), entropy, the boot time, network interface attributes
-// (/sys/class/net), uname and os-release. The names are listed in docs/metrics.md.
+// (/sys/class/net), bonds, CPU frequencies, power supplies, interrupts (with
+// Options.Interrupts), uname and os-release. The names are listed in docs/metrics.md.
 //
 // Each source is read on its own: one that cannot be read or parsed is reported with
 // Sink.Problem and the others are still collected; sources the kernel may lack (pressure,
