@@ -102,6 +102,16 @@ func writeBareMetalTree(t *testing.T, dir string) (proc, sys string) {
 		}
 	}
 	files["sys/devices/system/cpu/cpu2/online"] = "1\n"
+	// A chip with fans (one stopped, below its minimum, alarming), a voltage with limits and a
+	// temperature with a critical alarm; and one of the older layout, its sensors in device/.
+	for k, v := range map[string]string{"hwmon0/name": "nct6775", "hwmon0/fan1_input": "1200", "hwmon0/fan1_min": "300",
+		"hwmon0/fan1_alarm": "0", "hwmon0/fan2_input": "0", "hwmon0/fan2_min": "300", "hwmon0/fan2_alarm": "1",
+		"hwmon0/in0_input": "1040", "hwmon0/in0_min": "900", "hwmon0/in0_max": "1200", "hwmon0/in0_alarm": "0",
+		"hwmon0/temp1_input": "45000", "hwmon0/temp1_crit": "95000", "hwmon0/temp1_crit_alarm": "1", "hwmon0/temp1_label": "SYSTIN",
+		"hwmon1/device/temp1_input": "38000", "hwmon1/device/fan1_input": "900", "hwmon1/device/fan1_min": "500",
+		"hwmon1/device/fan1_alarm": "0"} {
+		files["sys/class/hwmon/"+k] = v + "\n"
+	}
 	// A mains adapter and a discharging battery.
 	for k, v := range map[string]string{"AC/online": "1", "AC/type": "Mains", "AC/uevent": "POWER_SUPPLY_NAME=AC",
 		"BAT0/capacity": "87", "BAT0/capacity_level": "Normal", "BAT0/cycle_count": "132", "BAT0/energy_now": "43100000",
@@ -125,14 +135,14 @@ func writeBareMetalTree(t *testing.T, dir string) (proc, sys string) {
 
 // TestNodeExporterBareMetalFixtures: the agent with --proc/--sys pointed at a fixture tree of a
 // server (md arrays degraded, recovering, resyncing, checking, inactive; schedstat; thermal
-// zones and cooling devices; bonds with a slave down; cpufreq; power supplies on AC and battery; interrupts) and node_exporter 1.5 with --path.procfs/--path.sysfs on the same
-// tree: every node_md_*, node_schedstat_*, node_thermal_zone_*, node_cooling_device_*, node_bonding_*, cpufreq, node_power_supply_* and node_interrupts_total family
+// zones and cooling devices; bonds with a slave down; cpufreq; power supplies on AC and battery; interrupts; hwmon chips with fans, alarms and the device/ layout) and node_exporter 1.5 with --path.procfs/--path.sysfs on the same
+// tree: every node_md_*, node_schedstat_*, node_thermal_zone_*, node_cooling_device_*, node_bonding_*, cpufreq, node_power_supply_*, node_interrupts_total and node_hwmon_* family
 // has the same type, series (names and labels) and values on both (issue 36).
 func TestNodeExporterBareMetalFixtures(t *testing.T) {
 	background(t)()
 	proc, sys := writeBareMetalTree(t, t.TempDir())
 	ne := startNodeExporterArgs(t, "--path.procfs="+proc, "--path.sysfs="+sys, "--collector.disable-defaults",
-		"--collector.mdadm", "--collector.schedstat", "--collector.thermal_zone", "--collector.bonding", "--collector.cpufreq", "--collector.powersupplyclass", "--collector.interrupts")
+		"--collector.mdadm", "--collector.schedstat", "--collector.thermal_zone", "--collector.bonding", "--collector.cpufreq", "--collector.powersupplyclass", "--collector.interrupts", "--collector.hwmon")
 	a := startAgent(t, "--proc", proc, "--sys", sys, "--metrics-no-timestamps", "--interrupts")
 	want := []string{"node_md_state", "node_md_disks", "node_md_disks_required", "node_md_blocks", "node_md_blocks_synced",
 		"node_schedstat_running_seconds_total", "node_schedstat_waiting_seconds_total", "node_schedstat_timeslices_total",
@@ -143,7 +153,10 @@ func TestNodeExporterBareMetalFixtures(t *testing.T) {
 		"node_power_supply_online", "node_power_supply_capacity", "node_power_supply_cyclecount", "node_power_supply_energy_watthour",
 		"node_power_supply_energy_full", "node_power_supply_energy_full_design", "node_power_supply_power_watt",
 		"node_power_supply_present", "node_power_supply_voltage_volt", "node_power_supply_voltage_min_design",
-		"node_power_supply_temp_celsius", "node_power_supply_current_ampere", "node_power_supply_info", "node_interrupts_total"}
+		"node_power_supply_temp_celsius", "node_power_supply_current_ampere", "node_power_supply_info", "node_interrupts_total",
+		"node_hwmon_fan_rpm", "node_hwmon_fan_min_rpm", "node_hwmon_fan_alarm", "node_hwmon_in_volts", "node_hwmon_in_min_volts",
+		"node_hwmon_in_max_volts", "node_hwmon_in_alarm", "node_hwmon_temp_celsius", "node_hwmon_temp_crit_celsius",
+		"node_hwmon_temp_crit_alarm_celsius", "node_hwmon_chip_names", "node_hwmon_sensor_label"}
 	waitFor(t, 20*time.Second, func() error {
 		fams, err := scrapeFamilies(a.URL + "/metrics")
 		if err != nil {
@@ -177,7 +190,7 @@ func TestNodeExporterBareMetalFixtures(t *testing.T) {
 			!strings.HasPrefix(name, "node_thermal_zone_") && !strings.HasPrefix(name, "node_cooling_device_") &&
 			!strings.HasPrefix(name, "node_bonding_") && !strings.HasPrefix(name, "node_cpu_frequency_") &&
 			!strings.HasPrefix(name, "node_cpu_scaling_frequency_") && !strings.HasPrefix(name, "node_power_supply_") &&
-			name != "node_interrupts_total" {
+			name != "node_interrupts_total" && !strings.HasPrefix(name, "node_hwmon_") {
 			continue
 		}
 		g := af[name]

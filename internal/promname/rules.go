@@ -409,6 +409,14 @@ var fixedRules = func() map[string]*rule {
 	add("hwmon.temp_max_c", r("node_hwmon_temp_max_celsius", Gauge, series.Float, 1, "Hardware monitor for temperature (max)", hw))
 	add("hwmon.fan_rpm", r("node_hwmon_fan_rpm", Gauge, series.Level, 1, "Hardware monitor for fan revolutions per minute (input)", hw))
 	add("hwmon.in_v", r("node_hwmon_in_volts", Gauge, series.Float, 1, "Hardware monitor for voltage (input)", hw))
+	add("hwmon.in_min_v", r("node_hwmon_in_min_volts", Gauge, series.Float, 1, "Hardware monitor for voltage (min)", hw))
+	add("hwmon.in_max_v", r("node_hwmon_in_max_volts", Gauge, series.Float, 1, "Hardware monitor for voltage (max)", hw))
+	add("hwmon.fan_min_rpm", r("node_hwmon_fan_min_rpm", Gauge, series.Level, 1, "Hardware monitor for fan revolutions per minute (min)", hw))
+	add("hwmon.fan_alarm", r("node_hwmon_fan_alarm", Gauge, series.Level, 1, "Hardware sensor alarm status (fan)", hw))
+	add("hwmon.in_alarm", r("node_hwmon_in_alarm", Gauge, series.Level, 1, "Hardware sensor alarm status (in)", hw))
+	add("hwmon.temp_alarm", r("node_hwmon_temp_alarm", Gauge, series.Level, 1, "Hardware sensor alarm status (temp)", hw))
+	// node_exporter 1.5 names temp<N>_crit_alarm as a temperature, scaled by 0.001 (1 → 0.001).
+	add("hwmon.temp_crit_alarm", r("node_hwmon_temp_crit_alarm_celsius", Gauge, series.Float, 1, "Hardware monitor for temperature (crit_alarm)", hw))
 	info("hwmon.chip", "node_hwmon_chip_names", "Annotation metric for human-readable chip names", "chip", "chip_name")
 	info("hwmon.sensor", "node_hwmon_sensor_label", "Label for given chip and sensor", "chip", "sensor", "label")
 
