@@ -107,7 +107,12 @@ func seriesKey(m *dto.Metric) string {
 	ls := m.GetLabel()
 	parts := make([]string, 0, len(ls))
 	for _, l := range ls {
-		parts = append(parts, l.GetName()+"="+l.GetValue())
+		// A label with an empty value is no label to Prometheus, which drops it at ingestion:
+		// node_exporter writes node_interrupts_total's devices="" of named interrupts, the
+		// agent leaves it out, and both are the same series once scraped.
+		if l.GetValue() != "" {
+			parts = append(parts, l.GetName()+"="+l.GetValue())
+		}
 	}
 	sort.Strings(parts)
 	return strings.Join(parts, ",")

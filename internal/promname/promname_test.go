@@ -146,7 +146,7 @@ func TestMapIntoNoAlloc(t *testing.T) {
 	}
 }
 
-// The md, schedstat and thermal series under node_exporter 1.5's names, labels, types and
+// The md, schedstat, thermal, bonding and cpufreq series under node_exporter 1.5's names, labels, types and
 // units (issue 36), values as node_exporter writes them for the same files.
 func TestMapBareMetalAsNodeExporter(t *testing.T) {
 	m := New(Options{})
@@ -182,6 +182,14 @@ func TestMapBareMetalAsNodeExporter(t *testing.T) {
 			[]Label{{"name", "1"}, {"type", "intel_powerclamp"}}, 1, 1},
 		{series.Labels{"metric": "thermal.cooling.max_state", "name": "1", "type": "intel_powerclamp"}, series.Level, "node_cooling_device_max_state", Gauge,
 			[]Label{{"name", "1"}, {"type", "intel_powerclamp"}}, 50, 50},
+		{series.Labels{"metric": "bonding.slaves", "master": "bond0"}, series.Level, "node_bonding_slaves", Gauge,
+			[]Label{{"master", "bond0"}}, 2, 2},
+		{series.Labels{"metric": "bonding.active", "master": "bond0"}, series.Level, "node_bonding_active", Gauge,
+			[]Label{{"master", "bond0"}}, 1, 1},
+		{series.Labels{"metric": "cpufreq.cur_hz", "cpu": "3"}, series.Level, "node_cpu_frequency_hertz", Gauge,
+			[]Label{{"cpu", "3"}}, 2.4e9, 2.4e9},
+		{series.Labels{"metric": "cpufreq.scaling_max_hz", "cpu": "3"}, series.Level, "node_cpu_scaling_frequency_max_hertz", Gauge,
+			[]Label{{"cpu", "3"}}, 3.6e9, 3.6e9},
 	} {
 		s, ok := m.Map(tc.labels, tc.kind)
 		if !ok {

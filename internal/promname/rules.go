@@ -412,6 +412,14 @@ var fixedRules = func() map[string]*rule {
 	add("hwmon.temp_max_c", r("node_hwmon_temp_max_celsius", Gauge, series.Float, 1, "Hardware monitor for temperature (max)", hw))
 	add("hwmon.fan_rpm", r("node_hwmon_fan_rpm", Gauge, series.Level, 1, "Hardware monitor for fan revolutions per minute (input)", hw))
 	add("hwmon.in_v", r("node_hwmon_in_volts", Gauge, series.Float, 1, "Hardware monitor for voltage (input)", hw))
+	add("hwmon.in_min_v", r("node_hwmon_in_min_volts", Gauge, series.Float, 1, "Hardware monitor for voltage (min)", hw))
+	add("hwmon.in_max_v", r("node_hwmon_in_max_volts", Gauge, series.Float, 1, "Hardware monitor for voltage (max)", hw))
+	add("hwmon.fan_min_rpm", r("node_hwmon_fan_min_rpm", Gauge, series.Level, 1, "Hardware monitor for fan revolutions per minute (min)", hw))
+	add("hwmon.fan_alarm", r("node_hwmon_fan_alarm", Gauge, series.Level, 1, "Hardware sensor alarm status (fan)", hw))
+	add("hwmon.in_alarm", r("node_hwmon_in_alarm", Gauge, series.Level, 1, "Hardware sensor alarm status (in)", hw))
+	add("hwmon.temp_alarm", r("node_hwmon_temp_alarm", Gauge, series.Level, 1, "Hardware sensor alarm status (temp)", hw))
+	// node_exporter 1.5 names temp<N>_crit_alarm as a temperature, scaled by 0.001 (1 → 0.001).
+	add("hwmon.temp_crit_alarm", r("node_hwmon_temp_crit_alarm_celsius", Gauge, series.Float, 1, "Hardware monitor for temperature (crit_alarm)", hw))
 	info("hwmon.chip", "node_hwmon_chip_names", "Annotation metric for human-readable chip names", "chip", "chip_name")
 	info("hwmon.sensor", "node_hwmon_sensor_label", "Label for given chip and sensor", "chip", "sensor", "label")
 
@@ -441,6 +449,37 @@ var fixedRules = func() map[string]*rule {
 	add("thermal.zone.temp_c", r("node_thermal_zone_temp", Gauge, series.Float, 1, "Zone temperature in Celsius", []string{"zone", "type"}))
 	add("thermal.cooling.cur_state", r("node_cooling_device_cur_state", Gauge, series.Level, 1, "Current throttle state of the cooling device", []string{"name", "type"}))
 	add("thermal.cooling.max_state", r("node_cooling_device_max_state", Gauge, series.Level, 1, "Maximum throttle state of the cooling device", []string{"name", "type"}))
+
+	// Bonding interfaces, as node_exporter's bonding collector (NodeBondingDegraded's input).
+	add("bonding.slaves", r("node_bonding_slaves", Gauge, series.Level, 1, "Number of configured slaves per bonding interface.", []string{"master"}))
+	add("bonding.active", r("node_bonding_active", Gauge, series.Level, 1, "Number of active slaves per bonding interface.", []string{"master"}))
+
+	// CPU frequencies, as node_exporter's cpufreq collector (Hz; sysfs has kHz).
+	add("cpufreq.cur_hz", r("node_cpu_frequency_hertz", Gauge, series.Level, 1, "Current CPU thread frequency in hertz.", cpuLabels))
+	add("cpufreq.min_hz", r("node_cpu_frequency_min_hertz", Gauge, series.Level, 1, "Minimum CPU thread frequency in hertz.", cpuLabels))
+	add("cpufreq.max_hz", r("node_cpu_frequency_max_hertz", Gauge, series.Level, 1, "Maximum CPU thread frequency in hertz.", cpuLabels))
+	add("cpufreq.scaling_cur_hz", r("node_cpu_scaling_frequency_hertz", Gauge, series.Level, 1, "Current scaled CPU thread frequency in hertz.", cpuLabels))
+	add("cpufreq.scaling_min_hz", r("node_cpu_scaling_frequency_min_hertz", Gauge, series.Level, 1, "Minimum scaled CPU thread frequency in hertz.", cpuLabels))
+	add("cpufreq.scaling_max_hz", r("node_cpu_scaling_frequency_max_hertz", Gauge, series.Level, 1, "Maximum scaled CPU thread frequency in hertz.", cpuLabels))
+
+	// Power supplies, as node_exporter's powersupplyclass collector: the agent's series are
+	// already in node_exporter's units, named after node_power_supply_.
+	for _, n := range []string{"authentic", "calibrate", "capacity", "capacity_alert_max", "capacity_alert_min", "cyclecount",
+		"online", "present", "time_to_empty_seconds", "time_to_full_seconds", "current_boot", "current_max", "current_ampere",
+		"energy_empty", "energy_empty_design", "energy_full", "energy_full_design", "energy_watthour", "voltage_boot",
+		"voltage_max", "voltage_max_design", "voltage_min", "voltage_min_design", "voltage_volt", "voltage_ocv",
+		"charge_control_limit", "charge_control_limit_max", "charge_counter", "charge_empty", "charge_empty_design",
+		"charge_full", "charge_full_design", "charge_ampere", "charge_term_current", "constant_charge_current",
+		"constant_charge_current_max", "constant_charge_voltage", "constant_charge_voltage_max", "precharge_current",
+		"input_current_limit", "power_watt", "temp_celsius", "temp_alert_max_celsius", "temp_alert_min_celsius",
+		"temp_ambient_celsius", "temp_ambient_max_celsius", "temp_ambient_min_celsius", "temp_max_celsius", "temp_min_celsius"} {
+		add("power_supply."+n, r("node_power_supply_"+n, Gauge, series.Float, 1, n+" value of /sys/class/power_supply/<power_supply>.", []string{"power_supply"}))
+	}
+	info("power_supply.info", "node_power_supply_info", "info of /sys/class/power_supply/<power_supply>.", "power_supply",
+		"capacity_level", "charge_type", "health", "manufacturer", "model_name", "serial_number", "status", "technology", "type", "usb_type", "scope")
+
+	// Interrupts, as node_exporter's interrupts collector (off by default on both).
+	add("interrupts", r("node_interrupts_total", Counter, series.Counter, 1, "Interrupt details.", []string{"cpu", "type", "info", "devices"}))
 
 	// The textfile collector's own series, as node_exporter's (internal/textfile).
 	add("textfile.mtime_s", r("node_textfile_mtime_seconds", Gauge, series.Float, 1, "Unixtime mtime of textfiles successfully read.", []string{"file"}))

@@ -2,6 +2,7 @@ package sysscan
 
 import (
 	"bytes"
+	"math"
 	"testing"
 	"unicode/utf8"
 
@@ -197,6 +198,64 @@ func FuzzParseSchedstat(f *testing.F) {
 					t.Errorf("cpu %d", c.CPU)
 				}
 			}
+		}
+	})
+}
+
+func FuzzParseBondNames(f *testing.F) {
+	addFixtures(f, "bonding/sys/class/net/bonding_masters", "bonding/sys/class/net/bond0/bonding/slaves")
+	f.Add([]byte("bond0 ../x\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		names, err := parseBondNames(b, nil)
+		if err != nil {
+			return
+		}
+		for _, n := range names {
+			if len(n) == 0 || len(n) > 15 || bytes.ContainsAny(n, "/ \t\n\x00") || string(n) == "." || string(n) == ".." {
+				t.Errorf("bad name %q", n)
+			}
+		}
+		parseMIIStatus(b)
+	})
+}
+
+func FuzzParseCpufreqKHz(f *testing.F) {
+	addFixtures(f, "cpufreq/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq")
+	f.Add([]byte("<unknown>\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		v, err := parseCpufreqKHz(b)
+		if err == nil && (v%1000 != 0 || v > 1<<53) {
+			t.Errorf("%q: %d Hz", b, v)
+		}
+	})
+}
+
+func FuzzParsePowerSupplyValue(f *testing.F) {
+	addFixtures(f, "power_supply/sys/class/power_supply/BAT0/voltage_now", "power_supply/sys/class/power_supply/BAT0/status")
+	f.Fuzz(func(t *testing.T, b []byte) {
+		v, err := parsePowerSupplyValue(b, 1e6)
+		if err == nil && (math.IsNaN(v) || math.IsInf(v, 0)) {
+			t.Errorf("%q: %v", b, v)
+		}
+	})
+}
+
+func FuzzParseInterrupts(f *testing.F) {
+	addFixtures(f, "proc/interrupts")
+	f.Add([]byte("  CPU0\nIPI0:123 Rescheduling interrupts\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		lines, vals, ncpu, err := parseInterrupts(b, nil, nil)
+		if err != nil {
+			return
+		}
+		if len(vals) != len(lines)*ncpu {
+			t.Errorf("%d values for %d lines of %d CPUs", len(vals), len(lines), ncpu)
+		}
+		for _, l := range lines {
+			if len(l.Name) == 0 {
+				t.Errorf("empty name")
+			}
+			irqLabels(l.Name, l.Rest)
 		}
 	})
 }

@@ -24,6 +24,11 @@ type Options struct {
 	// TCPEvery is how often (in scans) Machine counts the TCP sockets, the scans between
 	// emitting the last counts again (see tcpEvery); 5 when zero, every scan when 1.
 	TCPEvery int
+	// Interrupts makes System read /proc/interrupts at every scan: interrupts{type,cpu,info,
+	// devices}, a counter per interrupt and CPU (node_interrupts_total). Off by default, as
+	// node_exporter's interrupts collector: it is interrupts × CPUs series (tens of thousands
+	// on a large server).
+	Interrupts bool
 }
 
 func (o Options) withDefaults() Options {

@@ -46,11 +46,12 @@ const (
 	sfARP
 	sfCTStat
 	sfSchedstat
+	sfInterrupts
 	sfNum
 )
 
 // procSources is the one table of the procfs files Machine and System read whole at every scan
-// (ARP every arpEvery scans). The sources read otherwise are called by the collectors after it:
+// (ARP every arpEvery scans, interrupts with Options.Interrupts only). The sources read otherwise are called by the collectors after it:
 // the TCP and UDP socket tables (streamed, or a netlink dump: proc_net_tcp.go, proc_net_udp.go),
 // adjtimex(2), and the sysfs, udev and /etc sources, most of them only every rareEvery scans.
 var procSources = [sfNum]procSource{
@@ -79,6 +80,7 @@ var procSources = [sfNum]procSource{
 	sfARP:         {name: "net/arp", optional: true, system: (*System).collectARP},
 	sfCTStat:      {name: "net/stat/nf_conntrack", optional: true, system: (*System).collectConntrackStat},
 	sfSchedstat:   {name: "schedstat", optional: true, system: (*System).collectSchedstat},
+	sfInterrupts:  {name: "interrupts", system: (*System).collectInterrupts}, // with Options.Interrupts only
 }
 
 // pressure is System's function for the pressure file of resource res (psiResources).

@@ -57,6 +57,15 @@ var hwInputs = [...]struct {
 	{"temp", "max", "hwmon.temp_max_c", series.Float, 1e-3},
 	{"fan", "input", "hwmon.fan_rpm", series.Level, 1},
 	{"in", "input", "hwmon.in_v", series.Float, 1e-3},
+	{"in", "min", "hwmon.in_min_v", series.Float, 1e-3},
+	{"in", "max", "hwmon.in_max_v", series.Float, 1e-3},
+	{"fan", "min", "hwmon.fan_min_rpm", series.Level, 1},
+	// Alarms: 0 or 1, without a unit, as node_exporter's; but temp<N>_crit_alarm is
+	// node_exporter's node_hwmon_temp_crit_alarm_celsius, scaled as a temperature (1 → 0.001).
+	{"fan", "alarm", "hwmon.fan_alarm", series.Level, 1},
+	{"in", "alarm", "hwmon.in_alarm", series.Level, 1},
+	{"temp", "alarm", "hwmon.temp_alarm", series.Level, 1},
+	{"temp", "crit_alarm", "hwmon.temp_crit_alarm", series.Float, 1e-3},
 }
 
 func newHwmon() hwmon {
@@ -145,13 +154,32 @@ func (h *hwmon) list(sysDir string, sink series.Sink) {
 		if !strings.HasPrefix(e.Name(), "hwmon") {
 			continue
 		}
-		dir := filepath.Join(root, e.Name())
-		chip := hwmonChipName(dir)
-		files, err := os.ReadDir(dir)
-		if err != nil {
+		hwdir := filepath.Join(root, e.Name())
+		chip := hwmonChipName(hwdir)
+		if _, err := os.Stat(hwdir); err != nil {
 			continue // vanished
 		}
-		if b, err := os.ReadFile(filepath.Join(dir, "name")); err == nil {
+		// The sensor files are in hwmon<N>, or (older drivers) in hwmon<N>/device, or both:
+		// node_exporter reads both.
+		seen := map[string]bool{}
+		h.listDir(hwdir, true, chip, old, seen, since, sink)
+		h.listDir(filepath.Join(hwdir, "device"), false, chip, old, seen, since, sink)
+	}
+	scanmark.Sweep(h.chips, h.lists, nil)
+	scanmark.Sweep(h.labels, h.lists, nil)
+	h.listed = true
+}
+
+// listDir finds the sensor files of chip in dir: hwmon<N> (top, whose name file names the
+// chip) or hwmon<N>/device, where a file of the same name as one in hwmon<N> is left out
+// (seen).
+func (h *hwmon) listDir(dir string, top bool, chip string, old map[string]hwSensor, seen map[string]bool, since int64, sink series.Sink) {
+	{
+		files, err := os.ReadDir(dir)
+		if err != nil {
+			return // vanished, or no device directory
+		}
+		if b, err := os.ReadFile(filepath.Join(dir, "name")); top && err == nil {
 			name := kfile.ValidString([]byte(strings.TrimSpace(string(b))))
 			st := h.chips[chip]
 			if st == nil {
@@ -168,9 +196,10 @@ func (h *hwmon) list(sysDir string, sink series.Sink) {
 		sort.Strings(names)
 		for _, f := range names {
 			typ, sensor, prop, ok := splitSensorFile(f)
-			if !ok {
+			if !ok || seen[f] {
 				continue
 			}
+			seen[f] = true
 			if prop == "label" {
 				b, err := os.ReadFile(filepath.Join(dir, f))
 				if err != nil {
@@ -201,9 +230,6 @@ func (h *hwmon) list(sysDir string, sink series.Sink) {
 			}
 		}
 	}
-	scanmark.Sweep(h.chips, h.lists, nil)
-	scanmark.Sweep(h.labels, h.lists, nil)
-	h.listed = true
 }
 
 // collect lists the chips on rare scans, reads the values every thermalEvery scans and writes

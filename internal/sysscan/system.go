@@ -19,7 +19,8 @@ const rareEvery = 15
 // System is a series.Collector for the machine-wide series beyond Machine's: /proc/vmstat,
 // pressure stall information, socket counts, IPv6 protocol counters, connection tracking, the
 // kernel clock (adjtimex), entropy, the boot time, network interface attributes
-// (/sys/class/net), uname and os-release. The names are listed in docs/metrics.md.
+// (/sys/class/net), bonds, CPU frequencies, power supplies, interrupts (with
+// Options.Interrupts), uname and os-release. The names are listed in docs/metrics.md.
 //
 // Each source is read on its own: one that cannot be read or parsed is reported with
 // Sink.Problem and the others are still collected; sources the kernel may lack (pressure,
@@ -63,6 +64,10 @@ type System struct {
 	clocksourcesState
 	selinuxState
 	udevState
+	bondingState
+	cpufreqState
+	powerSupplyState
+	interruptsState
 }
 
 // stateSeries is a State series whose labels may change: a change registers a new Ref and the
@@ -133,6 +138,9 @@ func (s *System) Close() error {
 	s.pf.close()
 	s.nc.close()
 	s.th.close()
+	s.closeBonding()
+	s.closeCpufreq()
+	s.closePowerSupply()
 	if s.procOpen {
 		unix.Close(s.procfd)
 		s.procOpen = false
@@ -159,7 +167,7 @@ func (s *System) Collect(ctx context.Context, sink series.Sink) error {
 	s.gen++
 	rare := (s.gen-1)%rareEvery == 0
 	arpDue := (s.gen-1)%arpEvery == 0
-	if err := collectProc(ctx, s, systemOf, func(i int) bool { return i == sfARP && !arpDue }, &s.pf, procfd, s.opt.Proc, s.gen, rare, sink); err != nil {
+	if err := collectProc(ctx, s, systemOf, func(i int) bool { return i == sfARP && !arpDue || i == sfInterrupts && !s.opt.Interrupts }, &s.pf, procfd, s.opt.Proc, s.gen, rare, sink); err != nil {
 		return fmt.Errorf("scan system: %w", err)
 	}
 	if !arpDue && (s.pf.missing[sfARP] == 0 || rare) {
@@ -189,12 +197,18 @@ func (s *System) Collect(ctx context.Context, sink series.Sink) error {
 	scanmark.Sweep(s.md, s.gen, nil)
 	scanmark.Sweep(s.sn, s.gen, nil)
 	scanmark.Sweep(s.sched, s.gen, nil)
+	if !s.opt.Interrupts {
+		clear(s.irqs)
+	}
 	if arpDue {
 		scanmark.Sweep(s.arp, s.gen, nil)
 	}
 	s.nc.collect(s.opt.Sys, sink, s.gen, rare)
 	s.th.collect(s.opt.Sys, sink, s.gen, rare)
 	s.hw.collect(s.opt.Sys, sink, s.gen, rare)
+	s.collectBonding(s.opt.Sys, sink, rare)
+	s.collectCpufreq(s.opt.Sys, sink, rare)
+	s.collectPowerSupply(s.opt.Sys, sink, rare)
 	return ctx.Err()
 }
 

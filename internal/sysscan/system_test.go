@@ -423,3 +423,47 @@ func TestHwmonForgetsRemovedChip(t *testing.T) {
 		t.Error("coretemp's chip state kept after it went")
 	}
 }
+
+// TestHwmonDeviceLayoutAndAlarms: a chip whose sensors are in hwmon<N>/device (older drivers)
+// gives their series; fan_min, the alarms and temp crit_alarm (scaled as node_exporter does)
+// are read; a file in both hwmon<N> and device/ is one series, with hwmon<N>'s value.
+func TestHwmonDeviceLayoutAndAlarms(t *testing.T) {
+	sys := t.TempDir()
+	for k, v := range map[string]string{"class/hwmon/hwmon3/device/fan1_input": "900", "class/hwmon/hwmon3/device/fan1_min": "500",
+		"class/hwmon/hwmon3/device/fan1_alarm": "1", "class/hwmon/hwmon3/temp1_input": "40000",
+		"class/hwmon/hwmon3/device/temp1_input": "99000", "class/hwmon/hwmon3/temp1_crit_alarm": "1", "class/net/.keep": ""} {
+		p := filepath.Join(sys, k)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(v+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := NewSystem(Options{Proc: "testdata/proc", Sys: sys, PageSize: 4096})
+	defer s.Close()
+	r := series.NewRecorder()
+	if err := s.Collect(context.Background(), r); err != nil {
+		t.Fatal(err)
+	}
+	key := func(m, sensor string) string {
+		return `{"chip":"hwmon3_device","metric":"hwmon.` + m + `","sensor":"` + sensor + `"}`
+	}
+	for k, v := range map[string]uint64{
+		key("fan_rpm", "fan1"): 900, key("fan_min_rpm", "fan1"): 500, key("fan_alarm", "fan1"): 1,
+		key("temp_c", "temp1"): math.Float64bits(40), key("temp_crit_alarm", "temp1"): math.Float64bits(0.001),
+	} {
+		if g, ok := r.Values[k]; !ok || g != v {
+			t.Errorf("%s = %d (present %v), want %d", k, g, ok, v)
+		}
+	}
+	n := 0
+	for k := range r.Values {
+		if strings.Contains(k, `"hwmon.`) {
+			n++
+		}
+	}
+	if n != 5 {
+		t.Errorf("%d hwmon series, want 5: %v", n, r.Values)
+	}
+}
