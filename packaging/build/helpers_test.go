@@ -133,6 +133,11 @@ type status struct {
 		Processes     int   `json:"processes"`
 		HistoryPoints int64 `json:"history_points"`
 	} `json:"counts"`
+	Config struct {
+		Reloads              int64  `json:"reloads"`
+		LastReloadSuccessful bool   `json:"last_reload_successful"`
+		LastReloadError      string `json:"last_reload_error"`
+	} `json:"config"`
 }
 
 // waitStatus polls the agent at addr until it has made at least scans scans, or the deadline.

@@ -3,6 +3,7 @@ package build
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
@@ -109,8 +110,8 @@ func (b booted) cliStatus() (status, error) {
 
 // TestBootedServiceUnderSystemd boots the Debian root with the .deb installed under
 // systemd-nspawn -b: the packaged unit starts at boot (enabled by postinst), reports ready,
-// answers on its Unix socket, keeps its node id and history over systemctl restart, and stops
-// clean.
+// answers on its Unix socket, keeps its node id and history over systemctl restart, reloads its
+// configuration in the same process on systemctl reload, and stops clean.
 func TestBootedServiceUnderSystemd(t *testing.T) {
 	start := time.Now()
 	deb := packages(t, "1.0.0")
@@ -135,7 +136,8 @@ func TestBootedServiceUnderSystemd(t *testing.T) {
 	pid1 := b.must("systemctl", "show", "-p", "MainPID", "--value", "cantal-agent")
 
 	b.must("systemctl", "restart", "cantal-agent")
-	if pid2 := b.must("systemctl", "show", "-p", "MainPID", "--value", "cantal-agent"); pid2 == pid1 {
+	pid2 := b.must("systemctl", "show", "-p", "MainPID", "--value", "cantal-agent")
+	if pid2 == pid1 {
 		t.Errorf("restart kept MainPID %s", pid1)
 	}
 	second, err := b.cliStatus() // Type=notify: restart returned once the API answers
@@ -148,6 +150,17 @@ func TestBootedServiceUnderSystemd(t *testing.T) {
 	if second.Counts.HistoryPoints < first.Counts.HistoryPoints {
 		t.Errorf("history after restart: %d points, before: %d", second.Counts.HistoryPoints, first.Counts.HistoryPoints)
 	}
+
+	// systemctl reload: the same process reads /etc/cantal/agent.yml again (ExecReload sends
+	// SIGHUP), and says so in its status.
+	b.must("systemctl", "reload", "cantal-agent")
+	if pid3 := b.must("systemctl", "show", "-p", "MainPID", "--value", "cantal-agent"); pid3 != pid2 {
+		t.Errorf("reload changed MainPID from %s to %s", strings.TrimSpace(pid2), strings.TrimSpace(pid3))
+	}
+	until(t, "the reload", 30*time.Second, func() (bool, string) {
+		st, err := b.cliStatus()
+		return err == nil && st.Config.Reloads >= 1 && st.Config.LastReloadSuccessful, fmt.Sprintf("%+v %v", st.Config, err)
+	})
 
 	b.must("systemctl", "stop", "cantal-agent")
 	out := b.must("systemctl", "show", "-p", "Result,ExecMainStatus,ActiveState", "cantal-agent")
@@ -165,5 +178,5 @@ func TestBootedServiceUnderSystemd(t *testing.T) {
 			t.Errorf("the unit refuses the agent something it needs: %q in the journal", refused)
 		}
 	}
-	t.Logf("boot, start, restart, stop: %v", time.Since(start).Round(time.Millisecond))
+	t.Logf("boot, start, restart, reload, stop: %v", time.Since(start).Round(time.Millisecond))
 }
