@@ -37,7 +37,15 @@ func esc(s string) string {
 		if strings.HasPrefix(line, ".") || strings.HasPrefix(line, "'") {
 			b.WriteString(`\&`)
 		}
-		b.WriteString(line)
+		// roff reads its input as Latin-1: every character outside ASCII (an em dash, a µ in a
+		// flag's help) goes as groff's \[uXXXX], or the page comes out garbled.
+		for _, r := range line {
+			if r < 0x80 {
+				b.WriteRune(r)
+			} else {
+				fmt.Fprintf(&b, `\[u%04X]`, r)
+			}
+		}
 	}
 	return b.String()
 }

@@ -151,3 +151,10 @@ func TestZshCompletionParses(t *testing.T) {
 		}
 	}
 }
+
+// TestEscapesNonASCII: a help text outside ASCII reaches roff as groff's Unicode escapes.
+func TestEscapesNonASCII(t *testing.T) {
+	if got, want := esc("off — 5 µs"), `off \[u2014] 5 \[u00B5]s`; got != want {
+		t.Errorf("esc = %q; want %q", got, want)
+	}
+}
