@@ -139,8 +139,7 @@ func TestImageUnderPodmanReportsTheHost(t *testing.T) {
 		}
 	}
 	// Processes: this machine runs other tests; counts taken a second apart differ by the
-	// churn. Sample both agents together until they agree within two scans' churn (the
-	// container alone would see a handful).
+	// churn. Sample both agents together until they agree within two scans' churn.
 	var samples []string
 	agree := false
 	for i := 0; i < 10 && !agree; i++ {
@@ -151,7 +150,10 @@ func TestImageUnderPodmanReportsTheHost(t *testing.T) {
 		}
 		cp, hp := cs.Counts.Processes, hs.Counts.Processes
 		samples = append(samples, fmt.Sprintf("%d/%d", cp, hp))
-		agree = cp >= 20 && abs(cp-hp) <= max(10, hp/10)
+		// A quiet machine has a dozen or two user processes (kernel threads are not counted):
+		// agreement is within the churn, and more than the one or two the container would
+		// see in a PID namespace of its own.
+		agree = cp > 3 && abs(cp-hp) <= max(3, hp/10)
 		time.Sleep(time.Second)
 	}
 	t.Logf("processes, container/host: %v", samples)
