@@ -30,6 +30,7 @@ import (
 	"github.com/cantal-go/cantal/internal/containers"
 	"github.com/cantal-go/cantal/internal/history"
 	"github.com/cantal-go/cantal/internal/ingest"
+	"github.com/cantal-go/cantal/internal/notify"
 	"github.com/cantal-go/cantal/internal/procscan"
 	"github.com/cantal-go/cantal/internal/promrules"
 	"github.com/cantal-go/cantal/internal/querylimit"
@@ -72,6 +73,10 @@ type Agent struct {
 	textfile *textfile.Collector
 
 	alerts *alertSwitch // threshold rules, evaluated after each scan (alerts.go); a reload replaces them
+	// notifier sends the rules' and the built-in alerts to --alertmanager (notify.go);
+	// notifyKick tells its actor a scan was evaluated.
+	notifier   *notify.Sender
+	notifyKick chan struct{}
 
 	// remoteWrite are the --remote-write endpoints, each reading hist (remotewrite.go); a
 	// reload replaces the list.
@@ -199,6 +204,10 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 		a.textfile = textfile.New(cfg.TextfileDir, textfile.Options{})
 		a.colls = append(a.colls, namedCollector{"textfile", a.textfile})
 	}
+	if err := a.openNotify(); err != nil {
+		a.Close()
+		return nil, err
+	}
 	if err := a.openRules(); err != nil {
 		a.Close()
 		return nil, err
@@ -278,6 +287,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	// history; each saves its position), which a reload (SIGHUP, POST /-/reload) restarts.
 	a.reloadActor(&g)
 	g.Add(a.rulesActor())
+	g.Add(a.notifyActor())
 	if ex, in, ok := a.rrddRPCActor(); ok {
 		g.Add(ex, in)
 	}
@@ -334,6 +344,7 @@ func (a *Agent) scan(ctx context.Context) {
 	}
 	a.reg.Commit()
 	a.alerts.Eval(a.reg.View(), a.hist)
+	a.kickNotify()
 	a.notifyRemoteWrite()
 	if c := a.hist.Closed(); c != a.closedSeen {
 		a.closedSeen = c

@@ -98,7 +98,14 @@ func (a *Agent) alertPeers() []alerts.PeerState {
 		if p.Status == cluster.StatusAlive || p.Status == cluster.StatusLeft {
 			continue
 		}
-		out = append(out, alerts.PeerState{Name: p.Name, Addr: p.Addr, Status: string(p.Status)})
+		ps := alerts.PeerState{Name: p.Name, Addr: p.Addr, Status: string(p.Status)}
+		if !p.LastSeen.IsZero() {
+			ps.LastSeenMs = p.LastSeen.UnixMilli()
+		}
+		if !p.Since.IsZero() {
+			ps.SinceMs = p.Since.UnixMilli()
+		}
+		out = append(out, ps)
 	}
 	return out
 }

@@ -78,6 +78,9 @@ type Config struct {
 	AlertFor      time.Duration // how long the built-in machine rules must hold before firing
 	AlertNodeDown bool          // node_down: a peer suspect or dead
 
+	Alertmanagers    []string // --alertmanager: Alertmanager base URLs alerts are sent to (internal/notify)
+	AlertmanagerFile string   // --alertmanager-config: alertmanagers list with per-Alertmanager settings
+
 	ConfigFile string // --config: the YAML file the settings were read from; "" = none
 
 	// inv is the invocation Load parsed, which a reload parses again (reload.go); nil for a
@@ -220,7 +223,9 @@ func (c *Config) flagSet(name string, version, check *bool) *flag.FlagSet {
 	fs.Float64Var(&c.AlertMemory, "alert-memory", c.AlertMemory, "alert memory_low when MemAvailable is below this percentage of MemTotal for --alert-for (0: off)")
 	fs.Float64Var(&c.AlertDisk, "alert-disk", c.AlertDisk, "alert filesystem_full when a mount's available space is below this percentage of its size for --alert-for (0: off)")
 	fs.DurationVar(&c.AlertFor, "alert-for", c.AlertFor, "how long the CPU, memory and disk conditions must hold before their alert fires")
-	fs.BoolVar(&c.AlertNodeDown, "alert-node-down", c.AlertNodeDown, "alert node_down when a peer is suspect or dead in the membership for 10 s")
+	fs.BoolVar(&c.AlertNodeDown, "alert-node-down", c.AlertNodeDown, "alert node_down when a peer is suspect or dead in the membership and unseen for 10 s (sent to Alertmanager by one member of the cluster)")
+	fs.Var(listFlag{&c.Alertmanagers}, "alertmanager", "Alertmanager base URL to send firing and resolved alerts to with its v2 API, the rule files' and the built-in ones (repeatable, or comma-separated; settings per Alertmanager: --alertmanager-config; see docs/ecosystem.md)")
+	fs.StringVar(&c.AlertmanagerFile, "alertmanager-config", c.AlertmanagerFile, "YAML file with an alertmanagers list: url, timeout, basic_auth, authorization, tls_config, proxy_url; and queue_capacity (see docs/ecosystem.md)")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "debug, info, warn or error")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "text or json")
 	return fs
@@ -263,11 +268,16 @@ func Load(name string, args []string, getenv func(string) string) (Config, Mode,
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	if set["remote-write"] {
-		// Only the command line: every local user reads it (ps); a file or the environment is
-		// private.
-		if err := noPasswordOnCommandLine(c.RemoteWrite); err != nil {
-			return c, mode, err
+	// Only the command line: every local user reads it (ps); a file or the environment is
+	// private.
+	for _, f := range []struct {
+		name string
+		urls []string
+	}{{"remote-write", c.RemoteWrite}, {"alertmanager", c.Alertmanagers}} {
+		if set[f.name] {
+			if err := noPasswordOnCommandLine(f.name, f.urls); err != nil {
+				return c, mode, err
+			}
 		}
 	}
 	switch {
@@ -344,7 +354,7 @@ func inFile(err error, file string, lines map[string]int) error {
 	return err
 }
 
-// noPasswordOnCommandLine refuses a --remote-write URL given on the command line that carries a
+// noPasswordOnCommandLine refuses a --remote-write (or --alertmanager: name) URL given on the command line that carries a
 // credential: user information (scheme://user:password@host, or a token as the user name) or a
 // query parameter whose name says secret (?api_key=, ?token=: what package redact hides in
 // command lines). Every user of the machine reads the command line (ps, /proc/PID/cmdline), so
@@ -352,11 +362,12 @@ func inFile(err error, file string, lines map[string]int) error {
 // (issue 31, N12). The same URL in the environment (CANTAL_REMOTE_WRITE, which /proc shows only
 // to the agent's user and root) or the password in a file (--remote-write-config,
 // basic_auth.password_file) keeps it private.
-func noPasswordOnCommandLine(urls []string) error {
+func noPasswordOnCommandLine(name string, urls []string) error {
+	env := "CANTAL_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
 	for _, u := range urls {
 		if r := redact.Args([]string{u}); r[0] != u {
-			return fmt.Errorf("--remote-write %s: the URL carries a credential, which every user of the machine can read on the command line (ps): "+
-				"give the URL in the environment as CANTAL_REMOTE_WRITE instead, or the password in a file (--remote-write-config, basic_auth.password_file)", r[0])
+			return fmt.Errorf("--%s %s: the URL carries a credential, which every user of the machine can read on the command line (ps): "+
+				"give the URL in the environment as %s instead, or the password in a file (--%s-config, basic_auth.password_file)", name, r[0], env, name)
 		}
 	}
 	return nil

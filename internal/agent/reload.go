@@ -47,6 +47,7 @@ import (
 	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/carbon"
 	"github.com/cantal-go/cantal/internal/connlimit"
+	"github.com/cantal-go/cantal/internal/notify"
 	"github.com/cantal-go/cantal/internal/promrules"
 	"github.com/cantal-go/cantal/internal/remotewrite"
 	"github.com/cantal-go/cantal/internal/selector"
@@ -67,6 +68,7 @@ var reloadable = map[string]bool{
 	"rule-files":  true,
 	"alert-rules": true, "alert-cpu": true, "alert-memory": true, "alert-disk": true, "alert-for": true, "alert-node-down": true,
 	"remote-write": true, "remote-write-config": true,
+	"alertmanager": true, "alertmanager-config": true,
 	"carbon": true, "carbon-interval": true, "carbon-prefix": true, "carbon-match": true,
 	"statsd": true,
 	"peer":   true,
@@ -80,6 +82,7 @@ func takeReloadable(dst *Config, src Config) {
 	dst.AlertRules, dst.AlertCPU, dst.AlertMemory, dst.AlertDisk = src.AlertRules, src.AlertCPU, src.AlertMemory, src.AlertDisk
 	dst.AlertFor, dst.AlertNodeDown = src.AlertFor, src.AlertNodeDown
 	dst.RemoteWrite, dst.RemoteWriteFile = slices.Clone(src.RemoteWrite), src.RemoteWriteFile
+	dst.Alertmanagers, dst.AlertmanagerFile = slices.Clone(src.Alertmanagers), src.AlertmanagerFile
 	dst.Carbon, dst.CarbonInterval, dst.CarbonPrefix, dst.CarbonMatch = src.Carbon, src.CarbonInterval, src.CarbonPrefix, src.CarbonMatch
 	dst.Statsd = src.Statsd
 	dst.Peers = slices.Clone(src.Peers)
@@ -130,6 +133,9 @@ type reloader struct {
 	statsd  *worker
 	carbon  *worker
 	rw      map[string]*rwEndpoint // remote-write endpoints by URL (mu)
+	// am are the Alertmanagers in force and amCapacity the sender's queue capacity (mu).
+	am         []notify.TargetConfig
+	amCapacity int
 	// fatal takes the error of a goroutine that failed (statsd's listener, as at the start):
 	// it stops the agent.
 	fatal chan error
@@ -312,6 +318,8 @@ type reloadPlan struct {
 	rw      []remotewrite.EndpointConfig
 	rwStop  []string
 	rwStart []remotewrite.EndpointConfig
+	// am: the Alertmanagers after the reload (nil: unchanged).
+	am []notify.TargetConfig
 	// statsd: the sockets of the new --statsd address (nil: off or unchanged).
 	statsd        bool
 	statsdPC      net.PacketConn
@@ -461,6 +469,24 @@ func (a *Agent) prepare() (*reloadPlan, error) {
 		changed["remote-write-config"] = true // the file's contents changed
 	}
 
+	// Alertmanagers: read and checked; a change of their list or settings is applied.
+	am, capacity, err := checkNotify(p.next)
+	if err != nil {
+		return fail(err)
+	}
+	if !reflect.DeepEqual(am, r.am) {
+		p.am = am
+		if p.am == nil {
+			p.am = []notify.TargetConfig{}
+		}
+		if !changed["alertmanager"] && !changed["alertmanager-config"] {
+			changed["alertmanager-config"] = true // the file's contents changed
+		}
+	}
+	if capacity != r.amCapacity {
+		a.log.Warn("--alertmanager-config queue_capacity takes effect at the next start", "running", r.amCapacity, "configured", capacity)
+	}
+
 	// The web config's contents (its path needs a restart): checked as at the start.
 	if a.cfg.WebConfig != "" {
 		if _, err := loadWeb(a.cfg); err != nil {
@@ -534,6 +560,13 @@ func (a *Agent) apply(p *reloadPlan) {
 	}
 	if len(p.rwStop) > 0 || len(p.rwStart) > 0 {
 		a.applyRemoteWrite(p)
+	}
+	if p.am != nil {
+		if err := a.notifier.Apply(p.am); err != nil { // checked by prepare
+			a.log.Error("alertmanagers not changed", "err", err)
+		} else {
+			r.am = p.am
+		}
 	}
 	if p.statsd {
 		r.statsd.stop()

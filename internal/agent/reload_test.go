@@ -19,7 +19,7 @@ func TestTakeReloadableCoversEveryName(t *testing.T) {
 		"alert-disk": "3", "alert-for": "1m0s", "alert-node-down": "false", "remote-write": "http://x/w",
 		"remote-write-config": "/rw.yml", "carbon": "127.0.0.1:2003", "carbon-interval": "3s", "carbon-prefix": "p",
 		"carbon-match": "metric=x", "statsd": "127.0.0.1:8125", "peer": "10.0.0.1:22682",
-		"rule-files": "/rules/*.yml"}
+		"rule-files": "/rules/*.yml", "alertmanager": "http://am:9093", "alertmanager-config": "/am.yml"}
 	for n := range reloadable {
 		if _, ok := other[n]; !ok {
 			t.Fatalf("no test value for reloadable %q", n)

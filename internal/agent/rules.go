@@ -20,13 +20,15 @@ func (a *Agent) openRules() error {
 		Instance: a.cfg.NodeName + ":" + listenPort(a.cfg.Listen),
 		Node:     a.cfg.NodeName,
 	})
+	ext := "http://" + a.cfg.NodeName + ":" + listenPort(a.cfg.Listen)
 	a.rules = promrules.New(promrules.Options{
 		Queryable:   st,
 		Interval:    a.cfg.Interval,
 		Timeout:     a.cfg.QueryTimeout,
 		MaxSamples:  a.cfg.QueryMaxSamples,
-		ExternalURL: "http://" + a.cfg.NodeName + ":" + listenPort(a.cfg.Listen),
+		ExternalURL: ext,
 		Logger:      a.log.With("subsystem", "rules"),
+		Notify:      a.ruleNotify(ext),
 	})
 	if err := a.rules.Load(a.cfg.RuleFiles); err != nil {
 		return fmt.Errorf("--rule-files: %w", err)

@@ -13,10 +13,12 @@ import (
 	"github.com/cantal-go/cantal/internal/series"
 )
 
-// PeerState is a peer as the node-down rule sees it: its name, address and membership status
-// (alive, suspect, dead or left).
+// PeerState is a peer as the node-down rule sees it: its name, address, membership status
+// (alive, suspect, dead or left), when it was last seen and when its status last changed (unix
+// ms; 0: never).
 type PeerState struct {
-	Name, Addr, Status string
+	Name, Addr, Status  string
+	LastSeenMs, SinceMs int64
 }
 
 // Defaults of Config's zero fields.
@@ -46,8 +48,10 @@ type Config struct {
 	MemAvail float64 // memory_low: memory.MemAvailable below this % of memory.MemTotal
 	FSAvail  float64 // filesystem_full: a mount's fs.avail below this % of its fs.size
 	For      time.Duration
-	// NodeDown turns node_down on: a peer that is suspect or dead for NodeDownFor. Peers
-	// returns the membership (nil without a cluster); it is called from Eval.
+	// NodeDown turns node_down on: a peer that is suspect or dead and was last seen at least
+	// NodeDownFor ago; its value is the seconds since it was last seen (since its status
+	// changed, for a peer never seen). Peers returns the membership (nil without a cluster); it
+	// is called from Eval.
 	NodeDown    bool
 	NodeDownFor time.Duration
 	Peers       func() []PeerState
@@ -177,8 +181,8 @@ func New(cfg Config) *Engine {
 			Severity: "critical", Summary: "filesystem space available below threshold % of its size"}})
 	}
 	if cfg.NodeDown {
-		e.rules = append(e.rules, &rule{kind: kindNodeDown, Rule: Rule{Name: RuleNodeDown, Op: OpGE, Threshold: 1, For: cfg.NodeDownFor,
-			Severity: "critical", Summary: "peer is suspect or dead in the cluster membership"}})
+		e.rules = append(e.rules, &rule{kind: kindNodeDown, Rule: Rule{Name: RuleNodeDown, Op: OpGE, Threshold: cfg.NodeDownFor.Seconds(),
+			Severity: "critical", Summary: "peer is suspect or dead in the cluster membership; value: seconds since it was last seen"}})
 	}
 	for _, r := range cfg.Rules {
 		e.rules = append(e.rules, &rule{kind: kindUser, Rule: r})
@@ -308,13 +312,21 @@ func (e *Engine) evalRule(i int, r *rule, hist *history.Store, now int64, hold f
 			return
 		}
 		for _, p := range e.cfg.Peers() {
-			if p.Status == "suspect" || p.Status == "dead" {
-				name := p.Name
-				if name == "" {
-					name = p.Addr
-				}
-				hold(name, series.Labels{"peer": name, "addr": p.Addr, "status": p.Status}, 1)
+			if p.Status != "suspect" && p.Status != "dead" {
+				continue
 			}
+			seen := p.LastSeenMs
+			if seen == 0 {
+				seen = p.SinceMs
+			}
+			if seen == 0 || seen > now {
+				continue // no time to count from: never raised rather than raised with a made-up value
+			}
+			name := p.Name
+			if name == "" {
+				name = p.Addr
+			}
+			check(name, series.Labels{"peer": name, "addr": p.Addr, "status": p.Status}, float64(now-seen)/1000)
 		}
 	}
 }

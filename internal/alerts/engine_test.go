@@ -163,9 +163,9 @@ func TestMaxSeriesPerRule(t *testing.T) {
 }
 
 func TestBuiltinRules(t *testing.T) {
-	peers := []PeerState{{Name: "a", Addr: "10.0.0.1:22682", Status: "alive"}, {Name: "b", Addr: "10.0.0.2:22682", Status: "dead"}, {Name: "c", Status: "left"}}
+	var peers []PeerState
 	r := newRig(t, Config{Node: "me", CPUBusy: 90, MemAvail: 10, FSAvail: 10, For: 2 * time.Second,
-		NodeDown: true, NodeDownFor: 0, Peers: func() []PeerState { return peers }})
+		NodeDown: true, NodeDownFor: 10 * time.Second, Peers: func() []PeerState { return peers }})
 	var cpu [8]uint64
 	modes := []string{"user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal"}
 	busy := uint64(500) // ms of user per second, of 1000 in all
@@ -192,13 +192,23 @@ func TestBuiltinRules(t *testing.T) {
 		}
 	}
 	r.scan(put)
+	// b was last seen 25 s before this scan, d 3 s before it (not yet down), e never seen but
+	// dead since 40 s.
+	now := r.ts + 1000 // the next scan's time
+	peers = []PeerState{{Name: "a", Addr: "10.0.0.1:22682", Status: "alive", LastSeenMs: now - 60_000},
+		{Name: "b", Addr: "10.0.0.2:22682", Status: "dead", LastSeenMs: now - 25_000, SinceMs: now - 20_000},
+		{Name: "c", Status: "left", LastSeenMs: now - 60_000}, {Name: "d", Status: "suspect", LastSeenMs: now - 3_000},
+		{Name: "e", Addr: "10.0.0.5:22682", Status: "dead", SinceMs: now - 40_000}}
 	s := r.scan(put)
 	names := map[string]Alert{}
 	for _, a := range s.Alerts {
 		names[a.Name+" "+a.Labels.Key()] = a
 	}
-	if a, ok := names[`node_down {"addr":"10.0.0.2:22682","peer":"b","status":"dead"}`]; !ok || a.State != "firing" {
-		t.Errorf("dead peer b: %v; want node_down firing (for 0)", s.Alerts)
+	if a, ok := names[`node_down {"addr":"10.0.0.2:22682","peer":"b","status":"dead"}`]; !ok || a.State != "firing" || a.Value != 25 || a.Op != ">=" || a.Threshold != 10 {
+		t.Errorf("dead peer b, last seen 25 s ago: %v; want node_down firing at once with value 25 (>= 10 s)", s.Alerts)
+	}
+	if a, ok := names[`node_down {"addr":"10.0.0.5:22682","peer":"e","status":"dead"}`]; !ok || a.Value != 40 {
+		t.Errorf("dead peer e, never seen, dead for 40 s: %v; want node_down at 40", s.Alerts)
 	}
 	if a, ok := names[`memory_low {"metric":"memory.available_pct"}`]; !ok || a.Value != 5 || a.State != "pending" {
 		t.Errorf("5%% available: %v; want memory_low pending at 5", s.Alerts)
@@ -206,8 +216,8 @@ func TestBuiltinRules(t *testing.T) {
 	if a, ok := names[`filesystem_full {"device":"/dev/vdb","fstype":"xfs","mountpoint":"/data"}`]; !ok || a.Value != 2 {
 		t.Errorf("/data 2%% available: %v; want filesystem_full at 2", s.Alerts)
 	}
-	if len(s.Alerts) != 3 {
-		t.Errorf("%d alerts: %v; want 3 (CPU 50%% busy, / half free, alive and left peers raise nothing)", len(s.Alerts), s.Alerts)
+	if len(s.Alerts) != 4 {
+		t.Errorf("%d alerts: %v; want 4 (CPU 50%% busy, / half free, alive and left peers and a peer suspect for 3 s raise nothing)", len(s.Alerts), s.Alerts)
 	}
 	busy = 950
 	r.scan(put)
