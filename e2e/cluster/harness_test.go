@@ -109,23 +109,30 @@ func newLab(t *testing.T, n int, subnet string) *netns.Lab {
 // and waits until each has scanned. No --peer: the tests join them through the API.
 func startNodes(t *testing.T, lab *netns.Lab) []*node {
 	t.Helper()
+	return startNodesOn(t, lab.Hosts())
+}
+
+// startNodesOn is startNodes on the given hosts, each agent with the extra arguments too.
+func startNodesOn(t *testing.T, hosts []*netns.Host, extra ...string) []*node {
+	t.Helper()
 	var nodes []*node
-	for i, h := range lab.Hosts() {
+	for i, h := range hosts {
 		n := &node{name: string(rune('a' + i)), host: h, url: "http://" + net.JoinHostPort(h.IP, port),
 			gaddr: net.JoinHostPort(h.IP, port), state: t.TempDir()}
 		n.tr = &http.Transport{DialContext: n.dial, MaxIdleConnsPerHost: 4, IdleConnTimeout: 30 * time.Second}
 		n.hc = &http.Client{Transport: n.tr, Timeout: 15 * time.Second}
 		t.Cleanup(n.tr.CloseIdleConnections)
 		n.local = "http://" + net.JoinHostPort("127.0.0.1", port)
-		p, err := h.Start(agentBin,
-			"--listen", n.gaddr+","+net.JoinHostPort("127.0.0.1", port),
+		args := []string{
+			"--listen", n.gaddr + "," + net.JoinHostPort("127.0.0.1", port),
 			"--cluster-name", "test",
 			"--node-name", n.name,
 			"--interval", interval.String(),
 			"--state-dir", n.state,
 			"--rrdd-dir", t.TempDir(),
 			"--log-level", "debug",
-		)
+		}
+		p, err := h.Start(agentBin, append(args, extra...)...)
 		if err != nil {
 			t.Fatal(err)
 		}
