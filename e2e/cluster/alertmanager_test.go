@@ -185,7 +185,7 @@ func (n *node) localNodeDown(peer string) (bool, error) {
 
 func (n *node) scans() (int, error) {
 	var st struct {
-		NodeID   string `json:"node_id"`
+		NodeID   string              `json:"node_id"`
 		LastScan struct{ Scans int } `json:"last_scan"`
 	}
 	err := n.get("/api/v1/status", &st)
