@@ -40,3 +40,19 @@ func TestPprofCmdlineRedacted(t *testing.T) {
 		t.Errorf("cmdline %q; want the arguments NUL-separated with the secrets redacted", got)
 	}
 }
+
+// An --alertmanager URL with a password on the command line is refused as --remote-write's is,
+// naming CANTAL_ALERTMANAGER and --alertmanager-config; from the environment it is taken.
+func TestAlertmanagerPasswordNotOnCommandLine(t *testing.T) {
+	const u = "https://alice:s3cret-pw@am.example:9093"
+	_, err := ParseFlags("cantal-agent", []string{"--alertmanager", u}, nil)
+	if err == nil || strings.Contains(err.Error(), "s3cret-pw") || !strings.Contains(err.Error(), "CANTAL_ALERTMANAGER") ||
+		!strings.Contains(err.Error(), "--alertmanager-config") {
+		t.Errorf("--alertmanager with a password: %v; want a refusal naming CANTAL_ALERTMANAGER and --alertmanager-config, without the password", err)
+	}
+	env := map[string]string{"CANTAL_ALERTMANAGER": u}
+	c, err := ParseFlags("cantal-agent", nil, func(k string) string { return env[k] })
+	if err != nil || len(c.Alertmanagers) != 1 || c.Alertmanagers[0] != u {
+		t.Errorf("CANTAL_ALERTMANAGER: %v %q; want it taken", err, c.Alertmanagers)
+	}
+}
