@@ -210,6 +210,16 @@ func TestAlertmanagerGetsFiringAndResolved(t *testing.T) {
 	if mem.Labels["node"] != "amnode" || mem.Labels["severity"] != "warning" || mem.Labels["instance"] == "" || mem.Annotations["value"] == "" {
 		t.Errorf("memory_low (built-in) at alertmanager: %+v; want node, instance, severity=warning and its value", mem)
 	}
+	var st struct {
+		Alertmanagers []struct {
+			URL         string
+			Sent, Queue float64
+		}
+	}
+	if err := a.get("/api/v1/status", &st); err != nil || len(st.Alertmanagers) != 1 || st.Alertmanagers[0].Sent < 3 ||
+		st.Alertmanagers[0].URL != am+"/api/v2/alerts" {
+		t.Errorf("status alertmanagers %+v (%v); want %s/api/v2/alerts with at least the 3 alerts sent", st.Alertmanagers, err, am)
+	}
 	// Prometheus sends endsAt 4 resend delays (1 min) ahead.
 	if d := time.Until(probe.EndsAt); d < 2*time.Minute || d > 5*time.Minute {
 		t.Errorf("E2EAMProbeHigh endsAt %s from now; want about 4 min (4 × the 1 min resend delay)", d)

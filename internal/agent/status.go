@@ -69,6 +69,7 @@ func (a *Agent) status(ctx context.Context) apiwire.Status {
 	s.Security = a.security(caller)
 	s.RRDDRPC = a.rrddRPCStatus()
 	s.RemoteWrite = remoteWriteWire(a.remoteWriteStatus(), caller.Has(access.Write))
+	s.Alertmanagers, _ = a.notifier.Status()
 	s.Config = a.configStatus()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)

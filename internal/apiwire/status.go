@@ -28,6 +28,8 @@ type Status struct {
 	RRDDRPC     *RRDDRPC    `json:"rrdd_rpc,omitempty"` // with --rrdd-rpc
 	// RemoteWrite is each --remote-write endpoint's position, lag and counters.
 	RemoteWrite []RemoteWrite `json:"remote_write,omitempty"`
+	// Alertmanagers is each --alertmanager's counters.
+	Alertmanagers []Alertmanager `json:"alertmanagers,omitempty"`
 	// Config is the configuration reloads' outcome.
 	Config ConfigStatus `json:"config"`
 }
@@ -169,4 +171,14 @@ type ConfigStatus struct {
 	// LastSuccessMs is the latest successful load: the start, or a reload (unix ms).
 	LastSuccessMs int64    `json:"last_reload_success_ms"`
 	NeedsRestart  []string `json:"needs_restart"`
+}
+
+// Alertmanager is one --alertmanager's counters, as Prometheus's prometheus_notifications_*
+// metrics count them (notify.Status holds it).
+type Alertmanager struct {
+	URL     string  `json:"url"`     // where alerts are posted (credentials are never in it)
+	Sent    float64 `json:"sent"`    // alerts the Alertmanager took
+	Errors  float64 `json:"errors"`  // alerts of failed requests
+	Dropped float64 `json:"dropped"` // alerts dropped: failed requests, a full queue
+	Queue   float64 `json:"queue"`   // alerts waiting
 }

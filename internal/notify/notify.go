@@ -42,6 +42,8 @@ import (
 	"github.com/prometheus/prometheus/discovery/targetgroup"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/notifier"
+
+	"github.com/cantal-go/cantal/internal/apiwire"
 )
 
 // MaxAlertBytes bounds one alert's labels and annotations (names and values).
@@ -208,19 +210,15 @@ func cut(s string, n int) string {
 	return s[:n] + ell
 }
 
-// Status is one Alertmanager's counters, as Prometheus's prometheus_notifications_* metrics
-// count them.
-type Status struct {
-	URL     string  `json:"url"`
-	Sent    float64 `json:"sent"`    // alerts the Alertmanager took
-	Errors  float64 `json:"errors"`  // alerts of failed requests
-	Dropped float64 `json:"dropped"` // alerts dropped: failed requests, a full queue
-	Queue   float64 `json:"queue"`   // alerts waiting
-}
+// Status is one Alertmanager's counters (the status' wire form).
+type Status = apiwire.Alertmanager
 
 // Status returns the counters of every Alertmanager with a send loop, and the alerts dropped
 // for their size. Safe for concurrent use.
 func (s *Sender) Status() (per []Status, tooBig int64) {
+	if s == nil {
+		return nil, 0
+	}
 	mfs, err := s.reg.Gather()
 	if err != nil {
 		return nil, s.tooBig.Load()
