@@ -31,6 +31,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -86,6 +87,34 @@ func New(capacity int, log *slog.Logger) *Sender {
 func (s *Sender) Apply(targets []TargetConfig) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	// The notifier keeps an Alertmanager's client and queue when its settings marshal the same,
+	// and secrets marshal as "<secret>": an Alertmanager whose settings changed in a way that
+	// does not show (a new password) is first removed, so that it gets a new client.
+	prev := map[string]TargetConfig{}
+	for _, t := range *s.targets.Load() {
+		prev[t.URL] = t
+	}
+	var kept []TargetConfig
+	for _, t := range targets {
+		if p, ok := prev[t.URL]; !ok || reflect.DeepEqual(p, t) {
+			kept = append(kept, t)
+		}
+	}
+	if len(kept) < len(targets) {
+		if err := s.apply(kept); err != nil {
+			return err
+		}
+	}
+	if err := s.apply(targets); err != nil {
+		return err
+	}
+	cp := append([]TargetConfig(nil), targets...)
+	s.targets.Store(&cp)
+	return nil
+}
+
+// apply gives the notifier targets (s.mu held).
+func (s *Sender) apply(targets []TargetConfig) error {
 	conf := &promconfig.Config{}
 	groups := map[string][]*targetgroup.Group{}
 	for i, t := range targets {
@@ -115,8 +144,6 @@ func (s *Sender) Apply(targets []TargetConfig) error {
 	default:
 	}
 	s.tsets <- groups
-	cp := append([]TargetConfig(nil), targets...)
-	s.targets.Store(&cp)
 	return nil
 }
 

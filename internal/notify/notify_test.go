@@ -346,3 +346,34 @@ func TestTargetsFromFileAndURLs(t *testing.T) {
 		t.Fatalf("Targets: %+v cap %d err %v", ts, capacity, err)
 	}
 }
+
+// TestSenderApplyNewPassword: a reload that changes only an Alertmanager's password (which
+// Prometheus's notifier hashes as "<secret>", so it would keep the old client) sends with the
+// new one.
+func TestSenderApplyNewPassword(t *testing.T) {
+	am := &fakeAM{}
+	srv := httptest.NewServer(am)
+	defer srv.Close()
+	s := New(10, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { s.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	for _, pw := range []string{"first", "second"} {
+		c, err := FromURL(strings.Replace(srv.URL, "http://", "http://user:"+pw+"@", 1) + "/pre")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Apply([]TargetConfig{c}); err != nil {
+			t.Fatal(err)
+		}
+		waitFor(t, 10*time.Second, func() error {
+			s.Send(&notifier.Alert{Labels: al("x")})
+			_, auth := am.alerts()
+			if len(auth) == 0 || auth[len(auth)-1] != "user:"+pw {
+				return fmt.Errorf("%d posts, the last with %v; want user:%s", len(auth), auth[max(0, len(auth)-1):], pw)
+			}
+			return nil
+		})
+	}
+}
