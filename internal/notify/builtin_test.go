@@ -1,7 +1,10 @@
 package notify
 
 import (
+	"strings"
 	"testing"
+
+	"github.com/prometheus/common/model"
 
 	"github.com/cantal-go/cantal/internal/alerts"
 	"github.com/cantal-go/cantal/internal/series"
@@ -56,4 +59,21 @@ func TestLabelName(t *testing.T) {
 			t.Errorf("LabelName(%q) = %q; want %q", in, got, want)
 		}
 	}
+}
+
+// FuzzLabelName: whatever a series' label is called (pushed series name their own), the name
+// sent is a label name every Alertmanager takes, or none.
+func FuzzLabelName(f *testing.F) {
+	for _, s := range []string{"metric", "fs.type", ":metric", "1x", "__name__", "é", "", "_", "a-b"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		n := LabelName(in)
+		if n == "" {
+			return
+		}
+		if !model.LabelName(n).IsValidLegacy() || strings.HasPrefix(n, "__") || len(n) != len(in) {
+			t.Fatalf("LabelName(%q) = %q", in, n)
+		}
+	})
 }
