@@ -104,7 +104,7 @@ func (a *Agent) notifyActor() (func() error, func(error)) {
 				}
 				firing := notify.BuiltinFiring(a.alerts.Alerts(), notify.BuiltinOptions{
 					Node: a.cfg.NodeName, Instance: a.cfg.NodeName + ":" + listenPort(a.cfg.Listen),
-					Chosen: chosen, GeneratorURL: base + "/#alerts"})
+					Chosen: chosen, GeneratorURL: base + "/"}) // the UI, whose header lists the alerts
 				if out := tr.Update(time.Now(), firing); len(out) > 0 {
 					a.notifier.Send(out...)
 				}
