@@ -169,7 +169,7 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 	// (a pushed series stays for the hour after its last point), evicting only pushed series.
 	a.reg.SetMaxPushed(2*pushMaxSeries, 2*pushMaxBytes)
 
-	sopt := sysscan.Options{Proc: cfg.Proc, Sys: cfg.Sys, Interrupts: cfg.Interrupts}
+	sopt := sysscan.Options{Proc: cfg.Proc, Sys: cfg.Sys, Interrupts: cfg.Interrupts, TCPStat: cfg.TCPStat}
 	mpExclude, _ := excludeRegexp(cfg.FSMountsExclude) // both checked by Validate
 	typesExclude, _ := excludeRegexp(cfg.FSTypesExclude)
 	popt := procscan.Options{Proc: cfg.Proc, Sys: cfg.Sys, NoTaskIter: cfg.NoBPF,

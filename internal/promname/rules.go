@@ -537,7 +537,9 @@ var fixedRules = func() map[string]*rule {
 	disk("disk.flush.ops", "node_disk_flush_requests_total", Counter, series.Counter, 1, "The total number of flush requests completed successfully")
 	disk("disk.flush.time_ms", "node_disk_flush_requests_time_seconds_total", Counter, series.Counter, ms, "This is the total number of seconds spent by all flush requests.")
 
-	// TCP sockets: no node_exporter equivalent (its tcpstat collector is off by default).
+	// TCP sockets per state as node_exporter's tcpstat collector (--tcpstat; off by default on
+	// both); the agent's own counts below have no node_exporter equivalent.
+	add("tcp.connection_states", r("node_tcp_connection_states", Gauge, series.Level, 1, "Number of connection states.", []string{"state"}))
 	add("tcp.sockets", r("cantal_tcp_sockets", Gauge, series.Level, 1, "TCP sockets in each state.", []string{"state"}))
 	add("tcp.tx_queue", r("cantal_tcp_tx_queue_bytes", Gauge, series.Level, 1, "Bytes in the send queues of all TCP sockets.", nil))
 	add("tcp.rx_queue", r("cantal_tcp_rx_queue_bytes", Gauge, series.Level, 1, "Bytes in the receive queues of all TCP sockets, plus accept backlogs.", nil))
