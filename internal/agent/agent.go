@@ -172,7 +172,7 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 	sopt := sysscan.Options{Proc: cfg.Proc, Sys: cfg.Sys, Interrupts: cfg.Interrupts, TCPStat: cfg.TCPStat}
 	mpExclude, _ := excludeRegexp(cfg.FSMountsExclude) // both checked by Validate
 	typesExclude, _ := excludeRegexp(cfg.FSTypesExclude)
-	popt := procscan.Options{Proc: cfg.Proc, Sys: cfg.Sys, NoTaskIter: cfg.NoBPF,
+	popt := procscan.Options{Proc: cfg.Proc, Sys: cfg.Sys, NoTaskIter: cfg.NoBPF, States: cfg.Processes,
 		Containers: containers.New(containers.Options{})} // names Podman's and Docker's containers
 
 	a.procs = procscan.NewProcesses(popt)

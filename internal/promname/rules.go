@@ -481,6 +481,15 @@ var fixedRules = func() map[string]*rule {
 	// Interrupts, as node_exporter's interrupts collector (off by default on both).
 	add("interrupts", r("node_interrupts_total", Counter, series.Counter, 1, "Interrupt details.", []string{"cpu", "type", "info", "devices"}))
 
+	// Processes and threads per state, as node_exporter's processes collector (--processes;
+	// off by default on both).
+	add("processes.pids", r("node_processes_pids", Gauge, series.Level, 1, "Number of PIDs", nil))
+	add("processes.threads", r("node_processes_threads", Gauge, series.Level, 1, "Allocated threads in system", nil))
+	add("processes.max_processes", r("node_processes_max_processes", Gauge, series.Level, 1, "Number of max PIDs limit", nil))
+	add("processes.max_threads", r("node_processes_max_threads", Gauge, series.Level, 1, "Limit of threads in the system", nil))
+	add("processes.state", r("node_processes_state", Gauge, series.Level, 1, "Number of processes in each state.", []string{"state"}))
+	add("processes.threads_state", r("node_processes_threads_state", Gauge, series.Level, 1, "Number of threads in each state.", []string{"thread_state"}))
+
 	// The textfile collector's own series, as node_exporter's (internal/textfile).
 	add("textfile.mtime_s", r("node_textfile_mtime_seconds", Gauge, series.Float, 1, "Unixtime mtime of textfiles successfully read.", []string{"file"}))
 	add("textfile.scrape_error", r("node_textfile_scrape_error", Gauge, series.Level, 1, "1 if there was an error opening or reading a file, 0 otherwise", nil))
