@@ -143,3 +143,46 @@ func compareFamilies(t *testing.T, nf, af map[string]*dto.MetricFamily, names []
 		}
 	}
 }
+
+// TestNodeExporterProcessesRealProc: on this machine's own /proc the agent with --processes
+// and node_exporter 1.5 with --collector.processes give the same limits, and pid and thread
+// counts that agree within the churn of a shared machine (processes come and go between the two
+// reads): the agent's scan, through the task iterator or /proc, sees the processes node_exporter
+// lists, kernel threads included.
+func TestNodeExporterProcessesRealProc(t *testing.T) {
+	background(t)()
+	ne := startNodeExporterArgs(t, "--collector.disable-defaults", "--collector.processes")
+	a := startAgent(t, "--processes")
+	waitFor(t, 30*time.Second, func() error {
+		af, err := scrapeFamilies(a.URL + "/metrics")
+		if err != nil {
+			return err
+		}
+		nf, err := scrapeFamilies(ne)
+		if err != nil {
+			return err
+		}
+		for _, name := range []string{"node_processes_max_processes", "node_processes_max_threads"} {
+			if nf[name] == nil || af[name] == nil {
+				return fmt.Errorf("%s: node_exporter %v, agent %v", name, nf[name] != nil, af[name] != nil)
+			}
+			if n, g := values(nf[name])[""], values(af[name])[""]; n != g {
+				t.Fatalf("%s: agent %v, node_exporter %v", name, g, n)
+			}
+		}
+		for _, name := range []string{"node_processes_pids", "node_processes_threads"} {
+			if nf[name] == nil || af[name] == nil {
+				return fmt.Errorf("%s: node_exporter %v, agent %v", name, nf[name] != nil, af[name] != nil)
+			}
+			n, g := values(nf[name])[""], values(af[name])[""]
+			if d := g - n; d < 0 && -d > max(10, n/10) || d > max(10, n/10) {
+				return fmt.Errorf("%s: agent %v, node_exporter %v", name, g, n)
+			}
+		}
+		// Most of a machine's processes sleep: both see the state S.
+		if values(af["node_processes_state"])["state=S"] == 0 || values(af["node_processes_threads_state"])["thread_state=S"] == 0 {
+			return fmt.Errorf("no sleeping process on the agent: %v", values(af["node_processes_state"]))
+		}
+		return nil
+	})
+}
