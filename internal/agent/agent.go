@@ -40,6 +40,7 @@ import (
 	"github.com/cantal-go/cantal/internal/series"
 	"github.com/cantal-go/cantal/internal/statedir"
 	"github.com/cantal-go/cantal/internal/sysscan"
+	"github.com/cantal-go/cantal/internal/systemd"
 	"github.com/cantal-go/cantal/internal/textfile"
 	"github.com/cantal-go/cantal/internal/web"
 )
@@ -70,6 +71,8 @@ type Agent struct {
 	// textfile reads --textfile-dir (nil: off); /metrics and remote write take its families'
 	// types from it (promOptions).
 	textfile *textfile.Collector
+	// systemd reads systemd's units with --systemd (nil: off); Close waits for its read.
+	systemd *systemd.Collector
 
 	alerts *alertSwitch // threshold rules, evaluated after each scan (alerts.go); a reload replaces them
 
@@ -195,6 +198,10 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 	if cfg.RRDDDir != "" {
 		a.colls = append(a.colls, namedCollector{"rrdd", rrddscan.New(cfg.RRDDDir, rrddscan.Options{})})
 	}
+	if cfg.Systemd {
+		a.systemd = systemd.New(systemd.Options{})
+		a.colls = append(a.colls, namedCollector{"systemd", a.systemd})
+	}
 	if cfg.TextfileDir != "" {
 		a.textfile = textfile.New(cfg.TextfileDir, textfile.Options{})
 		a.colls = append(a.colls, namedCollector{"textfile", a.textfile})
@@ -239,6 +246,9 @@ func (a *Agent) Close() {
 	}
 	if a.apps != nil {
 		a.apps.Close()
+	}
+	if a.systemd != nil {
+		a.systemd.Close()
 	}
 }
 

@@ -490,6 +490,13 @@ var fixedRules = func() map[string]*rule {
 	add("processes.state", r("node_processes_state", Gauge, series.Level, 1, "Number of processes in each state.", []string{"state"}))
 	add("processes.threads_state", r("node_processes_threads_state", Gauge, series.Level, 1, "Number of threads in each state.", []string{"thread_state"}))
 
+	// systemd's units over D-Bus, as node_exporter's systemd collector (--systemd; off by
+	// default on both). A unit's type is empty but for services and mounts: left out.
+	add("systemd.unit_state", r("node_systemd_unit_state", Gauge, series.Level, 1, "Systemd unit", []string{"name", "state", "type"}))
+	add("systemd.units", r("node_systemd_units", Gauge, series.Level, 1, "Summary of systemd unit states", []string{"state"}))
+	add("systemd.system_running", r("node_systemd_system_running", Gauge, series.Level, 1, "Whether the system is operational (see 'systemctl is-system-running')", nil))
+	add("systemd.version", r("node_systemd_version", Gauge, series.Float, 1, "Detected systemd version", []string{"version"}))
+
 	// The textfile collector's own series, as node_exporter's (internal/textfile).
 	add("textfile.mtime_s", r("node_textfile_mtime_seconds", Gauge, series.Float, 1, "Unixtime mtime of textfiles successfully read.", []string{"file"}))
 	add("textfile.scrape_error", r("node_textfile_scrape_error", Gauge, series.Level, 1, "1 if there was an error opening or reading a file, 0 otherwise", nil))
