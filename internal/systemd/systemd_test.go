@@ -177,7 +177,7 @@ func TestCollectorAsNodeExporter(t *testing.T) {
 	want := map[string]float64{
 		"systemd.units{state=active,}": 5, "systemd.units{state=failed,}": 1, "systemd.units{state=inactive,}": 1,
 		"systemd.units{state=activating,}": 0, "systemd.units{state=deactivating,}": 0, "systemd.units{state=reloading,}": 1,
-		"systemd.system_running{}":                  0,
+		"systemd.system_running{}":                   0,
 		"systemd.version{version=252.22-1~deb12u1,}": 252.22,
 	}
 	for _, u := range []struct{ name, typ, active string }{
@@ -261,7 +261,9 @@ func TestCollectorForgetsAfterFailure(t *testing.T) {
 	}})
 	defer c.Close()
 	r := series.NewRecorder()
-	collectUntil(t, c, r, func(v map[string]float64) bool { return v["systemd.unit_state{name=ssh.service,state=active,type=notify,}"] == 1 })
+	collectUntil(t, c, r, func(v map[string]float64) bool {
+		return v["systemd.unit_state{name=ssh.service,state=active,type=notify,}"] == 1
+	})
 	f.mu.Lock()
 	f.units = f.units[1:] // ssh.service gone
 	f.mu.Unlock()
