@@ -82,6 +82,7 @@ func newFake() *fakeManager {
 			u("home.mount", "loaded", "active"),
 			u("dev-sda.device", "loaded", "active"),
 			u("system.slice", "loaded", "active"),
+			u("multi-user.target", "loaded", "active"),
 		},
 		types: map[string]string{"ssh.service": "notify", "backup.service": "oneshot", "nginx.service": "forking", "home.mount": "ext4"},
 		state: "degraded",
@@ -164,7 +165,7 @@ func collectUntil(t *testing.T, c *Collector, r *series.Recorder, cond func(map[
 }
 
 // TestCollectorAsNodeExporter: the series of a read are node_exporter's: five unit_state
-// series per loaded unit that is not a mount, device, slice, scope or automount, the 1 on its
+// series per loaded unit that is not a mount, device, slice, scope, automount or target, the 1 on its
 // ActiveState (none for a state outside the five: nginx reloading), type for services and
 // mounts only; units per ActiveState over all units (the five always, others as they come);
 // system_running 0 for a degraded system; version with its number.
@@ -175,7 +176,7 @@ func TestCollectorAsNodeExporter(t *testing.T) {
 	r := series.NewRecorder()
 	got := collectUntil(t, c, r, func(v map[string]float64) bool { return len(v) > 0 })
 	want := map[string]float64{
-		"systemd.units{state=active,}": 5, "systemd.units{state=failed,}": 1, "systemd.units{state=inactive,}": 1,
+		"systemd.units{state=active,}": 6, "systemd.units{state=failed,}": 1, "systemd.units{state=inactive,}": 1,
 		"systemd.units{state=activating,}": 0, "systemd.units{state=deactivating,}": 0, "systemd.units{state=reloading,}": 1,
 		"systemd.system_running{}":                   0,
 		"systemd.version{version=252.22-1~deb12u1,}": 252.22,
@@ -269,7 +270,7 @@ func TestCollectorForgetsAfterFailure(t *testing.T) {
 	f.mu.Unlock()
 	collectUntil(t, c, r, func(v map[string]float64) bool {
 		_, ok := v["systemd.unit_state{name=ssh.service,state=active,type=notify,}"]
-		return !ok && v["systemd.units{state=active,}"] == 4
+		return !ok && v["systemd.units{state=active,}"] == 5
 	})
 	fail.Store(true)
 	collectUntil(t, c, r, func(v map[string]float64) bool { return len(v) == 0 && len(r.Problems) > 0 })
