@@ -128,7 +128,7 @@ func TestSystemdUnitsBesideNodeExporter(t *testing.T) {
 		for k, want := range map[string]float64{
 			"node_systemd_unit_state{name=cantal-sleeper.service,state=active,type=simple}": 1,
 			"node_systemd_unit_state{name=cantal-broken.service,state=failed,type=oneshot}": 1,
-			"node_systemd_system_running{}":                                                  0, // degraded: a unit failed
+			"node_systemd_system_running{}": 0, // degraded: a unit failed
 		} {
 			if v, ok := nv[k]; !ok || v != want {
 				return false, fmt.Sprintf("%s = %v (%v), want %v", k, v, ok, want)
