@@ -91,8 +91,9 @@ func statesOf(r *series.Recorder) map[string]uint64 {
 
 // TestProcessStatesFixture: with Options.States the scan counts processes and threads per
 // state from the fixture, as node_exporter's processes collector does (the main thread of a
-// multi-threaded process by the process's line, the others from task/TID/stat), with the
-// limits; a state that empties loses its series; without the option there are none.
+// multi-threaded process by the process's line, the others from task/TID/stat, walked every
+// threadsEvery scans), with the limits; a state that empties loses its series; without the
+// option there are none.
 func TestProcessStatesFixture(t *testing.T) {
 	proc := statesTree(t)
 	opt := fixtureOptions()
@@ -114,18 +115,27 @@ func TestProcessStatesFixture(t *testing.T) {
 		t.Errorf("got  %v\nwant %v", got, want)
 	}
 
-	// Thread 44 leaves D for S; pid 42's own line is still R.
+	// Thread 44 leaves D for S; pid 42's own line is still R. The scans until the next walk
+	// of the task directories (threadsEvery) count it as the last walk found it.
 	line := "44 (worker) S 1 42 42 0 -1 4194560 100 0 0 0 1 1 0 0 20 0 3 0 5001 1 1 18446744073709551615\n"
 	if err := os.WriteFile(filepath.Join(proc, "42/task/44/stat"), []byte(line), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	clear(r.Values)
-	if err := p.Collect(context.Background(), r); err != nil {
-		t.Fatal(err)
-	}
-	got := statesOf(r)
-	if _, ok := got["processes.threads_state{D}"]; ok || got["processes.threads_state{S}"] != 6 {
-		t.Errorf("after thread 44 slept: %v; want no D and 6 S", got)
+	for scan := 2; scan <= threadsEvery+1; scan++ {
+		clear(r.Values)
+		if err := p.Collect(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+		got := statesOf(r)
+		if scan <= threadsEvery {
+			if got["processes.threads_state{D}"] != 1 {
+				t.Errorf("scan %d, between walks: %v; want D 1 as walked", scan, got)
+			}
+			continue
+		}
+		if _, ok := got["processes.threads_state{D}"]; ok || got["processes.threads_state{S}"] != 6 {
+			t.Errorf("scan %d, a walk, after thread 44 slept: %v; want no D and 6 S", scan, got)
+		}
 	}
 
 	off := NewProcesses(fixtureOptions())
