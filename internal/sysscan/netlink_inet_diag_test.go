@@ -88,8 +88,9 @@ func TestParseDiagRecords(t *testing.T) {
 	}
 	d.finishDump(&got)
 	want := sockList{
-		{LocalPort: 8080, State: tcpListen, RxQueue: 3, UID: 1000}, // TxQueue: the backlog limit is dropped
-		{LocalPort: 8080, State: tcpListen, UID: 1001},
+		// TxQueue: the backlog limit, 0 as /proc shows it, kept in Backlog.
+		{LocalPort: 8080, State: tcpListen, RxQueue: 3, UID: 1000, Backlog: 4096},
+		{LocalPort: 8080, State: tcpListen, UID: 1001, Backlog: 4096},
 		{LocalPort: 50000, RemotePort: 443, State: 1, RxQueue: 10, TxQueue: 20, UID: 1002},
 		{LocalPort: 50001, RemotePort: 80, State: 6},
 		{LocalPort: 8080, RemotePort: 40002, State: tcpSynRecv, RxQueue: 5, TxQueue: 6, UID: 1003},
