@@ -119,6 +119,10 @@ func TestNodeExporterTCPStatSideBySide(t *testing.T) {
 		return f, nil
 	}
 
+	// node_exporter answering means the namespace's loopback is up (the shell brings it up
+	// before the exec), so the test's sockets can be made there.
+	waitFor(t, 15*time.Second, func() error { _, err := scrape("http://127.0.0.1:9100/metrics"); return err })
+
 	// The test's sockets: a listener with an accept queue limit of 7 and two connections it
 	// has not accepted, and one with Go's limit (somaxconn) and none.
 	var keep []interface{ Close() error }
