@@ -51,9 +51,10 @@ type Options struct {
 	Connect func(ctx context.Context) (Manager, error)
 }
 
-// Connect is the default Options.Connect: the system bus, else systemd's private socket.
+// Connect is the default Options.Connect: the system bus, else systemd's private socket (root
+// only), as node_exporter's dbus.NewWithContext, with both failures in the error.
 func Connect(ctx context.Context) (Manager, error) {
-	c, err := dbus.NewWithContext(ctx)
+	c, err := dbus.NewSystemConnectionContext(ctx)
 	if err == nil {
 		return c, nil
 	}
