@@ -113,6 +113,7 @@ require (
 )
 
 require (
+	github.com/godbus/dbus/v5 v5.1.0
 	github.com/klauspost/compress v1.20.3
 	github.com/prometheus/prometheus v0.316.0
 )
@@ -120,7 +121,7 @@ require (
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
-	github.com/coreos/go-systemd/v22 v22.7.0 // indirect
+	github.com/coreos/go-systemd/v22 v22.7.0
 	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
 	github.com/golang-jwt/jwt/v5 v5.3.1 // indirect
 	github.com/golang/snappy v1.0.0

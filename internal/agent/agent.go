@@ -41,6 +41,7 @@ import (
 	"github.com/cantal-go/cantal/internal/series"
 	"github.com/cantal-go/cantal/internal/statedir"
 	"github.com/cantal-go/cantal/internal/sysscan"
+	"github.com/cantal-go/cantal/internal/systemd"
 	"github.com/cantal-go/cantal/internal/textfile"
 	"github.com/cantal-go/cantal/internal/web"
 )
@@ -71,6 +72,8 @@ type Agent struct {
 	// textfile reads --textfile-dir (nil: off); /metrics and remote write take its families'
 	// types from it (promOptions).
 	textfile *textfile.Collector
+	// systemd reads systemd's units with --systemd (nil: off); Close waits for its read.
+	systemd *systemd.Collector
 
 	alerts *alertSwitch // threshold rules, evaluated after each scan (alerts.go); a reload replaces them
 	// notifier sends the rules' and the built-in alerts to --alertmanager (notify.go);
@@ -174,10 +177,10 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 	// (a pushed series stays for the hour after its last point), evicting only pushed series.
 	a.reg.SetMaxPushed(2*pushMaxSeries, 2*pushMaxBytes)
 
-	sopt := sysscan.Options{Proc: cfg.Proc, Sys: cfg.Sys, Interrupts: cfg.Interrupts}
+	sopt := sysscan.Options{Proc: cfg.Proc, Sys: cfg.Sys, Interrupts: cfg.Interrupts, TCPStat: cfg.TCPStat}
 	mpExclude, _ := excludeRegexp(cfg.FSMountsExclude) // both checked by Validate
 	typesExclude, _ := excludeRegexp(cfg.FSTypesExclude)
-	popt := procscan.Options{Proc: cfg.Proc, Sys: cfg.Sys, NoTaskIter: cfg.NoBPF,
+	popt := procscan.Options{Proc: cfg.Proc, Sys: cfg.Sys, NoTaskIter: cfg.NoBPF, States: cfg.Processes,
 		Containers: containers.New(containers.Options{})} // names Podman's and Docker's containers
 
 	a.procs = procscan.NewProcesses(popt)
@@ -199,6 +202,10 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 	a.colls = append(a.colls, namedCollector{"push", a.push})
 	if cfg.RRDDDir != "" {
 		a.colls = append(a.colls, namedCollector{"rrdd", rrddscan.New(cfg.RRDDDir, rrddscan.Options{})})
+	}
+	if cfg.Systemd {
+		a.systemd = systemd.New(systemd.Options{})
+		a.colls = append(a.colls, namedCollector{"systemd", a.systemd})
 	}
 	if cfg.TextfileDir != "" {
 		a.textfile = textfile.New(cfg.TextfileDir, textfile.Options{})
@@ -248,6 +255,9 @@ func (a *Agent) Close() {
 	}
 	if a.apps != nil {
 		a.apps.Close()
+	}
+	if a.systemd != nil {
+		a.systemd.Close()
 	}
 }
 

@@ -33,6 +33,9 @@ type Config struct {
 	RRDDRPC          string        // Unix socket serving xcp-rrdd's plugin XML-RPC; "" = off
 	TextfileDir      string        // *.prom files as node_exporter's textfile collector reads them; "" = off
 	Interrupts       bool          // read /proc/interrupts (node_interrupts_total), off as node_exporter's collector
+	TCPStat          bool          // node_tcp_connection_states, off as node_exporter's tcpstat collector
+	Processes        bool          // node_processes_*, off as node_exporter's processes collector
+	Systemd          bool          // node_systemd_* over D-Bus, off as node_exporter's systemd collector
 	Proc             string        // proc root
 	Sys              string        // sys root
 	FSMountsExclude  string        // regexp of mount points the filesystem collector leaves out
@@ -202,6 +205,9 @@ func (c *Config) flagSet(name string, version, check *bool) *flag.FlagSet {
 	fs.BoolVar(&c.MetricsNoTS, "metrics-no-timestamps", c.MetricsNoTS, "leave the scan time out of /metrics samples: Prometheus then stamps each sample with the scrape's time (and marks a vanished series stale at once) instead of storing it at the time the agent read it")
 	fs.BoolVar(&c.Pprof, "pprof", c.Pprof, "serve /debug/pprof on the HTTP listener")
 	fs.BoolVar(&c.Interrupts, "interrupts", c.Interrupts, "read /proc/interrupts at every scan: a counter per interrupt and CPU (node_interrupts_total, as node_exporter's --collector.interrupts, off by default as there: interrupts × CPUs series)")
+	fs.BoolVar(&c.TCPStat, "tcpstat", c.TCPStat, "also export the TCP sockets per state as node_exporter's --collector.tcpstat does (node_tcp_connection_states: states with sockets only, rx_queued_bytes, tx_queued_bytes), off by default as there; the sockets are counted every 5th scan either way")
+	fs.BoolVar(&c.Processes, "processes", c.Processes, "count processes and threads per state at every scan, as node_exporter's --collector.processes (node_processes_pids, _threads, _state, _threads_state, _max_processes, _max_threads), off by default as there: a multi-threaded process's threads are read one by one, every 5th scan")
+	fs.BoolVar(&c.Systemd, "systemd", c.Systemd, "read systemd's units over D-Bus (the system bus, else systemd's private socket) every 10 s in the background, as node_exporter's --collector.systemd (node_systemd_unit_state, node_systemd_units, node_systemd_system_running, node_systemd_version), off by default as there; a read has 5 s and never holds up a scan")
 	fs.BoolVar(&c.NoBPF, "no-bpf", c.NoBPF, "do not load the read-only BPF task iterator that reads every process's scheduler counters and uid in one pass; read each process's /proc/PID/schedstat instead")
 	fs.DurationVar(&c.TimerSlack, "timer-slack", c.TimerSlack, "how late the kernel may wake the agent's threads, to batch wake-ups; at most a tenth of --interval is used (0: the kernel's default)")
 	fs.StringVar(&c.WebConfig, "web-config", c.WebConfig, "exporter-toolkit web config file: TLS, client certificates (also the node's identity towards its peers), bcrypt basic auth")

@@ -76,3 +76,10 @@ func BenchmarkProcessesIdle5000(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkProcessesStates is BenchmarkProcesses with Options.States (node_processes_*): the
+// difference is the counts from the scan's table, the two limits' reads and the listing and
+// reading of the threads of multi-threaded processes.
+func BenchmarkProcessesStates(b *testing.B) {
+	benchScan(b, NewProcesses(Options{States: true}))
+}

@@ -47,6 +47,11 @@ type Options struct {
 	// Containers names the containers among the cgroups: their series, and their processes',
 	// carry container, image and container_id labels. Nil: none are named.
 	Containers *containers.Resolver
+	// States makes every scan also count the processes and threads per state, as
+	// node_exporter's processes collector does (processes.*, node_processes_*; see
+	// collectStates): the processes' from their stat lines, the threads of a multi-threaded
+	// process from its <proc>/PID/task. Off by default, as node_exporter's collector.
+	States bool
 }
 
 func (o Options) withDefaults() Options {

@@ -152,6 +152,8 @@ type Processes struct {
 	items  []scanItem    // owned by Collect
 	stats  scanCounters
 
+	statesState // Options.States (states.go)
+
 	mu        sync.RWMutex
 	published []Process // guarded by mu; never modified after publication until swapped out
 	building  []Process // owned by Collect
@@ -274,6 +276,9 @@ func (p *Processes) Collect(ctx context.Context, sink series.Sink) error {
 		table = append(table, it.row)
 	}
 	clear(p.items) // drop references to processes that may be gone by the next scan
+	if p.opt.States {
+		p.collectStates(procfd, table, sink)
+	}
 	p.stats.add(sc)
 	p.stats.taskIter.Store(p.taskIter != nil)
 	p.putStats(sink)

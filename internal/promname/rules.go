@@ -481,6 +481,22 @@ var fixedRules = func() map[string]*rule {
 	// Interrupts, as node_exporter's interrupts collector (off by default on both).
 	add("interrupts", r("node_interrupts_total", Counter, series.Counter, 1, "Interrupt details.", []string{"cpu", "type", "info", "devices"}))
 
+	// Processes and threads per state, as node_exporter's processes collector (--processes;
+	// off by default on both).
+	add("processes.pids", r("node_processes_pids", Gauge, series.Level, 1, "Number of PIDs", nil))
+	add("processes.threads", r("node_processes_threads", Gauge, series.Level, 1, "Allocated threads in system", nil))
+	add("processes.max_processes", r("node_processes_max_processes", Gauge, series.Level, 1, "Number of max PIDs limit", nil))
+	add("processes.max_threads", r("node_processes_max_threads", Gauge, series.Level, 1, "Limit of threads in the system", nil))
+	add("processes.state", r("node_processes_state", Gauge, series.Level, 1, "Number of processes in each state.", []string{"state"}))
+	add("processes.threads_state", r("node_processes_threads_state", Gauge, series.Level, 1, "Number of threads in each state.", []string{"thread_state"}))
+
+	// systemd's units over D-Bus, as node_exporter's systemd collector (--systemd; off by
+	// default on both). A unit's type is empty but for services and mounts: left out.
+	add("systemd.unit_state", r("node_systemd_unit_state", Gauge, series.Level, 1, "Systemd unit", []string{"name", "state", "type"}))
+	add("systemd.units", r("node_systemd_units", Gauge, series.Level, 1, "Summary of systemd unit states", []string{"state"}))
+	add("systemd.system_running", r("node_systemd_system_running", Gauge, series.Level, 1, "Whether the system is operational (see 'systemctl is-system-running')", nil))
+	add("systemd.version", r("node_systemd_version", Gauge, series.Float, 1, "Detected systemd version", []string{"version"}))
+
 	// The textfile collector's own series, as node_exporter's (internal/textfile).
 	add("textfile.mtime_s", r("node_textfile_mtime_seconds", Gauge, series.Float, 1, "Unixtime mtime of textfiles successfully read.", []string{"file"}))
 	add("textfile.scrape_error", r("node_textfile_scrape_error", Gauge, series.Level, 1, "1 if there was an error opening or reading a file, 0 otherwise", nil))
@@ -537,7 +553,9 @@ var fixedRules = func() map[string]*rule {
 	disk("disk.flush.ops", "node_disk_flush_requests_total", Counter, series.Counter, 1, "The total number of flush requests completed successfully")
 	disk("disk.flush.time_ms", "node_disk_flush_requests_time_seconds_total", Counter, series.Counter, ms, "This is the total number of seconds spent by all flush requests.")
 
-	// TCP sockets: no node_exporter equivalent (its tcpstat collector is off by default).
+	// TCP sockets per state as node_exporter's tcpstat collector (--tcpstat; off by default on
+	// both); the agent's own counts below have no node_exporter equivalent.
+	add("tcp.connection_states", r("node_tcp_connection_states", Gauge, series.Level, 1, "Number of connection states.", []string{"state"}))
 	add("tcp.sockets", r("cantal_tcp_sockets", Gauge, series.Level, 1, "TCP sockets in each state.", []string{"state"}))
 	add("tcp.tx_queue", r("cantal_tcp_tx_queue_bytes", Gauge, series.Level, 1, "Bytes in the send queues of all TCP sockets.", nil))
 	add("tcp.rx_queue", r("cantal_tcp_rx_queue_bytes", Gauge, series.Level, 1, "Bytes in the receive queues of all TCP sockets, plus accept backlogs.", nil))

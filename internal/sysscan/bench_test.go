@@ -77,3 +77,9 @@ func BenchmarkParseTCPLine(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkMachineTCPStat is BenchmarkMachine with Options.TCPStat (node_tcp_connection_states):
+// the difference is the puts of the states with sockets and the two queue sums, every scan.
+func BenchmarkMachineTCPStat(b *testing.B) {
+	benchScan(b, NewMachine(Options{TCPStat: true}))
+}

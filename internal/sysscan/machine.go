@@ -95,7 +95,7 @@ func NewMachine(opt Options) *Machine {
 		netDevState:    netDevState{ifs: map[string]*ifaceRefs{}},
 		meminfoState:   meminfoState{mem: map[string]*series.Ref{}},
 		procStatState:  procStatState{cpus: map[int]*cpuRefs{}},
-		tcp:            newTCPScan(),
+		tcp:            newTCPScan(opt.TCPStat),
 	}
 }
 

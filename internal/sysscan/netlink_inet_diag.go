@@ -305,7 +305,8 @@ const tcpSynRecv = 3
 //   - RxQueue is the same: the accept backlog for LISTEN, unread bytes (rcv_nxt - copied_seq)
 //     otherwise, 0 for time-wait and request sockets;
 //   - TxQueue is write_seq - snd_una except for LISTEN, where netlink gives the backlog limit
-//     and /proc write_seq - snd_una, which is 0 for a socket that never connected: 0 here;
+//     and /proc write_seq - snd_una, which is 0 for a socket that never connected: 0 here, the
+//     limit kept in Backlog (node_exporter's tcpstat adds it to tx_queued_bytes);
 //   - the uid is the same except for request sockets (0 here, the listener's in /proc): the
 //     dump fixes those (see tcpDiag.reqs).
 func diagSock(msg []byte) (tcpSock, error) {
@@ -328,6 +329,7 @@ func diagSock(msg []byte) (tcpSock, error) {
 		UID:        binary.NativeEndian.Uint32(msg[64:]),
 	}
 	if state == tcpListen {
+		s.Backlog = uint32(s.TxQueue)
 		s.TxQueue = 0
 	}
 	return s, nil

@@ -88,8 +88,9 @@ func TestParseDiagRecords(t *testing.T) {
 	}
 	d.finishDump(&got)
 	want := sockList{
-		{LocalPort: 8080, State: tcpListen, RxQueue: 3, UID: 1000}, // TxQueue: the backlog limit is dropped
-		{LocalPort: 8080, State: tcpListen, UID: 1001},
+		// TxQueue: the backlog limit, 0 as /proc shows it, kept in Backlog.
+		{LocalPort: 8080, State: tcpListen, RxQueue: 3, UID: 1000, Backlog: 4096},
+		{LocalPort: 8080, State: tcpListen, UID: 1001, Backlog: 4096},
 		{LocalPort: 50000, RemotePort: 443, State: 1, RxQueue: 10, TxQueue: 20, UID: 1002},
 		{LocalPort: 50001, RemotePort: 80, State: 6},
 		{LocalPort: 8080, RemotePort: 40002, State: tcpSynRecv, RxQueue: 5, TxQueue: 6, UID: 1003},
@@ -212,10 +213,11 @@ func TestParseDiagFixture(t *testing.T) {
 		t.Fatalf("done %v, bad %d (%v); want true, 0", d.done, d.bad, d.firstBad)
 	}
 	want := map[tcpSock]int{
-		{LocalPort: 38441, State: tcpListen}:                              1,
-		{LocalPort: 45821, State: tcpListen, RxQueue: 1}:                  1,
-		{LocalPort: 2024, State: tcpListen}:                               1,
-		{LocalPort: 22698, State: tcpListen}:                              1,
+		// A listener's accept queue limit is netlink's send queue (Backlog).
+		{LocalPort: 38441, State: tcpListen, Backlog: 4096}:               1,
+		{LocalPort: 45821, State: tcpListen, RxQueue: 1, Backlog: 4096}:   1,
+		{LocalPort: 2024, State: tcpListen, Backlog: 128}:                 1,
+		{LocalPort: 22698, State: tcpListen, Backlog: 4096}:               1,
 		{LocalPort: 45821, RemotePort: 49444, State: 1, RxQueue: 1000}:    1,
 		{LocalPort: 49444, RemotePort: 45821, State: 1}:                   1,
 		{LocalPort: 38441, RemotePort: 47144, State: 1, TxQueue: 3791872}: 1,
@@ -255,7 +257,7 @@ func FuzzParseInetDiag(f *testing.F) {
 	}
 	f.Add(nlMsg(unix.NLMSG_ERROR, 0, 1, errnoBody(-int32(unix.EINVAL))))
 	f.Add(nlMsg(tcpdiagGetSock, unix.NLM_F_DUMP_INTR, 1, diagRecord(unix.AF_INET, tcpSynRecv, 1, 2, 0, 0, 0, 0)))
-	ts := newTCPScan()
+	ts := newTCPScan(false)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		d := tcpDiag{seq: 1}
 		d.startDump()
@@ -309,7 +311,7 @@ func TestTCPDiagFallback(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.Close(procfd)
-	ts := newTCPScan()
+	ts := newTCPScan(false)
 	defer ts.close()
 	ctx := context.Background()
 	scan := func(gen uint64) *series.Recorder {

@@ -29,6 +29,11 @@ type Options struct {
 	// node_exporter's interrupts collector: it is interrupts × CPUs series (tens of thousands
 	// on a large server).
 	Interrupts bool
+	// TCPStat makes Machine also emit tcp.connection_states{state}, node_exporter's tcpstat
+	// collector (node_tcp_connection_states): the sockets of each state that has any, and the
+	// pseudo-states rx_queued_bytes and tx_queued_bytes (see tcpScan.emitStat). Off by default,
+	// as node_exporter's collector; counted with the other TCP series (TCPEvery).
+	TCPStat bool
 }
 
 func (o Options) withDefaults() Options {

@@ -41,6 +41,7 @@ type tcpScan struct {
 	files    [2]kfile.Kept // tcp, tcp6
 	states   [len(tcpStates)]int64
 	txq, rxq uint64
+	backlog  uint64 // the listeners' accept queue limits (netlink only; see emitStat)
 	// Per local port, reset each scan: listening sockets, their accept queues, and established
 	// sockets (inbound connections when the port is listening).
 	listen      [1 << 16]uint16
@@ -58,8 +59,12 @@ type tcpScan struct {
 
 	stateRefs [len(tcpStates)]*series.Ref
 	qRefs     [2]*series.Ref
-	portRefs  map[uint16]*portRefs
-	uidRefs   map[uint32]*uidRef
+	// tcp.connection_states (Options.TCPStat): per state, then rx_queued_bytes and
+	// tx_queued_bytes.
+	stat     bool
+	statRefs [len(tcpStates) + 2]*series.Ref
+	portRefs map[uint16]*portRefs
+	uidRefs  map[uint32]*uidRef
 }
 
 // diagMaxFails is how many failed netlink dumps in a row make the collector give up netlink.
@@ -87,8 +92,9 @@ type uidRef struct {
 // read every scan.
 const tcpEvery = 5
 
-func newTCPScan() tcpScan {
+func newTCPScan(stat bool) tcpScan {
 	return tcpScan{
+		stat:     stat,
 		lr:       kfile.LineReader{Buf: make([]byte, 64<<10)},
 		byUID:    map[uint32]int64{},
 		portRefs: map[uint16]*portRefs{},
@@ -105,7 +111,7 @@ func (t *tcpScan) close() {
 
 func (t *tcpScan) reset() {
 	t.states = [len(tcpStates)]int64{}
-	t.txq, t.rxq = 0, 0
+	t.txq, t.rxq, t.backlog = 0, 0, 0
 	for _, p := range t.ports {
 		t.listen[p], t.listenQueue[p] = 0, 0
 	}
@@ -135,6 +141,7 @@ func (t *tcpScan) add(s tcpSock) {
 	t.states[s.State]++
 	t.txq += s.TxQueue
 	t.rxq += s.RxQueue
+	t.backlog += uint64(s.Backlog)
 	switch s.State {
 	case tcpListen:
 		if t.listen[s.LocalPort] == 0 {
@@ -285,6 +292,46 @@ func (t *tcpScan) emit(sink series.Sink, gen uint64) {
 		sink.Put(ur.ref, uint64(n))
 	}
 	scanmark.Sweep(t.uidRefs, gen, nil)
+	if t.stat {
+		t.emitStat(sink)
+	}
+}
+
+// tcpStatStates are the state labels of tcp.connection_states past the kernel's states, as
+// node_exporter's tcpstat collector names them.
+var tcpStatStates = [2]string{"rx_queued_bytes", "tx_queued_bytes"}
+
+// emitStat puts tcp.connection_states{state}, as node_exporter 1.5's tcpstat collector counts
+// them from its inet_diag dumps (one per address family, states 1 to 11, so request sockets
+// come as syn_recv as here): one series per state with at least one socket, and, when there is
+// any socket, rx_queued_bytes, the sum of the receive queues (a listener's: its accept queue),
+// and tx_queued_bytes, the sum of the send queues, a listener's being the limit of its accept
+// queue in netlink (sk_max_ack_backlog). /proc/net/tcp does not show that limit: read from
+// there (another proc root, or netlink failed), tx_queued_bytes has the send queues only.
+// A state that has no socket left has no series, as on node_exporter.
+func (t *tcpScan) emitStat(sink series.Sink) {
+	var n int64
+	for st := 1; st < len(tcpStates); st++ {
+		if t.states[st] == 0 {
+			continue
+		}
+		n += t.states[st]
+		sink.Put(t.statRef(sink, st, tcpStates[st]), uint64(t.states[st]))
+	}
+	if n == 0 {
+		return
+	}
+	sink.Put(t.statRef(sink, len(tcpStates), tcpStatStates[0]), t.rxq)
+	sink.Put(t.statRef(sink, len(tcpStates)+1, tcpStatStates[1]), t.txq+t.backlog)
+}
+
+func (t *tcpScan) statRef(sink series.Sink, i int, state string) *series.Ref {
+	r := t.statRefs[i]
+	if r == nil {
+		r = sink.Series(series.Labels{"metric": "tcp.connection_states", "state": state}, series.Level)
+		t.statRefs[i] = r
+	}
+	return r
 }
 
 // errTCPMissing marks that neither tcp nor tcp6 could be read.
@@ -306,6 +353,7 @@ type tcpSock struct {
 	State                 uint8
 	TxQueue, RxQueue      uint64
 	UID                   uint32
+	Backlog               uint32 // a listener's accept queue limit, from netlink only (0 from /proc)
 }
 
 // parseTCPLine parses one socket line of /proc/net/tcp or /proc/net/tcp6:

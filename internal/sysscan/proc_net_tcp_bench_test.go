@@ -63,7 +63,7 @@ func benchTCPPath(b *testing.B, proc bool) float64 {
 		b.Fatal(err)
 	}
 	defer unix.Close(procfd)
-	ts := newTCPScan()
+	ts := newTCPScan(false)
 	defer ts.close()
 	ts.noDiag = proc
 	ctx := context.Background()

@@ -176,12 +176,15 @@ func procSockets(t *testing.T, f *tcpFixture) []tcpSock {
 
 // keptSockets is a tcpAdder keeping the fixture's sockets.
 type keptSockets struct {
-	f     *tcpFixture
-	socks []tcpSock
+	f        *tcpFixture
+	socks    []tcpSock
+	backlogs []uint32 // Backlog of each in socks, in the order added
 }
 
 func (k *keptSockets) add(s tcpSock) {
 	if k.f.keep(s) {
+		k.backlogs = append(k.backlogs, s.Backlog)
+		s.Backlog = 0 // netlink only: /proc/net/tcp does not show a listener's limit
 		k.socks = append(k.socks, s)
 	}
 }
@@ -234,7 +237,7 @@ func TestTCPDiagMatchesProc(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.Close(procfd)
-	viaDiag, viaProc := newTCPScan(), newTCPScan()
+	viaDiag, viaProc := newTCPScan(false), newTCPScan(false)
 	defer viaDiag.close()
 	defer viaProc.close()
 	viaProc.noDiag = true
