@@ -186,4 +186,3 @@ func TestContainerRowWire(t *testing.T) {
 		}
 	}
 }
-
