@@ -69,13 +69,24 @@ func Image(t testing.TB, repo, pkg, name string, extra func(rootfs string)) stri
 	return image
 }
 
-// Run starts a detached container named name from image with Ulimits and the extra podman
-// run flags, the program's arguments after "--"; it returns the full id and removes the
-// container (and a leftover of an interrupted run by that name) when t ends.
+// Run starts a detached container named name from image with Ulimits (those flags does not
+// set itself with --ulimit KEY=...) and the extra podman run flags, the program's arguments
+// after the image; it returns the full id and removes the container (and a leftover of an
+// interrupted run by that name) when t ends.
 func Run(t testing.TB, name, image string, flags []string, args ...string) string {
 	t.Helper()
 	Try("rm", "-f", "-t", "0", name)
-	a := append([]string{"run", "-d", "--name", name}, Ulimits...)
+	a := []string{"run", "-d", "--name", name}
+	for i := 0; i+1 < len(Ulimits); i += 2 {
+		key, _, _ := strings.Cut(Ulimits[i+1], "=")
+		set := false
+		for j := 0; j+1 < len(flags); j++ {
+			set = set || flags[j] == "--ulimit" && strings.HasPrefix(flags[j+1], key+"=")
+		}
+		if !set {
+			a = append(a, Ulimits[i], Ulimits[i+1])
+		}
+	}
 	a = append(append(append(a, flags...), image), args...)
 	id := Podman(t, a...)
 	t.Cleanup(func() { Try("rm", "-f", "-t", "0", name) })
