@@ -82,6 +82,21 @@ func checkMemory(t *testing.T, a *agent) {
 	}
 }
 
+// scans is the number of scans the agent made so far (0 when its status cannot be read).
+func (a *agent) scans() int {
+	var st struct {
+		LastScan struct{ Scans int } `json:"last_scan"`
+	}
+	a.get("/api/v1/status", &st)
+	return st.LastScan.Scans
+}
+
+// moreScans waits until the agent made n more scans.
+func moreScans(t *testing.T, a *agent, n int) {
+	t.Helper()
+	a.waitScans(a.scans() + n)
+}
+
 // containerRow is the /api/v1/containers row of the container with the short id, nil if none.
 func containerRow(a *agent, id string) (*apiwire.Container, error) {
 	var ans apiwire.ContainersAnswer
@@ -116,7 +131,7 @@ func TestHostileContainerForks(t *testing.T) {
 		}
 		return nil
 	})
-	a.waitScans(5) // the agent holding 5 000 more processes for a while
+	moreScans(t, a, 5) // the agent holding 5 000 more processes for a while
 	checkBeat(t, a, from, time.Now().UnixMilli())
 	checkMemory(t, a)
 }
@@ -133,8 +148,15 @@ func TestHostileContainerRenames(t *testing.T) {
 	const name = "cantal-renames"
 	id := podmantest.Run(t, name, image, nil, "-rename", "300ms")
 	pid := podman(t, "inspect", "-f", "{{.State.Pid}}", name)
-	seen := map[string]bool{}
+	// Poll the agent while the container renames itself: every answer has one live series of
+	// its pid, labelled as the container's, whatever name it has (the agent may keep the name
+	// it first read); /proc shows the renames happen.
+	seen, labelled := map[string]bool{}, map[string]bool{}
+	scans0 := a.scans()
 	waitFor(t, 2*time.Minute, func() error {
+		if comm, err := os.ReadFile("/proc/" + pid + "/comm"); err == nil {
+			seen[strings.TrimSpace(string(comm))] = true
+		}
 		ss, err := a.series("/api/v1/metrics", fmt.Sprintf(`{metric="process.cpu.user_ms",pid=%q}`, pid))
 		if err != nil {
 			return err
@@ -146,9 +168,9 @@ func TestHostileContainerRenames(t *testing.T) {
 		if l["container"] != name || l["container_id"] != id[:12] || l["cgroup"] != "libpod_parent.libpod-"+id {
 			t.Fatalf("the renamed process's labels %v; want the container's", l)
 		}
-		seen[l["process"]] = true
-		if len(seen) < 3 {
-			return fmt.Errorf("names seen so far %v; want 3", seen)
+		labelled[l["process"]] = true
+		if n := a.scans() - scans0; len(seen) < 3 || n < 10 {
+			return fmt.Errorf("%d scans, names in /proc so far %q; want 10 scans and 3 names", n, keys(seen))
 		}
 		return nil
 	})
@@ -159,7 +181,7 @@ func TestHostileContainerRenames(t *testing.T) {
 	}
 	checkBeat(t, a, from, time.Now().UnixMilli())
 	checkMemory(t, a)
-	t.Logf("names seen: %q", keys(seen))
+	t.Logf("names in /proc: %q; process labels the agent gave it: %q", keys(seen), keys(labelled))
 }
 
 func keys(m map[string]bool) []string {
@@ -226,7 +248,7 @@ func TestHostileContainerRootLinks(t *testing.T) {
 		}
 		return nil
 	})
-	a.waitScans(5)
+	moreScans(t, a, 5)
 	to := time.Now().UnixMilli()
 	for _, path := range []string{"/api/v1/metrics", "/metrics", "/api/v1/processes", "/api/v1/status", "/api/v1/containers",
 		"/api/v1/history?window=5m", "/api/v1/labels"} {
