@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -185,4 +186,28 @@ func TestContainerRowWire(t *testing.T) {
 			t.Errorf("%s written for a row without it: %s", k, b)
 		}
 	}
+}
+
+// FuzzParseContainerQuery: any query string parses to a sort of "", cpu or mem and a limit of
+// 0 to 65536, or to an error naming the parameter.
+func FuzzParseContainerQuery(f *testing.F) {
+	for _, s := range []string{"", "sort=cpu", "sort=mem&limit=10", "limit=0", "limit=-1", "sort=%00", "limit=99999999999999999999"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, raw string) {
+		v, err := url.ParseQuery(raw)
+		if err != nil {
+			return
+		}
+		q, err := ParseContainerQuery(v)
+		if err != nil {
+			if !strings.HasPrefix(err.Error(), "bad sort") && !strings.HasPrefix(err.Error(), "bad limit") {
+				t.Errorf("error %q names no parameter", err)
+			}
+			return
+		}
+		if q.Sort != "" && q.Sort != "cpu" && q.Sort != "mem" || q.Limit < 0 || q.Limit > maxContainerLimit {
+			t.Errorf("%q parsed to %+v", raw, q)
+		}
+	})
 }
