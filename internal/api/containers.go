@@ -9,6 +9,7 @@ import (
 	"strconv"
 
 	"github.com/cantal-go/cantal/internal/apiwire"
+	"github.com/cantal-go/cantal/internal/hub"
 	"github.com/cantal-go/cantal/internal/registry"
 	"github.com/cantal-go/cantal/internal/selector"
 	"github.com/cantal-go/cantal/internal/series"
@@ -170,4 +171,58 @@ func (s *Server) containers(w http.ResponseWriter, r *http.Request) {
 	})
 	total := len(rows)
 	WriteJSON(w, apiwire.ContainersAnswer{Containers: SortContainers(rows, q), Total: total})
+}
+
+// clusterContainers answers /api/v1/cluster/containers: this node's containers from the
+// registry and every peer's from its latest values (the Cluster's query of ContainerMatch,
+// as cluster/metrics asks it), each row with its node; every node's head says whether it
+// answered. An unreachable node's last values are not shown as current: it has no rows.
+func (s *Server) clusterContainers(w http.ResponseWriter, r *http.Request) {
+	q, err := ParseContainerQuery(r.URL.Query())
+	if err != nil {
+		Error(w, http.StatusBadRequest, err.Error())
+		return
+	}
+	visible, peerVisible := s.SeriesVisible(r.Context()), s.PeerSeriesVisible(r.Context())
+	var rows []apiwire.Container
+	nodes := []apiwire.NodeHead{{Node: s.NodeName, Status: string(hub.OK)}}
+	if !s.local(w, r, func() {
+		rows = ContainerRows(func(fn func(*series.Sample)) {
+			s.Registry.View().EachLatest(containerSel, visible, func(_ registry.Handle, smp series.Sample) bool {
+				fn(&smp)
+				return true
+			})
+		})
+	}) {
+		return // no query slot came free (answered)
+	}
+	for i := range rows {
+		rows[i].Node = s.NodeName
+	}
+	if s.Cluster != nil {
+		query := s.Cluster.Query
+		if lq, ok := s.Cluster.(LatestQuerier); ok {
+			query = lq.QueryLatest
+		}
+		for _, a := range query(r.Context(), ContainerMatch, true) {
+			nodes = append(nodes, apiwire.NodeHead{Node: a.Node, Status: string(a.Status), Since: a.Since, Error: a.Error})
+			if a.Status == hub.Unreachable {
+				continue
+			}
+			peer := ContainerRows(func(fn func(*series.Sample)) {
+				for i := range a.Series {
+					smp := &a.Series[i].Latest
+					if smp.TS != 0 && (peerVisible == nil || peerVisible(smp.Labels)) {
+						fn(smp)
+					}
+				}
+			})
+			for i := range peer {
+				peer[i].Node = a.Node
+			}
+			rows = append(rows, peer...)
+		}
+	}
+	total := len(rows)
+	WriteJSON(w, apiwire.ContainersAnswer{Containers: SortContainers(rows, q), Total: total, Nodes: nodes})
 }

@@ -7,12 +7,14 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/cantal-go/cantal/internal/access"
 	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/history"
+	"github.com/cantal-go/cantal/internal/hub"
 	"github.com/cantal-go/cantal/internal/registry"
 	"github.com/cantal-go/cantal/internal/series"
 )
@@ -210,4 +212,33 @@ func FuzzParseContainerQuery(f *testing.F) {
 			t.Errorf("%q parsed to %+v", raw, q)
 		}
 	})
+}
+
+// TestClusterContainers: a peer's containers come from its latest values with the peer as
+// their node; an unreachable peer's last values give no rows, and every node has its head.
+func TestClusterContainers(t *testing.T) {
+	now := time.Now().UnixMilli()
+	smp := func(node, metric string, kind series.Kind, v uint64, rate float64) hub.Series {
+		return hub.Series{Latest: series.Sample{Labels: series.Labels{"metric": metric, "cgroup": "docker.x", "container": "db-" + node,
+			"image": "pg:16", "container_id": "ddddddddddd" + node[1:]}, Kind: kind, TS: now, Bits: v, Rate: rate, HasRate: rate != 0}}
+	}
+	var queries atomic.Int32
+	mux := keptServer(t, keptCluster{queries: &queries, answers: []hub.NodeAnswer{
+		{Node: "p1", Status: hub.OK, Series: []hub.Series{smp("p1", "cgroup.cpu.usage_ms", series.Counter, 5000, 300), smp("p1", "cgroup.memory.working_set", series.Level, 1<<20, 0)}},
+		{Node: "p2", Status: hub.Unreachable, Since: now - 60000, Error: "refused", Series: []hub.Series{smp("p2", "cgroup.cpu.usage_ms", series.Counter, 1, 1)}},
+	}})
+	var a apiwire.ContainersAnswer
+	if code := getJSON(t, mux, "/api/v1/cluster/containers?sort=cpu", &a); code != 200 {
+		t.Fatalf("code %d", code)
+	}
+	if a.Total != 1 || len(a.Containers) != 1 {
+		t.Fatalf("rows %+v; want p1's container only", a)
+	}
+	c := a.Containers[0]
+	if c.Node != "p1" || c.Name != "db-p1" || c.CPUPercent != 30 || c.MemoryWorkingSet != 1<<20 {
+		t.Errorf("row %+v; want db-p1 of node p1 at 30 %% CPU, 1 MiB", c)
+	}
+	if len(a.Nodes) != 3 || a.Nodes[0].Node != "local" || a.Nodes[2].Status != string(hub.Unreachable) || a.Nodes[2].Error != "refused" {
+		t.Errorf("nodes %+v; want local, p1, p2 unreachable", a.Nodes)
+	}
 }

@@ -57,8 +57,10 @@ type Container struct {
 }
 
 // ContainersAnswer is the answer of GET /api/v1/containers: the rows asked for (sorted and cut
-// as asked) and how many containers there are in all.
+// as asked) and how many containers there are in all. The answer of
+// /api/v1/cluster/containers has every node's rows (Node set) and the nodes' heads.
 type ContainersAnswer struct {
 	Containers []Container `json:"containers"`
 	Total      int         `json:"total"`
+	Nodes      []NodeHead  `json:"nodes,omitempty"`
 }
