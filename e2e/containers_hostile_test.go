@@ -226,7 +226,9 @@ func TestHostileContainerRootLinks(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		for _, at := range []string{"app/m.values", "app/f.meta", "app/f.values", "etc/passwd", "run/cantal.sock"} {
+		// (No FIFO in /etc: podman itself reads the image's /etc/passwd when it creates the
+		// container, and would wait on one forever.)
+		for _, at := range []string{"app/m.values", "app/f.meta", "app/f.values", "run/cantal.sock"} {
 			if err := syscall.Mkfifo(filepath.Join(root, at), 0o644); err != nil {
 				t.Fatal(err)
 			}
@@ -251,7 +253,7 @@ func TestHostileContainerRootLinks(t *testing.T) {
 	moreScans(t, a, 5)
 	to := time.Now().UnixMilli()
 	for _, path := range []string{"/api/v1/metrics", "/metrics", "/api/v1/processes", "/api/v1/status", "/api/v1/containers",
-		"/api/v1/history?window=5m", "/api/v1/labels"} {
+		"/api/v1/history?window=5m", "/api/v1/labels?q=cantal-secret", "/api/v1/labels?q=counter"} {
 		code, body := a.raw("GET", path, "")
 		if code != 200 {
 			t.Errorf("%s: %d", path, code)
@@ -262,6 +264,23 @@ func TestHostileContainerRootLinks(t *testing.T) {
 	}
 	if strings.Contains(a.out.String(), token) {
 		t.Errorf("the agent's log holds the content of a root-only file the container's links point at")
+	}
+	// The agent did look where the links are, and refused them: each container's
+	// CANTAL_PATH is a problem (a symlink, a FIFO: refused without blocking).
+	var st struct {
+		Problems []struct{ Source, Reason string } `json:"problems"`
+	}
+	if err := a.get("/api/v1/status", &st); err != nil {
+		t.Fatal(err)
+	}
+	for _, base := range []string{"/app/m", "/app/l", "/app/f"} {
+		found := false
+		for _, p := range st.Problems {
+			found = found || strings.HasPrefix(p.Source, base+" (pid ") && strings.Contains(p.Reason, "refused")
+		}
+		if !found {
+			t.Errorf("no problem reported for the CANTAL_PATH %s: %+v", base, st.Problems)
+		}
 	}
 	checkBeat(t, a, from, to)
 	checkMemory(t, a)
