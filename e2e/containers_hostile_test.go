@@ -286,11 +286,71 @@ func TestHostileContainerRootLinks(t *testing.T) {
 	checkMemory(t, a)
 }
 
-// Containers that start and stop: runc runs, from a bundle of the ctrhostile image, container
-// after container in Podman's cgroup layout (libpod_parent/libpod-<64 hex>), each exiting at
-// once, from 8 workers (podman itself takes seconds per container on this machine: runc is
-// what makes cgroups come and go at about 20 a second). The agent keeps its beat and its
-// budget, and once they are gone none of their cgroups stays among its live series.
+// cgroupChurn makes a container start and stop the way the agent sees one: a cgroup in
+// Podman's layout (libpod_parent/libpod-<id>) in every hierarchy that has libpod_parent, a
+// process moved into it for 100 ms, then the cgroup removed. It returns the cycles done, one
+// every 200 ms per worker until the deadline.
+func cgroupChurn(t *testing.T, prefix string, workers int, deadline time.Time) (done, failed int64) {
+	t.Helper()
+	parents, _ := filepath.Glob("/sys/fs/cgroup/*/libpod_parent")
+	if len(parents) == 0 {
+		if _, err := os.Stat("/sys/fs/cgroup/libpod_parent"); err == nil {
+			parents = []string{"/sys/fs/cgroup/libpod_parent"}
+		}
+	}
+	if len(parents) == 0 {
+		t.Fatal("no libpod_parent cgroup: run a podman container once (cgroupfs manager)")
+	}
+	var ok, bad atomic.Int64
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; time.Now().Before(deadline); i++ {
+				next := time.Now().Add(200 * time.Millisecond)
+				cid := fmt.Sprintf("%s%02x%044x", prefix, 0x80+w, i)
+				var dirs []string
+				for _, p := range parents {
+					d := filepath.Join(p, "libpod-"+cid)
+					if os.Mkdir(d, 0o755) == nil {
+						dirs = append(dirs, d)
+					}
+				}
+				cmd := exec.Command("sleep", "0.1")
+				err := cmd.Start()
+				if err == nil {
+					for _, d := range dirs {
+						os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(fmt.Sprint(cmd.Process.Pid)), 0o644)
+					}
+					err = cmd.Wait()
+				}
+				for _, d := range dirs {
+					for k := 0; os.Remove(d) != nil && k < 50; k++ {
+						time.Sleep(10 * time.Millisecond) // the process's exit is still being accounted
+					}
+				}
+				if err != nil || len(dirs) != len(parents) {
+					bad.Add(1)
+				} else {
+					ok.Add(1)
+				}
+				time.Sleep(time.Until(next))
+			}
+		}()
+	}
+	wg.Wait()
+	return ok.Load(), bad.Load()
+}
+
+// Containers that start and stop about 20 times a second for 30 s. Podman takes seconds per
+// container on this machine and runc, in parallel here, about one a second per worker, so two
+// kinds run side by side: real containers, runc running the ctrhostile image container after
+// container in Podman's cgroup layout (libpod_parent/libpod-<64 hex>), each exiting at once,
+// from 2 workers; and 6 workers making the same cgroups come and go every 200 ms each (at
+// most: each cycle takes longer under load), a process in each (cgroupChurn). The agent
+// keeps its beat and its budget, and
+// once they are gone none of their cgroups stays among its live series.
 func TestHostileContainerChurn(t *testing.T) {
 	serial(t)
 	runc := need(t, "runc")
@@ -326,7 +386,13 @@ func TestHostileContainerChurn(t *testing.T) {
 	var firstErr sync.Once
 	deadline := time.Now().Add(30 * time.Second)
 	var wg sync.WaitGroup
-	for w := range 8 {
+	var churned, churnFailed int64
+	churnDone := make(chan struct{})
+	go func() {
+		defer close(churnDone)
+		churned, churnFailed = cgroupChurn(t, prefix, 6, deadline)
+	}()
+	for w := range 2 {
 		bundle := spec(w)
 		wg.Add(1)
 		go func() {
@@ -351,11 +417,13 @@ func TestHostileContainerChurn(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+	<-churnDone
 	to := time.Now().UnixMilli()
-	rate := float64(runs.Load()) / (float64(to-from) / 1000)
-	t.Logf("%d containers started and stopped in %.1f s (%.1f a second), %d runs failed", runs.Load(), float64(to-from)/1000, rate, fails.Load())
-	if runs.Load() < 100 {
-		t.Fatalf("only %d containers ran; the churn did not happen", runs.Load())
+	secs := float64(to-from) / 1000
+	t.Logf("%d runc containers started and stopped in %.1f s (%.1f a second), %d runs failed; %d cgroup containers (%.1f a second), %d failed",
+		runs.Load(), secs, float64(runs.Load())/secs, fails.Load(), churned, float64(churned)/secs, churnFailed)
+	if runs.Load() < 10 || churned < 300 {
+		t.Fatalf("%d runc containers and %d cgroup containers; the churn did not happen", runs.Load(), churned)
 	}
 	checkBeat(t, a, from, to)
 	checkMemory(t, a)
