@@ -348,9 +348,9 @@ func cgroupChurn(t *testing.T, prefix string, workers int, deadline time.Time) (
 // kinds run side by side: real containers, runc running the ctrhostile image container after
 // container in Podman's cgroup layout (libpod_parent/libpod-<64 hex>), each exiting at once,
 // from 2 workers; and 6 workers making the same cgroups come and go every 200 ms each (at
-// most: each cycle takes longer under load), a process in each (cgroupChurn). The agent
-// keeps its beat and its budget, and
-// once they are gone none of their cgroups stays among its live series.
+// most: each cycle takes longer under load), a process in each (cgroupChurn): about 27 a
+// second here. The agent keeps its beat and its budget, and once they are gone none of their
+// cgroups stays among its live series.
 func TestHostileContainerChurn(t *testing.T) {
 	serial(t)
 	runc := need(t, "runc")
