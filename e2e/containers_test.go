@@ -2,47 +2,25 @@ package e2e
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cantal-go/cantal/internal/testsupport/podmantest"
 )
 
-// podman runs podman as this machine needs it (runc: crun refuses a cgroup-v1 hybrid host; the
-// cgroupfs manager: no systemd here) and returns its trimmed output.
+// podman runs podman as this machine needs it (podmantest.Base) and returns its trimmed output.
 func podman(t *testing.T, args ...string) string {
 	t.Helper()
-	out, err := exec.Command("podman", append([]string{"--runtime", "runc", "--cgroup-manager", "cgroupfs"}, args...)...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("podman %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return strings.TrimSpace(string(out))
+	return podmantest.Podman(t, args...)
 }
 
 // ctrImage builds an image locally (never pulled): the static e2e/ctrapp as the whole root of
 // a tar, imported with podman. It is removed at the end of the test.
 func ctrImage(t *testing.T) string {
 	t.Helper()
-	if _, err := exec.LookPath("podman"); err != nil {
-		t.Fatal("podman is not installed: run scripts/install-deps.sh")
-	}
-	dir := t.TempDir()
-	rootfs := filepath.Join(dir, "rootfs")
-	build := exec.Command("go", "build", "-o", filepath.Join(rootfs, "ctrapp"), "./e2e/ctrapp")
-	build.Dir, build.Env = "..", append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build ctrapp: %v\n%s", err, out)
-	}
-	tarball := filepath.Join(dir, "rootfs.tar")
-	if out, err := exec.Command("tar", "-C", rootfs, "-cf", tarball, ".").CombinedOutput(); err != nil {
-		t.Fatalf("tar: %v\n%s", err, out)
-	}
-	image := fmt.Sprintf("localhost/cantal-e2e-ctr:%d", os.Getpid())
-	podman(t, "import", "--change", `ENTRYPOINT ["/ctrapp"]`, tarball, image)
-	t.Cleanup(func() { exec.Command("podman", "rmi", "-f", image).Run() })
-	return image
+	return podmantest.Image(t, "..", "./e2e/ctrapp", "ctrapp", nil)
 }
 
 // A real Podman container, started as web-1 at a CPU quota of 0.5, appears by name: its cgroup

@@ -106,6 +106,8 @@ type Server struct {
 func (s *Server) Register(mux *http.ServeMux) {
 	handle(mux, "/api/v1/status", map[string]http.HandlerFunc{"GET": s.status})
 	handle(mux, "/api/v1/processes", map[string]http.HandlerFunc{"GET": s.processes})
+	handle(mux, "/api/v1/containers", map[string]http.HandlerFunc{"GET": s.containers})
+	handle(mux, "/api/v1/cluster/containers", map[string]http.HandlerFunc{"GET": s.clusterContainers})
 	handle(mux, "/api/v1/metrics", map[string]http.HandlerFunc{"GET": s.metrics})
 	handle(mux, "/api/v1/history", map[string]http.HandlerFunc{"GET": s.history})
 	handle(mux, "/api/v1/stats", map[string]http.HandlerFunc{"GET": s.stats})

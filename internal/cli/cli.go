@@ -74,6 +74,9 @@ const usageText = `Usage: cantal COMMAND [flags]
 Query a cantal-agent:
   status                         the agent: node, version, uptime, scan timing, counts, problems
   processes [--sort pid|cpu|rss] every process the agent sees
+  containers [--sort name|cpu|mem]
+                                 every container the agent names: image, pod, CPU and
+                                 throttling, memory against its limit, OOM kills, I/O, network
   metrics [SEL]                  latest value of each series matching SEL
   history [SEL] [--window DUR] [--rate]
                                  points of each matching series (--rate: counters as per-second rates)
@@ -196,7 +199,7 @@ func commandSpec(cmd string) (spec, bool) {
 	switch cmd {
 	case "status", "peers":
 		return spec{agent: true}, true
-	case "processes":
+	case "processes", "containers":
 		return spec{agent: true, sort: true}, true
 	case "metrics":
 		return spec{agent: true, match: true, maxArgs: 1}, true
@@ -278,6 +281,9 @@ func (c *CLI) flagSet(cmd string, spec spec, o *options, timeout *string) *flag.
 func (c *CLI) parse(cmd string, args []string) (options, error) {
 	spec, _ := commandSpec(cmd)
 	o := options{output: "table", sort: "pid"}
+	if cmd == "containers" {
+		o.sort = "name"
+	}
 	timeout := "" // --timeout, read when the command talks to an agent
 	fs := c.flagSet(cmd, spec, &o, &timeout)
 	// Flags and positional arguments may be interleaved.
@@ -320,9 +326,12 @@ func (c *CLI) parse(cmd string, args []string) (options, error) {
 			return o, err
 		}
 	}
-	switch o.sort {
-	case "pid", "cpu", "rss":
-	default:
+	switch {
+	case cmd == "containers":
+		if o.sort != "name" && o.sort != "cpu" && o.sort != "mem" {
+			return o, usagef("%s: --sort %q: want name, cpu or mem", cmd, o.sort)
+		}
+	case o.sort != "pid" && o.sort != "cpu" && o.sort != "rss":
 		return o, usagef("%s: --sort %q: want pid, cpu or rss", cmd, o.sort)
 	}
 	switch o.agg {
@@ -373,6 +382,8 @@ func (c *CLI) run(ctx context.Context, args []string) error {
 		return c.status(ctx, a, o)
 	case "processes":
 		return c.processes(ctx, a, o)
+	case "containers":
+		return c.containers(ctx, a, o)
 	case "metrics":
 		return c.metrics(ctx, a, o)
 	case "history":

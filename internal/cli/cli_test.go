@@ -48,6 +48,10 @@ func fakeAgent(t *testing.T) (*httptest.Server, *[]string) {
 		{"pid":900,"ppid":1,"uid":1000,"name":"app","cmdline":["/usr/bin/app","--port","8080"],"state":"S","start_time":1699999000000,"threads":8,"cpu_user":1.5,"cpu_system":0.5,"cpu_percent":12.34,"rss":104857600,"vsz":1073741824,"swap":0,"read_bytes":0,"write_bytes":0,"cgroup":"app","appname":"shop","metrics":true},
 		{"pid":1,"ppid":0,"uid":0,"name":"systemd","cmdline":["/sbin/init"],"state":"S","start_time":1690000000000,"threads":1,"cpu_user":100,"cpu_system":50,"cpu_percent":0.1,"rss":12582912,"vsz":167772160,"swap":0,"read_bytes":0,"write_bytes":0,"cgroup":"","metrics":false},
 		{"pid":2,"ppid":0,"uid":0,"name":"kthreadd","cmdline":[],"state":"S","start_time":1690000000000,"threads":1,"cpu_user":0,"cpu_system":0,"cpu_percent":0,"rss":0,"vsz":0,"swap":0,"read_bytes":0,"write_bytes":0,"cgroup":"","metrics":false}]}`)
+	reply("/api/v1/containers", `{"containers":[
+		{"id":"28b5dec444b2","name":"web-1","image":"localhost/shop:1","cgroup":"libpod_parent.libpod-28b5","cpu_percent":49.87,"cpu_periods":10,"cpu_throttled_periods":8,"cpu_throttled_ms":312.5,"throttled_percent":80,"memory_usage":134217728,"memory_working_set":104857600,"memory_rss":90000000,"memory_cache":30000000,"memory_limit":536870912,"oom_events":3,"oom_kills":2,"processes":4,"io_read_rate":5120,"io_write_rate":0,"net_rx_rate":2048,"net_tx_rate":1000,"ts":1699999998000},
+		{"id":"f00dcafe0001","name":"api-0","image":"registry.example/api:2","pod":"api-7d9f","namespace":"shop","cgroup":"kubepods.pod1.cri-containerd-f0","cpu_percent":3.2,"cpu_periods":0,"cpu_throttled_periods":0,"cpu_throttled_ms":0,"throttled_percent":0,"memory_usage":20000000,"memory_working_set":10485760,"memory_rss":0,"memory_cache":0,"memory_limit":0,"oom_events":0,"oom_kills":0,"processes":1,"ts":1699999998000},
+		{"id":"0123456789ab","name":"evil\u001b[31m","image":"x","cgroup":"docker.0123","cpu_percent":0,"cpu_periods":0,"cpu_throttled_periods":0,"cpu_throttled_ms":0,"throttled_percent":0,"memory_usage":0,"memory_working_set":0,"memory_rss":0,"memory_cache":0,"memory_limit":0,"oom_events":0,"oom_kills":0,"processes":0,"ts":1699999998000}],"total":3}`)
 	reply("/api/v1/metrics", `{"series":[
 		{"labels":{"metric":"requests.number","pid":"900","process":"app"},"kind":"counter","value":18446744073709551615,"ts":1699999998000,"rate":12.5},
 		{"labels":{"metric":"memory.used","unit":"bytes","pid":"900"},"kind":"level","value":-1572864,"ts":1699999998000},
@@ -110,6 +114,8 @@ func TestAgentCommandsGolden(t *testing.T) {
 		{"status", []string{"status"}, "/api/v1/status?"},
 		{"processes", []string{"processes"}, "/api/v1/processes?"},
 		{"processes_cpu", []string{"processes", "--sort", "cpu"}, "/api/v1/processes?"},
+		{"containers", []string{"containers"}, "/api/v1/containers?"},
+		{"containers_mem", []string{"containers", "--sort", "mem"}, "/api/v1/containers?sort=mem"},
 		{"metrics", []string{"metrics", "--match", `{pid="900"}`}, "/api/v1/metrics?match=" + url.QueryEscape(`{pid="900"}`)},
 		{"history", []string{"history", "requests.number", "--window", "10s", "--rate"}, "/api/v1/history?fn=rate&match=requests.number&window=10s"},
 		{"stats", []string{"stats", "--window=1m"}, "/api/v1/stats?window=1m"},
@@ -169,6 +175,7 @@ func TestAgentErrors(t *testing.T) {
 		{[]string{"history", "--window", "soon"}, ExitUsage, `cantal: history: --window "soon": want a positive duration`},
 		{[]string{"metrics", "-o", "yaml"}, ExitUsage, `cantal: metrics: -o "yaml": want table or json`},
 		{[]string{"processes", "--sort", "name"}, ExitUsage, `cantal: processes: --sort "name": want pid, cpu or rss`},
+		{[]string{"containers", "--sort", "rss"}, ExitUsage, `cantal: containers: --sort "rss": want name, cpu or mem`},
 	} {
 		c, out, errb := testCLI(nil)
 		code := c.Run(context.Background(), tc.args)

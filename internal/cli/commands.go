@@ -284,6 +284,60 @@ func (c *CLI) processes(ctx context.Context, a *agent, o options) error {
 	return t.flush()
 }
 
+// ---- containers ----
+
+// containers prints /api/v1/containers as a table, in the agent's order (sort=cpu|mem asks it
+// to sort; by name it sorts by default).
+func (c *CLI) containers(ctx context.Context, a *agent, o options) error {
+	const path = "/api/v1/containers"
+	var params []string
+	if o.sort != "name" {
+		params = []string{"sort", o.sort}
+	}
+	var ans apiwire.ContainersAnswer
+	if ok, err := c.fetchInto(ctx, a, o, &ans, path, params...); !ok || err != nil {
+		return err
+	}
+	dash := func(s string) string {
+		if s == "" {
+			return "-"
+		}
+		return s
+	}
+	rate := func(r *apiwire.StdFloat) string {
+		if r == nil {
+			return "-"
+		}
+		return formatBytes(float64(*r)) + "/s"
+	}
+	t := newTable(c.Stdout, "NAME", "IMAGE", "POD", "CPU%", "THROTTLED", "MEM", "LIMIT", "OOM", "PROCS", "IO R/W", "NET RX/TX", "ID")
+	for _, ct := range ans.Containers {
+		pod := ct.Pod
+		if pod != "" && ct.Namespace != "" {
+			pod = ct.Namespace + "/" + pod
+		}
+		throttled := "-" // no CFS quota: no periods
+		if ct.CPUPeriods > 0 {
+			throttled = strconv.FormatFloat(float64(ct.ThrottledPercent), 'f', 0, 64) + "%"
+		}
+		limit := "-"
+		if ct.MemoryLimit > 0 {
+			limit = formatBytes(float64(ct.MemoryLimit))
+		}
+		io, net := "-", "-"
+		if ct.IOReadRate != nil || ct.IOWriteRate != nil {
+			io = rate(ct.IOReadRate) + " / " + rate(ct.IOWriteRate)
+		}
+		if ct.NetRxRate != nil || ct.NetTxRate != nil {
+			net = rate(ct.NetRxRate) + " / " + rate(ct.NetTxRate)
+		}
+		t.row(dash(ct.Name), dash(ct.Image), dash(pod), strconv.FormatFloat(float64(ct.CPUPercent), 'f', 1, 64), throttled,
+			formatBytes(float64(ct.MemoryWorkingSet)), limit, strconv.FormatUint(ct.OOMKills, 10), strconv.Itoa(ct.Processes),
+			io, net, ct.ID)
+	}
+	return t.flush()
+}
+
 // command prints a command line like ps: the arguments, or [name] for kernel threads, cut to 80
 // characters.
 func command(name string, args []string) string {

@@ -7,7 +7,7 @@ import (
 
 // commands are the commands Run knows that take flags, in the order the usage lists them.
 // TestReferenceNamesEveryCommand keeps it equal to what commandSpec accepts.
-var commands = []string{"status", "processes", "metrics", "history", "stats", "peers", "top",
+var commands = []string{"status", "processes", "containers", "metrics", "history", "stats", "peers", "top",
 	"cluster metrics", "cluster history", "cluster stats", "values"}
 
 // Command is one command of the reference: its name ("cluster stats" for a subcommand) and

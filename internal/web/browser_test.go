@@ -360,6 +360,7 @@ func TestBrowser(t *testing.T) {
 			{"metrics", "/series", "/series", `document.querySelectorAll(".vrow").length > 10`},
 			{"chart", "/series/chart?match=" + urlQuery(`{metric=~"cpu\\..*_ms", cpu=~"total|"}`) + "&window=15m", "/series/chart", `document.querySelector("figure.chart")?.dataset.points > 1 && document.querySelectorAll("table.grid tbody tr").length > 3`},
 			{"chart-state", "/series/chart?match=ui.phase", "/series/chart", `[...document.querySelectorAll("td")].some(td => td.textContent === "serving")`},
+			{"containers", "/containers", "/containers", `document.querySelector("table.grid tbody tr") !== null`},
 			{"cgroups", "/cgroups", "/cgroups", `document.querySelectorAll("table.grid tbody tr").length > 0`},
 			{"network", "/network", "/network", `document.querySelector('figure[data-title^="Traffic"]')?.dataset.points > 0`},
 			{"peers", "/peers", "/peers", `document.querySelector(".msg") !== null`},

@@ -54,6 +54,8 @@ var Routes = []string{
 	`^/process/\d+$`,
 	`^/series$`,
 	`^/series/chart$`,
+	`^/containers$`,
+	`^/container/[^/]+$`,
 	`^/cgroups$`,
 	`^/network$`,
 	`^/peers$`,
@@ -107,7 +109,7 @@ func HandlerFS(fsys fs.FS) http.Handler {
 			return
 		}
 		if !isUIRoute(r.URL.Path) {
-			http.Error(w, "404 page not found: the UI's pages are /, /processes, /series, /cgroups, /network, /peers, /cluster; the API is under /api/v1/", http.StatusNotFound)
+			http.Error(w, "404 page not found: the UI's pages are /, /processes, /series, /containers, /cgroups, /network, /peers, /cluster; the API is under /api/v1/", http.StatusNotFound)
 			return
 		}
 		index, err := fs.ReadFile(fsys, "index.html")

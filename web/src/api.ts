@@ -160,3 +160,33 @@ export function seriesName(l: Labels, skip: Set<string> = new Set()): string {
   if (rest.length === 0) return m;
   return `${m}{${rest.map((k) => `${k}="${l[k]}"`).join(", ")}}`;
 }
+
+/** Container is one row of /api/v1/containers (Go: apiwire.Container). */
+export interface Container {
+  id: string;
+  name: string;
+  image: string;
+  pod?: string;
+  namespace?: string;
+  cgroup: string;
+  node?: string;
+  cpu_percent: Num;
+  cpu_periods: Num;
+  cpu_throttled_periods: Num;
+  cpu_throttled_ms: Num;
+  throttled_percent: Num;
+  memory_usage: number;
+  memory_working_set: number;
+  memory_rss: number;
+  memory_cache: number;
+  memory_limit: number;
+  oom_events: number;
+  oom_kills: number;
+  processes: number;
+  /** Absent: not collected for this container. */
+  io_read_rate?: Num;
+  io_write_rate?: Num;
+  net_rx_rate?: Num;
+  net_tx_rate?: Num;
+  ts: number;
+}

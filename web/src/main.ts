@@ -14,6 +14,7 @@ import { processPage } from "./pages/process";
 import { seriesList } from "./pages/series";
 import { chartPage } from "./pages/chart";
 import { cgroups } from "./pages/cgroups";
+import { containerPage, containers } from "./pages/containers";
 import { network } from "./pages/network";
 import { peers } from "./pages/peers";
 import { cluster } from "./pages/cluster";
@@ -56,6 +57,8 @@ const routes: Route[] = [
   { re: /^\/process\/\d+$/, page: processPage, nav: "/processes" },
   { re: /^\/series$/, page: seriesList, nav: "/series" },
   { re: /^\/series\/chart$/, page: chartPage, nav: "/series" },
+  { re: /^\/containers$/, page: containers, nav: "/containers" },
+  { re: /^\/container\/[^/]+$/, page: containerPage, nav: "/containers" },
   { re: /^\/cgroups$/, page: cgroups, nav: "/cgroups" },
   { re: /^\/network$/, page: network, nav: "/network" },
   { re: /^\/peers$/, page: peers, nav: "/peers" },
@@ -66,6 +69,7 @@ const navItems: [string, string][] = [
   ["/", "Overview"],
   ["/processes", "Processes"],
   ["/series", "Metrics"],
+  ["/containers", "Containers"],
   ["/cgroups", "Cgroups"],
   ["/network", "Network"],
   ["/peers", "Peers"],
