@@ -26,7 +26,7 @@ type cgroupInfo struct {
 	// The container the cgroup is, when Options.Containers names it (see containerLabels).
 	ctr      containers.Identity
 	ctrOK    bool   // ctr is known
-	ctrWant  bool   // the name is a container runtime's: ask again until named
+	ctrWant  bool   // the cgroup may be a container's: ask again until named
 	ctrTried uint64 // the scan that last asked
 	ctrKeyS  string // ctrKey's value, made when ctr changes
 }
@@ -39,22 +39,22 @@ const (
 	ctrRefresh = 30
 )
 
-// identify looks up the container ci is, when the cgroup is a container runtime's.
+// identify looks up the container ci is. Any cgroup but the users' may be one (containerd's
+// and the OCI runtimes' cgroups are named by whoever made them, "/default/web-1"), so each is
+// asked again every ctrRetry scans while unnamed; the resolver answers from its index.
 func (t *cgroupTracker) identify(ci *cgroupInfo, gen uint64) {
-	if t.opt.Containers == nil || ci.Name == "" {
+	if t.opt.Containers == nil || ci.Name == "" || ci.Name == "user" {
 		return
 	}
-	rt, _ := containers.FromCgroup(ci.Name)
-	if ci.ctrWant = rt != containers.NoRuntime; ci.ctrWant {
-		ctr, ok := t.opt.Containers.Identify(ci.Name)
-		if ctr != ci.ctr || ok != ci.ctrOK {
-			ci.ctr, ci.ctrOK, ci.ctrKeyS = ctr, ok, ""
-			if ok {
-				ci.ctrKeyS = ctr.ID + "\x00" + ctr.Name + "\x00" + ctr.Image
-			}
+	ci.ctrWant = true
+	ctr, ok := t.opt.Containers.Identify(ci.Name)
+	if ctr != ci.ctr || ok != ci.ctrOK {
+		ci.ctr, ci.ctrOK, ci.ctrKeyS = ctr, ok, ""
+		if ok {
+			ci.ctrKeyS = ctr.ID + "\x00" + ctr.Name + "\x00" + ctr.Image + "\x00" + ctr.Pod + "\x00" + ctr.Namespace
 		}
-		ci.ctrTried = gen
 	}
+	ci.ctrTried = gen
 }
 
 // ctrKey is what the series of a cgroup or process are made with, beside its cgroup name.
@@ -65,14 +65,24 @@ func (ci *cgroupInfo) ctrKey() string {
 	return ci.ctrKeyS
 }
 
-// addContainerLabels labels l with the container ci is: container (its name), image and
-// container_id (12 hex digits). They are the runtime's strings, already cleaned; the cgroup
-// label stays what the kernel says.
+// addContainerLabels labels l with the container ci is: container (its name), image (when
+// known) and container_id (12 hex digits), and for a Kubernetes container pod and namespace
+// (namespace alone: a containerd container's namespace). They are the runtime's strings,
+// already cleaned; the cgroup label stays what the kernel says.
 func addContainerLabels(l series.Labels, ci *cgroupInfo) {
 	if ci == nil || !ci.ctrOK {
 		return
 	}
-	l["container"], l["image"], l["container_id"] = ci.ctr.Name, ci.ctr.Image, ci.ctr.ID
+	l["container"], l["container_id"] = ci.ctr.Name, ci.ctr.ID
+	if ci.ctr.Image != "" {
+		l["image"] = ci.ctr.Image
+	}
+	if ci.ctr.Pod != "" {
+		l["pod"] = ci.ctr.Pod
+	}
+	if ci.ctr.Namespace != "" {
+		l["namespace"] = ci.ctr.Namespace
+	}
 }
 
 // cgroupSeries are the cached Refs of one cgroup name.

@@ -262,9 +262,9 @@ var (
 	cpuLabels  = []string{"cpu"}
 	netLabels  = []string{"interface=device"}
 	diskLabels = []string{"device"}
-	procLabels = []string{"pid", "process", "cgroup?", "container?", "image?", "container_id?"}
+	procLabels = []string{"pid", "process", "cgroup?", "container?", "image?", "container_id?", "pod?", "namespace?"}
 	// A container's cgroup series also carry its identity (internal/containers).
-	cgLabels = []string{"cgroup", "container?", "image?", "container_id?"}
+	cgLabels = []string{"cgroup", "container?", "image?", "container_id?", "pod?", "namespace?"}
 )
 
 // fixedRules are the rules of the machine's fixed metric names. Built once; never modified.
