@@ -21,6 +21,8 @@ type cgroupInfo struct {
 	MemDir        string
 	CPUAcctDir    string
 	CPUDir        string // v1 cpu controller: CFS throttling in cpu.stat
+	BlkioDir      string // v1 blkio controller: blkio.throttle.io_service_bytes, io_serviced
+	PidsDir       string // v1 pids controller: pids.current, pids.max
 	scanmark.Mark        // the latest scan that saw it
 
 	// The container the cgroup is, when Options.Containers names it (see containerLabels).
@@ -91,6 +93,8 @@ type cgroupSeries struct {
 	refsFor       string // the ctrKey refs were made with
 	cfsV2         bool   // the unified cpu.stat had CFS figures in the latest scan
 	procs         int64
+	pid           int                    // a process of it in this scan (its network namespace's interfaces)
+	labelled      map[string]*series.Ref // per device and interface series, by labelledKey
 	info          *cgroupInfo
 	scanmark.Mark // the latest scan that saw it
 }
@@ -110,6 +114,14 @@ const (
 	cgOOM
 	cgOOMKill
 	cgProcesses
+	cgPids
+	cgPidsLimit
+	cgPSICPUSome
+	cgPSICPUFull
+	cgPSIMemSome
+	cgPSIMemFull
+	cgPSIIOSome
+	cgPSIIOFull
 	cgNum
 )
 
@@ -135,6 +147,16 @@ var cgroupMetrics = [cgNum]struct {
 	cgOOM:       {"cgroup.memory.oom", series.Counter},
 	cgOOMKill:   {"cgroup.memory.oom_kill", series.Counter},
 	cgProcesses: {"cgroup.processes", series.Level},
+	// Tasks (threads) in the cgroup and its limit (pids.current, pids.max).
+	cgPids:      {"cgroup.pids", series.Level},
+	cgPidsLimit: {"cgroup.pids.limit", series.Level},
+	// Pressure stall information (v2): time some or all of its tasks waited for a resource.
+	cgPSICPUSome: {"cgroup.pressure.cpu.some_ms", series.Counter},
+	cgPSICPUFull: {"cgroup.pressure.cpu.full_ms", series.Counter},
+	cgPSIMemSome: {"cgroup.pressure.memory.some_ms", series.Counter},
+	cgPSIMemFull: {"cgroup.pressure.memory.full_ms", series.Counter},
+	cgPSIIOSome:  {"cgroup.pressure.io.some_ms", series.Counter},
+	cgPSIIOFull:  {"cgroup.pressure.io.full_ms", series.Counter},
 }
 
 // cgroupTracker interns /proc/PID/cgroup contents and emits per-cgroup series. It belongs to
@@ -151,6 +173,10 @@ type cgroupTracker struct {
 	path      []byte
 	buf       []byte
 	kvs       []kv
+	io        []ioDev
+	netdevs   []kfile.NetDev
+	devNames  map[string]string // "major:minor" → block device name, from Sys/dev/block
+	hostNetNS string            // the network namespace of Proc/1 ("net:[4026531840]")
 }
 
 func newCgroupTracker(opt Options) *cgroupTracker {
@@ -217,6 +243,12 @@ func (t *cgroupTracker) intern(content []byte, gen uint64) (*cgroupInfo, error) 
 			if len(l.Controllers) > 0 && hasController(l.Controllers, "cpu") {
 				ci.CPUDir = t.v1Dir(l.Controllers, "cpu", dir)
 			}
+			if len(l.Controllers) > 0 && hasController(l.Controllers, "blkio") {
+				ci.BlkioDir = t.v1Dir(l.Controllers, "blkio", dir)
+			}
+			if len(l.Controllers) > 0 && hasController(l.Controllers, "pids") {
+				ci.PidsDir = t.v1Dir(l.Controllers, "pids", dir)
+			}
 		}
 	}
 	t.identify(ci, gen)
@@ -235,8 +267,8 @@ func (t *cgroupTracker) v1Dir(controllers []byte, want, dir string) string {
 	return ""
 }
 
-// count records that a process of this scan is in ci.
-func (t *cgroupTracker) count(ci *cgroupInfo, gen uint64) {
+// count records that a process (pid) of this scan is in ci.
+func (t *cgroupTracker) count(ci *cgroupInfo, gen uint64, pid int) {
 	if ci == nil || ci.Name == "" {
 		return
 	}
@@ -250,7 +282,7 @@ func (t *cgroupTracker) count(ci *cgroupInfo, gen uint64) {
 	}
 	if !cs.Seen(gen) {
 		cs.See(gen)
-		cs.procs, cs.info = 0, nil
+		cs.procs, cs.info, cs.pid = 0, nil, pid
 	}
 	cs.procs++
 	// Prefer the info that can measure the most.
@@ -274,7 +306,7 @@ func (t *cgroupTracker) collect(sink series.Sink, gen uint64) {
 	scanmark.Sweep(t.byName, gen, nil)
 	for name, cs := range t.byName {
 		if k := cs.info.ctrKey(); k != cs.refsFor {
-			cs.refs, cs.refsFor = [cgNum]*series.Ref{}, k
+			cs.refs, cs.refsFor, cs.labelled = [cgNum]*series.Ref{}, k, nil
 		}
 		t.put(sink, name, cs, cgProcesses, uint64(cs.procs))
 		ci := cs.info
@@ -296,6 +328,7 @@ func (t *cgroupTracker) collect(sink series.Sink, gen uint64) {
 		if ci.CPUDir != "" && !cs.cfsV2 && t.readKeyed(sink, ci.CPUDir, "cpu.stat") {
 			t.putThrottling(sink, name, cs, 1e6)
 		}
+		t.readResources(sink, name, cs)
 	}
 	scanmark.Sweep(t.byContent, gen, nil)
 }

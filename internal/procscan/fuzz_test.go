@@ -95,3 +95,39 @@ func FuzzParseCgroup(f *testing.F) {
 		}
 	})
 }
+
+func FuzzParseIOStat(f *testing.F) {
+	f.Add([]byte("8:0 rbytes=4096 wbytes=8192 rios=1 wios=2 dbytes=0 dios=0\n253:1 rbytes=0 wbytes=512 rios=0 wios=1 dbytes=0 dios=0\n"))
+	f.Add([]byte("8:0 Read 4096\n8:0 Write 8192\n8:0 Total 12288\nTotal 12288\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		orig := bytes.Clone(b)
+		for _, parse := range []func([]byte, []ioDev) ([]ioDev, error){
+			parseIOStat,
+			func(b []byte, d []ioDev) ([]ioDev, error) { return parseBlkio(b, d, false) },
+			func(b []byte, d []ioDev) ([]ioDev, error) { return parseBlkio(b, d, true) },
+		} {
+			devs, err := parse(b, nil)
+			if len(devs) > maxIODevs {
+				t.Errorf("%d devices kept", len(devs))
+			}
+			for _, d := range devs {
+				if err == nil && !isMajMin(d.Dev) {
+					t.Errorf("device %q", d.Dev)
+				}
+			}
+			if !bytes.Equal(b, orig) {
+				t.Fatal("the parser wrote to its input")
+			}
+		}
+	})
+}
+
+func FuzzParsePressure(f *testing.F) {
+	f.Add([]byte("some avg10=1.00 avg60=0.50 avg300=0.10 total=2500000\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=1000000\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		some, full, hs, hf, err := parsePressure(b)
+		if err != nil && (some != 0 || full != 0 || hs || hf) {
+			t.Errorf("values with an error")
+		}
+	})
+}

@@ -320,11 +320,23 @@ func (m *Mapper) MapCAdvisor(s *Series, l series.Labels, kind series.Kind) bool 
 	lbuf := s.Labels[:0]
 	*s = r.cadv.series()
 	if pod := l["pod"]; pod != "" {
-		s.Labels = append(lbuf, Label{"container", l["container"]}, Label{"id", CgroupPath(l["cgroup"])}, Label{"image", l["image"]},
+		lbuf = append(lbuf, Label{"container", l["container"]}, Label{"id", CgroupPath(l["cgroup"])}, Label{"image", l["image"]},
 			Label{"name", l["container_id"]}, Label{"namespace", l["namespace"]}, Label{"pod", pod})
-		return true
+	} else {
+		lbuf = append(lbuf, Label{"id", CgroupPath(l["cgroup"])}, Label{"image", l["image"]}, Label{"name", l["container"]})
 	}
-	s.Labels = append(lbuf, Label{"id", CgroupPath(l["cgroup"])}, Label{"image", l["image"]}, Label{"name", l["container"]})
+	// The family's own label: a block device (cAdvisor's is its path) or an interface.
+	for _, f := range r.cadv.from {
+		v := l[f]
+		if f == "device" && !strings.Contains(v, ":") {
+			v = "/dev/" + v
+		}
+		lbuf = append(lbuf, Label{f, v})
+	}
+	s.Labels = lbuf
+	if len(r.cadv.from) > 0 {
+		sortLabels(s.Labels)
+	}
 	return true
 }
 
