@@ -173,7 +173,8 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 	mpExclude, _ := excludeRegexp(cfg.FSMountsExclude) // both checked by Validate
 	typesExclude, _ := excludeRegexp(cfg.FSTypesExclude)
 	popt := procscan.Options{Proc: cfg.Proc, Sys: cfg.Sys, NoTaskIter: cfg.NoBPF,
-		Containers: containers.New(containers.Options{})} // names Podman's and Docker's containers
+		// names Podman's, Docker's, containerd's (and Kubernetes') and OCI runtimes' containers
+		Containers: containers.New(containers.Options{DockerRoot: cfg.DockerRoot, ContainerdState: cfg.ContainerdState})}
 
 	a.procs = procscan.NewProcesses(popt)
 	a.procs.SetBudget(cfg.Interval / 2) // under heavy churn, shed details rather than the beat
