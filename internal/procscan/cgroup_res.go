@@ -178,7 +178,8 @@ func readlink(p string) (string, error) {
 }
 
 // readNetwork puts the interface counters of the network namespace of cs's process, unless
-// it is the host's (a container run with the host's network: its figures are the machine's).
+// it is the host's (a container run with the host's network: its figures are the machine's;
+// the host's is Proc/1's, or the agent's own when init's cannot be read).
 // The process is held by a descriptor of its /proc directory while it is read, and its cgroup
 // is read through it again: a pid that exited and was reused outside the cgroup is not
 // counted. The files are the kernel's (procfs), read as it shows them, within a size cap; the
@@ -186,9 +187,12 @@ func readlink(p string) (string, error) {
 // maxIfaces of them, lo left out as cAdvisor does).
 func (t *cgroupTracker) readNetwork(sink series.Sink, name string, cs *cgroupSeries) {
 	if t.hostNetNS == "" {
+		// init's, else (init's hidden, e.g. a sandbox's pid namespace) the agent's own.
 		ns, err := readlink(filepath.Join(t.opt.Proc, "1", "ns", "net"))
 		if err != nil {
-			return
+			if ns, err = readlink(filepath.Join(t.opt.Proc, "self", "ns", "net")); err != nil {
+				return
+			}
 		}
 		t.hostNetNS = ns
 	}
