@@ -95,6 +95,10 @@ type cgroupSeries struct {
 	procs         int64
 	pid           int                    // a process of it in this scan (its network namespace's interfaces)
 	labelled      map[string]*series.Ref // per device and interface series, by labelledKey
+	oomKill       uint64                 // the latest oom_kill read
+	oomHave       bool                   // oomKill was read
+	oomReadGen    uint64                 // the scan that read it
+	oomPending    uint64                 // kills logged after that read (see oomkmsg.go)
 	info          *cgroupInfo
 	scanmark.Mark // the latest scan that saw it
 }
@@ -177,6 +181,11 @@ type cgroupTracker struct {
 	netdevs   []kfile.NetDev
 	devNames  map[string]string // "major:minor" → block device name, from Sys/dev/block
 	hostNetNS string            // the network namespace of Proc/1 ("net:[4026531840]")
+	kmsgTried bool              // Options.Kmsg was opened (see oomkmsg.go)
+	kmsgFD    int               // -1: none
+	kmsgBuf   []byte
+	tombs     map[string]*tomb // gone containers' OOM kills, by cgroup name
+	gen       uint64           // the scan collect is in
 }
 
 func newCgroupTracker(opt Options) *cgroupTracker {
@@ -185,6 +194,8 @@ func newCgroupTracker(opt Options) *cgroupTracker {
 		root:      filepath.Join(opt.Sys, "fs", "cgroup"),
 		byContent: map[string]*cgroupInfo{},
 		byName:    map[string]*cgroupSeries{},
+		kmsgFD:    -1,
+		tombs:     map[string]*tomb{},
 	}
 }
 
@@ -303,8 +314,14 @@ func score(ci *cgroupInfo) int {
 
 // collect emits the series of every cgroup counted in this scan and forgets those gone.
 func (t *cgroupTracker) collect(sink series.Sink, gen uint64) {
-	scanmark.Sweep(t.byName, gen, nil)
+	t.gen = gen
+	t.openKmsg()
+	scanmark.Sweep(t.byName, gen, func(name string, cs *cgroupSeries) { t.bury(name, cs, gen) })
 	for name, cs := range t.byName {
+		delete(t.tombs, name) // a cgroup of that name again: its own files count
+		if cs.info.ctrOK {
+			t.drainKmsg(gen) // the kills logged before this container's files are read
+		}
 		if k := cs.info.ctrKey(); k != cs.refsFor {
 			cs.refs, cs.refsFor, cs.labelled = [cgNum]*series.Ref{}, k, nil
 		}
@@ -330,6 +347,8 @@ func (t *cgroupTracker) collect(sink series.Sink, gen uint64) {
 		}
 		t.readResources(sink, name, cs)
 	}
+	t.drainKmsg(gen)
+	t.putTombs(sink, gen)
 	scanmark.Sweep(t.byContent, gen, nil)
 }
 
@@ -429,6 +448,7 @@ func (t *cgroupTracker) readV2(sink series.Sink, name string, cs *cgroupSeries, 
 		}
 		if v, ok := lookup(t.kvs, "oom_kill"); ok {
 			t.put(sink, name, cs, cgOOMKill, v)
+			t.readOOMKill(cs, v)
 		}
 	}
 	if t.readKeyed(sink, dir, "memory.stat") {
@@ -443,6 +463,11 @@ func (t *cgroupTracker) readV2(sink series.Sink, name string, cs *cgroupSeries, 
 		}
 	}
 	return haveCPU, true
+}
+
+// readOOMKill notes the oom_kill a scan read of cs: the kills logged before are in it.
+func (t *cgroupTracker) readOOMKill(cs *cgroupSeries, v uint64) {
+	cs.oomKill, cs.oomHave, cs.oomReadGen, cs.oomPending = v, true, t.gen, 0
 }
 
 // putThrottling puts the CFS figures of the cpu.stat in t.kvs: nr_periods, nr_throttled and
@@ -476,6 +501,7 @@ func (t *cgroupTracker) readV1Memory(sink series.Sink, name string, cs *cgroupSe
 	if t.readKeyed(sink, dir, "memory.oom_control") { // oom_kill since Linux 4.13
 		if v, ok := lookup(t.kvs, "oom_kill"); ok {
 			t.put(sink, name, cs, cgOOMKill, v)
+			t.readOOMKill(cs, v)
 		}
 	}
 	if t.readKeyed(sink, dir, "memory.stat") {

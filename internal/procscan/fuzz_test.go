@@ -131,3 +131,14 @@ func FuzzParsePressure(f *testing.F) {
 		}
 	})
 }
+
+func FuzzParseKmsgOOM(f *testing.F) {
+	f.Add([]byte("3,1043,2783154321,-;oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,oom_memcg=/docker/a,task_memcg=/docker/a/b,task=ctrapp,pid=4242,uid=0"))
+	f.Add([]byte("3,1,1,-;oom-kill:constraint=CONSTRAINT_MEMCG,oom_memcg=/d/A/x,task_memcg=/d/B,task_memcg=/d/A/x,task_memcg=/d/B,task=y,pid=2,uid=0"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		memcg, ok := parseKmsgOOM(b)
+		if ok && (!strings.HasPrefix(memcg, "/") || !strings.Contains(string(b), ",task_memcg="+memcg+",task=")) {
+			t.Errorf("parseKmsgOOM(%q) = %q", b, memcg)
+		}
+	})
+}

@@ -47,6 +47,9 @@ type Options struct {
 	// Containers names the containers among the cgroups: their series, and their processes',
 	// carry container, image and container_id labels. Nil: none are named.
 	Containers *containers.Resolver
+	// Kmsg is the kernel log device (/dev/kmsg) whose OOM-kill records count the kills of a
+	// container gone by the next scan (see oomkmsg.go); empty: not read. Read as root.
+	Kmsg string
 }
 
 func (o Options) withDefaults() Options {
