@@ -109,3 +109,57 @@ func storageDisk(t *testing.T, path string) string {
 	}
 	return filepath.Base(target)
 }
+
+// A real Podman container OOM-killed under a 32 MiB limit after a scan saw it, and removed
+// (podman rm) before a scan could read its cgroup again, is still counted: its oom_kill goes
+// from 0 to 1, written by a scan that no longer saw the container (the kernel's log named its
+// cgroup). Its exit status (137, SIGKILL) is the kernel's word that it was killed.
+func TestOOMKilledContainerRemovedIsCounted(t *testing.T) {
+	serial(t)
+	image := ctrImage(t)
+	exec.Command("podman", "rm", "-f", "oom-1").Run() // a leftover of an interrupted run
+	id := podman(t, "run", "-d", "--name", "oom-1", "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=4096:4096",
+		"--memory", "32m", image, "-alloc", "256", "-alloc-on-usr1")
+	t.Cleanup(func() { exec.Command("podman", "rm", "-f", "-t", "0", "oom-1").Run() })
+	a := startAgent(t, "--interval", "3s")
+	sel := `{container="oom-1",metric=~"cgroup.memory.oom_kill|cgroup.processes"}`
+	var lastSeen int64 // the latest scan that saw oom-1's process
+	waitFor(t, 60*time.Second, func() error {
+		ss, err := a.series("/api/v1/metrics", sel)
+		if err != nil {
+			return err
+		}
+		if p := find(ss, "cgroup.processes"); p != nil {
+			lastSeen = max(lastSeen, p.TS)
+		}
+		if s := find(ss, "cgroup.memory.oom_kill"); s == nil || num(s.Value) != 0 {
+			return fmt.Errorf("want oom-1's cgroup.memory.oom_kill at 0; have %v", ss)
+		}
+		return nil
+	})
+	podman(t, "kill", "--signal", "USR1", "oom-1")
+	if code := podman(t, "wait", "oom-1"); code != "137" {
+		t.Fatalf("oom-1 exited with %s; want 137 (SIGKILL, the OOM killer)", code)
+	}
+	podman(t, "rm", "oom-1")
+	if _, err := os.Stat(filepath.Join("/sys/fs/cgroup/memory/libpod_parent", "libpod-"+id)); err == nil {
+		t.Fatal("oom-1's cgroup outlived podman rm")
+	}
+	waitFor(t, 60*time.Second, func() error {
+		ss, err := a.series("/api/v1/metrics", sel)
+		if err != nil {
+			return err
+		}
+		oom, procs := find(ss, "cgroup.memory.oom_kill"), find(ss, "cgroup.processes")
+		if procs != nil {
+			lastSeen = max(lastSeen, procs.TS)
+		}
+		if oom == nil || num(oom.Value) != 1 {
+			return fmt.Errorf("want oom-1's cgroup.memory.oom_kill at 1; have %v", ss)
+		}
+		if oom.TS <= lastSeen {
+			return fmt.Errorf("the kill was counted at %d by a scan that saw oom-1 (last at %d): not the gone container's path", oom.TS, lastSeen)
+		}
+		return nil
+	})
+}
