@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -218,6 +219,7 @@ func TestContainerdContainerByName(t *testing.T) {
 			time.Sleep(100 * time.Millisecond)
 		}
 		c("container", "delete", "web-c")
+		rmCgroups(ns)
 	})
 	a := startAgent(t, "--containerd-state", state)
 	checkHeldAtHalfCPU(t, a, `{container="web-c"}`, map[string]string{"container": "web-c", "namespace": ns,
@@ -230,4 +232,82 @@ func TestContainerdContainerByName(t *testing.T) {
 		t.Errorf("/metrics lacks container_cpu_usage_seconds_total%s", lbl)
 	}
 	promtoolClean(t, body)
+}
+
+// A container run by plain runc (no engine: a bundle made with runc spec, cgroupsPath
+// /cantal-e2e-runc/<id>, a CPU quota of 0.5) is named from runc's state.json by its id, held
+// at ~0.5 CPU and throttled.
+func TestRuncContainerByID(t *testing.T) {
+	serial(t)
+	runc := need(t, "runc")
+	rootfs, _ := ctrRootfs(t)
+	bundle := t.TempDir()
+	if out, err := exec.Command(runc, "spec", "--bundle", bundle).CombinedOutput(); err != nil {
+		t.Fatalf("runc spec: %v\n%s", err, out)
+	}
+	id := fmt.Sprintf("cantal-e2e-%d", os.Getpid())
+	b, err := os.ReadFile(filepath.Join(bundle, "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var spec map[string]any
+	if err := json.Unmarshal(b, &spec); err != nil {
+		t.Fatal(err)
+	}
+	spec["root"] = map[string]any{"path": rootfs, "readonly": true}
+	proc := spec["process"].(map[string]any)
+	proc["terminal"], proc["args"] = false, []string{"/ctrapp", "-burn"}
+	linux := spec["linux"].(map[string]any)
+	linux["cgroupsPath"] = "/cantal-e2e-runc/" + id
+	linux["resources"] = map[string]any{"cpu": map[string]any{"quota": 50000, "period": 100000}}
+	if b, err = json.Marshal(spec); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(bundle, "config.json"), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// The container keeps runc's stdio (no terminal): a file, not a pipe that would stay open.
+	out, err := os.Create(filepath.Join(t.TempDir(), "runc.out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	start := exec.Command(runc, "run", "-d", "--bundle", bundle, id)
+	start.Stdout, start.Stderr = out, out
+	t.Cleanup(func() {
+		exec.Command(runc, "delete", "-f", id).Run()
+		rmCgroups("cantal-e2e-runc")
+	})
+	if err := start.Run(); err != nil {
+		b, _ := os.ReadFile(out.Name())
+		t.Fatalf("runc run: %v\n%s", err, b)
+	}
+	a := startAgent(t)
+	checkHeldAtHalfCPU(t, a, fmt.Sprintf(`{container=%q}`, id), map[string]string{"container": id,
+		"container_id": id, "cgroup": "cantal-e2e-runc." + id})
+}
+
+// rmCgroups removes the cgroup /name, left empty by a runtime, from every hierarchy.
+func rmCgroups(name string) {
+	dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup", "*", name))
+	if d := filepath.Join("/sys/fs/cgroup", name); fileExists(d) {
+		dirs = append(dirs, d)
+	}
+	for _, d := range dirs {
+		var all []string
+		filepath.WalkDir(d, func(p string, e os.DirEntry, err error) error {
+			if err == nil && e.IsDir() {
+				all = append(all, p)
+			}
+			return nil
+		})
+		for i := len(all) - 1; i >= 0; i-- {
+			os.Remove(all[i])
+		}
+	}
+}
+
+func fileExists(p string) bool {
+	_, err := os.Stat(p)
+	return err == nil
 }
