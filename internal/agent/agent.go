@@ -181,7 +181,9 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 	mpExclude, _ := excludeRegexp(cfg.FSMountsExclude) // both checked by Validate
 	typesExclude, _ := excludeRegexp(cfg.FSTypesExclude)
 	popt := procscan.Options{Proc: cfg.Proc, Sys: cfg.Sys, NoTaskIter: cfg.NoBPF, States: cfg.Processes,
-		Containers: containers.New(containers.Options{})} // names Podman's and Docker's containers
+		// names Podman's, Docker's, containerd's (and Kubernetes') and OCI runtimes' containers
+		Containers: containers.New(containers.Options{DockerRoot: cfg.DockerRoot, ContainerdState: cfg.ContainerdState}),
+		Kmsg:       "/dev/kmsg"} // OOM kills of containers gone by the next scan
 
 	a.procs = procscan.NewProcesses(popt)
 	a.procs.SetBudget(cfg.Interval / 2) // under heavy churn, shed details rather than the beat

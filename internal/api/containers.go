@@ -40,8 +40,8 @@ var containerFigures = map[string]func(c *apiwire.Container, s *series.Sample){
 	"cgroup.processes":             func(c *apiwire.Container, s *series.Sample) { c.Processes += int(level(s)) },
 	"cgroup.io.read_bytes":         func(c *apiwire.Container, s *series.Sample) { addRate(&c.IOReadRate, s) },
 	"cgroup.io.write_bytes":        func(c *apiwire.Container, s *series.Sample) { addRate(&c.IOWriteRate, s) },
-	"cgroup.net.rx_bytes":          func(c *apiwire.Container, s *series.Sample) { addRate(&c.NetRxRate, s) },
-	"cgroup.net.tx_bytes":          func(c *apiwire.Container, s *series.Sample) { addRate(&c.NetTxRate, s) },
+	"cgroup.net.rx.bytes":          func(c *apiwire.Container, s *series.Sample) { addRate(&c.NetRxRate, s) },
+	"cgroup.net.tx.bytes":          func(c *apiwire.Container, s *series.Sample) { addRate(&c.NetTxRate, s) },
 }
 
 // level is a level's or counter's value as a count (negative and NaN: 0).

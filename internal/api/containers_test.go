@@ -56,7 +56,7 @@ func containerServer(t *testing.T) *httptest.Server {
 	io2["device"] = "8:16"
 	add(io1, series.Counter, 0, 4096)
 	add(io2, series.Counter, 0, 1024)
-	add(ctr("bbbbbbbbbbbb", "db-1", "docker.b", "cgroup.net.rx_bytes"), series.Counter, 0, 2000)
+	add(ctr("bbbbbbbbbbbb", "db-1", "docker.b", "cgroup.net.rx.bytes"), series.Counter, 0, 2000)
 	// quota-1: 10 periods a second, 8 throttled, 300 ms throttled.
 	add(ctr("cccccccccccc", "quota-1", "docker.c", "cgroup.cpu.usage_ms"), series.Counter, 0, 500)
 	add(ctr("cccccccccccc", "quota-1", "docker.c", "cgroup.cpu.periods"), series.Counter, 100, 110)

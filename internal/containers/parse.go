@@ -12,7 +12,12 @@ import (
 type Identity struct {
 	Name  string // the runtime's name for it, e.g. "web-1"
 	Image string // the image it was made from, as the runtime names it, e.g. "localhost/shop:1"
-	ID    string // the first 12 hex digits of its id
+	ID    string // the first 12 hex digits of its id (an OCI id that is no 64 hex digits: all of it)
+	// Pod and Namespace name a Kubernetes container's pod and namespace (from the CRI
+	// annotations on its spec; Name is then its Kubernetes container name); Namespace is a
+	// plain containerd container's containerd namespace. Empty for other runtimes.
+	Pod       string
+	Namespace string
 }
 
 // Label length caps: a name beyond them is cut (at a rune boundary).
@@ -29,6 +34,8 @@ const (
 	NoRuntime Runtime = iota
 	Podman
 	Docker
+	Containerd // containerd's task bundles, including Kubernetes pods made through CRI
+	OCI        // a plain OCI runtime's state (runc, crun)
 )
 
 func (r Runtime) String() string {
@@ -37,6 +44,10 @@ func (r Runtime) String() string {
 		return "podman"
 	case Docker:
 		return "docker"
+	case Containerd:
+		return "containerd"
+	case OCI:
+		return "oci"
 	}
 	return "none"
 }

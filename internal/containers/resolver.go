@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,6 +23,15 @@ type Options struct {
 	PodmanStorage string
 	// DockerRoot is dockerd's --data-root, "/var/lib/docker" when empty.
 	DockerRoot string
+	// ContainerdState is containerd's --state directory, "/run/containerd" when empty: its
+	// task bundles (io.containerd.runtime.v2.task/<namespace>/<id>/config.json) name its
+	// containers, Kubernetes' through CRI included.
+	ContainerdState string
+	// RuncRoot and CrunRoot are the plain OCI runtimes' --root directories, "/run/runc" and
+	// "/run/crun" when empty: <id>/state.json (runc) and <id>/status (crun) name a container
+	// no other runtime's state names, by its id.
+	RuncRoot string
+	CrunRoot string
 	// Now is the clock, time.Now when nil (tests set it).
 	Now func() time.Time
 }
@@ -47,6 +57,9 @@ type Resolver struct {
 	podmanStat unix.Stat_t         // of that read
 	podmanAt   time.Time           // when containers.json was last stat'ed
 	docker     map[string]dockerEntry
+	oci        map[string]ociEntry // by state file, from the latest rebuildOCI
+	ociByCg    map[string]Identity // by cgroup name, from the latest rebuildOCI
+	ociAt      time.Time           // when the OCI index was last rebuilt
 }
 
 type dockerEntry struct {
@@ -66,6 +79,15 @@ func New(opt Options) *Resolver {
 	if opt.DockerRoot == "" {
 		opt.DockerRoot = "/var/lib/docker"
 	}
+	if opt.ContainerdState == "" {
+		opt.ContainerdState = "/run/containerd"
+	}
+	if opt.RuncRoot == "" {
+		opt.RuncRoot = "/run/runc"
+	}
+	if opt.CrunRoot == "" {
+		opt.CrunRoot = "/run/crun"
+	}
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}
@@ -78,20 +100,35 @@ func New(opt Options) *Resolver {
 }
 
 // Identify returns the identity of the container whose cgroup this is (procscan's dotted name
-// or a path), and whether the cgroup is a container's the runtime state names. A cgroup that
-// is no container's costs a string scan; one that is costs a map lookup, with the runtime's
-// state re-read at most once a second (Podman) or once per container (Docker). Errors reading
-// the state (absent runtime, untrusted owner or mode, oversized or malformed file) leave the
-// container unnamed.
+// or a path), and whether the cgroup is a container's the runtime state names. Podman's and
+// Docker's cgroups are known by their names and cost a map lookup, with the runtime's state
+// re-read at most once a second (Podman) or once per container (Docker); any other cgroup is
+// looked up in the index of containerd's and the OCI runtimes' containers by cgroup (see
+// ociID), rebuilt at most once a second. Errors reading the state (absent runtime, untrusted
+// owner or mode, oversized or malformed file) leave the container unnamed.
 func (r *Resolver) Identify(cgroup string) (Identity, bool) {
-	rt, id := FromCgroup(cgroup)
-	switch rt {
-	case Podman:
-		return r.podmanID(id)
-	case Docker:
-		return r.dockerID(id)
+	if strings.Contains(cgroup, "/") {
+		cgroup = CgroupName(cgroup)
 	}
-	return Identity{}, false
+	r.mu.Lock()
+	oci, ociOK, ociEnd := r.ociID(cgroup)
+	r.mu.Unlock()
+	// The outermost container wins: an OCI container's cgroup enclosing one named like a
+	// Podman or Docker container's is the OCI container's.
+	rt, id := FromCgroup(cgroup)
+	if rt != NoRuntime && (!ociOK || ociEnd >= strings.Index(cgroup, id)+len(id)) {
+		var ident Identity
+		var ok bool
+		if rt == Podman {
+			ident, ok = r.podmanID(id)
+		} else {
+			ident, ok = r.dockerID(id)
+		}
+		if ok {
+			return ident, true
+		}
+	}
+	return oci, ociOK
 }
 
 func (r *Resolver) podmanID(id string) (Identity, bool) {
@@ -160,31 +197,15 @@ func readTrusted(root, rel string, limit int64) ([]byte, unix.Stat_t, error) {
 	if rel == "" {
 		return nil, st, fmt.Errorf("%s: no file", path)
 	}
-	// Walk down from root with O_NOFOLLOW|O_DIRECTORY, checking each directory.
-	dir, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	dirRel, name := "", rel
+	if i := strings.LastIndexByte(rel, '/'); i >= 0 {
+		dirRel, name = rel[:i], rel[i+1:]
+	}
+	dir, err := openTrustedDir(root, dirRel)
 	if err != nil {
 		return nil, st, err
 	}
-	rest := rel
-	for {
-		if err := trusted(dir); err != nil {
-			unix.Close(dir)
-			return nil, st, fmt.Errorf("%s: %w", path, err)
-		}
-		name := rest
-		i := indexSlash(rest)
-		if i < 0 {
-			break
-		}
-		name, rest = rest[:i], rest[i+1:]
-		next, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-		unix.Close(dir)
-		if err != nil {
-			return nil, st, fmt.Errorf("%s: %w", path, err)
-		}
-		dir = next
-	}
-	fd, err := unix.Openat(dir, rest, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	fd, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
 	unix.Close(dir)
 	if err != nil {
 		return nil, st, fmt.Errorf("%s: %w", path, err)
@@ -211,6 +232,40 @@ func readTrusted(root, rel string, limit int64) ([]byte, unix.Stat_t, error) {
 		return nil, st, fmt.Errorf("%s: larger than %d bytes", path, limit)
 	}
 	return b, st, nil
+}
+
+// openTrustedDir opens the directory root/rel ("" is root), walking down from root with
+// O_NOFOLLOW|O_DIRECTORY and checking that root and each directory below it is trusted (see
+// trustedStat). The caller closes the descriptor.
+func openTrustedDir(root, rel string) (int, error) {
+	rel = filepath.Clean("/" + rel)[1:]
+	path := filepath.Join(root, rel)
+	dir, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	rest := rel
+	for {
+		if err := trusted(dir); err != nil {
+			unix.Close(dir)
+			return -1, fmt.Errorf("%s: %w", path, err)
+		}
+		if rest == "" {
+			return dir, nil
+		}
+		name := rest
+		if i := indexSlash(rest); i >= 0 {
+			name, rest = rest[:i], rest[i+1:]
+		} else {
+			rest = ""
+		}
+		next, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		unix.Close(dir)
+		if err != nil {
+			return -1, fmt.Errorf("%s: %w", path, err)
+		}
+		dir = next
+	}
 }
 
 func indexSlash(s string) int {

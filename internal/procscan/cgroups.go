@@ -21,12 +21,14 @@ type cgroupInfo struct {
 	MemDir        string
 	CPUAcctDir    string
 	CPUDir        string // v1 cpu controller: CFS throttling in cpu.stat
+	BlkioDir      string // v1 blkio controller: blkio.throttle.io_service_bytes, io_serviced
+	PidsDir       string // v1 pids controller: pids.current, pids.max
 	scanmark.Mark        // the latest scan that saw it
 
 	// The container the cgroup is, when Options.Containers names it (see containerLabels).
 	ctr      containers.Identity
 	ctrOK    bool   // ctr is known
-	ctrWant  bool   // the name is a container runtime's: ask again until named
+	ctrWant  bool   // the cgroup may be a container's: ask again until named
 	ctrTried uint64 // the scan that last asked
 	ctrKeyS  string // ctrKey's value, made when ctr changes
 }
@@ -39,22 +41,22 @@ const (
 	ctrRefresh = 30
 )
 
-// identify looks up the container ci is, when the cgroup is a container runtime's.
+// identify looks up the container ci is. Any cgroup but the users' may be one (containerd's
+// and the OCI runtimes' cgroups are named by whoever made them, "/default/web-1"), so each is
+// asked again every ctrRetry scans while unnamed; the resolver answers from its index.
 func (t *cgroupTracker) identify(ci *cgroupInfo, gen uint64) {
-	if t.opt.Containers == nil || ci.Name == "" {
+	if t.opt.Containers == nil || ci.Name == "" || ci.Name == "user" {
 		return
 	}
-	rt, _ := containers.FromCgroup(ci.Name)
-	if ci.ctrWant = rt != containers.NoRuntime; ci.ctrWant {
-		ctr, ok := t.opt.Containers.Identify(ci.Name)
-		if ctr != ci.ctr || ok != ci.ctrOK {
-			ci.ctr, ci.ctrOK, ci.ctrKeyS = ctr, ok, ""
-			if ok {
-				ci.ctrKeyS = ctr.ID + "\x00" + ctr.Name + "\x00" + ctr.Image
-			}
+	ci.ctrWant = true
+	ctr, ok := t.opt.Containers.Identify(ci.Name)
+	if ctr != ci.ctr || ok != ci.ctrOK {
+		ci.ctr, ci.ctrOK, ci.ctrKeyS = ctr, ok, ""
+		if ok {
+			ci.ctrKeyS = ctr.ID + "\x00" + ctr.Name + "\x00" + ctr.Image + "\x00" + ctr.Pod + "\x00" + ctr.Namespace
 		}
-		ci.ctrTried = gen
 	}
+	ci.ctrTried = gen
 }
 
 // ctrKey is what the series of a cgroup or process are made with, beside its cgroup name.
@@ -65,14 +67,24 @@ func (ci *cgroupInfo) ctrKey() string {
 	return ci.ctrKeyS
 }
 
-// addContainerLabels labels l with the container ci is: container (its name), image and
-// container_id (12 hex digits). They are the runtime's strings, already cleaned; the cgroup
-// label stays what the kernel says.
+// addContainerLabels labels l with the container ci is: container (its name), image (when
+// known) and container_id (12 hex digits), and for a Kubernetes container pod and namespace
+// (namespace alone: a containerd container's namespace). They are the runtime's strings,
+// already cleaned; the cgroup label stays what the kernel says.
 func addContainerLabels(l series.Labels, ci *cgroupInfo) {
 	if ci == nil || !ci.ctrOK {
 		return
 	}
-	l["container"], l["image"], l["container_id"] = ci.ctr.Name, ci.ctr.Image, ci.ctr.ID
+	l["container"], l["container_id"] = ci.ctr.Name, ci.ctr.ID
+	if ci.ctr.Image != "" {
+		l["image"] = ci.ctr.Image
+	}
+	if ci.ctr.Pod != "" {
+		l["pod"] = ci.ctr.Pod
+	}
+	if ci.ctr.Namespace != "" {
+		l["namespace"] = ci.ctr.Namespace
+	}
 }
 
 // cgroupSeries are the cached Refs of one cgroup name.
@@ -81,6 +93,12 @@ type cgroupSeries struct {
 	refsFor       string // the ctrKey refs were made with
 	cfsV2         bool   // the unified cpu.stat had CFS figures in the latest scan
 	procs         int64
+	pid           int                    // a process of it in this scan (its network namespace's interfaces)
+	labelled      map[string]*series.Ref // per device and interface series, by labelledKey
+	oomKill       uint64                 // the latest oom_kill read
+	oomHave       bool                   // oomKill was read
+	oomReadGen    uint64                 // the scan that read it
+	oomPending    uint64                 // kills logged after that read (see oomkmsg.go)
 	info          *cgroupInfo
 	scanmark.Mark // the latest scan that saw it
 }
@@ -100,6 +118,14 @@ const (
 	cgOOM
 	cgOOMKill
 	cgProcesses
+	cgPids
+	cgPidsLimit
+	cgPSICPUSome
+	cgPSICPUFull
+	cgPSIMemSome
+	cgPSIMemFull
+	cgPSIIOSome
+	cgPSIIOFull
 	cgNum
 )
 
@@ -125,6 +151,16 @@ var cgroupMetrics = [cgNum]struct {
 	cgOOM:       {"cgroup.memory.oom", series.Counter},
 	cgOOMKill:   {"cgroup.memory.oom_kill", series.Counter},
 	cgProcesses: {"cgroup.processes", series.Level},
+	// Tasks (threads) in the cgroup and its limit (pids.current, pids.max).
+	cgPids:      {"cgroup.pids", series.Level},
+	cgPidsLimit: {"cgroup.pids.limit", series.Level},
+	// Pressure stall information (v2): time some or all of its tasks waited for a resource.
+	cgPSICPUSome: {"cgroup.pressure.cpu.some_ms", series.Counter},
+	cgPSICPUFull: {"cgroup.pressure.cpu.full_ms", series.Counter},
+	cgPSIMemSome: {"cgroup.pressure.memory.some_ms", series.Counter},
+	cgPSIMemFull: {"cgroup.pressure.memory.full_ms", series.Counter},
+	cgPSIIOSome:  {"cgroup.pressure.io.some_ms", series.Counter},
+	cgPSIIOFull:  {"cgroup.pressure.io.full_ms", series.Counter},
 }
 
 // cgroupTracker interns /proc/PID/cgroup contents and emits per-cgroup series. It belongs to
@@ -141,6 +177,15 @@ type cgroupTracker struct {
 	path      []byte
 	buf       []byte
 	kvs       []kv
+	io        []ioDev
+	netdevs   []kfile.NetDev
+	devNames  map[string]string // "major:minor" → block device name, from Sys/dev/block
+	hostNetNS string            // the network namespace of Proc/1 ("net:[4026531840]")
+	kmsgTried bool              // Options.Kmsg was opened (see oomkmsg.go)
+	kmsgFD    int               // -1: none
+	kmsgBuf   []byte
+	tombs     map[string]*tomb // gone containers' OOM kills, by cgroup name
+	gen       uint64           // the scan collect is in
 }
 
 func newCgroupTracker(opt Options) *cgroupTracker {
@@ -149,6 +194,8 @@ func newCgroupTracker(opt Options) *cgroupTracker {
 		root:      filepath.Join(opt.Sys, "fs", "cgroup"),
 		byContent: map[string]*cgroupInfo{},
 		byName:    map[string]*cgroupSeries{},
+		kmsgFD:    -1,
+		tombs:     map[string]*tomb{},
 	}
 }
 
@@ -207,6 +254,12 @@ func (t *cgroupTracker) intern(content []byte, gen uint64) (*cgroupInfo, error) 
 			if len(l.Controllers) > 0 && hasController(l.Controllers, "cpu") {
 				ci.CPUDir = t.v1Dir(l.Controllers, "cpu", dir)
 			}
+			if len(l.Controllers) > 0 && hasController(l.Controllers, "blkio") {
+				ci.BlkioDir = t.v1Dir(l.Controllers, "blkio", dir)
+			}
+			if len(l.Controllers) > 0 && hasController(l.Controllers, "pids") {
+				ci.PidsDir = t.v1Dir(l.Controllers, "pids", dir)
+			}
 		}
 	}
 	t.identify(ci, gen)
@@ -225,8 +278,8 @@ func (t *cgroupTracker) v1Dir(controllers []byte, want, dir string) string {
 	return ""
 }
 
-// count records that a process of this scan is in ci.
-func (t *cgroupTracker) count(ci *cgroupInfo, gen uint64) {
+// count records that a process (pid) of this scan is in ci.
+func (t *cgroupTracker) count(ci *cgroupInfo, gen uint64, pid int) {
 	if ci == nil || ci.Name == "" {
 		return
 	}
@@ -240,7 +293,7 @@ func (t *cgroupTracker) count(ci *cgroupInfo, gen uint64) {
 	}
 	if !cs.Seen(gen) {
 		cs.See(gen)
-		cs.procs, cs.info = 0, nil
+		cs.procs, cs.info, cs.pid = 0, nil, pid
 	}
 	cs.procs++
 	// Prefer the info that can measure the most.
@@ -261,10 +314,16 @@ func score(ci *cgroupInfo) int {
 
 // collect emits the series of every cgroup counted in this scan and forgets those gone.
 func (t *cgroupTracker) collect(sink series.Sink, gen uint64) {
-	scanmark.Sweep(t.byName, gen, nil)
+	t.gen = gen
+	t.openKmsg()
+	scanmark.Sweep(t.byName, gen, func(name string, cs *cgroupSeries) { t.bury(name, cs, gen) })
 	for name, cs := range t.byName {
+		delete(t.tombs, name) // a cgroup of that name again: its own files count
+		if cs.info.ctrOK {
+			t.drainKmsg(gen) // the kills logged before this container's files are read
+		}
 		if k := cs.info.ctrKey(); k != cs.refsFor {
-			cs.refs, cs.refsFor = [cgNum]*series.Ref{}, k
+			cs.refs, cs.refsFor, cs.labelled = [cgNum]*series.Ref{}, k, nil
 		}
 		t.put(sink, name, cs, cgProcesses, uint64(cs.procs))
 		ci := cs.info
@@ -286,7 +345,10 @@ func (t *cgroupTracker) collect(sink series.Sink, gen uint64) {
 		if ci.CPUDir != "" && !cs.cfsV2 && t.readKeyed(sink, ci.CPUDir, "cpu.stat") {
 			t.putThrottling(sink, name, cs, 1e6)
 		}
+		t.readResources(sink, name, cs)
 	}
+	t.drainKmsg(gen)
+	t.putTombs(sink, gen)
 	scanmark.Sweep(t.byContent, gen, nil)
 }
 
@@ -386,6 +448,7 @@ func (t *cgroupTracker) readV2(sink series.Sink, name string, cs *cgroupSeries, 
 		}
 		if v, ok := lookup(t.kvs, "oom_kill"); ok {
 			t.put(sink, name, cs, cgOOMKill, v)
+			t.readOOMKill(cs, v)
 		}
 	}
 	if t.readKeyed(sink, dir, "memory.stat") {
@@ -400,6 +463,11 @@ func (t *cgroupTracker) readV2(sink series.Sink, name string, cs *cgroupSeries, 
 		}
 	}
 	return haveCPU, true
+}
+
+// readOOMKill notes the oom_kill a scan read of cs: the kills logged before are in it.
+func (t *cgroupTracker) readOOMKill(cs *cgroupSeries, v uint64) {
+	cs.oomKill, cs.oomHave, cs.oomReadGen, cs.oomPending = v, true, t.gen, 0
 }
 
 // putThrottling puts the CFS figures of the cpu.stat in t.kvs: nr_periods, nr_throttled and
@@ -433,6 +501,7 @@ func (t *cgroupTracker) readV1Memory(sink series.Sink, name string, cs *cgroupSe
 	if t.readKeyed(sink, dir, "memory.oom_control") { // oom_kill since Linux 4.13
 		if v, ok := lookup(t.kvs, "oom_kill"); ok {
 			t.put(sink, name, cs, cgOOMKill, v)
+			t.readOOMKill(cs, v)
 		}
 	}
 	if t.readKeyed(sink, dir, "memory.stat") {

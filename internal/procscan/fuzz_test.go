@@ -95,3 +95,50 @@ func FuzzParseCgroup(f *testing.F) {
 		}
 	})
 }
+
+func FuzzParseIOStat(f *testing.F) {
+	f.Add([]byte("8:0 rbytes=4096 wbytes=8192 rios=1 wios=2 dbytes=0 dios=0\n253:1 rbytes=0 wbytes=512 rios=0 wios=1 dbytes=0 dios=0\n"))
+	f.Add([]byte("8:0 Read 4096\n8:0 Write 8192\n8:0 Total 12288\nTotal 12288\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		orig := bytes.Clone(b)
+		for _, parse := range []func([]byte, []ioDev) ([]ioDev, error){
+			parseIOStat,
+			func(b []byte, d []ioDev) ([]ioDev, error) { return parseBlkio(b, d, false) },
+			func(b []byte, d []ioDev) ([]ioDev, error) { return parseBlkio(b, d, true) },
+		} {
+			devs, err := parse(b, nil)
+			if len(devs) > maxIODevs {
+				t.Errorf("%d devices kept", len(devs))
+			}
+			for _, d := range devs {
+				if err == nil && !isMajMin(d.Dev) {
+					t.Errorf("device %q", d.Dev)
+				}
+			}
+			if !bytes.Equal(b, orig) {
+				t.Fatal("the parser wrote to its input")
+			}
+		}
+	})
+}
+
+func FuzzParsePressure(f *testing.F) {
+	f.Add([]byte("some avg10=1.00 avg60=0.50 avg300=0.10 total=2500000\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=1000000\n"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		some, full, hs, hf, err := parsePressure(b)
+		if err != nil && (some != 0 || full != 0 || hs || hf) {
+			t.Errorf("values with an error")
+		}
+	})
+}
+
+func FuzzParseKmsgOOM(f *testing.F) {
+	f.Add([]byte("3,1043,2783154321,-;oom-kill:constraint=CONSTRAINT_MEMCG,nodemask=(null),cpuset=/,mems_allowed=0,oom_memcg=/docker/a,task_memcg=/docker/a/b,task=ctrapp,pid=4242,uid=0"))
+	f.Add([]byte("3,1,1,-;oom-kill:constraint=CONSTRAINT_MEMCG,oom_memcg=/d/A/x,task_memcg=/d/B,task_memcg=/d/A/x,task_memcg=/d/B,task=y,pid=2,uid=0"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		memcg, ok := parseKmsgOOM(b)
+		if ok && (!strings.HasPrefix(memcg, "/") || !strings.Contains(string(b), ",task_memcg="+memcg+",task=")) {
+			t.Errorf("parseKmsgOOM(%q) = %q", b, memcg)
+		}
+	})
+}

@@ -52,6 +52,10 @@ type Options struct {
 	// collectStates): the processes' from their stat lines, the threads of a multi-threaded
 	// process from its <proc>/PID/task. Off by default, as node_exporter's collector.
 	States bool
+
+	// Kmsg is the kernel log device (/dev/kmsg) whose OOM-kill records count the kills of a
+	// container gone by the next scan (see oomkmsg.go); empty: not read. Read as root.
+	Kmsg string
 }
 
 func (o Options) withDefaults() Options {

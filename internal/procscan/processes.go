@@ -787,7 +787,7 @@ func (p *Processes) finish(it *scanItem, sink series.Sink) {
 	if st.cgroup != nil {
 		st.cgroup.See(p.gen)
 		row.Cgroup = st.cgroup.Name
-		p.cg.count(st.cgroup, p.gen)
+		p.cg.count(st.cgroup, p.gen, st.pid)
 	}
 	row.Cmdline, row.CantalPath, row.CantalAppName = st.cmdline, st.env.Path, st.env.AppName
 

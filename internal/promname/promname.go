@@ -309,8 +309,9 @@ func (m *Mapper) MapExtra(s *Series, l series.Labels, kind series.Kind) (float64
 // MapCAdvisor maps a container's cgroup series (one labelled container_id, see
 // internal/containers) into *s (reusing s.Labels) under cAdvisor's name for it
 // (container_cpu_usage_seconds_total, container_memory_rss, ...) with cAdvisor's labels: id (the
-// cgroup's path), name (the container's name) and image. It reports false for every other
-// series. The value is s.Value of the series' own.
+// cgroup's path), name (the container's name) and image; a Kubernetes container's (labelled
+// pod) also container (its Kubernetes name), pod and namespace, as kubelet's cAdvisor labels
+// them. It reports false for every other series. The value is s.Value of the series' own.
 func (m *Mapper) MapCAdvisor(s *Series, l series.Labels, kind series.Kind) bool {
 	r := m.lookup(l["metric"])
 	if r == nil || r.cadv == nil || l["container_id"] == "" || !r.matches(l, kind) {
@@ -318,7 +319,24 @@ func (m *Mapper) MapCAdvisor(s *Series, l series.Labels, kind series.Kind) bool 
 	}
 	lbuf := s.Labels[:0]
 	*s = r.cadv.series()
-	s.Labels = append(lbuf, Label{"id", CgroupPath(l["cgroup"])}, Label{"image", l["image"]}, Label{"name", l["container"]})
+	if pod := l["pod"]; pod != "" {
+		lbuf = append(lbuf, Label{"container", l["container"]}, Label{"id", CgroupPath(l["cgroup"])}, Label{"image", l["image"]},
+			Label{"name", l["container_id"]}, Label{"namespace", l["namespace"]}, Label{"pod", pod})
+	} else {
+		lbuf = append(lbuf, Label{"id", CgroupPath(l["cgroup"])}, Label{"image", l["image"]}, Label{"name", l["container"]})
+	}
+	// The family's own label: a block device (cAdvisor's is its path) or an interface.
+	for _, f := range r.cadv.from {
+		v := l[f]
+		if f == "device" && !strings.Contains(v, ":") {
+			v = "/dev/" + v
+		}
+		lbuf = append(lbuf, Label{f, v})
+	}
+	s.Labels = lbuf
+	if len(r.cadv.from) > 0 {
+		sortLabels(s.Labels)
+	}
 	return true
 }
 

@@ -262,9 +262,9 @@ var (
 	cpuLabels  = []string{"cpu"}
 	netLabels  = []string{"interface=device"}
 	diskLabels = []string{"device"}
-	procLabels = []string{"pid", "process", "cgroup?", "container?", "image?", "container_id?"}
+	procLabels = []string{"pid", "process", "cgroup?", "container?", "image?", "container_id?", "pod?", "namespace?"}
 	// A container's cgroup series also carry its identity (internal/containers).
-	cgLabels = []string{"cgroup", "container?", "image?", "container_id?"}
+	cgLabels = []string{"cgroup", "container?", "image?", "container_id?", "pod?", "namespace?"}
 )
 
 // fixedRules are the rules of the machine's fixed metric names. Built once; never modified.
@@ -596,6 +596,48 @@ var fixedRules = func() map[string]*rule {
 	cadv("cgroup.memory.oom_kill", "container_oom_events_total", Counter, series.Counter, 1, "Count of out of memory events observed for the container")
 	cadv("cgroup.memory.working_set", "container_memory_working_set_bytes", Gauge, series.Level, 1, "Current working set in bytes.")
 	cadv("cgroup.memory.limit", "container_spec_memory_limit_bytes", Gauge, series.Level, 1, "Memory limit for the container.")
+	// Per device and interface (internal/procscan cgroup_res.go): cAdvisor's device label is
+	// the device's path, its interface label the interface's name.
+	cgDev, cgIf := append(append([]string{}, cg...), "device"), append(append([]string{}, cg...), "interface")
+	cadvL := func(metric, name string, typ Type, kind series.Kind, scale float64, help string, label string) {
+		m[metric].cadv = r(name, typ, kind, scale, help, []string{label})
+	}
+	for _, e := range []struct{ metric, cantal, help, cadv, cadvHelp string }{
+		{"cgroup.io.read_bytes", "cantal_cgroup_io_read_bytes_total", "Bytes the cgroup read from each block device.", "container_fs_reads_bytes_total", "Cumulative count of bytes read"},
+		{"cgroup.io.write_bytes", "cantal_cgroup_io_written_bytes_total", "Bytes the cgroup wrote to each block device.", "container_fs_writes_bytes_total", "Cumulative count of bytes written"},
+		{"cgroup.io.reads", "cantal_cgroup_io_reads_total", "Reads the cgroup issued to each block device.", "container_fs_reads_total", "Cumulative count of reads completed"},
+		{"cgroup.io.writes", "cantal_cgroup_io_writes_total", "Writes the cgroup issued to each block device.", "container_fs_writes_total", "Cumulative count of writes completed"},
+	} {
+		add(e.metric, r(e.cantal, Counter, series.Counter, 1, e.help, cgDev))
+		cadvL(e.metric, e.cadv, Counter, series.Counter, 1, e.cadvHelp, "device")
+	}
+	for _, e := range []struct{ metric, name, help string }{
+		{"cgroup.net.rx.bytes", "receive_bytes_total", "Cumulative count of bytes received"},
+		{"cgroup.net.rx.packets", "receive_packets_total", "Cumulative count of packets received"},
+		{"cgroup.net.rx.errors", "receive_errors_total", "Cumulative count of errors encountered while receiving"},
+		{"cgroup.net.rx.drop", "receive_packets_dropped_total", "Cumulative count of packets dropped while receiving"},
+		{"cgroup.net.tx.bytes", "transmit_bytes_total", "Cumulative count of bytes transmitted"},
+		{"cgroup.net.tx.packets", "transmit_packets_total", "Cumulative count of packets transmitted"},
+		{"cgroup.net.tx.errors", "transmit_errors_total", "Cumulative count of errors encountered while transmitting"},
+		{"cgroup.net.tx.drop", "transmit_packets_dropped_total", "Cumulative count of packets dropped while transmitting"},
+	} {
+		add(e.metric, r("cantal_cgroup_network_"+e.name, Counter, series.Counter, 1, e.help+" by each interface of the cgroup's network namespace.", cgIf))
+		cadvL(e.metric, "container_network_"+e.name, Counter, series.Counter, 1, e.help, "interface")
+	}
+	add("cgroup.pids", r("cantal_cgroup_tasks", Gauge, series.Level, 1, "Tasks (threads) in the cgroup (pids.current).", cg))
+	add("cgroup.pids.limit", r("cantal_cgroup_tasks_limit", Gauge, series.Level, 1, "Most tasks the cgroup may have (pids.max).", cg))
+	cadv("cgroup.pids", "container_threads", Gauge, series.Level, 1, "Number of threads running inside the container")
+	cadv("cgroup.pids.limit", "container_threads_max", Gauge, series.Level, 1, "Maximum number of threads allowed inside the container, infinity if value is zero")
+	for _, res := range []struct{ name, what string }{{"cpu", "CPU"}, {"memory", "memory"}, {"io", "IO"}} {
+		add("cgroup.pressure."+res.name+".some_ms", r("cantal_cgroup_pressure_"+res.name+"_waiting_seconds_total", Counter, series.Counter, ms,
+			"Time some tasks of the cgroup waited for "+res.what+" (PSI some).", cg))
+		add("cgroup.pressure."+res.name+".full_ms", r("cantal_cgroup_pressure_"+res.name+"_stalled_seconds_total", Counter, series.Counter, ms,
+			"Time all non-idle tasks of the cgroup waited for "+res.what+" (PSI full).", cg))
+		cadv("cgroup.pressure."+res.name+".some_ms", "container_pressure_"+res.name+"_waiting_seconds_total", Counter, series.Counter, ms,
+			"Total time duration tasks in the container have waited due to "+res.what+" congestion.")
+		cadv("cgroup.pressure."+res.name+".full_ms", "container_pressure_"+res.name+"_stalled_seconds_total", Counter, series.Counter, ms,
+			"Total time duration no tasks in the container could make progress due to "+res.what+" congestion.")
+	}
 
 	// Processes: per pid here; grouped by the exporter (Series.Process).
 	proc := func(metric, name string, typ Type, kind series.Kind, scale float64, help string, consts ...string) {

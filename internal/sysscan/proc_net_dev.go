@@ -3,8 +3,6 @@ package sysscan
 // /proc/net/dev: network interface counters (Machine).
 
 import (
-	"bytes"
-
 	"github.com/cantal-go/cantal/internal/kfile"
 	"github.com/cantal-go/cantal/internal/scanmark"
 	"github.com/cantal-go/cantal/internal/series"
@@ -42,43 +40,11 @@ var netDevFields = [...]string{
 	"tx.bytes", "tx.packets", "tx.errors", "tx.drop", "tx.fifo", "tx.collisions", "tx.carrier", "tx.compressed",
 }
 
-// netDev is one interface of /proc/net/dev; Name aliases the parsed buffer.
-type netDev struct {
-	Name []byte
-	V    [len(netDevFields)]uint64
-}
+// netDev is one interface of /proc/net/dev (package kfile parses it: the process scan reads a
+// container's too).
+type netDev = kfile.NetDev
 
-// parseNetDev parses /proc/net/dev appending to dst. The two header lines have no colon
-// before their first '|' and are skipped.
-func parseNetDev(b []byte, dst []netDev) ([]netDev, error) {
-	for pos := 0; pos < len(b); {
-		var line []byte
-		line, pos = kfile.NextLine(b, pos)
-		colon := kfile.IndexByte(line, ':')
-		if colon < 0 || bytes.IndexByte(line[:colon], '|') >= 0 {
-			if len(bytes.TrimSpace(line)) == 0 || kfile.IndexByte(line, '|') >= 0 {
-				continue
-			}
-			return dst, kfile.ParseError("/proc/net/dev", line, kfile.ErrSyntax)
-		}
-		d := netDev{Name: bytes.TrimSpace(line[:colon])}
-		if len(d.Name) == 0 {
-			return dst, kfile.ParseError("/proc/net/dev", line, kfile.ErrSyntax)
-		}
-		p := colon + 1
-		for i := range d.V {
-			var f []byte
-			f, p = kfile.Field(line, p)
-			v, err := kfile.ParseUint(f)
-			if err != nil {
-				return dst, kfile.ParseError("/proc/net/dev", line, err)
-			}
-			d.V[i] = v
-		}
-		dst = append(dst, d)
-	}
-	return dst, nil
-}
+func parseNetDev(b []byte, dst []netDev) ([]netDev, error) { return kfile.ParseNetDev(b, dst) }
 
 // netDevState is what Machine keeps of /proc/net/dev.
 type netDevState struct {

@@ -170,7 +170,7 @@ export async function containerPage(ctx: Ctx) {
     chart(cpuChart, [["cgroup.cpu.usage_ms", "CPU", 0.1], ["cgroup.cpu.throttled_ms", "throttled (time)", 0.1]], "no CPU accounting for this cgroup");
     chart(memChart, [["cgroup.memory.working_set", "working set"], ["cgroup.memory.usage", "usage"], ["cgroup.memory.limit", "limit"]], "no memory accounting for this cgroup");
     chart(ioChart, [["cgroup.io.read_bytes", "read"], ["cgroup.io.write_bytes", "written"]], "disk I/O is not collected for this container");
-    chart(netChart, [["cgroup.net.rx_bytes", "received"], ["cgroup.net.tx_bytes", "sent"]], "network is not collected for this container");
+    chart(netChart, [["cgroup.net.rx.bytes", "received"], ["cgroup.net.tx.bytes", "sent"]], "network is not collected for this container");
   };
   ctx.sub(`{container_id=${JSON.stringify(c.id)}, cgroup=${JSON.stringify(c.cgroup)}, metric=~"cgroup\\\\..*"}`, {
     history: "15m", fn: "rate",
