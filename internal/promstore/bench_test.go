@@ -55,3 +55,35 @@ func BenchmarkQueryRange(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkSelectAmongMany is query_range over 1 h at a 2 s step of node_load1 held beside
+// 10 000 series of other names: through the index (index=true) and by the walk of every
+// series that was the only way before it (index=false).
+func BenchmarkSelectAmongMany(b *testing.B) {
+	const t0 = 1_700_000_000_000
+	const scans = 1800
+	reg, hist := manyOthers(b, t0, scans, 10000)
+	ng := promql.NewEngine(promql.EngineOpts{MaxSamples: 1e9, Timeout: time.Hour, LookbackDelta: 5 * time.Minute})
+	start, end := time.UnixMilli(t0), time.UnixMilli(t0+(scans-1)*2000)
+	for _, indexed := range []bool{true, false} {
+		b.Run(fmt.Sprintf("index=%v", indexed), func(b *testing.B) {
+			var cat Catalog = RegistryCatalog(reg)
+			if !indexed {
+				cat = unversioned{cat}
+			}
+			st := New(hist, cat, Options{Instance: "n:1", Node: "n"})
+			b.ReportAllocs()
+			for b.Loop() {
+				q, err := ng.NewRangeQuery(context.Background(), st, nil, `node_load1`, start, end, 2*time.Second)
+				if err != nil {
+					b.Fatal(err)
+				}
+				res := q.Exec(context.Background())
+				if m, _ := res.Matrix(); res.Err != nil || len(m) != 1 {
+					b.Fatalf("%v %v", res.Err, m)
+				}
+				q.Close()
+			}
+		})
+	}
+}
