@@ -1,0 +1,378 @@
+// Package promcluster is the storage.Queryable of the cluster-wide Prometheus query API
+// (/cluster/prometheus/api/v1/): the local node's series (a promstore.Storage) beside every
+// peer's, so that Prometheus's PromQL engine evaluates a query once over the whole cluster.
+//
+// The engine asks for each selector of a query (Querier.Select, with the window it needs);
+// a Select asks every peer that is up, through the hub's one HTTP client (hub.Fetcher, at most
+// Options.Parallel at once under hub.FanOut), for the raw samples of that selector over that
+// window from the peer's own /prometheus API (an instant query of the selector as a range
+// vector: the points the peer holds, named as the peer names them, with its node and
+// instance labels). Asking the peer in Prometheus's names, not the Cantal wire's, is what lets a
+// selector on a Prometheus name reach a peer whose series are named by its own options. A peer
+// that is down or does not answer is left out with a warning naming it (the answer's
+// "warnings"), never silently; the local series are always there.
+//
+// A Queryable is safe for concurrent use.
+package promcluster
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
+	"github.com/prometheus/prometheus/tsdb/chunks"
+	"github.com/prometheus/prometheus/util/annotations"
+
+	"github.com/cantal-go/cantal/internal/hub"
+)
+
+// PeerPrefix is the path of a peer's own (node-local) query API.
+const PeerPrefix = "/prometheus/api/v1/"
+
+// Options configure a Queryable.
+type Options struct {
+	// Members returns the peers (not the local node). Required.
+	Members func() []hub.Member
+	// Fetch is the client of the requests to peers. Required.
+	Fetch *hub.Fetcher
+	// Parallel bounds the peers asked at once (default 16).
+	Parallel int
+	// MaxAnswer bounds one peer's answer in bytes (default 256 MiB).
+	MaxAnswer int64
+	// Visible returns, for a query's context, the predicate of the peers' series (by their
+	// Prometheus labels) the caller may see, nil for all. nil: every series.
+	Visible func(ctx context.Context) func(labels.Labels) bool
+}
+
+// Queryable is the cluster's series: the local ones and every peer's.
+type Queryable struct {
+	local storage.Queryable
+	opt   Options
+}
+
+// New returns the Queryable of local's series and the peers'.
+func New(local storage.Queryable, opt Options) *Queryable {
+	if opt.Parallel <= 0 {
+		opt.Parallel = 16
+	}
+	if opt.MaxAnswer <= 0 {
+		opt.MaxAnswer = 256 << 20
+	}
+	return &Queryable{local: local, opt: opt}
+}
+
+// Querier implements storage.Queryable.
+func (c *Queryable) Querier(mint, maxt int64) (storage.Querier, error) {
+	lq, err := c.local.Querier(mint, maxt)
+	if err != nil {
+		return nil, err
+	}
+	return &querier{c: c, local: lq, mint: mint, maxt: maxt}, nil
+}
+
+type querier struct {
+	c          *Queryable
+	local      storage.Querier
+	mint, maxt int64
+}
+
+func (q *querier) Close() error { return q.local.Close() }
+
+// PeerError is the warning of a peer left out of an answer.
+type PeerError struct {
+	Node string
+	Err  error
+}
+
+func (e PeerError) Error() string {
+	return fmt.Sprintf("node %s left out: %v", e.Node, e.Err)
+}
+
+func (e PeerError) Unwrap() error { return e.Err }
+
+// selectorString writes ms as a PromQL selector, {a="b",...}.
+func selectorString(ms []*labels.Matcher) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, m := range ms {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(m.String())
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+// fanOut calls get for every peer in members, at most Parallel at once; it returns the
+// warnings of those that failed (down ones too).
+func (q *querier) fanOut(ctx context.Context, members []hub.Member, get func(ctx context.Context, i int, m hub.Member) error) annotations.Annotations {
+	errs := hub.FanOut(ctx, members, q.c.opt.Parallel, get)
+	var annos annotations.Annotations
+	for i, err := range errs {
+		if err != nil {
+			annos.Add(PeerError{Node: members[i].Name, Err: err})
+		}
+	}
+	return annos
+}
+
+// peerGet fetches a peer's answer to path?params and decodes its data into v; a peer's error
+// answer is its error.
+func (q *querier) peerGet(ctx context.Context, m hub.Member, path string, params url.Values, v any) error {
+	body, err := q.c.opt.Fetch.Get(ctx, m, PeerPrefix+path+"?"+params.Encode(), q.c.opt.MaxAnswer)
+	if err != nil {
+		var se hub.StatusError
+		if errors.As(err, &se) {
+			var ans struct {
+				Error string `json:"error"`
+			}
+			if json.Unmarshal(se.Body, &ans) == nil && ans.Error != "" {
+				return fmt.Errorf("%s: %s", se.Status, ans.Error)
+			}
+		}
+		return err
+	}
+	var ans struct {
+		Status string          `json:"status"`
+		Data   json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal(body, &ans); err != nil {
+		return fmt.Errorf("reading the answer: %w", err)
+	}
+	if ans.Status != "success" {
+		return fmt.Errorf("answer status %q", ans.Status)
+	}
+	if err := json.Unmarshal(ans.Data, v); err != nil {
+		return fmt.Errorf("reading the answer's data: %w", err)
+	}
+	return nil
+}
+
+// Select implements storage.Querier: the local series and each peer's, sorted, merged.
+func (q *querier) Select(ctx context.Context, _ bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.SeriesSet {
+	mint, maxt := q.mint, q.maxt
+	if hints != nil {
+		mint, maxt = max(mint, hints.Start), min(maxt, hints.End)
+	}
+	local := q.local.Select(ctx, true, hints, ms...)
+	if maxt < mint {
+		return local
+	}
+	var visible func(labels.Labels) bool
+	if q.c.opt.Visible != nil {
+		visible = q.c.opt.Visible(ctx)
+	}
+	// The samples in [mint, maxt]: a range selector at maxt reaches back (maxt-d, maxt].
+	params := url.Values{
+		"query": {fmt.Sprintf("%s[%dms]", selectorString(ms), maxt-mint+1)},
+		"time":  {formatTime(maxt)},
+	}
+	members := q.c.opt.Members()
+	peers := make([][]*peerSeries, len(members))
+	annos := q.fanOut(ctx, members, func(ctx context.Context, i int, m hub.Member) error {
+		var data struct {
+			ResultType string       `json:"resultType"`
+			Result     []wireSeries `json:"result"`
+		}
+		if err := q.peerGet(ctx, m, "query", params, &data); err != nil {
+			return err
+		}
+		if data.ResultType != "matrix" {
+			return fmt.Errorf("answer of type %q, want matrix", data.ResultType)
+		}
+		list := make([]*peerSeries, 0, len(data.Result))
+		for _, ws := range data.Result {
+			if visible != nil && !visible(ws.lset) {
+				continue
+			}
+			list = append(list, &peerSeries{lset: ws.lset, pts: ws.pts})
+		}
+		slices.SortFunc(list, func(a, b *peerSeries) int { return labels.Compare(a.lset, b.lset) })
+		peers[i] = list
+		return nil
+	})
+	if err := ctx.Err(); err != nil {
+		return storage.ErrSeriesSet(err)
+	}
+	sets := []storage.SeriesSet{local}
+	for _, list := range peers {
+		if len(list) > 0 {
+			sets = append(sets, &seriesSet{list: list, i: -1})
+		}
+	}
+	return &warned{SeriesSet: storage.NewMergeSeriesSet(sets, 0, storage.ChainedSeriesMerge), annos: annos}
+}
+
+// labelWalk is LabelNames or LabelValues: the local answer and every peer's, merged.
+func (q *querier) labelWalk(ctx context.Context, path string, hints *storage.LabelHints, ms []*labels.Matcher, local func() ([]string, annotations.Annotations, error)) ([]string, annotations.Annotations, error) {
+	vs, annos, err := local()
+	if err != nil {
+		return nil, annos, err
+	}
+	params := url.Values{"start": {formatTime(q.mint)}, "end": {formatTime(q.maxt)}}
+	if len(ms) > 0 {
+		params.Set("match[]", selectorString(ms))
+	}
+	members := q.c.opt.Members()
+	peers := make([][]string, len(members))
+	annos.Merge(q.fanOut(ctx, members, func(ctx context.Context, i int, m hub.Member) error {
+		return q.peerGet(ctx, m, path, params, &peers[i])
+	}))
+	if err := ctx.Err(); err != nil {
+		return nil, annos, err
+	}
+	set := map[string]struct{}{}
+	for _, list := range append(peers, vs) {
+		for _, v := range list {
+			set[v] = struct{}{}
+		}
+	}
+	out := make([]string, 0, len(set))
+	for v := range set {
+		out = append(out, v)
+	}
+	slices.Sort(out)
+	if hints != nil && hints.Limit > 0 && len(out) > hints.Limit {
+		out = out[:hints.Limit]
+	}
+	return out, annos, nil
+}
+
+// LabelValues implements storage.Querier. A peer's values of name are not filtered by
+// Options.Visible (a value names no series).
+func (q *querier) LabelValues(ctx context.Context, name string, hints *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+	return q.labelWalk(ctx, "label/"+url.PathEscape(name)+"/values", hints, ms, func() ([]string, annotations.Annotations, error) {
+		return q.local.LabelValues(ctx, name, hints, ms...)
+	})
+}
+
+// LabelNames implements storage.Querier.
+func (q *querier) LabelNames(ctx context.Context, hints *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+	return q.labelWalk(ctx, "labels", hints, ms, func() ([]string, annotations.Annotations, error) {
+		return q.local.LabelNames(ctx, hints, ms...)
+	})
+}
+
+// formatTime writes a time in milliseconds as Prometheus's API takes it: unix seconds.
+func formatTime(ms int64) string {
+	switch {
+	case ms <= math.MinInt64/2:
+		return "-9999999999"
+	case ms >= math.MaxInt64/2:
+		return "9999999999"
+	}
+	return strconv.FormatFloat(float64(ms)/1000, 'f', 3, 64)
+}
+
+// warned is a SeriesSet with the warnings of the peers left out.
+type warned struct {
+	storage.SeriesSet
+	annos annotations.Annotations
+}
+
+func (w *warned) Warnings() annotations.Annotations {
+	a := w.SeriesSet.Warnings()
+	return a.Merge(w.annos)
+}
+
+// peerSeries is one peer series of a Select, its points read from the answer.
+type peerSeries struct {
+	lset labels.Labels
+	pts  points
+}
+
+func (s *peerSeries) Labels() labels.Labels { return s.lset }
+func (s *peerSeries) Iterator(chunkenc.Iterator) chunkenc.Iterator {
+	return storage.NewListSeriesIterator(s.pts)
+}
+
+// seriesSet is a sorted list of series.
+type seriesSet struct {
+	list []*peerSeries
+	i    int
+}
+
+func (s *seriesSet) Next() bool {
+	s.i++
+	return s.i < len(s.list)
+}
+func (s *seriesSet) At() storage.Series                { return s.list[s.i] }
+func (s *seriesSet) Err() error                        { return nil }
+func (s *seriesSet) Warnings() annotations.Annotations { return nil }
+
+// points are a series' points, as storage.Samples.
+type points []point
+
+func (p points) Get(i int) chunks.Sample { return &p[i] }
+func (p points) Len() int                { return len(p) }
+
+// point is one float sample (chunks.Sample).
+type point struct {
+	t int64
+	f float64
+}
+
+func (p *point) T() int64                      { return p.t }
+func (p *point) ST() int64                     { return 0 }
+func (p *point) F() float64                    { return p.f }
+func (p *point) H() *histogram.Histogram       { return nil }
+func (p *point) FH() *histogram.FloatHistogram { return nil }
+func (p *point) Type() chunkenc.ValueType      { return chunkenc.ValFloat }
+func (p *point) Copy() chunks.Sample           { c := *p; return &c }
+
+// wireSeries is one series of a peer's matrix answer: {"metric":{...},"values":[[t,"v"],...]}.
+type wireSeries struct {
+	lset labels.Labels
+	pts  points
+}
+
+func (w *wireSeries) UnmarshalJSON(b []byte) error {
+	var raw struct {
+		Metric map[string]string `json:"metric"`
+		Values []wirePoint       `json:"values"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	w.lset = labels.FromMap(raw.Metric)
+	w.pts = make(points, len(raw.Values))
+	for i, v := range raw.Values {
+		w.pts[i] = point(v)
+	}
+	return nil
+}
+
+// wirePoint is [unix seconds, "value"].
+type wirePoint point
+
+func (p *wirePoint) UnmarshalJSON(b []byte) error {
+	var pair [2]json.RawMessage
+	if err := json.Unmarshal(b, &pair); err != nil {
+		return err
+	}
+	sec, err := strconv.ParseFloat(string(pair[0]), 64)
+	if err != nil {
+		return fmt.Errorf("sample time: %w", err)
+	}
+	v, err := strconv.Unquote(string(pair[1]))
+	if err != nil {
+		return fmt.Errorf("sample value: %w", err)
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil {
+		return fmt.Errorf("sample value: %w", err)
+	}
+	p.t, p.f = int64(math.Round(sec*1000)), f
+	return nil
+}
