@@ -10,6 +10,7 @@ import (
 	"net/url"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -215,3 +216,14 @@ func TestClusterQueryLimits(t *testing.T) {
 		t.Fatalf("malformed: %d %+v", code, a)
 	}
 }
+
+// atomicString is a string read and written by different goroutines.
+type atomicString struct{ v atomic.Value }
+
+func (s *atomicString) Store(v string) { s.v.Store(v) }
+func (s *atomicString) Load() string {
+	v, _ := s.v.Load().(string)
+	return v
+}
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
