@@ -17,7 +17,7 @@ import (
 // node), each caller seeing only the series it may see (api.Server.SeriesVisible). Its
 // requests take query slots like the other read routes (limitQueries). In a cluster the same
 // API over every node's series is at /cluster/prometheus/api/v1/ (package promcluster), with
-// the same limits.
+// the same limits and the same --query-max-concurrency slots.
 func (a *Agent) promqlRoutes(s *api.Server) {
 	st := promstore.New(a.hist, promstore.RegistryCatalog(a.reg), promstore.Options{
 		Namer:    promstore.MapperNamer(promname.New(a.promOptions())),
@@ -32,11 +32,12 @@ func (a *Agent) promqlRoutes(s *api.Server) {
 		Window:         a.cfg.History,
 		Rules:          a.rules,
 	}
-	a.mux.Handle(promapi.Prefix, promapi.New(st, opt))
+	local := promapi.New(st, opt)
+	a.mux.Handle(promapi.Prefix, local)
 	if s.Cluster == nil {
 		return
 	}
-	opt.Prefix = promapi.ClusterPrefix
+	opt.Prefix, opt.Share = promapi.ClusterPrefix, local
 	opt.Queryable = promcluster.New(st, promcluster.Options{
 		Members: s.Cluster.Members,
 		Fetch:   s.Fetcher(),

@@ -64,6 +64,9 @@ type Options struct {
 	// Queryable, when set, is what queries, series and labels read instead of the Storage
 	// (the cluster's series, promcluster); metadata is the Storage's all the same.
 	Queryable storage.Queryable
+	// Share, when set, is a Handler whose engine and --query-max-concurrency slots this one
+	// uses too (the cluster API beside the node's: one bound for both).
+	Share *Handler
 	// Rules, when set, are the rule files' groups /api/v1/rules and /api/v1/alerts list;
 	// nil: both answer empty lists.
 	Rules RuleSource
@@ -123,6 +126,9 @@ func New(st *promstore.Storage, opt Options) *Handler {
 		parser: p,
 		slots:  make(chan struct{}, opt.MaxConcurrency),
 		mux:    http.NewServeMux(),
+	}
+	if opt.Share != nil {
+		h.ng, h.slots = opt.Share.ng, opt.Share.slots
 	}
 	h.route("query", h.query)
 	h.route("query_range", h.queryRange)

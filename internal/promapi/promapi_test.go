@@ -211,3 +211,20 @@ func FuzzQuery(f *testing.F) {
 		}
 	})
 }
+
+// TestShareTakesTheSameSlots: a Handler made with Share (the cluster API beside the node's)
+// takes its queries from the same --query-max-concurrency slots: with the one slot held, its
+// query waits and, its timeout over, is refused.
+func TestShareTakesTheSameSlots(t *testing.T) {
+	node := newHandler(t, Options{MaxConcurrency: 1})
+	other := New(node.st, Options{Prefix: ClusterPrefix, Share: node})
+	node.slots <- struct{}{}
+	code, a := get(t, other, http.MethodGet, ClusterPrefix+"query", url.Values{"query": {`node_load1`}, "timeout": {"200ms"}})
+	if code != http.StatusServiceUnavailable || a.ErrorType != "timeout" || !strings.Contains(a.Error, "--query-max-concurrency") {
+		t.Fatalf("with the node's slot held: %d %+v", code, a)
+	}
+	<-node.slots
+	if code, a := get(t, other, http.MethodGet, ClusterPrefix+"query", url.Values{"query": {`node_load1`}}); code != 200 {
+		t.Fatalf("with the slot free: %d %+v", code, a)
+	}
+}
