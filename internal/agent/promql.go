@@ -41,16 +41,14 @@ func (a *Agent) promqlRoutes(s *api.Server) {
 	opt.Queryable = promcluster.New(st, promcluster.Options{
 		Members: s.Cluster.Members,
 		Fetch:   s.Fetcher(),
-		Visible: func(ctx context.Context) func(labels.Labels) bool {
+		// A peer's process's owner is unknown here: a caller who may not see every process
+		// sees no other node's process series, nor their label values.
+		PeerMatchers: func(ctx context.Context) []*labels.Matcher {
 			if s.PeerSeriesVisible(ctx) == nil {
 				return nil
 			}
-			return peerSeriesWithoutPID // a peer's process's owner is unknown here
+			return []*labels.Matcher{labels.MustNewMatcher(labels.MatchEqual, "pid", "")}
 		},
 	})
 	a.mux.Handle(promapi.ClusterPrefix, promapi.New(st, opt))
 }
-
-// peerSeriesWithoutPID keeps a peer's series that are not a process's (no pid label): what
-// a caller who may not see every process sees of the other nodes (api.PeerSeriesVisible).
-func peerSeriesWithoutPID(l labels.Labels) bool { return !l.Has("pid") }

@@ -49,9 +49,11 @@ type Options struct {
 	Parallel int
 	// MaxAnswer bounds one peer's answer in bytes (default 256 MiB).
 	MaxAnswer int64
-	// Visible returns, for a query's context, the predicate of the peers' series (by their
-	// Prometheus labels) the caller may see, nil for all. nil: every series.
-	Visible func(ctx context.Context) func(labels.Labels) bool
+	// PeerMatchers returns, for a query's context, matchers added to every selector asked of
+	// a peer, so that the peer answers (series, label names and values) only from the series
+	// the caller may see of another node (the agent: pid="" for a caller who may not see
+	// every process), or nil for none. nil: none.
+	PeerMatchers func(ctx context.Context) []*labels.Matcher
 }
 
 // Queryable is the cluster's series: the local ones and every peer's.
@@ -141,6 +143,10 @@ func (q *querier) peerGet(ctx context.Context, m hub.Member, path string, params
 				return fmt.Errorf("%s: %s", se.Status, ans.Error)
 			}
 		}
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			return ue.Err // the request's URL is the peer's and the query's: said elsewhere
+		}
 		return err
 	}
 	var ans struct {
@@ -169,13 +175,9 @@ func (q *querier) Select(ctx context.Context, _ bool, hints *storage.SelectHints
 	if maxt < mint {
 		return local
 	}
-	var visible func(labels.Labels) bool
-	if q.c.opt.Visible != nil {
-		visible = q.c.opt.Visible(ctx)
-	}
 	// The samples in [mint, maxt]: a range selector at maxt reaches back (maxt-d, maxt].
 	params := url.Values{
-		"query": {fmt.Sprintf("%s[%dms]", selectorString(ms), maxt-mint+1)},
+		"query": {fmt.Sprintf("%s[%dms]", selectorString(q.peerMatchers(ctx, ms)), maxt-mint+1)},
 		"time":  {formatTime(maxt)},
 	}
 	members := q.c.opt.Members()
@@ -193,9 +195,6 @@ func (q *querier) Select(ctx context.Context, _ bool, hints *storage.SelectHints
 		}
 		list := make([]*peerSeries, 0, len(data.Result))
 		for _, ws := range data.Result {
-			if visible != nil && !visible(ws.lset) {
-				continue
-			}
 			list = append(list, &peerSeries{lset: ws.lset, pts: ws.pts})
 		}
 		slices.SortFunc(list, func(a, b *peerSeries) int { return labels.Compare(a.lset, b.lset) })
@@ -221,8 +220,12 @@ func (q *querier) labelWalk(ctx context.Context, path string, hints *storage.Lab
 		return nil, annos, err
 	}
 	params := url.Values{"start": {formatTime(q.mint)}, "end": {formatTime(q.maxt)}}
-	if len(ms) > 0 {
-		params.Set("match[]", selectorString(ms))
+	if pms := q.peerMatchers(ctx, ms); len(pms) > 0 {
+		if len(ms) == 0 {
+			// match[] needs a matcher that fails the empty string.
+			pms = append(pms, labels.MustNewMatcher(labels.MatchRegexp, labels.MetricName, ".+"))
+		}
+		params.Set("match[]", selectorString(pms))
 	}
 	members := q.c.opt.Members()
 	peers := make([][]string, len(members))
@@ -249,8 +252,19 @@ func (q *querier) labelWalk(ctx context.Context, path string, hints *storage.Lab
 	return out, annos, nil
 }
 
-// LabelValues implements storage.Querier. A peer's values of name are not filtered by
-// Options.Visible (a value names no series).
+// peerMatchers is ms with Options.PeerMatchers' for ctx.
+func (q *querier) peerMatchers(ctx context.Context, ms []*labels.Matcher) []*labels.Matcher {
+	if q.c.opt.PeerMatchers == nil {
+		return ms
+	}
+	extra := q.c.opt.PeerMatchers(ctx)
+	if len(extra) == 0 {
+		return ms
+	}
+	return append(slices.Clip(ms), extra...)
+}
+
+// LabelValues implements storage.Querier.
 func (q *querier) LabelValues(ctx context.Context, name string, hints *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
 	return q.labelWalk(ctx, "label/"+url.PathEscape(name)+"/values", hints, ms, func() ([]string, annotations.Annotations, error) {
 		return q.local.LabelValues(ctx, name, hints, ms...)

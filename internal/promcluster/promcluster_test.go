@@ -1,6 +1,7 @@
 package promcluster
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -13,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/cantal-go/cantal/internal/history"
 	"github.com/cantal-go/cantal/internal/hub"
@@ -227,3 +230,55 @@ func (s *atomicString) Load() string {
 }
 
 func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }
+
+// TestPeerMatchersHideProcesses: the matchers Options.PeerMatchers gives a caller (the agent:
+// pid="" for one who may not see every process) go with every request to a peer: the peer's
+// process series and their label values are not in the answer; the local ones are the local
+// storage's to filter.
+func TestPeerMatchersHideProcesses(t *testing.T) {
+	mk := func(name string) *promstore.Storage {
+		hist := history.New(history.Options{})
+		reg := registry.New(hist, time.Hour, nil)
+		app := reg.Series(series.Labels{"metric": "work", "appname": "w"}, series.Level)
+		proc := reg.Series(series.Labels{"metric": "work", "appname": "w", "pid": "4242"}, series.Level)
+		for j := range 3 {
+			reg.Begin(t0 + int64(j)*2000)
+			reg.Put(app, 1)
+			reg.Put(proc, 2)
+			reg.Commit()
+		}
+		return promstore.New(hist, promstore.RegistryCatalog(reg), promstore.Options{Instance: name + ":22682", Node: name})
+	}
+	srv := peer(t, mk("b"))
+	members := []hub.Member{{ID: "b", Name: "b", HTTP: strings.TrimPrefix(srv.URL, "http://"), Up: true}}
+	type restricted struct{}
+	q := New(node(t, "a", 1, 3, 1), Options{Members: func() []hub.Member { return members }, Fetch: &hub.Fetcher{Timeout: time.Second},
+		PeerMatchers: func(ctx context.Context) []*labels.Matcher {
+			if ctx.Value(restricted{}) == nil {
+				return nil
+			}
+			return []*labels.Matcher{labels.MustNewMatcher(labels.MatchEqual, "pid", "")}
+		}})
+	for _, c := range []struct {
+		ctx       context.Context
+		series    int
+		pidValues []string
+	}{
+		{context.Background(), 2, []string{"4242"}},
+		{context.WithValue(context.Background(), restricted{}, true), 1, []string{}},
+	} {
+		qr, _ := q.Querier(t0, t0+4000)
+		ss := qr.Select(c.ctx, true, nil, labels.MustNewMatcher(labels.MatchEqual, labels.MetricName, "work"))
+		n := 0
+		for ss.Next() {
+			n++
+		}
+		if ss.Err() != nil || n != c.series {
+			t.Errorf("restricted %v: %d series of b, want %d (%v)", c.ctx.Value(restricted{}), n, c.series, ss.Err())
+		}
+		vs, _, err := qr.LabelValues(c.ctx, "pid", nil)
+		if err != nil || !slices.Equal(vs, c.pidValues) {
+			t.Errorf("restricted %v: pid values %q, want %q (%v)", c.ctx.Value(restricted{}), vs, c.pidValues, err)
+		}
+	}
+}
