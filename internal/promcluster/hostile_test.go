@@ -1,7 +1,9 @@
 package promcluster
 
 import (
+	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -116,6 +118,36 @@ func FuzzClusterQuery(f *testing.F) {
 		case rec.Code != 200 && rec.Code != 500 && a.Status == "error" && a.ErrorType != "":
 		default:
 			t.Fatalf("%s %v (peer %q): %d %.300s", path, form, peer, rec.Code, rec.Body.Bytes())
+		}
+	})
+}
+
+// FuzzParseValues: whatever valid JSON a peer sends as a values array, the fast reading
+// either leaves it to encoding/json (false) or reads exactly what encoding/json reads.
+func FuzzParseValues(f *testing.F) {
+	for _, s := range []string{`[]`, `[[1700000000.123,"1.5"],[1700000002,"NaN"]]`, `[[1,"+Inf"]]`, `[[1e9,"-2e-3"],[2,"0x1p-2"]]`, `[[1,"1"],]`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if !json.Valid([]byte(s)) {
+			return // parseValues reads a part of a document encoding/json has checked
+		}
+		got, ok := parseValues([]byte(s))
+		if !ok {
+			return
+		}
+		var want []wirePoint
+		if err := json.Unmarshal([]byte(s), &want); err != nil {
+			t.Fatalf("%q read fast as %v, encoding/json refuses it: %v", s, got, err)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%q: %d points, encoding/json %d", s, len(got), len(want))
+		}
+		for i := range got {
+			same := got[i].f == want[i].f || math.IsNaN(got[i].f) && math.IsNaN(want[i].f)
+			if got[i].t != want[i].t || !same {
+				t.Fatalf("%q: point %d = %v, encoding/json %v", s, i, got[i], want[i])
+			}
 		}
 	})
 }

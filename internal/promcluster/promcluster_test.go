@@ -282,3 +282,45 @@ func TestPeerMatchersHideProcesses(t *testing.T) {
 		}
 	}
 }
+
+// TestParseValuesAsJSON: the fast reading of a peer's values array gives what encoding/json's
+// does, and leaves to it (false) what it does not read.
+func TestParseValuesAsJSON(t *testing.T) {
+	for _, c := range []struct {
+		in   string
+		fast bool
+	}{
+		{`[]`, true},
+		{`[[1700000000,"1"]]`, true},
+		{`[[1700000000.123,"1.5"],[1700000002.123,"NaN"],[1700000004,"+Inf"],[1700000006,"-Inf"],[1e9,"-2.5e-300"]]`, true},
+		{`[[1700000000, "1"]]`, false},
+		{`[ [1700000000,"1"] ]`, false},
+		{`[[1700000000,"1"],]`, false},
+		{`[[1700000000,1]]`, false},
+		{`[[1700000000,"x"]]`, false},
+		{`[["1700000000","1"]]`, false},
+		{`[[1700000000,"1",3]]`, false},
+		{`{}`, false},
+	} {
+		got, ok := parseValues([]byte(c.in))
+		if ok != c.fast {
+			t.Errorf("%s: fast %v, want %v", c.in, ok, c.fast)
+			continue
+		}
+		if !ok {
+			continue
+		}
+		var want []wirePoint
+		if err := json.Unmarshal([]byte(c.in), &want); err != nil {
+			t.Fatalf("%s: %v", c.in, err)
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%s: %d points, want %d", c.in, len(got), len(want))
+		}
+		for i := range got {
+			if got[i].t != want[i].t || math.Float64bits(got[i].f) != math.Float64bits(want[i].f) && !(math.IsNaN(got[i].f) && math.IsNaN(want[i].f)) {
+				t.Errorf("%s: point %d = %v, want %v", c.in, i, got[i], want[i])
+			}
+		}
+	}
+}
