@@ -26,6 +26,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
@@ -50,6 +51,10 @@ type Options struct {
 	Parallel int
 	// MaxAnswer bounds one peer's answer in bytes (default 256 MiB).
 	MaxAnswer int64
+	// PeerTimeout bounds one peer's answer to one request (default 10 s): a peer that accepts
+	// the connection and then does not answer (stopped, swamped) is left out with a warning
+	// rather than holding the whole query until its timeout.
+	PeerTimeout time.Duration
 	// PeerMatchers returns, for a query's context, matchers added to every selector asked of
 	// a peer, so that the peer answers (series, label names and values) only from the series
 	// the caller may see of another node (the agent: pid="" for a caller who may not see
@@ -70,6 +75,9 @@ func New(local storage.Queryable, opt Options) *Queryable {
 	}
 	if opt.MaxAnswer <= 0 {
 		opt.MaxAnswer = 256 << 20
+	}
+	if opt.PeerTimeout <= 0 {
+		opt.PeerTimeout = 10 * time.Second
 	}
 	return &Queryable{local: local, opt: opt}
 }
@@ -120,7 +128,15 @@ func selectorString(ms []*labels.Matcher) string {
 // fanOut calls get for every peer in members, at most Parallel at once; it returns the
 // warnings of those that failed (down ones too).
 func (q *querier) fanOut(ctx context.Context, members []hub.Member, get func(ctx context.Context, i int, m hub.Member) error) annotations.Annotations {
-	errs := hub.FanOut(ctx, members, q.c.opt.Parallel, get)
+	errs := hub.FanOut(ctx, members, q.c.opt.Parallel, func(ctx context.Context, i int, m hub.Member) error {
+		ctx, cancel := context.WithTimeout(ctx, q.c.opt.PeerTimeout)
+		defer cancel()
+		err := get(ctx, i, m)
+		if err != nil && ctx.Err() == context.DeadlineExceeded {
+			return fmt.Errorf("no answer within %s", q.c.opt.PeerTimeout)
+		}
+		return err
+	})
 	var annos annotations.Annotations
 	for i, err := range errs {
 		if err != nil {

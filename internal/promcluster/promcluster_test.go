@@ -324,3 +324,30 @@ func TestParseValuesAsJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestSilentPeerIsLeftOutWithAWarning: a peer that accepts the request and never answers is
+// left out after PeerTimeout, named in the warnings, and the others' series are answered.
+func TestSilentPeerIsLeftOutWithAWarning(t *testing.T) {
+	hang := make(chan struct{})
+	silent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-hang:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(silent.Close)
+	t.Cleanup(func() { close(hang) })
+	b := peer(t, node(t, "b", 2, 3, 1))
+	members := []hub.Member{
+		{ID: "b", Name: "b", HTTP: strings.TrimPrefix(b.URL, "http://"), Up: true},
+		{ID: "s", Name: "s", HTTP: strings.TrimPrefix(silent.URL, "http://"), Up: true},
+	}
+	local := node(t, "a", 1, 3, 1)
+	q := New(local, Options{Members: func() []hub.Member { return members }, Fetch: &hub.Fetcher{Timeout: time.Second},
+		PeerTimeout: 300 * time.Millisecond})
+	h := promapi.New(local, promapi.Options{Prefix: promapi.ClusterPrefix, Queryable: q, Timeout: 5 * time.Second})
+	code, a, body := get(t, h, "query", url.Values{"query": {`node_load1`}, "time": {fmt.Sprint(float64(t0+4000) / 1000)}})
+	if code != 200 || len(a.Data.Result) != 2 || len(a.Warnings) != 1 || !strings.Contains(a.Warnings[0], "node s left out: no answer within 300ms") {
+		t.Fatalf("with a silent peer: %d %s", code, body)
+	}
+}
