@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql"
 
 	"github.com/cantal-go/cantal/internal/history"
@@ -86,4 +87,28 @@ func BenchmarkSelectAmongMany(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkBuildIndex is the index of 100 000 series (built again after a scan that added or
+// removed series), their names already known, beside one walk of every series for a selector
+// (what each selector cost before the index).
+func BenchmarkBuildIndex(b *testing.B) {
+	const t0 = 1_700_000_000_000
+	reg, hist := manyOthers(b, t0, 1, 100_000)
+	st := New(hist, RegistryCatalog(reg), Options{Instance: "n:1", Node: "n"})
+	st.buildIndex(0, 0) // names cached
+	b.Run("build", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			st.buildIndex(0, 100_001)
+		}
+	})
+	walk := New(hist, unversioned{RegistryCatalog(reg)}, Options{Instance: "n:1", Node: "n"})
+	ms := []*labels.Matcher{labels.MustNewMatcher(labels.MatchEqual, labels.MetricName, "node_load1")}
+	b.Run("walk", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			walk.each(context.Background(), t0, t0, false, ms, func(*named, Entry) {})
+		}
+	})
 }

@@ -2,6 +2,7 @@ package promstore
 
 import (
 	"slices"
+	"sync"
 
 	"github.com/prometheus/prometheus/model/labels"
 )
@@ -20,26 +21,60 @@ import (
 
 // Versioned is a Catalog whose listing changes only when Version does.
 type Versioned interface {
-	// Version returns the version of the catalog's listing (any comparable value).
-	Version() any
+	// Version returns the version of the catalog's listing (any comparable value) and about
+	// how many series it lists (a sizing hint).
+	Version() (any, int)
 }
 
 // Version is the registry's count of series registered or forgotten (registry.View.Changes).
-func (c registryCatalog) Version() any {
+func (c registryCatalog) Version() (any, int) {
 	v := c.r.View()
 	if v == nil {
-		return nil
+		return nil, 0
 	}
-	return v.Changes
+	return v.Changes, v.Len()
 }
 
 // index is the named series of one version of a catalog.
 type index struct {
 	version any
 	all     []ientry
-	// post[name][value] lists the positions in all of the series with that label pair,
-	// ascending.
-	post map[string]map[string][]int32
+	// names[value] lists the positions in all of the series named value, ascending.
+	names map[string][]int32
+	// post[label] is the same for the values of another label, made when a selector first
+	// matches on it (most labels never are: building them all at every change of the series
+	// cost five walks of every series).
+	mu   sync.Mutex
+	post map[string]*postings
+}
+
+// postings lists, for each value of one label, the positions of the series with it.
+type postings struct {
+	once sync.Once
+	vals map[string][]int32
+}
+
+// values returns the lists of label name, made on first use. Safe for concurrent use.
+func (x *index) values(name string) map[string][]int32 {
+	if name == labels.MetricName {
+		return x.names
+	}
+	x.mu.Lock()
+	p := x.post[name]
+	if p == nil {
+		p = &postings{}
+		x.post[name] = p
+	}
+	x.mu.Unlock()
+	p.once.Do(func() {
+		p.vals = map[string][]int32{}
+		for i, ie := range x.all {
+			if v := ie.n.lset.Get(name); v != "" {
+				p.vals[v] = append(p.vals[v], int32(i))
+			}
+		}
+	})
+	return p.vals
 }
 
 type ientry struct {
@@ -48,8 +83,9 @@ type ientry struct {
 }
 
 // buildIndex names every series of s.cat (served or not, whatever its time).
-func (s *Storage) buildIndex(version any) *index {
-	x := &index{version: version, post: map[string]map[string][]int32{}}
+func (s *Storage) buildIndex(version any, size int) *index {
+	x := &index{version: version, names: map[string][]int32{}, post: map[string]*postings{},
+		all: make([]ientry, 0, size)}
 	s.cat.Each(minTime, func(e Entry) bool {
 		n := s.name(e)
 		if !n.ok {
@@ -57,14 +93,9 @@ func (s *Storage) buildIndex(version any) *index {
 		}
 		i := int32(len(x.all))
 		x.all = append(x.all, ientry{n: n, e: e})
-		n.lset.Range(func(l labels.Label) {
-			vals := x.post[l.Name]
-			if vals == nil {
-				vals = map[string][]int32{}
-				x.post[l.Name] = vals
-			}
-			vals[l.Value] = append(vals[l.Value], i)
-		})
+		if name := n.s.Name; name != "" { // the series' __name__ (labelSet)
+			x.names[name] = append(x.names[name], i)
+		}
 		return true
 	})
 	return x
@@ -80,7 +111,7 @@ func (s *Storage) currentIndex() *index {
 	if !ok {
 		return nil
 	}
-	ver := vc.Version()
+	ver, size := vc.Version()
 	if x := s.idx.Load(); x != nil && x.version == ver {
 		return x
 	}
@@ -89,7 +120,7 @@ func (s *Storage) currentIndex() *index {
 	if x := s.idx.Load(); x != nil && x.version == ver {
 		return x
 	}
-	x := s.buildIndex(ver)
+	x := s.buildIndex(ver, size)
 	s.idx.Store(x)
 	s.idxBuilds.Add(1)
 	return x
@@ -110,7 +141,7 @@ func (x *index) candidates(ms []*labels.Matcher) ([]int32, bool) {
 		if m.Matches("") {
 			continue // a series without the label matches: no list holds them all
 		}
-		vals := x.post[m.Name]
+		vals := x.values(m.Name)
 		switch {
 		case m.Type == labels.MatchEqual:
 			take(vals[m.Value])
