@@ -197,9 +197,28 @@ func (q *querier) Select(ctx context.Context, _ bool, hints *storage.SelectHints
 		"query": {fmt.Sprintf("%s[%dms]", selectorString(q.peerMatchers(ctx, ms)), maxt-mint+1)},
 		"time":  {formatTime(maxt)},
 	}
+	// The series API wants labels only: the peers' series API, not their points.
+	seriesOnly := hints != nil && hints.Func == "series"
+	if seriesOnly {
+		params = url.Values{"match[]": {selectorString(q.peerMatchers(ctx, ms))},
+			"start": {formatTime(mint)}, "end": {formatTime(maxt)}}
+	}
 	members := q.c.opt.Members()
 	peers := make([][]*peerSeries, len(members))
 	annos := q.fanOut(ctx, members, func(ctx context.Context, i int, m hub.Member) error {
+		if seriesOnly {
+			var data []map[string]string
+			if err := q.peerGet(ctx, m, "series", params, &data); err != nil {
+				return err
+			}
+			list := make([]*peerSeries, len(data))
+			for j, l := range data {
+				list[j] = &peerSeries{lset: labels.FromMap(l)}
+			}
+			slices.SortFunc(list, func(a, b *peerSeries) int { return labels.Compare(a.lset, b.lset) })
+			peers[i] = list
+			return nil
+		}
 		var data struct {
 			ResultType string       `json:"resultType"`
 			Result     []wireSeries `json:"result"`

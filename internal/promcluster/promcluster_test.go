@@ -351,3 +351,30 @@ func TestSilentPeerIsLeftOutWithAWarning(t *testing.T) {
 		t.Fatalf("with a silent peer: %d %s", code, body)
 	}
 }
+
+// TestSeriesAsksPeersForLabelsOnly: the series API asks each peer for its series' labels
+// (its own series API), not for the points of the whole window.
+func TestSeriesAsksPeersForLabelsOnly(t *testing.T) {
+	b := promapi.New(node(t, "b", 2, 3, 2), promapi.Options{Now: func() time.Time { return time.UnixMilli(t0 + 4000) }})
+	var paths atomicString
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		paths.Store(paths.Load() + " " + r.URL.Path)
+		b.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	members := []hub.Member{{ID: "b", Name: "b", HTTP: strings.TrimPrefix(srv.URL, "http://"), Up: true}}
+	local := node(t, "a", 1, 3, 2)
+	q := New(local, Options{Members: func() []hub.Member { return members }, Fetch: &hub.Fetcher{Timeout: time.Second}})
+	h := promapi.New(local, promapi.Options{Prefix: promapi.ClusterPrefix, Queryable: q, Now: func() time.Time { return time.UnixMilli(t0 + 4000) }})
+	code, _, body := get(t, h, "series", url.Values{"match[]": {`node_cpu_seconds_total`}})
+	var ser struct {
+		Data []map[string]string `json:"data"`
+	}
+	json.Unmarshal(body, &ser)
+	if code != 200 || len(ser.Data) != 4 {
+		t.Fatalf("series: %d %s", code, body)
+	}
+	if p := strings.TrimSpace(paths.Load()); p != "/prometheus/api/v1/series" {
+		t.Fatalf("the peer was asked %q, want its series API only", p)
+	}
+}
