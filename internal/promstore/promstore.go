@@ -24,11 +24,10 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/prometheus/prometheus/model/histogram"
 	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/tsdb/chunkenc"
-	"github.com/prometheus/prometheus/tsdb/chunks"
 	"github.com/prometheus/prometheus/util/annotations"
 
 	"github.com/cantal-go/cantal/internal/history"
@@ -390,11 +389,16 @@ func (s *seriesSet) Next() bool {
 	s.i++
 	return s.i < len(s.list)
 }
-func (s *seriesSet) At() storage.Series                            { return s.list[s.i] }
-func (s *seriesSet) Err() error                                    { return nil }
-func (s *seriesSet) Warnings() annotations.Annotations             { return nil }
-func (s *promSeries) Labels() labels.Labels                        { return s.n.lset }
-func (s *promSeries) Iterator(chunkenc.Iterator) chunkenc.Iterator { return s.iterator() }
+func (s *seriesSet) At() storage.Series                { return s.list[s.i] }
+func (s *seriesSet) Err() error                        { return nil }
+func (s *seriesSet) Warnings() annotations.Annotations { return nil }
+func (s *promSeries) Labels() labels.Labels            { return s.n.lset }
+func (s *promSeries) Iterator(it chunkenc.Iterator) chunkenc.Iterator {
+	// promql.StorageSeries' iterator reads the points straight from their slice (and is
+	// reused from one series to the next); storage.NewListSeriesIterator called two methods
+	// of an interface per point.
+	return promql.NewStorageSeries(promql.Series{Floats: s.points()}).Iterator(it)
+}
 
 // promSeries is one series of a Select: its points are read when iterated.
 type promSeries struct {
@@ -404,37 +408,18 @@ type promSeries struct {
 	mint, maxt int64
 }
 
-func (s *promSeries) iterator() chunkenc.Iterator {
+// points reads the series' points.
+func (s *promSeries) points() []promql.FPoint {
 	// Sized for a point per scan interval (a series written every scan): growing the list
 	// point by point cost a quarter of a 10 000-series query_range.
 	step := max(s.hist.Options().Interval.Milliseconds(), 1)
-	pts := make(points, 0, min((s.maxt-s.mint)/step+2, maxPresize))
+	pts := make([]promql.FPoint, 0, min((s.maxt-s.mint)/step+2, maxPresize))
 	s.hist.Range(s.id, s.mint, s.maxt, func(ts int64, bits uint64) bool {
-		pts = append(pts, point{ts, s.n.s.Value(series.ToFloat(s.n.kind, bits))})
+		pts = append(pts, promql.FPoint{T: ts, F: s.n.s.Value(series.ToFloat(s.n.kind, bits))})
 		return true
 	})
-	return storage.NewListSeriesIterator(pts)
+	return pts
 }
 
 // maxPresize bounds the points a series' list is sized for before it is read.
 const maxPresize = 1 << 14
-
-// points are a series' points read into memory, as storage.Samples.
-type points []point
-
-func (p points) Get(i int) chunks.Sample { return &p[i] }
-func (p points) Len() int                { return len(p) }
-
-// point is one float sample (chunks.Sample).
-type point struct {
-	t int64
-	f float64
-}
-
-func (p *point) T() int64                      { return p.t }
-func (p *point) ST() int64                     { return 0 }
-func (p *point) F() float64                    { return p.f }
-func (p *point) H() *histogram.Histogram       { return nil }
-func (p *point) FH() *histogram.FloatHistogram { return nil }
-func (p *point) Type() chunkenc.ValueType      { return chunkenc.ValFloat }
-func (p *point) Copy() chunks.Sample           { c := *p; return &c }
