@@ -1,8 +1,13 @@
 package agent
 
 import (
+	"context"
+
+	"github.com/prometheus/prometheus/model/labels"
+
 	"github.com/cantal-go/cantal/internal/api"
 	"github.com/cantal-go/cantal/internal/promapi"
+	"github.com/cantal-go/cantal/internal/promcluster"
 	"github.com/cantal-go/cantal/internal/promname"
 	"github.com/cantal-go/cantal/internal/promstore"
 )
@@ -10,7 +15,9 @@ import (
 // promqlRoutes mounts Prometheus's query API at /prometheus/api/v1/ (package promapi) over
 // the held history, its series named and labelled as remote write sends them (instance,
 // node), each caller seeing only the series it may see (api.Server.SeriesVisible). Its
-// requests take query slots like the other read routes (limitQueries).
+// requests take query slots like the other read routes (limitQueries). In a cluster the same
+// API over every node's series is at /cluster/prometheus/api/v1/ (package promcluster), with
+// the same limits and the same --query-max-concurrency slots.
 func (a *Agent) promqlRoutes(s *api.Server) {
 	st := promstore.New(a.hist, promstore.RegistryCatalog(a.reg), promstore.Options{
 		Namer:    promstore.MapperNamer(promname.New(a.promOptions())),
@@ -18,11 +25,30 @@ func (a *Agent) promqlRoutes(s *api.Server) {
 		Node:     a.cfg.NodeName,
 		Visible:  s.SeriesVisible,
 	})
-	a.mux.Handle(promapi.Prefix, promapi.New(st, promapi.Options{
+	opt := promapi.Options{
 		Timeout:        a.cfg.QueryTimeout,
 		MaxSamples:     a.cfg.QueryMaxSamples,
 		MaxConcurrency: a.cfg.QueryMaxConcurrency,
 		Window:         a.cfg.History,
 		Rules:          a.rules,
-	}))
+	}
+	local := promapi.New(st, opt)
+	a.mux.Handle(promapi.Prefix, local)
+	if s.Cluster == nil {
+		return
+	}
+	opt.Prefix, opt.Share = promapi.ClusterPrefix, local
+	opt.Queryable = promcluster.New(st, promcluster.Options{
+		Members: s.Cluster.Members,
+		Fetch:   s.Fetcher(),
+		// A peer's process's owner is unknown here: a caller who may not see every process
+		// sees no other node's process series, nor their label values.
+		PeerMatchers: func(ctx context.Context) []*labels.Matcher {
+			if s.PeerSeriesVisible(ctx) == nil {
+				return nil
+			}
+			return []*labels.Matcher{labels.MustNewMatcher(labels.MatchEqual, "pid", "")}
+		},
+	})
+	a.mux.Handle(promapi.ClusterPrefix, promapi.New(st, opt))
 }

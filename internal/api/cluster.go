@@ -373,6 +373,10 @@ func keptHistoryJSON(b []byte, srs []hub.Series, from int64, rate bool, visible 
 // maxPeerHistory bounds a peer's /api/v1/history answer.
 const maxPeerHistory = 256 << 20
 
+// Fetcher is the client of the cluster routes' requests to peers (hub.Fetcher), made once:
+// the cluster-wide Prometheus API (internal/promcluster) asks the peers with it too.
+func (s *Server) Fetcher() *hub.Fetcher { return s.fetch() }
+
 // fetch is the client of the cluster routes' requests to peers (hub.Fetcher), made once.
 func (s *Server) fetch() *hub.Fetcher {
 	s.fetcherOnce.Do(func() { s.fetcher = &hub.Fetcher{Timeout: s.ClusterTimeout} })

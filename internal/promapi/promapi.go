@@ -45,6 +45,10 @@ import (
 // http://NODE:22682/prometheus.
 const Prefix = "/prometheus/api/v1/"
 
+// ClusterPrefix is where the agent mounts the cluster-wide API (Options.Queryable a
+// promcluster.Queryable): a Grafana data source's URL is http://NODE:22682/cluster/prometheus.
+const ClusterPrefix = "/cluster/prometheus/api/v1/"
+
 // Options are the limits of a Handler, named after Prometheus's flags.
 type Options struct {
 	Timeout        time.Duration // --query.timeout (default 2m)
@@ -55,6 +59,14 @@ type Options struct {
 	// held); default 1h.
 	Window time.Duration
 	Now    func() time.Time // default time.Now
+	// Prefix is where the Handler is mounted (default Prefix).
+	Prefix string
+	// Queryable, when set, is what queries, series and labels read instead of the Storage
+	// (the cluster's series, promcluster); metadata is the Storage's all the same.
+	Queryable storage.Queryable
+	// Share, when set, is a Handler whose engine and --query-max-concurrency slots this one
+	// uses too (the cluster API beside the node's: one bound for both).
+	Share *Handler
 	// Rules, when set, are the rule files' groups /api/v1/rules and /api/v1/alerts list;
 	// nil: both answer empty lists.
 	Rules RuleSource
@@ -63,6 +75,7 @@ type Options struct {
 // Handler serves the API. Make one with New.
 type Handler struct {
 	st     *promstore.Storage
+	q      storage.Queryable // st, or Options.Queryable
 	ng     *promql.Engine
 	opt    Options
 	parser parser.Parser
@@ -90,9 +103,17 @@ func New(st *promstore.Storage, opt Options) *Handler {
 	if opt.Now == nil {
 		opt.Now = time.Now
 	}
+	if opt.Prefix == "" {
+		opt.Prefix = Prefix
+	}
+	var q storage.Queryable = st
+	if opt.Queryable != nil {
+		q = opt.Queryable
+	}
 	p := parser.NewParser(parser.Options{})
 	h := &Handler{
 		st:  st,
+		q:   q,
 		opt: opt,
 		ng: promql.NewEngine(promql.EngineOpts{
 			MaxSamples:           opt.MaxSamples,
@@ -106,16 +127,19 @@ func New(st *promstore.Storage, opt Options) *Handler {
 		slots:  make(chan struct{}, opt.MaxConcurrency),
 		mux:    http.NewServeMux(),
 	}
+	if opt.Share != nil {
+		h.ng, h.slots = opt.Share.ng, opt.Share.slots
+	}
 	h.route("query", h.query)
 	h.route("query_range", h.queryRange)
 	h.route("series", h.series)
 	h.route("labels", h.labels)
-	h.mux.HandleFunc("GET "+Prefix+"label/{name}/values", h.wrap(h.labelValues))
-	h.mux.HandleFunc("GET "+Prefix+"metadata", h.wrap(h.metadata))
-	h.mux.HandleFunc("GET "+Prefix+"status/buildinfo", h.wrap(h.buildInfo))
-	h.mux.HandleFunc("GET "+Prefix+"rules", h.wrap(h.rules))
-	h.mux.HandleFunc("GET "+Prefix+"alerts", h.wrap(h.alerts))
-	h.mux.HandleFunc(Prefix, func(w http.ResponseWriter, r *http.Request) {
+	h.mux.HandleFunc("GET "+opt.Prefix+"label/{name}/values", h.wrap(h.labelValues))
+	h.mux.HandleFunc("GET "+opt.Prefix+"metadata", h.wrap(h.metadata))
+	h.mux.HandleFunc("GET "+opt.Prefix+"status/buildinfo", h.wrap(h.buildInfo))
+	h.mux.HandleFunc("GET "+opt.Prefix+"rules", h.wrap(h.rules))
+	h.mux.HandleFunc("GET "+opt.Prefix+"alerts", h.wrap(h.alerts))
+	h.mux.HandleFunc(opt.Prefix, func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &apiError{typ: errNotFound, err: errors.New("not found")})
 	})
 	return h
@@ -124,10 +148,19 @@ func New(st *promstore.Storage, opt Options) *Handler {
 // ReadOnlyPost reports whether r is a POST that only reads: Prometheus takes the query,
 // query_range, series and labels parameters as a form body too (Grafana posts them).
 func ReadOnlyPost(r *http.Request) bool {
-	if r.Method != http.MethodPost || !strings.HasPrefix(r.URL.Path, Prefix) {
+	if r.Method != http.MethodPost {
 		return false
 	}
-	switch strings.TrimPrefix(r.URL.Path, Prefix) {
+	var name string
+	switch {
+	case strings.HasPrefix(r.URL.Path, Prefix):
+		name = strings.TrimPrefix(r.URL.Path, Prefix)
+	case strings.HasPrefix(r.URL.Path, ClusterPrefix):
+		name = strings.TrimPrefix(r.URL.Path, ClusterPrefix)
+	default:
+		return false
+	}
+	switch name {
 	case "query", "query_range", "series", "labels":
 		return true
 	}
@@ -135,8 +168,8 @@ func ReadOnlyPost(r *http.Request) bool {
 }
 
 func (h *Handler) route(name string, fn func(*http.Request) (any, annotations.Annotations, *apiError)) {
-	h.mux.HandleFunc("GET "+Prefix+name, h.wrap(fn))
-	h.mux.HandleFunc("POST "+Prefix+name, h.wrap(fn))
+	h.mux.HandleFunc("GET "+h.opt.Prefix+name, h.wrap(fn))
+	h.mux.HandleFunc("POST "+h.opt.Prefix+name, h.wrap(fn))
 }
 
 // ServeHTTP implements http.Handler.
@@ -287,7 +320,14 @@ func (h *Handler) run(r *http.Request, mk func(ctx context.Context) (promql.Quer
 			out = promql.Matrix{}
 		}
 	}
-	return queryData{ResultType: res.Value.Type(), Result: out}, res.Warnings, nil
+	// Written before qry.Close (deferred) gives the result's points back to the engine's
+	// pools, where the next query reuses them: marshalled after, an answer could carry
+	// another query's values.
+	b, err := json.Marshal(out)
+	if err != nil {
+		return nil, nil, &apiError{typ: errInternal, err: fmt.Errorf("encoding the result: %w", err)}
+	}
+	return queryData{ResultType: res.Value.Type(), Result: json.RawMessage(b)}, res.Warnings, nil
 }
 
 func (h *Handler) query(r *http.Request) (any, annotations.Annotations, *apiError) {
@@ -296,7 +336,7 @@ func (h *Handler) query(r *http.Request) (any, annotations.Annotations, *apiErro
 		return nil, nil, invalidParam(err, "time")
 	}
 	return h.run(r, func(ctx context.Context) (promql.Query, error) {
-		return h.ng.NewInstantQuery(ctx, h.st, nil, r.FormValue("query"), ts)
+		return h.ng.NewInstantQuery(ctx, h.q, nil, r.FormValue("query"), ts)
 	})
 }
 
@@ -326,7 +366,7 @@ func (h *Handler) queryRange(r *http.Request) (any, annotations.Annotations, *ap
 		return nil, nil, badData(errors.New("exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)"))
 	}
 	return h.run(r, func(ctx context.Context) (promql.Query, error) {
-		return h.ng.NewRangeQuery(ctx, h.st, nil, r.FormValue("query"), start, end, step)
+		return h.ng.NewRangeQuery(ctx, h.q, nil, r.FormValue("query"), start, end, step)
 	})
 }
 
@@ -391,7 +431,7 @@ func (h *Handler) querier(r *http.Request) (storage.Querier, context.Context, co
 	if aerr != nil {
 		return nil, nil, nil, aerr
 	}
-	q, err := h.st.Querier(mint, maxt)
+	q, err := h.q.Querier(mint, maxt)
 	if err != nil {
 		return nil, nil, nil, &apiError{typ: errInternal, err: err}
 	}
@@ -445,7 +485,7 @@ func (h *Handler) series(r *http.Request) (any, annotations.Annotations, *apiErr
 
 // labelList answers labels and label values: the union over the match[] sets (or every
 // series), sorted.
-func (h *Handler) labelList(r *http.Request, get func(ctx context.Context, q storage.Querier, ms []*labels.Matcher) ([]string, error)) (any, annotations.Annotations, *apiError) {
+func (h *Handler) labelList(r *http.Request, get func(ctx context.Context, q storage.Querier, ms []*labels.Matcher) ([]string, annotations.Annotations, error)) (any, annotations.Annotations, *apiError) {
 	sets, aerr := h.matchers(r, false)
 	if aerr != nil {
 		return nil, nil, aerr
@@ -464,11 +504,13 @@ func (h *Handler) labelList(r *http.Request, get func(ctx context.Context, q sto
 		sets = [][]*labels.Matcher{nil}
 	}
 	set := map[string]struct{}{}
+	var annos annotations.Annotations // the cluster's peers left out
 	for _, ms := range sets {
-		vs, err := get(ctx, q, ms)
+		vs, a, err := get(ctx, q, ms)
 		if err != nil {
 			return nil, nil, engineError(err)
 		}
+		annos.Merge(a)
 		for _, v := range vs {
 			set[v] = struct{}{}
 		}
@@ -478,7 +520,6 @@ func (h *Handler) labelList(r *http.Request, get func(ctx context.Context, q sto
 		out = append(out, v)
 	}
 	slices.Sort(out)
-	var annos annotations.Annotations
 	if n > 0 && len(out) > n {
 		out = out[:n]
 		annos.Add(errors.New("results truncated due to limit"))
@@ -487,9 +528,8 @@ func (h *Handler) labelList(r *http.Request, get func(ctx context.Context, q sto
 }
 
 func (h *Handler) labels(r *http.Request) (any, annotations.Annotations, *apiError) {
-	return h.labelList(r, func(ctx context.Context, q storage.Querier, ms []*labels.Matcher) ([]string, error) {
-		vs, _, err := q.LabelNames(ctx, nil, ms...)
-		return vs, err
+	return h.labelList(r, func(ctx context.Context, q storage.Querier, ms []*labels.Matcher) ([]string, annotations.Annotations, error) {
+		return q.LabelNames(ctx, nil, ms...)
 	})
 }
 
@@ -501,9 +541,8 @@ func (h *Handler) labelValues(r *http.Request) (any, annotations.Annotations, *a
 	if !model.UTF8Validation.IsValidLabelName(name) {
 		return nil, nil, badData(fmt.Errorf("invalid label name: %q", name))
 	}
-	return h.labelList(r, func(ctx context.Context, q storage.Querier, ms []*labels.Matcher) ([]string, error) {
-		vs, _, err := q.LabelValues(ctx, name, nil, ms...)
-		return vs, err
+	return h.labelList(r, func(ctx context.Context, q storage.Querier, ms []*labels.Matcher) ([]string, annotations.Annotations, error) {
+		return q.LabelValues(ctx, name, nil, ms...)
 	})
 }
 

@@ -2,11 +2,14 @@ package promapi
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -210,4 +213,70 @@ func FuzzQuery(f *testing.F) {
 			t.Fatalf("%q: %d %+v", q, code, a)
 		}
 	})
+}
+
+// TestShareTakesTheSameSlots: a Handler made with Share (the cluster API beside the node's)
+// takes its queries from the same --query-max-concurrency slots: with the one slot held, its
+// query waits and, its timeout over, is refused.
+func TestShareTakesTheSameSlots(t *testing.T) {
+	node := newHandler(t, Options{MaxConcurrency: 1})
+	other := New(node.st, Options{Prefix: ClusterPrefix, Share: node})
+	node.slots <- struct{}{}
+	code, a := get(t, other, http.MethodGet, ClusterPrefix+"query", url.Values{"query": {`node_load1`}, "timeout": {"200ms"}})
+	if code != http.StatusServiceUnavailable || a.ErrorType != "timeout" || !strings.Contains(a.Error, "--query-max-concurrency") {
+		t.Fatalf("with the node's slot held: %d %+v", code, a)
+	}
+	<-node.slots
+	if code, a := get(t, other, http.MethodGet, ClusterPrefix+"query", url.Values{"query": {`node_load1`}}); code != 200 {
+		t.Fatalf("with the slot free: %d %+v", code, a)
+	}
+}
+
+// TestConcurrentQueriesKeepTheirValues: queries answered at once each get their own values:
+// a result is written before its query gives its points back to the engine's pools (run with
+// -race, which also reports the reuse itself).
+func TestConcurrentQueriesKeepTheirValues(t *testing.T) {
+	h := newHandler(t, Options{})
+	form := func(scale string) url.Values {
+		return url.Values{"query": {`node_load1 * ` + scale}, "start": {fmt.Sprint(t0 / 1000)},
+			"end": {fmt.Sprint((t0 + 29*2000) / 1000)}, "step": {"2"}}
+	}
+	var wg sync.WaitGroup
+	errs := make(chan string, 100)
+	for g := range 8 {
+		scale := []string{"1", "1000"}[g%2]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 25 {
+				code, a := get(t, h, http.MethodGet, Prefix+"query_range", form(scale))
+				var d struct {
+					Result []struct {
+						Values [][2]any `json:"values"`
+					} `json:"result"`
+				}
+				if code != 200 || json.Unmarshal(a.Data, &d) != nil || len(d.Result) != 1 {
+					errs <- fmt.Sprintf("scale %s: %d %s %s", scale, code, a.Data, a.Error)
+					return
+				}
+				for i, v := range d.Result[0].Values {
+					want := float64(i) / 10 * map[string]float64{"1": 1, "1000": 1000}[scale]
+					if got, _ := v[1].(string); !closeTo(got, want) {
+						errs <- fmt.Sprintf("scale %s: point %d = %s, want %v", scale, i, got, want)
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+}
+
+func closeTo(a string, y float64) bool {
+	x, err := strconv.ParseFloat(a, 64)
+	return err == nil && math.Abs(x-y) <= 1e-9*math.Max(1, math.Abs(y))
 }

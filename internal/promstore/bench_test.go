@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql"
 
 	"github.com/cantal-go/cantal/internal/history"
@@ -54,4 +55,60 @@ func BenchmarkQueryRange(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkSelectAmongMany is query_range over 1 h at a 2 s step of node_load1 held beside
+// 10 000 series of other names: through the index (index=true) and by the walk of every
+// series that was the only way before it (index=false).
+func BenchmarkSelectAmongMany(b *testing.B) {
+	const t0 = 1_700_000_000_000
+	const scans = 1800
+	reg, hist := manyOthers(b, t0, scans, 10000)
+	ng := promql.NewEngine(promql.EngineOpts{MaxSamples: 1e9, Timeout: time.Hour, LookbackDelta: 5 * time.Minute})
+	start, end := time.UnixMilli(t0), time.UnixMilli(t0+(scans-1)*2000)
+	for _, indexed := range []bool{true, false} {
+		b.Run(fmt.Sprintf("index=%v", indexed), func(b *testing.B) {
+			var cat Catalog = RegistryCatalog(reg)
+			if !indexed {
+				cat = unversioned{cat}
+			}
+			st := New(hist, cat, Options{Instance: "n:1", Node: "n"})
+			b.ReportAllocs()
+			for b.Loop() {
+				q, err := ng.NewRangeQuery(context.Background(), st, nil, `node_load1`, start, end, 2*time.Second)
+				if err != nil {
+					b.Fatal(err)
+				}
+				res := q.Exec(context.Background())
+				if m, _ := res.Matrix(); res.Err != nil || len(m) != 1 {
+					b.Fatalf("%v %v", res.Err, m)
+				}
+				q.Close()
+			}
+		})
+	}
+}
+
+// BenchmarkBuildIndex is the index of 100 000 series (built again after a scan that added or
+// removed series), their names already known, beside one walk of every series for a selector
+// (what each selector cost before the index).
+func BenchmarkBuildIndex(b *testing.B) {
+	const t0 = 1_700_000_000_000
+	reg, hist := manyOthers(b, t0, 1, 100_000)
+	st := New(hist, RegistryCatalog(reg), Options{Instance: "n:1", Node: "n"})
+	st.buildIndex(0, 0) // names cached
+	b.Run("build", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			st.buildIndex(0, 100_001)
+		}
+	})
+	walk := New(hist, unversioned{RegistryCatalog(reg)}, Options{Instance: "n:1", Node: "n"})
+	ms := []*labels.Matcher{labels.MustNewMatcher(labels.MatchEqual, labels.MetricName, "node_load1")}
+	b.Run("walk", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			walk.each(context.Background(), t0, t0, false, ms, func(*named, Entry) {})
+		}
+	})
 }

@@ -97,6 +97,7 @@ type Registry struct {
 	entries     []entry // the entries not yet handed out by newEntry
 	added       int     // series added in this scan
 	removed     int     // series removed in this scan
+	changes     uint64  // series added or removed since New (View.Changes)
 	live        int     // series written in this scan
 	scanTS      int64
 	probs       []Problem

@@ -37,6 +37,10 @@ type View struct {
 	Added    int // series registered by the scan
 	Removed  int // series forgotten by the scan
 	Live     int // series written by the scan
+	// Changes counts the series registered or forgotten since the registry was made, up to
+	// this view: a reader that indexed an earlier view's series (internal/promstore) may keep
+	// its index while Changes stays the same.
+	Changes uint64
 	// Evicted counts the series dropped since the start because the registry held more than
 	// its limits (see SetMaxSeries and SetMaxPushed); EvictedNow those dropped by this scan;
 	// EvictedPushed the pushed series among Evicted.
@@ -52,6 +56,8 @@ type View struct {
 func (r *Registry) publish() {
 	v := &View{TS: r.scanTS, Problems: r.probs, Added: r.added, Removed: r.removed, Live: r.live,
 		Evicted: r.evicted, EvictedNow: r.evictedNow, EvictedPushed: r.evictedP, Pushed: r.pushed, PushedBytes: r.pushedB + r.pushedHistoryBytes()}
+	r.changes += uint64(r.added + r.removed)
+	v.Changes = r.changes
 	r.added, r.removed, r.live, r.evictedNow = 0, 0, 0, 0
 	// The View shares the slots: publishing costs nothing per series, however many there are.
 	v.slots, v.n, v.hist = r.slots[:r.nslots], r.count, r.hist

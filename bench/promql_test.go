@@ -1,0 +1,224 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
+	"github.com/prometheus/prometheus/tsdb/chunks"
+
+	"github.com/cantal-go/cantal/internal/history"
+	"github.com/cantal-go/cantal/internal/promapi"
+	"github.com/cantal-go/cantal/internal/promstore"
+	"github.com/cantal-go/cantal/internal/registry"
+	"github.com/cantal-go/cantal/internal/series"
+	"github.com/cantal-go/cantal/internal/testsupport/cputime"
+)
+
+// BenchmarkPromQLQueryRange compares the agent's /prometheus API with a real Prometheus
+// (Debian's prometheus, scripts/install-deps.sh) holding the same samples: query_range of
+// sum(rate(requests_total[1m])) over 1 h at a 2 s step (1800 steps) for 1, 100 and 10 000
+// counters holding an hour of 2 s scans.
+//
+// The agent's side is its promapi.Handler over a promstore of a registry written scan by scan
+// (the agent's own storage and engine), served over loopback HTTP in this process. Prometheus
+// gets the very series and points the agent's storage gives (read back through promstore), as
+// a TSDB block written by the tsdb package of the Prometheus module into the data directory
+// it then starts on. Both answers are compared (same series, values within 1e-9 relative).
+// Reported per query: wall time and CPU (the agent: this process's; Prometheus: its process's
+// from /proc, 10 ms ticks), and their ratios agent/Prometheus:
+//
+//	cd bench && go test -run '^$' -bench 'PromQLQueryRange' -benchtime 5x -timeout 30m
+func BenchmarkPromQLQueryRange(b *testing.B) {
+	prom := "/usr/bin/prometheus"
+	if _, err := os.Stat(prom); err != nil {
+		b.Fatal("prometheus is not installed: run scripts/install-deps.sh")
+	}
+	for _, n := range []int{1, 100, 10_000} {
+		b.Run(fmt.Sprintf("series=%d", n), func(b *testing.B) {
+			const scans = 1800
+			end := time.Now().Truncate(time.Minute).Add(-time.Minute)
+			t0 := end.Add(-(scans - 1) * 2 * time.Second).UnixMilli()
+			hist := history.New(history.Options{})
+			reg := registry.New(hist, 2*time.Hour, nil)
+			refs := make([]*series.Ref, n)
+			for i := range refs {
+				refs[i] = reg.Series(series.Labels{"metric": "requests", "appname": "bench", "worker": fmt.Sprint(i)}, series.Counter)
+			}
+			for j := range scans {
+				reg.Begin(t0 + int64(j)*2000)
+				for i, r := range refs {
+					reg.Put(r, uint64(j*(i%97+1)))
+				}
+				reg.Commit()
+			}
+			st := promstore.New(hist, promstore.RegistryCatalog(reg), promstore.Options{Instance: "bench:22682", Node: "bench"})
+			agent := httptest.NewServer(promapi.New(st, promapi.Options{MaxSamples: 1e9, Timeout: time.Hour}))
+			b.Cleanup(agent.Close)
+
+			dir := b.TempDir()
+			writeBlock(b, st, t0, end.UnixMilli(), filepath.Join(dir, "data"))
+			cfg := filepath.Join(dir, "prometheus.yml")
+			if err := os.WriteFile(cfg, []byte("global: {}\n"), 0o644); err != nil {
+				b.Fatal(err)
+			}
+			addr := benchFreePort(b)
+			pid := startBenchProc(b, prom, "--config.file="+cfg, "--storage.tsdb.path="+filepath.Join(dir, "data"),
+				"--storage.tsdb.retention.time=30d", "--web.listen-address="+addr, "--log.level=warn",
+				"--query.max-samples=1000000000", "--query.timeout=1h")
+			waitReady(b, "http://"+addr+"/-/ready")
+
+			params := url.Values{"query": {`sum(rate(requests_total[1m]))`},
+				"start": {fmt.Sprint(t0 / 1000)}, "end": {fmt.Sprint(end.Unix())}, "step": {"2"}}
+			agentURL := agent.URL + "/prometheus/api/v1/query_range?" + params.Encode()
+			promURL := "http://" + addr + "/api/v1/query_range?" + params.Encode()
+			// The same answer from both (and warm-up: Prometheus's first query reads the block).
+			a, p := rangeValues(b, agentURL), rangeValues(b, promURL)
+			if len(a) < scans-40 || len(a) != len(p) {
+				b.Fatalf("agent %d points, Prometheus %d", len(a), len(p))
+			}
+			for ts, v := range a {
+				if w, ok := p[ts]; !ok || math.Abs(v-w) > 1e-9*math.Max(1, math.Abs(w)) {
+					b.Fatalf("at %v: agent %v, Prometheus %v (present %v)", ts, v, w, ok)
+				}
+			}
+
+			var aWall, pWall, aCPU, pCPU time.Duration
+			b.ResetTimer()
+			for b.Loop() {
+				t, c := time.Now(), cputime.Process()
+				rangeValues(b, agentURL)
+				aWall += time.Since(t)
+				aCPU += cputime.Process() - c
+				t, c = time.Now(), procCPU(b, pid)
+				rangeValues(b, promURL)
+				pWall += time.Since(t)
+				pCPU += procCPU(b, pid) - c
+			}
+			N := float64(b.N)
+			b.ReportMetric(float64(aWall.Milliseconds())/N, "agent-ms/query")
+			b.ReportMetric(float64(pWall.Milliseconds())/N, "prom-ms/query")
+			b.ReportMetric(float64(aCPU.Milliseconds())/N, "agent-cpu-ms/query")
+			b.ReportMetric(float64(pCPU.Milliseconds())/N, "prom-cpu-ms/query")
+			b.ReportMetric(float64(aWall)/float64(pWall), "time-ratio")
+			if pCPU > 0 {
+				b.ReportMetric(float64(aCPU)/float64(pCPU), "cpu-ratio")
+			}
+		})
+	}
+}
+
+// writeBlock writes every series st holds in [mint, maxt] as one TSDB block in dir.
+func writeBlock(b *testing.B, st *promstore.Storage, mint, maxt int64, dir string) {
+	q, err := st.Querier(mint, maxt)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer q.Close()
+	ss := q.Select(context.Background(), true, nil, labels.MustNewMatcher(labels.MatchRegexp, labels.MetricName, ".+"))
+	var list []storage.Series
+	for ss.Next() {
+		s := ss.At()
+		var pts []chunkSample
+		it := s.Iterator(nil)
+		for it.Next() == chunkenc.ValFloat {
+			t, v := it.At()
+			pts = append(pts, chunkSample{t, v})
+		}
+		list = append(list, storage.NewListSeries(s.Labels(), toSamples(pts)))
+	}
+	if err := ss.Err(); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	if _, err := tsdb.CreateBlock(list, dir, 2*time.Hour.Milliseconds(), slog.New(slog.DiscardHandler)); err != nil {
+		b.Fatal(err)
+	}
+}
+
+// waitReady waits (up to a minute) until url answers 200.
+func waitReady(b *testing.B, url string) {
+	deadline := time.Now().Add(time.Minute)
+	for {
+		resp, err := http.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("%s not ready: %v", url, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// rangeValues fetches a query_range answer of one series and returns its values by time.
+func rangeValues(b *testing.B, url string) map[float64]float64 {
+	resp, err := http.Get(url)
+	if err != nil {
+		b.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != 200 {
+		b.Fatalf("%s: %d %v %.300s", url, resp.StatusCode, err, body)
+	}
+	var ans struct {
+		Data struct {
+			Result []struct {
+				Values [][2]any `json:"values"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	if err := json.Unmarshal(body, &ans); err != nil || len(ans.Data.Result) != 1 {
+		b.Fatalf("%s: %v %.300s", url, err, body)
+	}
+	out := map[float64]float64{}
+	for _, p := range ans.Data.Result[0].Values {
+		var v float64
+		fmt.Sscan(p[1].(string), &v)
+		out[p[0].(float64)] = v
+	}
+	return out
+}
+
+// chunkSample is one float sample (chunks.Sample).
+type chunkSample struct {
+	t int64
+	f float64
+}
+
+func (s chunkSample) T() int64                      { return s.t }
+func (s chunkSample) ST() int64                     { return 0 }
+func (s chunkSample) F() float64                    { return s.f }
+func (s chunkSample) H() *histogram.Histogram       { return nil }
+func (s chunkSample) FH() *histogram.FloatHistogram { return nil }
+func (s chunkSample) Type() chunkenc.ValueType      { return chunkenc.ValFloat }
+func (s chunkSample) Copy() chunks.Sample           { return s }
+
+func toSamples(pts []chunkSample) []chunks.Sample {
+	out := make([]chunks.Sample, len(pts))
+	for i, p := range pts {
+		out[i] = p
+	}
+	return out
+}

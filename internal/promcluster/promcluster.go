@@ -1,0 +1,488 @@
+// Package promcluster is the storage.Queryable of the cluster-wide Prometheus query API
+// (/cluster/prometheus/api/v1/): the local node's series (a promstore.Storage) beside every
+// peer's, so that Prometheus's PromQL engine evaluates a query once over the whole cluster.
+//
+// The engine asks for each selector of a query (Querier.Select, with the window it needs);
+// a Select asks every peer that is up, through the hub's one HTTP client (hub.Fetcher, at most
+// Options.Parallel at once under hub.FanOut), for the raw samples of that selector over that
+// window from the peer's own /prometheus API (an instant query of the selector as a range
+// vector: the points the peer holds, named as the peer names them, with its node and
+// instance labels). Asking the peer in Prometheus's names, not the Cantal wire's, is what lets a
+// selector on a Prometheus name reach a peer whose series are named by its own options. A peer
+// that is down or does not answer is left out with a warning naming it (the answer's
+// "warnings"), never silently; the local series are always there.
+//
+// A Queryable is safe for concurrent use.
+package promcluster
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/prometheus/model/histogram"
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
+	"github.com/prometheus/prometheus/tsdb/chunks"
+	"github.com/prometheus/prometheus/util/annotations"
+
+	"github.com/cantal-go/cantal/internal/hub"
+)
+
+// PeerPrefix is the path of a peer's own (node-local) query API.
+const PeerPrefix = "/prometheus/api/v1/"
+
+// Options configure a Queryable.
+type Options struct {
+	// Members returns the peers (not the local node). Required.
+	Members func() []hub.Member
+	// Fetch is the client of the requests to peers. Required.
+	Fetch *hub.Fetcher
+	// Parallel bounds the peers asked at once (default 16).
+	Parallel int
+	// MaxAnswer bounds one peer's answer in bytes (default 256 MiB).
+	MaxAnswer int64
+	// PeerTimeout bounds one peer's answer to one request (default 10 s): a peer that accepts
+	// the connection and then does not answer (stopped, swamped) is left out with a warning
+	// rather than holding the whole query until its timeout.
+	PeerTimeout time.Duration
+	// PeerMatchers returns, for a query's context, matchers added to every selector asked of
+	// a peer, so that the peer answers (series, label names and values) only from the series
+	// the caller may see of another node (the agent: pid="" for a caller who may not see
+	// every process), or nil for none. nil: none.
+	PeerMatchers func(ctx context.Context) []*labels.Matcher
+}
+
+// Queryable is the cluster's series: the local ones and every peer's.
+type Queryable struct {
+	local storage.Queryable
+	opt   Options
+}
+
+// New returns the Queryable of local's series and the peers'.
+func New(local storage.Queryable, opt Options) *Queryable {
+	if opt.Parallel <= 0 {
+		opt.Parallel = 16
+	}
+	if opt.MaxAnswer <= 0 {
+		opt.MaxAnswer = 256 << 20
+	}
+	if opt.PeerTimeout <= 0 {
+		opt.PeerTimeout = 10 * time.Second
+	}
+	return &Queryable{local: local, opt: opt}
+}
+
+// Querier implements storage.Queryable.
+func (c *Queryable) Querier(mint, maxt int64) (storage.Querier, error) {
+	lq, err := c.local.Querier(mint, maxt)
+	if err != nil {
+		return nil, err
+	}
+	return &querier{c: c, local: lq, mint: mint, maxt: maxt}, nil
+}
+
+type querier struct {
+	c          *Queryable
+	local      storage.Querier
+	mint, maxt int64
+}
+
+func (q *querier) Close() error { return q.local.Close() }
+
+// PeerError is the warning of a peer left out of an answer.
+type PeerError struct {
+	Node string
+	Err  error
+}
+
+func (e PeerError) Error() string {
+	return fmt.Sprintf("node %s left out: %v", e.Node, e.Err)
+}
+
+func (e PeerError) Unwrap() error { return e.Err }
+
+// selectorString writes ms as a PromQL selector, {a="b",...}.
+func selectorString(ms []*labels.Matcher) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, m := range ms {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(m.String())
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+// fanOut calls get for every peer in members, at most Parallel at once; it returns the
+// warnings of those that failed (down ones too).
+func (q *querier) fanOut(ctx context.Context, members []hub.Member, get func(ctx context.Context, i int, m hub.Member) error) annotations.Annotations {
+	errs := hub.FanOut(ctx, members, q.c.opt.Parallel, func(ctx context.Context, i int, m hub.Member) error {
+		ctx, cancel := context.WithTimeout(ctx, q.c.opt.PeerTimeout)
+		defer cancel()
+		err := get(ctx, i, m)
+		if err != nil && ctx.Err() == context.DeadlineExceeded {
+			return fmt.Errorf("no answer within %s", q.c.opt.PeerTimeout)
+		}
+		return err
+	})
+	var annos annotations.Annotations
+	for i, err := range errs {
+		if err != nil {
+			annos.Add(PeerError{Node: members[i].Name, Err: err})
+		}
+	}
+	return annos
+}
+
+// peerGet fetches a peer's answer to path?params and decodes its data into v; a peer's error
+// answer is its error.
+func (q *querier) peerGet(ctx context.Context, m hub.Member, path string, params url.Values, v any) error {
+	body, err := q.c.opt.Fetch.Get(ctx, m, PeerPrefix+path+"?"+params.Encode(), q.c.opt.MaxAnswer)
+	if err != nil {
+		var se hub.StatusError
+		if errors.As(err, &se) {
+			var ans struct {
+				Error string `json:"error"`
+			}
+			if json.Unmarshal(se.Body, &ans) == nil && ans.Error != "" {
+				return fmt.Errorf("%s: %s", se.Status, ans.Error)
+			}
+		}
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			return ue.Err // the request's URL is the peer's and the query's: said elsewhere
+		}
+		return err
+	}
+	var ans struct {
+		Status string          `json:"status"`
+		Data   json.RawMessage `json:"data"`
+	}
+	if err := json.Unmarshal(body, &ans); err != nil {
+		return fmt.Errorf("reading the answer: %w", err)
+	}
+	if ans.Status != "success" {
+		return fmt.Errorf("answer status %q", ans.Status)
+	}
+	if err := json.Unmarshal(ans.Data, v); err != nil {
+		return fmt.Errorf("reading the answer's data: %w", err)
+	}
+	return nil
+}
+
+// Select implements storage.Querier: the local series and each peer's, sorted, merged.
+func (q *querier) Select(ctx context.Context, _ bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.SeriesSet {
+	mint, maxt := q.mint, q.maxt
+	if hints != nil {
+		mint, maxt = max(mint, hints.Start), min(maxt, hints.End)
+	}
+	local := q.local.Select(ctx, true, hints, ms...)
+	if maxt < mint {
+		return local
+	}
+	// The samples in [mint, maxt]: a range selector at maxt reaches back (maxt-d, maxt].
+	params := url.Values{
+		"query": {fmt.Sprintf("%s[%dms]", selectorString(q.peerMatchers(ctx, ms)), maxt-mint+1)},
+		"time":  {formatTime(maxt)},
+	}
+	// The series API wants labels only: the peers' series API, not their points.
+	seriesOnly := hints != nil && hints.Func == "series"
+	if seriesOnly {
+		params = url.Values{"match[]": {selectorString(q.peerMatchers(ctx, ms))},
+			"start": {formatTime(mint)}, "end": {formatTime(maxt)}}
+	}
+	members := q.c.opt.Members()
+	peers := make([][]*peerSeries, len(members))
+	annos := q.fanOut(ctx, members, func(ctx context.Context, i int, m hub.Member) error {
+		if seriesOnly {
+			var data []map[string]string
+			if err := q.peerGet(ctx, m, "series", params, &data); err != nil {
+				return err
+			}
+			list := make([]*peerSeries, len(data))
+			for j, l := range data {
+				list[j] = &peerSeries{lset: labels.FromMap(l)}
+			}
+			slices.SortFunc(list, func(a, b *peerSeries) int { return labels.Compare(a.lset, b.lset) })
+			peers[i] = list
+			return nil
+		}
+		var data struct {
+			ResultType string       `json:"resultType"`
+			Result     []wireSeries `json:"result"`
+		}
+		if err := q.peerGet(ctx, m, "query", params, &data); err != nil {
+			return err
+		}
+		if data.ResultType != "matrix" {
+			return fmt.Errorf("answer of type %q, want matrix", data.ResultType)
+		}
+		list := make([]*peerSeries, 0, len(data.Result))
+		for _, ws := range data.Result {
+			list = append(list, &peerSeries{lset: ws.lset, pts: ws.pts})
+		}
+		slices.SortFunc(list, func(a, b *peerSeries) int { return labels.Compare(a.lset, b.lset) })
+		peers[i] = list
+		return nil
+	})
+	if err := ctx.Err(); err != nil {
+		return storage.ErrSeriesSet(err)
+	}
+	sets := []storage.SeriesSet{local}
+	for _, list := range peers {
+		if len(list) > 0 {
+			sets = append(sets, &seriesSet{list: list, i: -1})
+		}
+	}
+	return &warned{SeriesSet: storage.NewMergeSeriesSet(sets, 0, storage.ChainedSeriesMerge), annos: annos}
+}
+
+// labelWalk is LabelNames or LabelValues: the local answer and every peer's, merged.
+func (q *querier) labelWalk(ctx context.Context, path string, hints *storage.LabelHints, ms []*labels.Matcher, local func() ([]string, annotations.Annotations, error)) ([]string, annotations.Annotations, error) {
+	vs, annos, err := local()
+	if err != nil {
+		return nil, annos, err
+	}
+	params := url.Values{"start": {formatTime(q.mint)}, "end": {formatTime(q.maxt)}}
+	if pms := q.peerMatchers(ctx, ms); len(pms) > 0 {
+		if len(ms) == 0 {
+			// match[] needs a matcher that fails the empty string.
+			pms = append(pms, labels.MustNewMatcher(labels.MatchRegexp, labels.MetricName, ".+"))
+		}
+		params.Set("match[]", selectorString(pms))
+	}
+	members := q.c.opt.Members()
+	peers := make([][]string, len(members))
+	annos.Merge(q.fanOut(ctx, members, func(ctx context.Context, i int, m hub.Member) error {
+		return q.peerGet(ctx, m, path, params, &peers[i])
+	}))
+	if err := ctx.Err(); err != nil {
+		return nil, annos, err
+	}
+	set := map[string]struct{}{}
+	for _, list := range append(peers, vs) {
+		for _, v := range list {
+			set[v] = struct{}{}
+		}
+	}
+	out := make([]string, 0, len(set))
+	for v := range set {
+		out = append(out, v)
+	}
+	slices.Sort(out)
+	if hints != nil && hints.Limit > 0 && len(out) > hints.Limit {
+		out = out[:hints.Limit]
+	}
+	return out, annos, nil
+}
+
+// peerMatchers is ms with Options.PeerMatchers' for ctx.
+func (q *querier) peerMatchers(ctx context.Context, ms []*labels.Matcher) []*labels.Matcher {
+	if q.c.opt.PeerMatchers == nil {
+		return ms
+	}
+	extra := q.c.opt.PeerMatchers(ctx)
+	if len(extra) == 0 {
+		return ms
+	}
+	return append(slices.Clip(ms), extra...)
+}
+
+// LabelValues implements storage.Querier.
+func (q *querier) LabelValues(ctx context.Context, name string, hints *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+	return q.labelWalk(ctx, "label/"+url.PathEscape(name)+"/values", hints, ms, func() ([]string, annotations.Annotations, error) {
+		return q.local.LabelValues(ctx, name, hints, ms...)
+	})
+}
+
+// LabelNames implements storage.Querier.
+func (q *querier) LabelNames(ctx context.Context, hints *storage.LabelHints, ms ...*labels.Matcher) ([]string, annotations.Annotations, error) {
+	return q.labelWalk(ctx, "labels", hints, ms, func() ([]string, annotations.Annotations, error) {
+		return q.local.LabelNames(ctx, hints, ms...)
+	})
+}
+
+// formatTime writes a time in milliseconds as Prometheus's API takes it: unix seconds.
+func formatTime(ms int64) string {
+	switch {
+	case ms <= math.MinInt64/2:
+		return "-9999999999"
+	case ms >= math.MaxInt64/2:
+		return "9999999999"
+	}
+	return strconv.FormatFloat(float64(ms)/1000, 'f', 3, 64)
+}
+
+// warned is a SeriesSet with the warnings of the peers left out.
+type warned struct {
+	storage.SeriesSet
+	annos annotations.Annotations
+}
+
+func (w *warned) Warnings() annotations.Annotations {
+	a := w.SeriesSet.Warnings()
+	return a.Merge(w.annos)
+}
+
+// peerSeries is one peer series of a Select, its points read from the answer.
+type peerSeries struct {
+	lset labels.Labels
+	pts  points
+}
+
+func (s *peerSeries) Labels() labels.Labels { return s.lset }
+func (s *peerSeries) Iterator(chunkenc.Iterator) chunkenc.Iterator {
+	return storage.NewListSeriesIterator(s.pts)
+}
+
+// seriesSet is a sorted list of series.
+type seriesSet struct {
+	list []*peerSeries
+	i    int
+}
+
+func (s *seriesSet) Next() bool {
+	s.i++
+	return s.i < len(s.list)
+}
+func (s *seriesSet) At() storage.Series                { return s.list[s.i] }
+func (s *seriesSet) Err() error                        { return nil }
+func (s *seriesSet) Warnings() annotations.Annotations { return nil }
+
+// points are a series' points, as storage.Samples.
+type points []point
+
+func (p points) Get(i int) chunks.Sample { return &p[i] }
+func (p points) Len() int                { return len(p) }
+
+// point is one float sample (chunks.Sample).
+type point struct {
+	t int64
+	f float64
+}
+
+func (p *point) T() int64                      { return p.t }
+func (p *point) ST() int64                     { return 0 }
+func (p *point) F() float64                    { return p.f }
+func (p *point) H() *histogram.Histogram       { return nil }
+func (p *point) FH() *histogram.FloatHistogram { return nil }
+func (p *point) Type() chunkenc.ValueType      { return chunkenc.ValFloat }
+func (p *point) Copy() chunks.Sample           { c := *p; return &c }
+
+// wireSeries is one series of a peer's matrix answer: {"metric":{...},"values":[[t,"v"],...]}.
+type wireSeries struct {
+	lset labels.Labels
+	pts  points
+}
+
+func (w *wireSeries) UnmarshalJSON(b []byte) error {
+	var raw struct {
+		Metric map[string]string `json:"metric"`
+		Values json.RawMessage   `json:"values"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	w.lset = labels.FromMap(raw.Metric)
+	if pts, ok := parseValues(raw.Values); ok {
+		w.pts = pts
+		return nil
+	}
+	// Not in the shape the agent writes: the general decoder, and its errors.
+	var vals []wirePoint
+	if err := json.Unmarshal(raw.Values, &vals); err != nil {
+		return err
+	}
+	w.pts = make(points, len(vals))
+	for i, v := range vals {
+		w.pts[i] = point(v)
+	}
+	return nil
+}
+
+// parseValues reads a values array (valid JSON: a part of a document encoding/json has
+// checked) as a peer's agent writes it, [[1700000000.5,"1.25"],...]
+// (promql.FPoint's JSON, no spaces), a point at a time without reflection: decoding each
+// point through encoding/json was most of a cluster query's time over an hour. It reports
+// false for anything else (spaces, another shape, a value it cannot read), which the caller
+// decodes in full.
+func parseValues(b []byte) (points, bool) {
+	if len(b) < 2 || b[0] != '[' || b[len(b)-1] != ']' {
+		return nil, false
+	}
+	body := b[1 : len(b)-1]
+	pts := make(points, 0, bytes.Count(body, []byte("],["))+1)
+	for len(body) > 0 {
+		if body[0] != '[' {
+			return nil, false
+		}
+		comma := bytes.IndexByte(body, ',')
+		if comma < 0 {
+			return nil, false
+		}
+		sec, err := strconv.ParseFloat(string(body[1:comma]), 64)
+		if err != nil {
+			return nil, false
+		}
+		rest := body[comma+1:]
+		if len(rest) < 3 || rest[0] != '"' {
+			return nil, false
+		}
+		end := bytes.IndexByte(rest[1:], '"')
+		if end < 0 || len(rest) < end+3 || rest[end+2] != ']' {
+			return nil, false
+		}
+		f, err := strconv.ParseFloat(string(rest[1:end+1]), 64)
+		if err != nil {
+			return nil, false
+		}
+		pts = append(pts, point{t: int64(math.Round(sec * 1000)), f: f})
+		body = rest[end+3:]
+		if len(body) > 0 {
+			if body[0] != ',' {
+				return nil, false
+			}
+			body = body[1:]
+			if len(body) == 0 {
+				return nil, false
+			}
+		}
+	}
+	return pts, true
+}
+
+// wirePoint is [unix seconds, "value"].
+type wirePoint point
+
+func (p *wirePoint) UnmarshalJSON(b []byte) error {
+	var pair [2]json.RawMessage
+	if err := json.Unmarshal(b, &pair); err != nil {
+		return err
+	}
+	sec, err := strconv.ParseFloat(string(pair[0]), 64)
+	if err != nil {
+		return fmt.Errorf("sample time: %w", err)
+	}
+	v, err := strconv.Unquote(string(pair[1]))
+	if err != nil {
+		return fmt.Errorf("sample value: %w", err)
+	}
+	f, err := strconv.ParseFloat(v, 64)
+	if err != nil {
+		return fmt.Errorf("sample value: %w", err)
+	}
+	p.t, p.f = int64(math.Round(sec*1000)), f
+	return nil
+}
