@@ -7,7 +7,7 @@ import (
 )
 
 // checkPrometheusAPIPrivacy: /prometheus shows each caller the series it sees through
-// /api/v1 (called by TestFinding12_HidePIDPrivacy): root every process's series, nobody on
+// /api/v1 (called by TestHidePIDUserSeesOnlyOwnProcesses): root every process's series, nobody on
 // the socket its own process's and not root's, another local user over TCP none.
 func checkPrometheusAPIPrivacy(t *testing.T, a *agent, sock string, mine, roots *proc) {
 	t.Helper()
