@@ -27,9 +27,17 @@ build:
 run: setup-run build
 	./$(BIN)/cantal-agent $(ARGS)
 
+# The client libraries are modules of their own (README "Layout"), which `./...` at the top does
+# not enter: vet runs in each (so each builds with its own go.mod alone); tests, benchmarks and
+# fuzz targets name their packages by import path beside the agent's (the root go.mod's replace
+# directives build them from this tree), so they share one go test run.
+CLIENT_MODULES := internal/jsonstr shm metrics rrdd influx
+CLIENT_PKGS := $(foreach m,$(CLIENT_MODULES),github.com/cantal-go/cantal/$(m)/...)
+
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo 'gofmt needed'; exit 1; }
 	$(GO) vet ./...
+	for m in $(CLIENT_MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
 	cd bench && $(GO) vet ./...
 	cd packaging && $(GO) vet ./...
 	cd deploy && $(GO) vet ./...
@@ -53,7 +61,7 @@ PHASE = sh scripts/phase.sh
 test: setup
 	$(PHASE) vet $(MAKE) --no-print-directory vet
 	$(PHASE) ingest-load $(GO) test -count=1 -run 'TestLoad' -v ./internal/ingest
-	$(PHASE) unit $(GO) test -count=1 -race -short -timeout 30m $$($(GO) list ./... | grep -v -e '/e2e' -e '/internal/web$$')
+	$(PHASE) unit $(GO) test -count=1 -race -short -timeout 30m $$($(GO) list ./... | grep -v -e '/e2e' -e '/internal/web$$') $(CLIENT_PKGS)
 	$(PHASE) integration $(GO) test -count=1 -race -short -p 3 -timeout 30m $(INTEGRATION)
 	$(PHASE) packaging sh -c 'cd packaging && $(GO) test -count=1 -timeout 20m ./...'
 	$(PHASE) deploy sh -c 'cd deploy && $(GO) test -count=1 ./...'
@@ -73,12 +81,12 @@ test-long:
 
 bench:
 	cd bench && $(GO) test -run '^$$' -bench . -benchmem -timeout 60m ./...
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+	$(GO) test -run '^$$' -bench . -benchmem ./... $(CLIENT_PKGS)
 
 # A short run of every fuzz target (FUZZTIME each).
 FUZZTIME ?= 30s
 fuzz:
-	@for pkg in $$($(GO) list ./...); do \
+	@for pkg in $$($(GO) list ./... $(CLIENT_PKGS)); do \
 		for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
 			echo "fuzz $$pkg $$f"; \
 			$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \

@@ -5,6 +5,9 @@ go 1.26.8
 require (
 	github.com/VictoriaMetrics/metrics v1.35.1
 	github.com/cantal-go/cantal v0.0.0
+	github.com/cantal-go/cantal/influx v0.0.0
+	github.com/cantal-go/cantal/metrics v0.0.0
+	github.com/cantal-go/cantal/shm v0.0.0
 	github.com/coder/websocket v1.8.15
 	github.com/hashicorp/memberlist v0.7.0
 	github.com/prometheus/client_golang v1.25.0
@@ -17,6 +20,7 @@ require (
 )
 
 require (
+	github.com/cantal-go/cantal/internal/jsonstr v0.0.0 // indirect
 	github.com/cilium/ebpf v0.22.0 // indirect
 	github.com/klauspost/compress v1.20.3 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261012220534-4341edf3f941 // indirect
@@ -61,3 +65,13 @@ require (
 )
 
 replace github.com/cantal-go/cantal => ../
+
+replace github.com/cantal-go/cantal/shm => ../shm
+
+replace github.com/cantal-go/cantal/metrics => ../metrics
+
+replace github.com/cantal-go/cantal/rrdd => ../rrdd
+
+replace github.com/cantal-go/cantal/influx => ../influx
+
+replace github.com/cantal-go/cantal/internal/jsonstr => ../internal/jsonstr
