@@ -52,6 +52,8 @@ vet:
 # once), since each owns what it uses: ports from the kernel (port 0, never a fixed one), its
 # own temporary directories for agents' state, receivers' data and the agent binary it builds,
 # network namespaces named with a random lab id (e2e/cluster) or its pid (internal/web).
+# Inside e2e, the tests that load their own agent hard run in a second line beside the
+# machine-wide ones, and the long waits beside both (e2e/harness_test.go, docs/testing.md).
 # Outages last 30 s here; `make test-long` runs the outage tests with their long lengths.
 # The deploy module (Helm chart and Kubernetes manifests, checked with Helm's and Kubernetes'
 # Go libraries, kept out of the agent's module) runs last.
