@@ -71,12 +71,14 @@ test: setup
 # The long variants of what `make test` runs short: the outage tests with the outage the suite
 # used to wait through (5 minutes of the remote-write receivers and of carbon down) and the
 # ingest load test sustained for 60 s, the parallel cluster histories over a 40 MB history
-# (LONG_OUTAGE=, LONG_LOAD=, LONG_HISTORY_ROUNDS= choose other lengths).
+# (LONG_OUTAGE=, LONG_LOAD=, LONG_HISTORY_ROUNDS= choose other lengths), the OTLP decoding
+# cost estimate over 1 MiB bodies (256 KiB with -short).
 LONG_OUTAGE ?= 5m
 LONG_LOAD ?= 60s
 LONG_HISTORY_ROUNDS ?= 200
 test-long:
 	CANTAL_LOAD_DURATION=$(LONG_LOAD) $(GO) test -count=1 -run 'TestLoad' -v ./internal/ingest
+	$(GO) test -count=1 -race -run 'TestOTLPCostCoversDecoding' -v ./internal/ingest
 	CANTAL_E2E_OUTAGE=$(LONG_OUTAGE) CANTAL_E2E_HISTORY_ROUNDS=$(LONG_HISTORY_ROUNDS) \
 		$(GO) test -count=1 -race -v -timeout 30m \
 		-run 'TestRemoteWriteLossless|TestCarbonResendsAfterOutage|TestParallelClusterHistoryMemoryBounded' ./e2e/
