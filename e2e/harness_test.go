@@ -71,15 +71,16 @@ func TestMain(m *testing.M) {
 //     test's start (its receivers, its agent's first scans of every process) is in the line, so
 //     it loads the machine no more than a serial test.
 //   - aside: tests that load their own agent hard and assert only on it (its memory, its
-//     answers) run one at a time in a second line beside the first, from when the background
-//     tests have detached. Their agents run in a PID namespace of their own (startAgentOwnPIDs):
-//     the processes other tests start (2000 of TestProcessChurn's) are not in their tables.
+//     answers) run one at a time in a second line beside the first, in the files' order, from
+//     when the background tests have detached. Their agents run in a PID namespace of their
+//     own (startAgentOwnPIDs): the processes other tests start (2000 of TestProcessChurn's)
+//     are not in their tables.
 //
 // Most tests assert on what an agent sees of the whole machine, or load it (process churn,
 // busy loops), or compare rates and CPU sums with a tolerance: they call serial and keep the
 // line to themselves. A serial test that bets on time (a legitimate request answered within
 // seconds while attackers hold connections: connection and answer budgets, slow bodies) calls
-// quiet instead: it also waits for the aside test running, and none starts until it ended.
+// quiet instead: it takes its place in both lines, so no aside test runs beside it.
 // From detach (background) or its start (aside) on, a test must own everything it uses: its
 // ports (freePort never hands a port out twice, so a receiver stopped for minutes gets its
 // port back), its temporary directories, its own receivers (Prometheus, VictoriaMetrics,
@@ -90,26 +91,31 @@ type scheduler struct {
 	mu         sync.Mutex
 	lastSerial chan struct{} // closed when the last serial test in line has ended
 	lastBG     chan struct{} // closed when the last background test in line has detached
-	// aside is held by the aside test running and by a quiet test while it runs: one aside
-	// test at a time, none beside a quiet one.
-	aside sync.Mutex
+	// lastAside is closed when the last test of the second line (aside and quiet tests, in
+	// the files' order) has ended: one aside test at a time, none beside a quiet one.
+	lastAside chan struct{}
 }
 
-// turn puts t in a line (last: the line's last place) and makes t parallel; it returns once
-// the one before t is done and what after returns (nil: nothing) is closed, with the func that
-// says t is done (idempotent; called by t's last cleanup at the latest).
-func turn(t *testing.T, last *chan struct{}, after func() chan struct{}) (done func()) {
+// turn puts t in one or more lines (each given by its last place) and makes t parallel; it
+// returns once the one before t in each line is done and what after returns (nil: nothing) is
+// closed, with the func that says t is done (idempotent; called by t's last cleanup at the
+// latest). A test waits only for tests put in line before it, so the lines never deadlock.
+func turn(t *testing.T, lines []*chan struct{}, after func() chan struct{}) (done func()) {
 	t.Helper()
+	mine := make(chan struct{})
+	var prevs []chan struct{}
 	sched.mu.Lock()
-	prev, mine := *last, make(chan struct{})
-	*last = mine
+	for _, last := range lines {
+		prevs = append(prevs, *last)
+		*last = mine
+	}
 	sched.mu.Unlock()
 	var once sync.Once
 	done = func() { once.Do(func() { close(mine) }) }
 	// go test calls every test up to here, one by one, before it resumes any: the lines are
 	// in the files' order and complete when t.Parallel returns.
 	t.Parallel()
-	for _, c := range []chan struct{}{prev, after()} {
+	for _, c := range append(prevs, after()) {
 		if c != nil {
 			<-c
 		}
@@ -118,42 +124,34 @@ func turn(t *testing.T, last *chan struct{}, after func() chan struct{}) (done f
 	return done
 }
 
+// detached returns the channel closed once the last background test has detached.
+func detached() chan struct{} {
+	sched.mu.Lock()
+	defer sched.mu.Unlock()
+	return sched.lastBG
+}
+
 // serial makes t one of the tests that run one at a time: it returns once the background
 // tests have detached and the serial test before t has ended, its cleanups included.
 func serial(t *testing.T) {
 	t.Helper()
-	turn(t, &sched.lastSerial, func() chan struct{} {
-		sched.mu.Lock()
-		defer sched.mu.Unlock()
-		return sched.lastBG
-	})
+	turn(t, []*chan struct{}{&sched.lastSerial}, detached)
 }
 
 // quiet makes t a serial test that runs with no aside test beside it (see scheduler): a test
-// that bets on time, whose figures a heavy neighbour would skew.
+// that bets on time, whose figures a heavy neighbour would skew. It takes its place in both
+// lines, in the files' order.
 func quiet(t *testing.T) {
 	t.Helper()
-	serial(t)
-	sched.aside.Lock()
-	t.Cleanup(sched.aside.Unlock) // registered before t's own cleanups, so run after its agents stopped
+	turn(t, []*chan struct{}{&sched.lastSerial, &sched.lastAside}, detached)
 }
 
 // aside makes t a test of the second line (see scheduler): it returns once the background
-// tests have detached, no other aside test and no quiet test runs; t runs beside the serial
-// ones until its cleanups have run.
+// tests have detached and the test before t in the second line (an aside or a quiet one) has
+// ended; t runs beside the serial ones.
 func aside(t *testing.T) {
 	t.Helper()
-	// go test calls every test up to here, one by one, before it resumes any: the background
-	// line is complete when t.Parallel returns.
-	t.Parallel()
-	sched.mu.Lock()
-	bg := sched.lastBG
-	sched.mu.Unlock()
-	if bg != nil {
-		<-bg
-	}
-	sched.aside.Lock()
-	t.Cleanup(sched.aside.Unlock) // registered first, so run last: after t's agents stopped
+	turn(t, []*chan struct{}{&sched.lastAside}, detached)
 }
 
 // outageLength is how long the outage tests (TestRemoteWriteLossless, TestCarbonResendsAfterOutage)
@@ -177,7 +175,7 @@ func outageLength(t *testing.T) time.Duration {
 // ones from its call of detach on (see scheduler for what it must own from then on).
 func background(t *testing.T) (detach func()) {
 	t.Helper()
-	return turn(t, &sched.lastBG, func() chan struct{} { return nil })
+	return turn(t, []*chan struct{}{&sched.lastBG}, func() chan struct{} { return nil })
 }
 
 // portBook remembers every port freePort handed out in this run: tests run side by side, and
