@@ -27,9 +27,17 @@ build:
 run: setup-run build
 	./$(BIN)/cantal-agent $(ARGS)
 
+# The client libraries are modules of their own (README "Layout"), which `./...` at the top does
+# not enter: vet runs in each (so each builds with its own go.mod alone); tests, benchmarks and
+# fuzz targets name their packages by import path beside the agent's (the root go.mod's replace
+# directives build them from this tree), so they share one go test run.
+CLIENT_MODULES := internal/jsonstr shm metrics rrdd influx
+CLIENT_PKGS := $(foreach m,$(CLIENT_MODULES),github.com/cantal-go/cantal/$(m)/...)
+
 vet:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); echo 'gofmt needed'; exit 1; }
 	$(GO) vet ./...
+	for m in $(CLIENT_MODULES); do (cd $$m && $(GO) vet ./...) || exit 1; done
 	cd bench && $(GO) vet ./...
 	cd packaging && $(GO) vet ./...
 	cd deploy && $(GO) vet ./...
@@ -44,6 +52,8 @@ vet:
 # once), since each owns what it uses: ports from the kernel (port 0, never a fixed one), its
 # own temporary directories for agents' state, receivers' data and the agent binary it builds,
 # network namespaces named with a random lab id (e2e/cluster) or its pid (internal/web).
+# Inside e2e, the tests that load their own agent hard run in a second line beside the
+# machine-wide ones, and the long waits beside both (e2e/harness_test.go, docs/testing.md).
 # Outages last 30 s here; `make test-long` runs the outage tests with their long lengths.
 # The deploy module (Helm chart and Kubernetes manifests, checked with Helm's and Kubernetes'
 # Go libraries, kept out of the agent's module) runs last.
@@ -53,7 +63,7 @@ PHASE = sh scripts/phase.sh
 test: setup
 	$(PHASE) vet $(MAKE) --no-print-directory vet
 	$(PHASE) ingest-load $(GO) test -count=1 -run 'TestLoad' -v ./internal/ingest
-	$(PHASE) unit $(GO) test -count=1 -race -short -timeout 30m $$($(GO) list ./... | grep -v -e '/e2e' -e '/internal/web$$')
+	$(PHASE) unit $(GO) test -count=1 -race -short -timeout 30m $$($(GO) list ./... | grep -v -e '/e2e' -e '/internal/web$$') $(CLIENT_PKGS)
 	$(PHASE) integration $(GO) test -count=1 -race -short -p 3 -timeout 30m $(INTEGRATION)
 	$(PHASE) packaging sh -c 'cd packaging && $(GO) test -count=1 -timeout 20m ./...'
 	$(PHASE) deploy sh -c 'cd deploy && $(GO) test -count=1 ./...'
@@ -61,24 +71,26 @@ test: setup
 # The long variants of what `make test` runs short: the outage tests with the outage the suite
 # used to wait through (5 minutes of the remote-write receivers and of carbon down) and the
 # ingest load test sustained for 60 s, the parallel cluster histories over a 40 MB history
-# (LONG_OUTAGE=, LONG_LOAD=, LONG_HISTORY_ROUNDS= choose other lengths).
+# (LONG_OUTAGE=, LONG_LOAD=, LONG_HISTORY_ROUNDS= choose other lengths), the OTLP decoding
+# cost estimate over 1 MiB bodies (256 KiB with -short).
 LONG_OUTAGE ?= 5m
 LONG_LOAD ?= 60s
 LONG_HISTORY_ROUNDS ?= 200
 test-long:
 	CANTAL_LOAD_DURATION=$(LONG_LOAD) $(GO) test -count=1 -run 'TestLoad' -v ./internal/ingest
+	$(GO) test -count=1 -race -run 'TestOTLPCostCoversDecoding' -v ./internal/ingest
 	CANTAL_E2E_OUTAGE=$(LONG_OUTAGE) CANTAL_E2E_HISTORY_ROUNDS=$(LONG_HISTORY_ROUNDS) \
 		$(GO) test -count=1 -race -v -timeout 30m \
 		-run 'TestRemoteWriteLossless|TestCarbonResendsAfterOutage|TestParallelClusterHistoryMemoryBounded' ./e2e/
 
 bench:
 	cd bench && $(GO) test -run '^$$' -bench . -benchmem -timeout 60m ./...
-	$(GO) test -run '^$$' -bench . -benchmem ./...
+	$(GO) test -run '^$$' -bench . -benchmem ./... $(CLIENT_PKGS)
 
 # A short run of every fuzz target (FUZZTIME each).
 FUZZTIME ?= 30s
 fuzz:
-	@for pkg in $$($(GO) list ./...); do \
+	@for pkg in $$($(GO) list ./... $(CLIENT_PKGS)); do \
 		for f in $$($(GO) test -list '^Fuzz' $$pkg 2>/dev/null | grep '^Fuzz'); do \
 			echo "fuzz $$pkg $$f"; \
 			$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) $$pkg || exit 1; \

@@ -109,7 +109,7 @@ require (
 
 require (
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261012220534-4341edf3f941 // indirect
-	google.golang.org/grpc v1.84.0
+	google.golang.org/grpc v1.84.0 // indirect
 )
 
 require (
@@ -120,6 +120,11 @@ require (
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
+	github.com/cantal-go/cantal/influx v0.0.0
+	github.com/cantal-go/cantal/internal/jsonstr v0.0.0 // indirect
+	github.com/cantal-go/cantal/metrics v0.0.0
+	github.com/cantal-go/cantal/rrdd v0.0.0
+	github.com/cantal-go/cantal/shm v0.0.0
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/coreos/go-systemd/v22 v22.7.0
 	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
@@ -150,4 +155,14 @@ require (
 	golang.org/x/text v0.43.0 // indirect
 	golang.org/x/time v0.16.0 // indirect
 	google.golang.org/protobuf v1.36.12
+)
+
+// The client libraries are modules of their own (an application importing shm does not pull the
+// agent's dependencies); the agent builds them from this tree. See README "Layout".
+replace (
+	github.com/cantal-go/cantal/influx => ./influx
+	github.com/cantal-go/cantal/internal/jsonstr => ./internal/jsonstr
+	github.com/cantal-go/cantal/metrics => ./metrics
+	github.com/cantal-go/cantal/rrdd => ./rrdd
+	github.com/cantal-go/cantal/shm => ./shm
 )

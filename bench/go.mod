@@ -5,6 +5,9 @@ go 1.26.8
 require (
 	github.com/VictoriaMetrics/metrics v1.35.1
 	github.com/cantal-go/cantal v0.0.0
+	github.com/cantal-go/cantal/influx v0.0.0
+	github.com/cantal-go/cantal/metrics v0.0.0
+	github.com/cantal-go/cantal/shm v0.0.0
 	github.com/coder/websocket v1.8.15
 	github.com/hashicorp/memberlist v0.7.0
 	github.com/prometheus/client_golang v1.25.0
@@ -40,6 +43,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/sts v1.51.4 // indirect
 	github.com/aws/smithy-go v1.28.5 // indirect
 	github.com/bboreham/go-loser v0.0.0-20230920113527-fcc2c21820a3 // indirect
+	github.com/cantal-go/cantal/internal/jsonstr v0.0.0 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cilium/ebpf v0.22.0 // indirect
 	github.com/dennwc/varint v1.0.0 // indirect
@@ -139,3 +143,13 @@ require (
 )
 
 replace github.com/cantal-go/cantal => ../
+
+replace github.com/cantal-go/cantal/shm => ../shm
+
+replace github.com/cantal-go/cantal/metrics => ../metrics
+
+replace github.com/cantal-go/cantal/rrdd => ../rrdd
+
+replace github.com/cantal-go/cantal/influx => ../influx
+
+replace github.com/cantal-go/cantal/internal/jsonstr => ../internal/jsonstr

@@ -55,8 +55,8 @@ func historyRounds(t *testing.T) int {
 // directly. Before, each built its local history and a decoded copy of it in parallel: six
 // such queries took the agent to 1.5 GB with 57 MB answers (issue 31, N7: 1.97 GB).
 func TestParallelClusterHistoryMemoryBounded(t *testing.T) {
-	serial(t)
-	a := startAgent(t, "--cluster-name", "n7-memory", "--node-name", "n1", "--interval", "100ms")
+	aside(t)
+	a := startAgentOwnPIDs(t, "--cluster-name", "n7-memory", "--node-name", "n1", "--interval", "100ms")
 	const nseries = 10000
 	rounds := historyRounds(t)
 	for r := range rounds {
@@ -75,7 +75,7 @@ func TestParallelClusterHistoryMemoryBounded(t *testing.T) {
 		t.Fatalf("local history = %d, %d bytes; want 200 and at least 10 MiB", code, len(local))
 	}
 	size := len(local)
-	pid := a.cmd.Process.Pid
+	pid := a.pid()
 	before := vmHWM(t, pid)
 	var wg sync.WaitGroup
 	results := make([]string, 6)

@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -62,40 +63,59 @@ func TestMain(m *testing.M) {
 }
 
 // scheduler runs the tests in a line, one at a time, in the order go test starts them (the
-// files' order), except that the few tests that mostly wait (a receiver's outage of minutes,
-// an agent down and restarted) go first and leave the line once started: they call
-// background and then its detach, and run on beside the line and each other. Most tests
-// assert on what an agent sees of the whole machine, or load it (process churn, busy loops),
-// or compare rates and CPU sums with a tolerance: they call serial and keep the line to
-// themselves, as every test did before. A background test's start (its receivers, its agent's
-// first scans of every process) is in the line, so it loads the machine no more than a serial
-// test; after detach it must own everything it uses: its ports (freePort never hands a port out
-// twice, so a receiver stopped for minutes gets its port back), its temporary directories, its
-// own receivers (Prometheus, VictoriaMetrics, carbon-cache), its agents; it sets no
-// environment variable, measures no CPU or time, and asserts only on series of its own agent.
-// A test calling neither runs alone, before all of them (go test runs the non-parallel tests
-// first). Safe for concurrent use.
+// files' order), with two kinds of tests beside the line:
+//
+//   - background: the few tests that mostly wait (a receiver's outage, an agent down and
+//     restarted, memory to be returned) go first and leave the line once started: they call
+//     background and then its detach, and run on beside the line and each other. A background
+//     test's start (its receivers, its agent's first scans of every process) is in the line, so
+//     it loads the machine no more than a serial test.
+//   - aside: tests that load their own agent hard and assert only on it (its memory, its
+//     answers) run one at a time in a second line beside the first, in the files' order, from
+//     when the background tests have detached. Their agents run in a PID namespace of their
+//     own (startAgentOwnPIDs): the processes other tests start (2000 of TestProcessChurn's)
+//     are not in their tables.
+//
+// Most tests assert on what an agent sees of the whole machine, or load it (process churn,
+// busy loops), or compare rates and CPU sums with a tolerance: they call serial and keep the
+// line to themselves. A serial test that bets on time (a legitimate request answered within
+// seconds while attackers hold connections: connection and answer budgets, slow bodies) calls
+// quiet instead: it takes its place in both lines, so no aside test runs beside it.
+// From detach (background) or its start (aside) on, a test must own everything it uses: its
+// ports (freePort never hands a port out twice, so a receiver stopped for minutes gets its
+// port back), its temporary directories, its own receivers (Prometheus, VictoriaMetrics,
+// carbon-cache), its agents; it sets no environment variable, measures no CPU or time, and
+// asserts only on series and figures of its own agent. A test calling none of them runs alone,
+// before all of them (go test runs the non-parallel tests first). Safe for concurrent use.
 type scheduler struct {
 	mu         sync.Mutex
 	lastSerial chan struct{} // closed when the last serial test in line has ended
 	lastBG     chan struct{} // closed when the last background test in line has detached
+	// lastAside is closed when the last test of the second line (aside and quiet tests, in
+	// the files' order) has ended: one aside test at a time, none beside a quiet one.
+	lastAside chan struct{}
 }
 
-// turn puts t in a line (last: the line's last place) and makes t parallel; it returns once
-// the one before t is done and what after returns (nil: nothing) is closed, with the func that
-// says t is done (idempotent; called by t's last cleanup at the latest).
-func turn(t *testing.T, last *chan struct{}, after func() chan struct{}) (done func()) {
+// turn puts t in one or more lines (each given by its last place) and makes t parallel; it
+// returns once the one before t in each line is done and what after returns (nil: nothing) is
+// closed, with the func that says t is done (idempotent; called by t's last cleanup at the
+// latest). A test waits only for tests put in line before it, so the lines never deadlock.
+func turn(t *testing.T, lines []*chan struct{}, after func() chan struct{}) (done func()) {
 	t.Helper()
+	mine := make(chan struct{})
+	var prevs []chan struct{}
 	sched.mu.Lock()
-	prev, mine := *last, make(chan struct{})
-	*last = mine
+	for _, last := range lines {
+		prevs = append(prevs, *last)
+		*last = mine
+	}
 	sched.mu.Unlock()
 	var once sync.Once
 	done = func() { once.Do(func() { close(mine) }) }
 	// go test calls every test up to here, one by one, before it resumes any: the lines are
 	// in the files' order and complete when t.Parallel returns.
 	t.Parallel()
-	for _, c := range []chan struct{}{prev, after()} {
+	for _, c := range append(prevs, after()) {
 		if c != nil {
 			<-c
 		}
@@ -104,15 +124,34 @@ func turn(t *testing.T, last *chan struct{}, after func() chan struct{}) (done f
 	return done
 }
 
+// detached returns the channel closed once the last background test has detached.
+func detached() chan struct{} {
+	sched.mu.Lock()
+	defer sched.mu.Unlock()
+	return sched.lastBG
+}
+
 // serial makes t one of the tests that run one at a time: it returns once the background
 // tests have detached and the serial test before t has ended, its cleanups included.
 func serial(t *testing.T) {
 	t.Helper()
-	turn(t, &sched.lastSerial, func() chan struct{} {
-		sched.mu.Lock()
-		defer sched.mu.Unlock()
-		return sched.lastBG
-	})
+	turn(t, []*chan struct{}{&sched.lastSerial}, detached)
+}
+
+// quiet makes t a serial test that runs with no aside test beside it (see scheduler): a test
+// that bets on time, whose figures a heavy neighbour would skew. It takes its place in both
+// lines, in the files' order.
+func quiet(t *testing.T) {
+	t.Helper()
+	turn(t, []*chan struct{}{&sched.lastSerial, &sched.lastAside}, detached)
+}
+
+// aside makes t a test of the second line (see scheduler): it returns once the background
+// tests have detached and the test before t in the second line (an aside or a quiet one) has
+// ended; t runs beside the serial ones.
+func aside(t *testing.T) {
+	t.Helper()
+	turn(t, []*chan struct{}{&sched.lastAside}, detached)
 }
 
 // outageLength is how long the outage tests (TestRemoteWriteLossless, TestCarbonResendsAfterOutage)
@@ -136,7 +175,7 @@ func outageLength(t *testing.T) time.Duration {
 // ones from its call of detach on (see scheduler for what it must own from then on).
 func background(t *testing.T) (detach func()) {
 	t.Helper()
-	return turn(t, &sched.lastBG, func() chan struct{} { return nil })
+	return turn(t, []*chan struct{}{&sched.lastBG}, func() chan struct{} { return nil })
 }
 
 // portBook remembers every port freePort handed out in this run: tests run side by side, and
@@ -179,6 +218,7 @@ type agent struct {
 	client     *http.Client
 	user, pass string
 	env        []string // added to the agent's environment
+	ownPIDs    bool     // run in a PID namespace of its own (startAgentOwnPIDs)
 }
 
 func (a *agent) do(req *http.Request) (*http.Response, error) {
@@ -222,7 +262,21 @@ func freePort(t *testing.T) string {
 // args name one), and waits until it has scanned.
 func startAgent(t *testing.T, args ...string) *agent {
 	t.Helper()
-	a := &agent{t: t, StateDir: t.TempDir()}
+	return newAgent(t, false, args...)
+}
+
+// startAgentOwnPIDs is startAgent with the agent in a PID namespace of its own, its /proc
+// mounted for it (unshare --pid --fork --mount-proc): it sees itself alone, not the processes
+// of the tests running beside it, so its memory and tables are its own doing. Its pid (in the
+// test's namespace) is a.pid().
+func startAgentOwnPIDs(t *testing.T, args ...string) *agent {
+	t.Helper()
+	return newAgent(t, true, args...)
+}
+
+func newAgent(t *testing.T, ownPIDs bool, args ...string) *agent {
+	t.Helper()
+	a := &agent{t: t, StateDir: t.TempDir(), ownPIDs: ownPIDs}
 	addr := freePort(t)
 	a.URL = "http://" + addr
 	a.args = append([]string{"--listen", addr, "--interval", "500ms", "--state-dir", a.StateDir,
@@ -236,6 +290,11 @@ func (a *agent) start() {
 	a.t.Helper()
 	a.out = &lockedBuffer{}
 	a.cmd = exec.Command(filepath.Join(bin, "cantal-agent"), a.args...)
+	if a.ownPIDs {
+		// If unshare is killed, so is the agent (--kill-child); stop signals the agent itself.
+		a.cmd = exec.Command("unshare", append([]string{"--pid", "--fork", "--mount-proc", "--kill-child=SIGKILL",
+			filepath.Join(bin, "cantal-agent")}, a.args...)...)
+	}
 	a.cmd.Stdout, a.cmd.Stderr = a.out, a.out
 	if a.env != nil {
 		a.cmd.Env = append(os.Environ(), a.env...)
@@ -280,10 +339,44 @@ func (a *agent) waitScans(n int) {
 	})
 }
 
-// stop sends sig and waits for the agent to exit.
+// pid is the agent's process id: with ownPIDs, unshare's child, else the process started.
+func (a *agent) pid() int {
+	a.t.Helper()
+	if !a.ownPIDs {
+		return a.cmd.Process.Pid
+	}
+	up := a.cmd.Process.Pid
+	var pid int
+	waitFor(a.t, 10*time.Second, func() error {
+		kids, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", up, up))
+		if err != nil {
+			return err
+		}
+		f := strings.Fields(string(kids))
+		if len(f) == 0 {
+			return fmt.Errorf("unshare (pid %d) has no child", up)
+		}
+		pid, err = strconv.Atoi(f[0])
+		return err
+	})
+	return pid
+}
+
+// stop sends sig to the agent and waits for it to exit.
 func (a *agent) stop(sig syscall.Signal) {
 	if a.cmd == nil || a.cmd.Process == nil {
 		return
+	}
+	if a.ownPIDs {
+		// unshare ignores SIGTERM while it waits: the signal goes to the agent, and unshare
+		// exits with it (it is gone already if unshare was killed: then nothing to signal).
+		if kids, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", a.cmd.Process.Pid, a.cmd.Process.Pid)); err == nil {
+			if f := strings.Fields(string(kids)); len(f) > 0 {
+				if pid, err := strconv.Atoi(f[0]); err == nil {
+					syscall.Kill(pid, sig)
+				}
+			}
+		}
 	}
 	a.cmd.Process.Signal(sig)
 	select {

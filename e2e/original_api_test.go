@@ -222,12 +222,23 @@ func checkOriginalRoutesPrivacy(t *testing.T, a *agent, sock string, mine, roots
 	if pids := originalKeysPIDs(t, unixDo(t, sock, 0, "GET", "/all_metrics", ""), ""); !pids[roots.pid()] {
 		t.Errorf("root's /all_metrics lacks root's process %s", roots.pid())
 	}
+	// Another user sees at most its own curl (see TestHidePIDUserSeesOnlyOwnProcesses).
 	code, body := a.tcpAs(otherUID, "GET", "/all_processes", "")
-	if code == 200 && strings.Contains(body, `"pid"`) {
-		t.Errorf("another user's /all_processes over TCP lists processes under hidepid")
+	if code == 200 {
+		var procs struct {
+			All []map[string]any `json:"all"`
+		}
+		if err := json.Unmarshal([]byte(body), &procs); err != nil {
+			t.Fatalf("another user's /all_processes: %v: %.200s", err, body)
+		}
+		for _, p := range procs.All {
+			if uid, _ := p["uid"].(float64); uid != otherUID {
+				t.Errorf("another user's /all_processes over TCP lists process %v of uid %v under hidepid", p["pid"], p["uid"])
+			}
+		}
 	}
 	_, body = a.tcpAs(otherUID, "POST", "/query", q)
-	if pids := originalKeysPIDs(t, []byte(body), "p"); len(pids) > 0 {
-		t.Errorf("another user's /query over TCP has %d processes' series under hidepid", len(pids))
+	if pids := originalKeysPIDs(t, []byte(body), "p"); pids[roots.pid()] || pids[mine.pid()] {
+		t.Errorf("another user's /query over TCP has root's (%v) or nobody's (%v) process under hidepid", pids[roots.pid()], pids[mine.pid()])
 	}
 }

@@ -43,8 +43,8 @@ func runOtelapp(t *testing.T, a *agent, args ...string) string {
 // 2.5 s apart; the JSON API shows them with their values and labels (appname from service.name,
 // instance from service.instance.id), and history holds one point per push.
 func TestOTLPIngestOTelSDK(t *testing.T) {
-	serial(t)
-	a := startAgent(t)
+	aside(t) // its agent sees pushed series only: its own PIDs keep it light beside the serial tests
+	a := startAgentOwnPIDs(t)
 	for _, c := range []struct {
 		name  string
 		delta bool
@@ -204,8 +204,8 @@ func TestOTLPJSONCurl(t *testing.T) {
 // point the agent refuses (an attribute named "metric") comes back as a partial success that
 // the SDK reports with the agent's reason, and the other metrics are stored.
 func TestOTLPPartialSuccessOTelSDK(t *testing.T) {
-	serial(t)
-	a := startAgent(t)
+	aside(t) // its agent sees pushed series only: its own PIDs keep it light beside the serial tests
+	a := startAgentOwnPIDs(t)
 	app, err := otelappOnce()
 	if err != nil {
 		t.Fatal(err)

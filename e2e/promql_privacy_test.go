@@ -7,8 +7,9 @@ import (
 )
 
 // checkPrometheusAPIPrivacy: /prometheus shows each caller the series it sees through
-// /api/v1 (called by TestFinding12_HidePIDPrivacy): root every process's series, nobody on
-// the socket its own process's and not root's, another local user over TCP none.
+// /api/v1 (called by TestHidePIDUserSeesOnlyOwnProcesses): root every process's series, nobody on
+// the socket its own process's and not root's, another local user over TCP neither (at most its
+// own curl's).
 func checkPrometheusAPIPrivacy(t *testing.T, a *agent, sock string, mine, roots *proc) {
 	t.Helper()
 	series := "/prometheus/api/v1/series?" + url.Values{"match[]": {`{pid=~".+"}`}}.Encode()
@@ -29,7 +30,7 @@ func checkPrometheusAPIPrivacy(t *testing.T, a *agent, sock string, mine, roots 
 			t.Errorf("nobody's %s lacks its own process %s: %.300s", path, mine.pid(), out)
 		}
 		code, body := a.tcpAs(otherUID, "GET", path, "")
-		if code != 200 || strings.Contains(body, `"pid":"`) {
+		if code != 200 || strings.Contains(body, `"pid":"`+roots.pid()+`"`) || strings.Contains(body, `"pid":"`+mine.pid()+`"`) {
 			t.Errorf("another user's %s over TCP under hidepid: %d %.300s", path, code, body)
 		}
 	}

@@ -59,9 +59,9 @@ func TestPromQLSideBySide(t *testing.T) {
 	a := startAgent(t, "--interval", "1s", "--node-name", "side", "--remote-write", "http://"+prom.addr+"/api/v1/write")
 	start := time.Now()
 	// The integration packages run side by side (make test: -p 3), and internal/web's tests make
-	// and remove veth interfaces meanwhile: an interface that comes or goes during the
-	// comparison is left out of it (its series set and values), the machine's own ones are
-	// compared.
+	// and remove veth interfaces meanwhile: an interface that comes or goes (or is made again
+	// under its name) during the comparison is left out of it (its series set and values), the
+	// machine's own ones are compared.
 	ifaces0 := netDevices(t)
 	// A minute of scans, everything sent.
 	waitFor(t, 3*time.Minute, func() error {
@@ -87,18 +87,18 @@ func TestPromQLSideBySide(t *testing.T) {
 	compared := 0
 	ifaces1 := netDevices(t)
 	churned := map[string]bool{}
-	for d := range ifaces0 {
-		if !ifaces1[d] {
+	for d, idx := range ifaces0 {
+		if ifaces1[d] != idx {
 			churned[d] = true
 		}
 	}
-	for d := range ifaces1 {
-		if !ifaces0[d] {
+	for d, idx := range ifaces1 {
+		if ifaces0[d] != idx {
 			churned[d] = true
 		}
 	}
 	if len(churned) > 0 {
-		t.Logf("interfaces that came or went during the test, not compared: %v", churned)
+		t.Logf("interfaces that came, went or were made again during the test, not compared: %v", churned)
 	}
 	for _, expr := range nodeMixinExprs {
 		inst := url.Values{"query": {expr}, "time": {strconv.FormatFloat(atS, 'f', 3, 64)}}
@@ -170,15 +170,18 @@ func sideQuery(t *testing.T, base, path string, form url.Values) map[string]map[
 
 // sameAnswer describes how ours differs from theirs, or is "".
 // netDevices lists the machine's network interfaces now.
-func netDevices(t *testing.T) map[string]bool {
+func netDevices(t *testing.T) map[string]string {
 	t.Helper()
 	ents, err := os.ReadDir("/sys/class/net")
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := map[string]bool{}
+	out := map[string]string{}
 	for _, e := range ents {
-		out[e.Name()] = true
+		// The index tells an interface made again under the same name (internal/web names its
+		// veths cuihN with a random N, and a later test may pick the same one) from the one before.
+		idx, _ := os.ReadFile(filepath.Join("/sys/class/net", e.Name(), "ifindex"))
+		out[e.Name()] = strings.TrimSpace(string(idx))
 	}
 	return out
 }

@@ -147,7 +147,7 @@ const nSlowReaders = 8
 // is answered within 3 s. Before, each held a query slot for the 2-minute write timeout.
 // (Issue 31, N4.)
 func TestSlowReaderHoldsNoQuerySlot(t *testing.T) {
-	serial(t)
+	quiet(t)
 	a := startAgent(t)
 	size := bigMetrics(t, a, 60000, "", "")
 	addr := strings.TrimPrefix(a.URL, "http://")
@@ -159,7 +159,7 @@ func TestSlowReaderHoldsNoQuerySlot(t *testing.T) {
 // auth, the slow clients and the one that must get its answer both read-only users.
 // (Issue 31, N4.)
 func TestSlowReaderHoldsNoQuerySlotTLS(t *testing.T) {
-	serial(t)
+	quiet(t)
 	s := newSecureSetup(t, "VerifyClientCertIfGiven")
 	a := startSecureAgent(t, s)
 	size := bigMetrics(t, a, 60000, "writer", "wpass")

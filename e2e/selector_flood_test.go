@@ -16,7 +16,7 @@ import (
 // Before, every selector kept a subscription and a 5-minute chunk at every peer, and past the
 // peer's 256 subscriptions healthy peers showed unreachable for 3 minutes. (Issue 31, N8.)
 func TestSelectorFloodKeepsPeersHealthy(t *testing.T) {
-	serial(t)
+	quiet(t)
 	a1 := startAgent(t, "--cluster-name", "flood-cluster", "--node-name", "n1")
 	u, _ := url.Parse(a1.URL)
 	startAgent(t, "--cluster-name", "flood-cluster", "--node-name", "n2", "--peer", u.Host)

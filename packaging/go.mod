@@ -44,6 +44,9 @@ require (
 	github.com/aws/smithy-go v1.28.5 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/blakesmith/ar v0.0.0-20190502131153-809d4375e1fb // indirect
+	github.com/cantal-go/cantal/internal/jsonstr v0.0.0 // indirect
+	github.com/cantal-go/cantal/rrdd v0.0.0 // indirect
+	github.com/cantal-go/cantal/shm v0.0.0 // indirect
 	github.com/cavaliergopher/cpio v1.0.1 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
@@ -171,3 +174,13 @@ require (
 	k8s.io/klog/v2 v2.140.0 // indirect
 	k8s.io/utils v0.0.0-20260626114624-be93311217bd // indirect
 )
+
+replace github.com/cantal-go/cantal/shm => ../shm
+
+replace github.com/cantal-go/cantal/metrics => ../metrics
+
+replace github.com/cantal-go/cantal/rrdd => ../rrdd
+
+replace github.com/cantal-go/cantal/influx => ../influx
+
+replace github.com/cantal-go/cantal/internal/jsonstr => ../internal/jsonstr

@@ -1,6 +1,6 @@
 #!/bin/sh
 # bench-report.sh is the one command of the side-by-side performance and resilience report
-# (issue 10). It installs the peers (scripts/bench-deps.sh: Debian netdata,
+# (issue 10). It installs the peers (scripts/install-deps.sh bench, rows of scripts/deps.txt: Debian netdata,
 # prometheus-node-exporter, wrk), builds the agent, bench/loadgen and bench/report, runs every
 # phase and writes BENCHMARKS.md at the top of the tree. Run it as root on an otherwise idle
 # machine:
@@ -68,7 +68,7 @@ ph_run() {
 	cat "$tmp/$n.err" >&2
 }
 
-sh scripts/bench-deps.sh
+sh scripts/install-deps.sh bench
 CGO_ENABLED=0 go build -trimpath -o "$tmp/" ./cmd/cantal-agent
 (cd bench && go build -o "$tmp/" ./loadgen ./report)
 rep="$tmp/report"

@@ -1,17 +1,20 @@
 #!/bin/sh
-# install-deps.sh [run|test]: installs from Debian what scripts/deps.txt lists as missing (a
-# command not on PATH, or a path that does not exist) for building and running the agent (run)
-# or for that and the whole test suite (test, the default). One table, one install: apt-get
-# update runs once, and only when something is missing; nothing is installed when all is there.
+# install-deps.sh [run|test|bench]: installs from Debian what scripts/deps.txt lists as missing
+# (a command not on PATH, or a path that does not exist) for building and running the agent
+# (run), for that and the whole test suite (test, the default), or for that and what
+# `make bench-report` compares the agent with (bench). One table, one install: apt-get update
+# runs once, and only when something is missing; nothing is installed when all is there.
 #
-# Every daemon's start is refused during the install by a temporary policy-rc.d (the tests start
-# their own instances on loopback with temporary directories); afterwards each row is checked
-# again, and a row still missing fails the script, naming it. Needs root, or sudo. POSIX sh.
+# Every daemon's start is refused during the install by a temporary policy-rc.d (the tests and
+# the report start their own instances on loopback with their own configs), and a service of a
+# package just installed that systemd started anyway is stopped and disabled, so it does not
+# load the machine the report measures; afterwards each row is checked again, and a row still
+# missing fails the script, naming it. Needs root, or sudo. POSIX sh.
 set -eu
 cd "$(dirname "$0")/.."
 want=${1:-test}
-case "$want" in run | test) ;; *)
-	echo "usage: install-deps.sh [run|test]" >&2
+case "$want" in run | test | bench) ;; *)
+	echo "usage: install-deps.sh [run|test|bench]" >&2
 	exit 2
 	;;
 esac
@@ -27,7 +30,7 @@ present() {
 rows() {
 	while read -r have pkg for _; do
 		case "$have" in '' | '#'*) continue ;; esac
-		if [ "$want" = test ] || [ "$for" = run ]; then
+		if [ "$for" = run ] || [ "$for" = "$want" ]; then
 			echo "$have $pkg"
 		fi
 	done <scripts/deps.txt
@@ -58,6 +61,14 @@ $sudo apt-get update -qq >/dev/null || status=$?
 # shellcheck disable=SC2086 # word splitting of $need is intended
 [ "$status" -ne 0 ] || $sudo apt-get install -y -qq --no-install-recommends $need >/dev/null || status=$?
 [ "$own_policy" -eq 0 ] || $sudo rm -f "$policy"
+# systemd ignores policy-rc.d on some paths: stop and disable what we just installed and it started.
+if command -v systemctl >/dev/null 2>&1 && [ -d /run/systemd/system ]; then
+	for pkg in $need; do
+		if systemctl is-enabled --quiet "$pkg" 2>/dev/null || systemctl is-active --quiet "$pkg" 2>/dev/null; then
+			$sudo systemctl disable --now "$pkg" >/dev/null 2>&1 || true
+		fi
+	done
+fi
 if [ "$status" -ne 0 ]; then
 	echo "install-deps: apt-get failed ($status) installing: $need" >&2
 	exit 1
