@@ -14,10 +14,16 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 	"time"
 	"unsafe"
 )
+
+// init keeps main on the process's first thread: PR_SET_NAME names the calling thread, and
+// /proc/PID/comm (what -rename must change) is the first thread's name. Without it the renames
+// went to whichever thread the goroutine ran on (CI at e3579d7: comm never changed).
+func init() { runtime.LockOSThread() }
 
 func main() {
 	forks := flag.Int("fork", 0, "children to fork")
