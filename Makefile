@@ -64,7 +64,9 @@ test: setup
 	$(PHASE) vet $(MAKE) --no-print-directory vet
 	$(PHASE) ingest-load $(GO) test -count=1 -run 'TestLoad' -v ./internal/ingest
 	$(PHASE) unit $(GO) test -count=1 -race -short -timeout 30m $$($(GO) list ./... | grep -v -e '/e2e' -e '/internal/web$$') $(CLIENT_PKGS)
-	$(PHASE) integration $(GO) test -count=1 -race -short -p 3 -timeout 30m $(INTEGRATION)
+	@mkdir -p $(BIN)
+	$(PHASE) integration env CANTAL_E2E_TIMES=$(CURDIR)/$(BIN)/e2e-times.txt $(GO) test -count=1 -race -short -p 3 -timeout 30m $(INTEGRATION)
+	@head -n 31 $(BIN)/e2e-times.txt 2>/dev/null || true
 	$(PHASE) packaging sh -c 'cd packaging && $(GO) test -count=1 -timeout 20m ./...'
 	$(PHASE) deploy sh -c 'cd deploy && $(GO) test -count=1 ./...'
 

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -58,6 +59,7 @@ func TestMain(m *testing.M) {
 		}
 	}
 	code := m.Run()
+	sched.writeTimes(os.Getenv("CANTAL_E2E_TIMES"))
 	os.RemoveAll(dir)
 	os.Exit(code)
 }
@@ -94,6 +96,43 @@ type scheduler struct {
 	// lastAside is closed when the last test of the second line (aside and quiet tests, in
 	// the files' order) has ended: one aside test at a time, none beside a quiet one.
 	lastAside chan struct{}
+	// times records each test's time from its turn to its end (what it held its line for).
+	times []turnTime
+}
+
+// turnTime is one test's time in its line: from when its turn came to when it ended.
+type turnTime struct {
+	name       string
+	start, end time.Time
+}
+
+// writeTimes writes, when path is set, the tests' times in their lines, longest first, with
+// the run's first turn and last end: what CI prints so the long tests of the serial line show.
+func (s *scheduler) writeTimes(path string) {
+	if path == "" {
+		return
+	}
+	s.mu.Lock()
+	times := append([]turnTime(nil), s.times...)
+	s.mu.Unlock()
+	sort.Slice(times, func(i, j int) bool { return times[i].end.Sub(times[i].start) > times[j].end.Sub(times[j].start) })
+	var b bytes.Buffer
+	var first, last time.Time
+	for _, tt := range times {
+		if first.IsZero() || tt.start.Before(first) {
+			first = tt.start
+		}
+		if tt.end.After(last) {
+			last = tt.end
+		}
+	}
+	fmt.Fprintf(&b, "e2e: %d tests in line over %.0f s; time in line, longest first:\n", len(times), last.Sub(first).Seconds())
+	for _, tt := range times {
+		fmt.Fprintf(&b, "%7.1f s  %s  (from %+.0f s)\n", tt.end.Sub(tt.start).Seconds(), tt.name, tt.start.Sub(first).Seconds())
+	}
+	if err := os.WriteFile(path, b.Bytes(), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e times:", err)
+	}
 }
 
 // turn puts t in one or more lines (each given by its last place) and makes t parallel; it
@@ -111,7 +150,15 @@ func turn(t *testing.T, lines []*chan struct{}, after func() chan struct{}) (don
 	}
 	sched.mu.Unlock()
 	var once sync.Once
-	done = func() { once.Do(func() { close(mine) }) }
+	var start time.Time // set when t's turn comes, before done can be called
+	done = func() {
+		once.Do(func() {
+			sched.mu.Lock()
+			sched.times = append(sched.times, turnTime{name: t.Name(), start: start, end: time.Now()})
+			sched.mu.Unlock()
+			close(mine)
+		})
+	}
 	// go test calls every test up to here, one by one, before it resumes any: the lines are
 	// in the files' order and complete when t.Parallel returns.
 	t.Parallel()
@@ -120,6 +167,7 @@ func turn(t *testing.T, lines []*chan struct{}, after func() chan struct{}) (don
 			<-c
 		}
 	}
+	start = time.Now()
 	t.Cleanup(done) // registered first, so run last: after t's agents and programs stopped
 	return done
 }
