@@ -2,10 +2,18 @@ package e2e
 
 import (
 	"fmt"
+	"maps"
+	"math"
+	"net/url"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/cantal-go/cantal/internal/testsupport/podmantest"
 )
@@ -104,4 +112,104 @@ func TestPodmanContainerByName(t *testing.T) {
 	if err != nil || len(ss) != 1 {
 		t.Errorf("cgroup.processes of web-1: %v, %v; want exactly one", ss, err)
 	}
+}
+
+// A real Podman container's CPU reaches a real Prometheus through remote write under cAdvisor's
+// name, with the labels /metrics shows for it (id, image, name) plus instance and node, and at
+// the scan /metrics stamps a value with, the value /metrics gives: so kubernetes-mixin's rules
+// and cAdvisor's dashboards work on a store fed by remote write as on one that scrapes.
+func TestRemoteWriteContainerCAdvisorNames(t *testing.T) {
+	serial(t)
+	const name, node = "rw-web-1", "rw-ctr-e2e"
+	image := ctrImage(t)
+	id := podmantest.Run(t, name, image, []string{"--cpus", "0.2"}, "-burn")
+	prom := &receiver{t: t, name: "prometheus", prog: need(t, "prometheus"), dir: t.TempDir(), addr: freePort(t)}
+	prom.args = []string{"--config.file=" + writeFile(t, prom.dir, "prometheus.yml", "global: {}\n"),
+		"--storage.tsdb.path=" + filepath.Join(prom.dir, "data"), "--web.listen-address=" + prom.addr,
+		"--web.enable-remote-write-receiver", "--log.level=warn"}
+	prom.start()
+	t.Cleanup(prom.stop)
+	cfg := fmt.Sprintf("remote_write:\n  - url: http://%s/api/v1/write\n    match: '{metric=\"cgroup.cpu.usage_ms\", container=%q}'\n"+
+		"    queue_config: {min_backoff: 100ms, max_backoff: 2s}\n", prom.addr, name)
+	a := startAgent(t, "--interval", "1s", "--node-name", node, "--remote-write-config", writeFile(t, t.TempDir(), "rw.yml", cfg))
+
+	// /metrics' sample of the family for the container: its labels, value and scan time.
+	const family = "container_cpu_usage_seconds_total"
+	var want map[string]string
+	var wantV float64
+	var wantTS int64
+	waitFor(t, 60*time.Second, func() error {
+		code, body := a.raw("GET", "/metrics", "")
+		if code != 200 {
+			return fmt.Errorf("/metrics: %d", code)
+		}
+		parser := expfmt.NewTextParser(model.LegacyValidation)
+		fams, err := parser.TextToMetricFamilies(strings.NewReader(body))
+		if err != nil {
+			return err
+		}
+		for _, m := range fams[family].GetMetric() {
+			l := map[string]string{}
+			for _, p := range m.GetLabel() {
+				l[p.GetName()] = p.GetValue()
+			}
+			if l["name"] == name && m.GetCounter().GetValue() > 0 {
+				want, wantV, wantTS = l, m.GetCounter().GetValue(), m.GetTimestampMs()
+				return nil
+			}
+		}
+		return fmt.Errorf("/metrics has no %s{name=%q} yet", family, name)
+	})
+	if want["id"] != "/libpod_parent/libpod-"+id || want["image"] != image {
+		t.Fatalf("/metrics labels %s %v; want id /libpod_parent/libpod-%s, image %s", family, want, id, image)
+	}
+	if wantTS == 0 {
+		t.Fatalf("/metrics gives %s no timestamp; the test compares by scan", family)
+	}
+
+	// The receiver's raw samples of the series: one series, /metrics' labels plus instance and
+	// node, and at /metrics' scan the same value.
+	waitFor(t, 60*time.Second, func() error {
+		now := time.Now()
+		q := url.Values{"query": {fmt.Sprintf(`%s{name=%q}[%ds]`, family, name, (now.UnixMilli()-wantTS)/1000+5)},
+			"time": {strconv.FormatFloat(float64(now.UnixMilli())/1000, 'f', 3, 64)}}
+		var ans struct {
+			Data struct {
+				Result []struct {
+					Metric map[string]string
+					Values [][2]any
+				}
+			}
+		}
+		if err := httpJSON("http://"+prom.addr+"/api/v1/query?"+q.Encode(), &ans); err != nil {
+			return err
+		}
+		if len(ans.Data.Result) != 1 {
+			return fmt.Errorf("Prometheus has %d series %s{name=%q}; want 1", len(ans.Data.Result), family, name)
+		}
+		got := ans.Data.Result[0]
+		if u, _ := url.Parse(a.URL); got.Metric["node"] != node || got.Metric["instance"] != node+":"+u.Port() {
+			return fmt.Errorf("series %v: want node=%q and the agent's instance", got.Metric, node)
+		}
+		rest := maps.Clone(got.Metric)
+		delete(rest, "node")
+		delete(rest, "instance")
+		w := maps.Clone(want)
+		w["__name__"] = family
+		if !maps.Equal(rest, w) {
+			return fmt.Errorf("Prometheus labels %v; /metrics shows %v", rest, w)
+		}
+		for _, v := range got.Values {
+			ts, _ := v[0].(float64)
+			if int64(math.Round(ts*1000)) != wantTS {
+				continue
+			}
+			s, _ := v[1].(string)
+			if f, err := strconv.ParseFloat(s, 64); err != nil || f != wantV {
+				t.Fatalf("at scan %d Prometheus holds %q, /metrics gave %v", wantTS, s, wantV)
+			}
+			return nil
+		}
+		return fmt.Errorf("Prometheus has no sample at /metrics' scan %d yet (%d samples)", wantTS, len(got.Values))
+	})
 }

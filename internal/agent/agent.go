@@ -182,7 +182,7 @@ func New(cfg Config, log *slog.Logger) (*Agent, error) {
 	typesExclude, _ := excludeRegexp(cfg.FSTypesExclude)
 	popt := procscan.Options{Proc: cfg.Proc, Sys: cfg.Sys, NoTaskIter: cfg.NoBPF, States: cfg.Processes,
 		// names Podman's, Docker's, containerd's (and Kubernetes') and OCI runtimes' containers
-		Containers: containers.New(containers.Options{DockerRoot: cfg.DockerRoot, ContainerdState: cfg.ContainerdState}),
+		Containers: containers.New(containers.Options{DockerRoot: cfg.DockerRoot, ContainerdState: cfg.ContainerdState, CRIOStorage: cfg.CRIOStorage}),
 		Kmsg:       "/dev/kmsg"} // OOM kills of containers gone by the next scan
 
 	a.procs = procscan.NewProcesses(popt)

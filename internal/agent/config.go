@@ -40,6 +40,7 @@ type Config struct {
 	Sys              string        // sys root
 	DockerRoot       string        // dockerd's --data-root, read to name its containers ("": /var/lib/docker)
 	ContainerdState  string        // containerd's --state directory, read to name its containers ("": /run/containerd)
+	CRIOStorage      string        // CRI-O's containers/storage root, read to name its containers ("": /var/lib/containers/storage)
 	FSMountsExclude  string        // regexp of mount points the filesystem collector leaves out
 	FSTypesExclude   string        // regexp of file system types it leaves out
 	NodeName         string
@@ -193,6 +194,7 @@ func (c *Config) flagSet(name string, version, check *bool) *flag.FlagSet {
 	fs.StringVar(&c.Sys, "sys", c.Sys, "sys file system root")
 	fs.StringVar(&c.DockerRoot, "docker-root", c.DockerRoot, "dockerd's --data-root, whose containers/<id>/config.v2.json name its containers (default /var/lib/docker)")
 	fs.StringVar(&c.ContainerdState, "containerd-state", c.ContainerdState, "containerd's --state directory, whose task bundles name its containers and Kubernetes pods (default /run/containerd)")
+	fs.StringVar(&c.CRIOStorage, "crio-storage", c.CRIOStorage, "CRI-O's storage root (crio --root), whose overlay-containers/<id>/userdata/config.json name its Kubernetes containers (default /var/lib/containers/storage)")
 	fs.StringVar(&c.FSMountsExclude, "fs-mount-points-exclude", c.FSMountsExclude, "regexp of mount points whose space and inodes are not collected (default: node_exporter 1.5's; empty: none left out)")
 	fs.StringVar(&c.FSTypesExclude, "fs-types-exclude", c.FSTypesExclude, "regexp of file system types whose space and inodes are not collected (default: node_exporter 1.5's; empty: none left out)")
 	fs.StringVar(&c.NodeName, "node-name", c.NodeName, "node name shown to peers and users (default: host name)")

@@ -89,21 +89,26 @@ func (a *Agent) newEndpoint(c remotewrite.EndpointConfig, positioned bool) (*rem
 func pushedSeries(l series.Labels) bool { return l[registry.PushLabel] == registry.PushValue }
 
 // promNamer names series as /metrics does (internal/promname: node_exporter's names for the
-// machine, with their units' scale). Per-process series are sent per pid (pid, process, cgroup
+// machine, with their units' scale; a container's cgroup series also under its cAdvisor name,
+// promname.Mapper.MapAll). Per-process series are sent per pid (pid, process, cgroup
 // labels), not summed per group as /metrics shows them: a sum of series is not a point any
 // scan stored. State series (Info) have no history and are never read.
 func promNamer(opt promname.Options) remotewrite.Namer {
 	m := promname.New(opt)
-	return func(l series.Labels, k series.Kind) (string, []remotewrite.Label, float64, bool) {
-		s, ok := m.Map(l, k)
-		if !ok || s.Type == promname.Info {
-			return "", nil, 0, false
+	return func(l series.Labels, k series.Kind) []remotewrite.Named {
+		all := m.MapAll(nil, l, k)
+		out := make([]remotewrite.Named, 0, len(all))
+		for _, s := range all {
+			if s.Type == promname.Info {
+				continue
+			}
+			ls := make([]remotewrite.Label, len(s.Labels))
+			for i, l := range s.Labels {
+				ls[i] = remotewrite.Label{Name: l.Name, Value: l.Value}
+			}
+			out = append(out, remotewrite.Named{Name: s.Name, Labels: ls, Scale: s.Scale})
 		}
-		out := make([]remotewrite.Label, len(s.Labels))
-		for i, l := range s.Labels {
-			out[i] = remotewrite.Label{Name: l.Name, Value: l.Value}
-		}
-		return s.Name, out, s.Scale, true
+		return out
 	}
 }
 

@@ -9,11 +9,13 @@
 //     names and a metadata string holding its image name), read again when its size, inode or
 //     modification time changes, looked at no more than once a second;
 //   - Docker: containers/<id>/config.v2.json (Name, Config.Image), read once per container;
-//   - containerd (Kubernetes through CRI included), runc and crun, whose cgroups are named by
+//   - containerd (Kubernetes through CRI included), CRI-O, runc and crun, whose cgroups are named by
 //     whoever made them: an index by cgroup of their state (containerd's task bundles
 //     io.containerd.runtime.v2.task/<namespace>/<id>/config.json, with the CRI annotations
 //     naming a Kubernetes container's pod, namespace and name; runc's <id>/state.json; crun's
-//     <id>/status), rebuilt at most once a second when a lookup misses (ociindex.go).
+//     <id>/status; CRI-O's copy of each container's spec in containers/storage,
+//     overlay-containers/<id>/userdata/config.json, with its pod, namespace and name), rebuilt at
+//     most once a second when a lookup misses (ociindex.go).
 //
 // Nothing is read that a container controls: no path inside a container's root, no symlink
 // (every file is opened with O_NOFOLLOW), and every directory and file on the way must be owned

@@ -102,3 +102,21 @@ func FuzzSystemdCgroupPath(f *testing.F) {
 		}
 	})
 }
+
+func FuzzParseCRIOConfig(f *testing.F) {
+	for _, c := range crioCases(f) {
+		full := strings.TrimPrefix(strings.TrimSuffix(c.CgroupDir[strings.LastIndexByte(c.CgroupDir, '/')+1:], ".scope"), "crio-")
+		f.Add(readFixture(f, "kube-crio/"+c.Driver+"/var/lib/containers/storage/overlay-containers/"+full+"/userdata/config.json"), full)
+	}
+	f.Add([]byte(`{"annotations":{"io.kubernetes.cri-o.ContainerType":"container","io.kubernetes.pod.name":"a\u0000b"},"linux":{"cgroupsPath":"s.slice:crio:x"}}`), "x")
+	f.Fuzz(func(t *testing.T, b []byte, id string) {
+		cg, ident, err := ParseCRIOConfig(b, id)
+		if err != nil {
+			return
+		}
+		if cg == "" || !validOCIID(id) {
+			t.Errorf("ParseCRIOConfig(_, %q) = %q, %+v", id, cg, ident)
+		}
+		checkIdentity(t, ident)
+	})
+}

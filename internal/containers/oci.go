@@ -86,6 +86,9 @@ const (
 	annContainerName = "io.kubernetes.container.name"
 	annCRIOType      = "io.kubernetes.cri-o.ContainerType"
 	annCRIOImage     = "io.kubernetes.cri-o.ImageName"
+	annCRIOUserImage = "io.kubernetes.cri-o.Image" // the image the pod asked for
+	annCRIOID        = "io.kubernetes.cri-o.ContainerID"
+	annManager       = "io.container.manager" // "cri-o" (CRI-O), "libpod" (Podman)
 )
 
 // ociIdentity makes the identity of a container from its id, the namespace its runtime keeps
@@ -101,7 +104,7 @@ func ociIdentity(id, ns string, ann map[string]string) Identity {
 		}
 		return ""
 	}
-	name, image := id, first(annCRIImage, annCRIOImage)
+	name, image := id, first(annCRIImage, annCRIOImage, annCRIOUserImage)
 	pod := first(annCRIPod, annPodName)
 	if pod != "" {
 		ns = first(annCRINamespace, annPodNamespace)
@@ -154,6 +157,41 @@ func ParseOCISpec(b []byte, ns, id string) (string, Identity, error) {
 		return "", Identity{}, fmt.Errorf("config.json: no cgroupsPath")
 	}
 	return cg, ociIdentity(id, ns, s.Annotations), nil
+}
+
+// ParseCRIOConfig parses CRI-O's copy of container id's OCI spec, which it keeps in
+// containers/storage (<root>/overlay-containers/<id>/userdata/config.json): the cgroup name
+// its processes are in (CRI-O's "crio-<id>" under the pod's cgroup, "<slice>:crio:<id>" under
+// the systemd driver) and its identity from CRI-O's annotations (pod, namespace, Kubernetes
+// container name, image; its pod's sandbox is "POD"). Podman keeps its containers' specs in the
+// same place: a spec CRI-O did not make (io.container.manager other than "cri-o", or no
+// io.kubernetes.cri-o.ContainerType) fails, and so does one whose
+// io.kubernetes.cri-o.ContainerID is not id.
+func ParseCRIOConfig(b []byte, id string) (string, Identity, error) {
+	var s struct {
+		Annotations map[string]string `json:"annotations"`
+		Linux       struct {
+			CgroupsPath string `json:"cgroupsPath"`
+		} `json:"linux"`
+	}
+	if err := json.Unmarshal(b, &s); err != nil {
+		return "", Identity{}, fmt.Errorf("config.json: %w", err)
+	}
+	if !validOCIID(id) {
+		return "", Identity{}, fmt.Errorf("config.json: not a container id")
+	}
+	ann := s.Annotations
+	if m, ok := ann[annManager]; (ok && m != "cri-o") || ann[annCRIOType] == "" {
+		return "", Identity{}, fmt.Errorf("config.json: not a CRI-O container's")
+	}
+	if cid, ok := ann[annCRIOID]; ok && cid != id {
+		return "", Identity{}, fmt.Errorf("config.json: id does not match its directory")
+	}
+	cg := CgroupName(SystemdCgroupPath(s.Linux.CgroupsPath))
+	if cg == "" {
+		return "", Identity{}, fmt.Errorf("config.json: no cgroupsPath")
+	}
+	return cg, ociIdentity(id, "", ann), nil
 }
 
 // ParseRuncState parses runc's state.json of container id (under runc's root, <root>/<id>):

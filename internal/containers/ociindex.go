@@ -9,8 +9,9 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// ociSource is one place an OCI runtime or containerd keeps a directory per container:
-// dir/<id>/file, or dir/<namespace>/<id>/file when nested.
+// ociSource is one place an OCI runtime, containerd or CRI-O keeps a directory per container:
+// dir/<id>/file, or dir/<namespace>/<id>/file when nested; file may be in a subdirectory
+// (CRI-O's userdata/config.json), whose change then tells that the file is to be read again.
 type ociSource struct {
 	rt     Runtime
 	dir    string // below Options.Root
@@ -39,6 +40,7 @@ const (
 func (r *Resolver) ociSources() []ociSource {
 	return []ociSource{
 		{Containerd, filepath.Join(r.opt.ContainerdState, "io.containerd.runtime.v2.task"), true, "config.json", maxOCIFile, ParseOCISpec},
+		{CRIO, filepath.Join(r.opt.CRIOStorage, "overlay-containers"), false, "userdata/config.json", maxOCIFile, func(b []byte, _, id string) (string, Identity, error) { return ParseCRIOConfig(b, id) }},
 		{OCI, r.opt.RuncRoot, false, "state.json", maxOCIFile, func(b []byte, _, id string) (string, Identity, error) { return ParseRuncState(b, id) }},
 		{OCI, r.opt.CrunRoot, false, "status", maxOCIFile, func(b []byte, _, id string) (string, Identity, error) { return ParseCrunStatus(b, id) }},
 	}
@@ -96,6 +98,9 @@ func (r *Resolver) rebuildOCI() {
 					continue
 				}
 				key := filepath.Join(dir, d.name, src.file)
+				if sub := filepath.Dir(src.file); sub != "." && !r.subDirStat(&d, filepath.Join(dir, d.name, sub)) {
+					continue
+				}
 				e, ok := r.oci[key]
 				if !ok || e.ino != d.ino || e.ctime != d.ctime { // new, or a file added or renamed in it
 					e = ociEntry{ino: d.ino, ctime: d.ctime}
@@ -118,6 +123,19 @@ func (r *Resolver) rebuildOCI() {
 type dirStat struct {
 	name       string
 	ino, ctime int64
+}
+
+// subDirStat replaces d's inode and change time by those of the directory rel (d's
+// subdirectory holding its state file, which changes when that file is written), and reports
+// whether rel is a directory (not a symlink). What it stats only tells when to read again: the
+// read itself (readTrusted) checks every component.
+func (r *Resolver) subDirStat(d *dirStat, rel string) bool {
+	var st unix.Stat_t
+	if unix.Lstat(filepath.Join(r.opt.Root, rel), &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return false
+	}
+	d.ino, d.ctime = int64(st.Ino), st.Ctim.Nano()
+	return true
 }
 
 // listDirs returns the names of at most max subdirectories of the trusted directory rel.

@@ -36,6 +36,7 @@ const (
 	Docker
 	Containerd // containerd's task bundles, including Kubernetes pods made through CRI
 	OCI        // a plain OCI runtime's state (runc, crun)
+	CRIO       // CRI-O's per-container config in containers/storage
 )
 
 func (r Runtime) String() string {
@@ -48,6 +49,8 @@ func (r Runtime) String() string {
 		return "containerd"
 	case OCI:
 		return "oci"
+	case CRIO:
+		return "cri-o"
 	}
 	return "none"
 }

@@ -27,6 +27,10 @@ type Options struct {
 	// task bundles (io.containerd.runtime.v2.task/<namespace>/<id>/config.json) name its
 	// containers, Kubernetes' through CRI included.
 	ContainerdState string
+	// CRIOStorage is CRI-O's containers/storage root (crio.conf's root, crio --root),
+	// "/var/lib/containers/storage" when empty: overlay-containers/<id>/userdata/config.json,
+	// CRI-O's copy of each container's OCI spec, names its Kubernetes containers.
+	CRIOStorage string
 	// RuncRoot and CrunRoot are the plain OCI runtimes' --root directories, "/run/runc" and
 	// "/run/crun" when empty: <id>/state.json (runc) and <id>/status (crun) name a container
 	// no other runtime's state names, by its id.
@@ -81,6 +85,9 @@ func New(opt Options) *Resolver {
 	}
 	if opt.ContainerdState == "" {
 		opt.ContainerdState = "/run/containerd"
+	}
+	if opt.CRIOStorage == "" {
+		opt.CRIOStorage = "/var/lib/containers/storage"
 	}
 	if opt.RuncRoot == "" {
 		opt.RuncRoot = "/run/runc"

@@ -269,7 +269,7 @@ func (e *Prom) append(dst []byte, samples []series.Sample, f Format, trackGroups
 				e.grp = append(e.grp, groupItem{s: x, v: v, ts: s.TS})
 			}
 		}
-		if e.mapped[i].Machine && s.Labels["container_id"] != "" && e.Mapper.MapCAdvisor(&e.extra, s.Labels, s.Kind) {
+		if s.Labels["container_id"] != "" && e.Mapper.MapTwin(&e.extra, &e.mapped[i], s.Labels, s.Kind) {
 			x := e.extra // a container's series under cAdvisor's name too
 			x.Labels = slices.Clone(e.extra.Labels)
 			e.grp = append(e.grp, groupItem{s: x, v: x.Value(series.ToFloat(s.Kind, s.Bits)), ts: s.TS})

@@ -340,6 +340,30 @@ func (m *Mapper) MapCAdvisor(s *Series, l series.Labels, kind series.Kind) bool 
 	return true
 }
 
+// MapTwin maps into *s (reusing s.Labels) the cAdvisor series a container's cgroup series is
+// exported as beside primary, its Map result (see MapCAdvisor): only a machine series has one.
+// /metrics and MapAll decide by it, so that a series has the same twin wherever it leaves.
+func (m *Mapper) MapTwin(s *Series, primary *Series, l series.Labels, kind series.Kind) bool {
+	return primary.Machine && m.MapCAdvisor(s, l, kind)
+}
+
+// MapAll appends to dst every Prometheus series the Cantal series with labels l and kind is
+// exported as, as /metrics writes them: Map's, then, for a container's cgroup series, its
+// cAdvisor twin (MapTwin). Each has its own Labels. It appends nothing for a series Map does not
+// export. The remote-write client names series by it (one Cantal sample, one sample of each).
+func (m *Mapper) MapAll(dst []Series, l series.Labels, kind series.Kind) []Series {
+	var s Series
+	if !m.MapInto(&s, l, kind) {
+		return dst
+	}
+	dst = append(dst, s)
+	var t Series
+	if m.MapTwin(&t, &s, l, kind) {
+		dst = append(dst, t)
+	}
+	return dst
+}
+
 // CgroupPath is the cgroup path of a cgroup name for cAdvisor's id label: "/" and the name's
 // dot-separated components ("libpod_parent.libpod-<id>" is "/libpod_parent/libpod-<id>",
 // "docker.<id>" is "/docker/<id>"). The agent's names strip systemd's ".slice" and ".scope",

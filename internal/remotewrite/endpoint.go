@@ -104,14 +104,19 @@ type Endpoint struct {
 }
 
 type seriesInfo struct {
-	key    string
-	kind   series.Kind
-	send   bool
-	late   bool // may get points late: sent by the late pass only
+	key  string
+	kind series.Kind
+	send bool
+	late bool     // may get points late: sent by the late pass only
+	outs []output // the Prometheus series each point is sent as (Namer's), in order
+	gen  uint32
+}
+
+// output is one Prometheus series a Cantal series is sent as.
+type output struct {
 	scale  float64
 	div    float64 // 1/scale when that is an integer (values divided, exact as /metrics's)
 	labels []byte  // encoded TimeSeries.labels
-	gen    uint32
 }
 
 type point struct {
@@ -393,24 +398,30 @@ func (e *Endpoint) info(s *histread.Series) *seriesInfo {
 	if m := e.cfg.Selector(); m != nil && !m.Match(l) {
 		return si
 	}
-	name, own, scale, ok := e.opt.Namer(l, kind)
-	if !ok {
+	named := e.opt.Namer(l, kind)
+	if len(named) == 0 {
 		return si
 	}
-	si.send, si.scale = true, scale
+	si.send = true
 	si.late = e.opt.Late != nil && e.opt.Late(l)
-	if scale != 0 && scale != 1 {
-		if d := math.Round(1 / scale); d > 1 && 1/d == scale {
-			si.div = d
+	si.outs = make([]output, len(named))
+	for i, n := range named {
+		o := &si.outs[i]
+		o.scale = n.Scale
+		if n.Scale != 0 && n.Scale != 1 {
+			if d := math.Round(1 / n.Scale); d > 1 && 1/d == n.Scale {
+				o.div = d
+			}
 		}
+		o.labels = AppendLabels(nil, labelSet(n.Name, n.Labels, e.ext, e.opt.DefaultLabels))
 	}
-	si.labels = AppendLabels(nil, labelSet(name, own, e.ext, e.opt.DefaultLabels))
 	return si
 }
 
-func value(si *seriesInfo, bits uint64) float64 {
+// value is the value of a point of a series of kind in o's unit.
+func value(kind series.Kind, o *output, bits uint64) float64 {
 	var v float64
-	switch si.kind {
+	switch kind {
 	case series.Counter:
 		v = float64(bits)
 	case series.Level:
@@ -419,10 +430,10 @@ func value(si *seriesInfo, bits uint64) float64 {
 		v = math.Float64frombits(bits)
 	}
 	switch {
-	case si.div != 0:
-		v /= si.div
-	case si.scale != 1 && si.scale != 0:
-		v *= si.scale
+	case o.div != 0:
+		v /= o.div
+	case o.scale != 1 && o.scale != 0:
+		v *= o.scale
 	}
 	return v
 }
@@ -442,14 +453,17 @@ func (e *Endpoint) sendScans(ctx context.Context) error {
 		samples := 0
 		for _, p := range scan {
 			si := e.active[p.si]
-			if samples > 0 && len(e.req)+SeriesSize(len(si.labels), p.ts) > e.cfg.Queue.MaxBatchBytes {
-				if err := e.send(ctx, samples); err != nil {
-					return err
+			for i := range si.outs {
+				o := &si.outs[i]
+				if samples > 0 && len(e.req)+SeriesSize(len(o.labels), p.ts) > e.cfg.Queue.MaxBatchBytes {
+					if err := e.send(ctx, samples); err != nil {
+						return err
+					}
+					e.req, samples = e.req[:0], 0
 				}
-				e.req, samples = e.req[:0], 0
+				e.req = AppendSeries1(e.req, o.labels, p.ts, value(si.kind, o, p.bits))
+				samples++
 			}
-			e.req = AppendSeries1(e.req, si.labels, p.ts, value(si, p.bits))
-			samples++
 		}
 		if samples > 0 {
 			if err := e.send(ctx, samples); err != nil {

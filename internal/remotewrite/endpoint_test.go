@@ -246,16 +246,63 @@ func contains(s, sub string) bool {
 // TestValueScale: a unit scale whose inverse is an integer divides, as /metrics does, so that
 // 1234567 ms is exactly 1234.567 s.
 func TestValueScale(t *testing.T) {
-	e := &Endpoint{cache: map[history.ID]*seriesInfo{}, opt: Options{Namer: func(series.Labels, series.Kind) (string, []Label, float64, bool) {
-		return "x_seconds_total", nil, 0.001, true
+	e := &Endpoint{cache: map[history.ID]*seriesInfo{}, opt: Options{Namer: func(series.Labels, series.Kind) []Named {
+		return []Named{{Name: "x_seconds_total", Scale: 0.001}}
 	}}}
 	si := e.info(&histread.Series{ID: 1, Key: `{"metric":"x_ms"}`, Kind: series.Counter})
-	if got := value(si, 1234567); got != 1234.567 {
+	if got := value(si.kind, &si.outs[0], 1234567); got != 1234.567 {
 		t.Errorf("value = %v; want 1234.567", got)
 	}
 	si = e.info(&histread.Series{ID: 2, Key: `{"metric":"t"}`, Kind: series.Float})
-	if got := value(si, math.Float64bits(-2.5)); got != -0.0025 {
+	if got := value(si.kind, &si.outs[0], math.Float64bits(-2.5)); got != -0.0025 {
 		t.Errorf("value = %v; want -0.0025", got)
+	}
+}
+
+// TestEndpointSeriesSentUnderEveryName: a series the Namer names twice (a container's cgroup
+// series, also under its cAdvisor name) reaches the receiver under both names, every point of
+// every scan with its own scale, in scan order across batches; the status counts both samples.
+func TestEndpointSeriesSentUnderEveryName(t *testing.T) {
+	rcv, srv := newReceiver(t)
+	h := history.New(history.Options{Retention: time.Hour, Interval: 2 * time.Second, BlockScans: 16})
+	t0 := time.Now().Add(-10 * time.Minute).UnixMilli()
+	scans(t, h, t0, 0, 40)
+	cfg, err := FromURL(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Queue.MinBackoff, cfg.Queue.MaxBackoff = 1e6, 1e7
+	cfg.Queue.MaxBatchBytes = 256 // a scan's samples split over requests
+	e, err := New(cfg, Options{Source: h, Interval: 2 * time.Second, DefaultLabels: []Label{{"node", "n1"}},
+		Namer: func(l series.Labels, k series.Kind) []Named {
+			if l["metric"] != "requests" {
+				return nil
+			}
+			return []Named{{Name: "requests_total", Scale: 1},
+				{Name: "container_requests_seconds_total", Labels: []Label{{"name", "web-1"}, {"image", ""}}, Scale: 0.001}}
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- e.Run(ctx) }()
+	waitFor(t, "catch-up", func() bool { return e.Status().PositionMs == t0+39*2000 })
+	cancel()
+	<-done
+	own := rcv.samples("__name__=requests_total,node=n1,")
+	twin := rcv.samples("__name__=container_requests_seconds_total,name=web-1,node=n1,")
+	if len(own) != 40 || len(twin) != 40 {
+		t.Fatalf("%d and %d samples; want 40 under each name (got %v)", len(own), len(twin), rcv.got)
+	}
+	for i := range own {
+		ts := t0 + int64(i)*2000
+		if own[i] != (sample{ts, float64(i)}) || twin[i] != (sample{ts, float64(i) / 1000}) {
+			t.Fatalf("scan %d: %+v and %+v; want {%d %d} and {%d %g}", i, own[i], twin[i], ts, i, ts, float64(i)/1000)
+		}
+	}
+	if st := e.Status(); st.SamplesSent != 80 || st.DroppedSamples != 0 {
+		t.Errorf("status %+v; want 80 samples sent", st)
 	}
 }
 

@@ -8,18 +8,27 @@ import (
 	"github.com/cantal-go/cantal/internal/series"
 )
 
-// Namer names a series as the agent's /metrics does: the Prometheus metric name, the other
-// labels (Prometheus label names, without __name__) and a factor applied to every value (1 when
-// the name's unit is the series'). ok false: the series is not sent. A Namer is called from the
+// Named is one Prometheus series a Cantal series is sent as: its metric name, its other labels
+// (Prometheus label names, without __name__) and a factor applied to every value (1 when the
+// name's unit is the series').
+type Named struct {
+	Name   string
+	Labels []Label
+	Scale  float64
+}
+
+// Namer names a series as the agent's /metrics does: every Prometheus series it is exported as
+// (promname.Mapper.MapAll: a container's cgroup series is also its cAdvisor family's), each
+// sent with every point of the series. None: the series is not sent. A Namer is called from the
 // sender goroutine only, once per series it sees (the result is kept).
-type Namer func(l series.Labels, k series.Kind) (name string, labels []Label, scale float64, ok bool)
+type Namer func(l series.Labels, k series.Kind) []Named
 
 // DefaultNamer is a generic naming for callers without internal/promname's (the agent passes
-// promname's, so that a series has its /metrics name): the metric label made a Prometheus name,
+// promname's, so that a series has its /metrics names): the metric label made a Prometheus name,
 // "_total" added to counters, every other label's name made a Prometheus label name.
-func DefaultNamer(l series.Labels, k series.Kind) (string, []Label, float64, bool) {
+func DefaultNamer(l series.Labels, k series.Kind) []Named {
 	if k == series.State {
-		return "", nil, 0, false
+		return nil
 	}
 	name := promname.Name(l["metric"], true)
 	if k == series.Counter && !strings.HasSuffix(name, "_total") {
@@ -35,7 +44,7 @@ func DefaultNamer(l series.Labels, k series.Kind) (string, []Label, float64, boo
 		}
 		out = append(out, Label{promname.Name(n, false), v})
 	}
-	return name, out, 1, true
+	return []Named{{Name: name, Labels: out, Scale: 1}}
 }
 
 // labelSet builds the label set sent for a series: __name__, the series' labels, then the
