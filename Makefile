@@ -48,16 +48,16 @@ vet:
 # (20 s) without the race detector (it measures throughput; -short keeps only its short variant under -race).
 # The bench module (peer benchmarks) is compiled by `make vet`; run it with `make bench`.
 # Integration packages start real agents, Chromium, Prometheus, InfluxDB and network namespaces,
-# after the unit packages. They run side by side (-p 3: e2e, e2e/cluster and internal/web at
-# once), since each owns what it uses: ports from the kernel (port 0, never a fixed one), its
-# own temporary directories for agents' state, receivers' data and the agent binary it builds,
-# network namespaces named with a random lab id (e2e/cluster) or its pid (internal/web).
+# after the unit packages. They run in three lines at once (scripts/together.sh): e2e; e2e/cluster,
+# then the packaging module (packages, the image, a Debian root booted by systemd-nspawn), then
+# the deploy module (Helm chart and Kubernetes manifests, checked with Helm's and Kubernetes' Go
+# libraries, kept out of the agent's module); internal/web. Each owns what it uses: ports from
+# the kernel (port 0, never a fixed one), its own temporary directories for agents' state,
+# receivers' data and the agent binary it builds, network namespaces named with a random lab id
+# (e2e/cluster) or its pid (internal/web), nspawn machines by their own name (packaging).
 # Inside e2e, the tests that load their own agent hard run in a second line beside the
 # machine-wide ones, and the long waits beside both (e2e/harness_test.go, docs/testing.md).
 # Outages last 30 s here; `make test-long` runs the outage tests with their long lengths.
-# The deploy module (Helm chart and Kubernetes manifests, checked with Helm's and Kubernetes'
-# Go libraries, kept out of the agent's module) runs last.
-INTEGRATION := ./e2e/... ./internal/web/
 # Each phase prints its wall time (PHASE), so CI's log shows where the minutes go.
 PHASE = sh scripts/phase.sh
 test: setup
@@ -65,10 +65,11 @@ test: setup
 	$(PHASE) ingest-load $(GO) test -count=1 -run 'TestLoad' -v ./internal/ingest
 	$(PHASE) unit $(GO) test -count=1 -race -short -timeout 30m $$($(GO) list ./... | grep -v -e '/e2e' -e '/internal/web$$') $(CLIENT_PKGS)
 	@mkdir -p $(BIN)
-	$(PHASE) integration env CANTAL_E2E_TIMES=$(CURDIR)/$(BIN)/e2e-times.txt $(GO) test -count=1 -race -short -p 3 -timeout 30m $(INTEGRATION)
+	$(PHASE) integration sh scripts/together.sh \
+		'$(PHASE) e2e env CANTAL_E2E_TIMES=$(CURDIR)/$(BIN)/e2e-times.txt $(GO) test -count=1 -race -short -timeout 30m ./e2e/' \
+		'$(PHASE) e2e/cluster $(GO) test -count=1 -race -short -timeout 30m ./e2e/cluster/ && $(PHASE) packaging sh -c "cd packaging && $(GO) test -count=1 -timeout 20m ./..." && $(PHASE) deploy sh -c "cd deploy && $(GO) test -count=1 ./..."' \
+		'$(PHASE) internal/web $(GO) test -count=1 -race -short -timeout 30m ./internal/web/'
 	@head -n 31 $(BIN)/e2e-times.txt 2>/dev/null || true
-	$(PHASE) packaging sh -c 'cd packaging && $(GO) test -count=1 -timeout 20m ./...'
-	$(PHASE) deploy sh -c 'cd deploy && $(GO) test -count=1 ./...'
 
 # The long variants of what `make test` runs short: the outage tests with the outage the suite
 # used to wait through (5 minutes of the remote-write receivers and of carbon down) and the

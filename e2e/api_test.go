@@ -85,7 +85,7 @@ func TestBadRequests(t *testing.T) {
 
 // TestMachineSeries: the machine's own series are there with sane values.
 func TestMachineSeries(t *testing.T) {
-	serial(t)
+	quiet(t)
 	a := startAgent(t)
 	waitFor(t, 5*time.Second, func() error {
 		ss, err := a.series("/api/v1/metrics", `{metric=~"cpu.*"}`)

@@ -15,7 +15,7 @@ import (
 // for a moment or not at all, neither stall the scans nor leave applications or processes behind
 // in the agent's tables once they are gone.
 func TestProcessChurn(t *testing.T) {
-	serial(t)
+	quiet(t)
 	a := startAgent(t)
 	scans := func() int64 {
 		var st struct {
@@ -89,7 +89,7 @@ done`, dir, churner, churner)
 // point at the time of each scan the agent's own series has one. It asserts on the points in the
 // history, never on how long anything took.
 func TestAppAmidChurn(t *testing.T) {
-	serial(t)
+	quiet(t)
 	a := startAgent(t)
 	dir := t.TempDir()
 	// 20 processes every 100 ms, each sleeping 5–10 s, for at most 60 s.

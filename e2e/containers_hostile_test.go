@@ -115,7 +115,7 @@ func containerRow(a *agent, id string) (*apiwire.Container, error) {
 // kernel does not hold root's processes to it): the agent counts them all in the container's
 // row and keeps its beat and its memory budget.
 func TestHostileContainerForks(t *testing.T) {
-	serial(t)
+	quiet(t)
 	image := hostileImage(t, nil)
 	a := startBeatAgent(t)
 	from := time.Now().UnixMilli()
@@ -141,7 +141,7 @@ func TestHostileContainerForks(t *testing.T) {
 // labels whatever it calls itself (it cannot pose as the host or as the agent), it has one live
 // series per metric, and the agent keeps its beat.
 func TestHostileContainerRenames(t *testing.T) {
-	serial(t)
+	quiet(t)
 	image := hostileImage(t, nil)
 	a := startBeatAgent(t)
 	from := time.Now().UnixMilli()
@@ -197,7 +197,7 @@ func keys(m map[string]bool) []string {
 // CANTAL_PATH's .meta and .values and the usual /etc files. A root-only host file they point
 // at never appears in any answer or in the log, and no FIFO stalls a scan.
 func TestHostileContainerRootLinks(t *testing.T) {
-	serial(t)
+	quiet(t)
 	secretDir := t.TempDir()
 	token := fmt.Sprintf("cantal-secret-%016x", rand.Uint64())
 	secret := filepath.Join(secretDir, "secret")
@@ -352,7 +352,7 @@ func cgroupChurn(t *testing.T, prefix string, workers int, deadline time.Time) (
 // second here. The agent keeps its beat and its budget, and once they are gone none of their
 // cgroups stays among its live series.
 func TestHostileContainerChurn(t *testing.T) {
-	serial(t)
+	quiet(t)
 	runc := need(t, "runc")
 	dir := t.TempDir()
 	rootfs := filepath.Join(dir, "rootfs")

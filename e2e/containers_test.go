@@ -35,7 +35,7 @@ func ctrImage(t *testing.T) string {
 // series and its process's series carry container="web-1", its image and its short id, and its
 // CPU usage is held at the quota.
 func TestPodmanContainerByName(t *testing.T) {
-	serial(t)
+	quiet(t)
 	image := ctrImage(t)
 	exec.Command("podman", "rm", "-f", "web-1").Run() // a leftover of an interrupted run
 	id := podman(t, "run", "-d", "--name", "web-1", "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=4096:4096",

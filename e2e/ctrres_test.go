@@ -19,7 +19,7 @@ import (
 // counters and its tasks, as the kernel counts them (its cgroup's pids.current), and under
 // cAdvisor's names on /metrics.
 func TestContainerIONetworkTasks(t *testing.T) {
-	serial(t)
+	quiet(t)
 	image := ctrImage(t)
 	exec.Command("podman", "rm", "-f", "res-1").Run() // a leftover of an interrupted run
 	// On cgroup v1 (this machine is hybrid) blkio.throttle counts a device's I/O once a
@@ -115,7 +115,7 @@ func storageDisk(t *testing.T, path string) string {
 // from 0 to 1, written by a scan that no longer saw the container (the kernel's log named its
 // cgroup). Its exit status (137, SIGKILL) is the kernel's word that it was killed.
 func TestOOMKilledContainerRemovedIsCounted(t *testing.T) {
-	serial(t)
+	quiet(t)
 	image := ctrImage(t)
 	exec.Command("podman", "rm", "-f", "oom-1").Run() // a leftover of an interrupted run
 	id := podman(t, "run", "-d", "--name", "oom-1", "--ulimit", "nofile=1024:1024", "--ulimit", "nproc=4096:4096",

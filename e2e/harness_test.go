@@ -64,25 +64,30 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// scheduler runs the tests in a line, one at a time, in the order go test starts them (the
-// files' order), with two kinds of tests beside the line:
+// scheduler runs the tests in two lines, from when the background tests have detached:
 //
 //   - background: the few tests that mostly wait (a receiver's outage, an agent down and
-//     restarted, memory to be returned) go first and leave the line once started: they call
-//     background and then its detach, and run on beside the line and each other. A background
-//     test's start (its receivers, its agent's first scans of every process) is in the line, so
-//     it loads the machine no more than a serial test.
+//     restarted, memory to be returned, a minute of points to gather) go first, one at a time,
+//     and leave the line once started: they call background and then its detach, and run on
+//     beside the lines and each other. A background test's start (its receivers, its agent's
+//     first scans of every process) comes before the lines start, so it loads the machine no
+//     more than a serial test.
+//   - serial and quiet: most tests assert on what an agent sees of the whole machine, or load
+//     it (process churn, busy loops): they run one at a time in the first line, in the order
+//     go test starts them (the files' order). A quiet one bets on time (a legitimate request
+//     answered within seconds while attackers hold connections, no scan slipping its beat) or
+//     compares figures of the whole machine with a tolerance (node_exporter's, a container's
+//     CPU against its quota): no aside test runs beside it.
 //   - aside: tests that load their own agent hard and assert only on it (its memory, its
-//     answers) run one at a time in a second line beside the first, in the files' order, from
-//     when the background tests have detached. Their agents run in a PID namespace of their
-//     own (startAgentOwnPIDs): the processes other tests start (2000 of TestProcessChurn's)
-//     are not in their tables.
+//     answers) run one at a time in the second line, beside the serial ones. Their agents run
+//     in a PID namespace of their own (startAgentOwnPIDs): the processes other tests start
+//     (2000 of TestProcessChurn's) are not in their tables.
 //
-// Most tests assert on what an agent sees of the whole machine, or load it (process churn,
-// busy loops), or compare rates and CPU sums with a tolerance: they call serial and keep the
-// line to themselves. A serial test that bets on time (a legitimate request answered within
-// seconds while attackers hold connections: connection and answer budgets, slow bodies) calls
-// quiet instead: it takes its place in both lines, so no aside test runs beside it.
+// The first line takes its tests in order, but while an aside test runs and the next is a
+// quiet one, it runs the serial tests after it meanwhile; the quiet one comes next once the
+// aside test has ended, and no aside test starts while a quiet one waits at the head of the
+// line. So an aside test costs the first line nothing unless quiet tests are all that is left.
+//
 // From detach (background) or its start (aside) on, a test must own everything it uses: its
 // ports (freePort never hands a port out twice, so a receiver stopped for minutes gets its
 // port back), its temporary directories, its own receivers (Prometheus, VictoriaMetrics,
@@ -90,14 +95,72 @@ func TestMain(m *testing.M) {
 // asserts only on series and figures of its own agent. A test calling none of them runs alone,
 // before all of them (go test runs the non-parallel tests first). Safe for concurrent use.
 type scheduler struct {
-	mu         sync.Mutex
-	lastSerial chan struct{} // closed when the last serial test in line has ended
-	lastBG     chan struct{} // closed when the last background test in line has detached
-	// lastAside is closed when the last test of the second line (aside and quiet tests, in
-	// the files' order) has ended: one aside test at a time, none beside a quiet one.
-	lastAside chan struct{}
+	mu     sync.Mutex
+	lastBG chan struct{} // closed when the last background test in line has detached
+	// waiting holds the serial, quiet and aside tests not started yet, in the order they were
+	// put in line (the files' order): all of them before any starts (see turn).
+	waiting []*lineTest
+	// first and second are the tests running in the first line (serial or quiet) and the
+	// second (aside); nil when none.
+	first, second *lineTest
 	// times records each test's time from its turn to its end (what it held its line for).
 	times []turnTime
+}
+
+// lineKind says which line a test takes, and what may run beside it.
+type lineKind int
+
+const (
+	kindSerial lineKind = iota
+	kindQuiet
+	kindAside
+)
+
+// lineTest is a test waiting for, or holding, its place in a line.
+type lineTest struct {
+	kind lineKind
+	go_  chan struct{} // closed when the test may start
+}
+
+// dispatch starts what may start now: the first line's next test (the first waiting serial or
+// quiet test; a quiet one only with no aside test running, else the first serial test after
+// it), and the second line's (the first waiting aside test, with no quiet test running or at
+// the head of the first line). Called with s.mu held, once the background tests have detached.
+func (s *scheduler) dispatch() {
+	quietAhead := false // a quiet test is the first line's next: it waits for the second line
+	if s.first == nil {
+		for i, w := range s.waiting {
+			if w.kind == kindAside {
+				continue
+			}
+			if w.kind == kindQuiet && s.second != nil {
+				quietAhead = true
+				continue
+			}
+			s.first = w
+			s.waiting = append(s.waiting[:i:i], s.waiting[i+1:]...)
+			close(w.go_)
+			break
+		}
+	}
+	if !quietAhead {
+		for _, w := range s.waiting {
+			if w.kind != kindAside {
+				quietAhead = w.kind == kindQuiet
+				break
+			}
+		}
+	}
+	if s.second == nil && !quietAhead && (s.first == nil || s.first.kind != kindQuiet) {
+		for i, w := range s.waiting {
+			if w.kind == kindAside {
+				s.second = w
+				s.waiting = append(s.waiting[:i:i], s.waiting[i+1:]...)
+				close(w.go_)
+				break
+			}
+		}
+	}
 }
 
 // turnTime is one test's time in its line: from when its turn came to when it ended.
@@ -135,39 +198,40 @@ func (s *scheduler) writeTimes(path string) {
 	}
 }
 
-// turn puts t in one or more lines (each given by its last place) and makes t parallel; it
-// returns once the one before t in each line is done and what after returns (nil: nothing) is
-// closed, with the func that says t is done (idempotent; called by t's last cleanup at the
-// latest). A test waits only for tests put in line before it, so the lines never deadlock.
-func turn(t *testing.T, lines []*chan struct{}, after func() chan struct{}) (done func()) {
+// inLine puts t in line (kind serial, quiet or aside) and makes t parallel; it returns once t
+// may start (see scheduler), with the func that says t is done (idempotent; called by t's last
+// cleanup at the latest). All tests are put in line before any starts: go test calls every
+// test up to t.Parallel, one by one, before it resumes any.
+func inLine(t *testing.T, kind lineKind) (done func()) {
 	t.Helper()
-	mine := make(chan struct{})
-	var prevs []chan struct{}
+	me := &lineTest{kind: kind, go_: make(chan struct{})}
 	sched.mu.Lock()
-	for _, last := range lines {
-		prevs = append(prevs, *last)
-		*last = mine
-	}
+	sched.waiting = append(sched.waiting, me)
 	sched.mu.Unlock()
+	t.Parallel()
+	if c := detached(); c != nil {
+		<-c
+	}
+	sched.mu.Lock()
+	sched.dispatch()
+	sched.mu.Unlock()
+	<-me.go_
+	start := time.Now()
 	var once sync.Once
-	var start time.Time // set when t's turn comes, before done can be called
 	done = func() {
 		once.Do(func() {
 			sched.mu.Lock()
 			sched.times = append(sched.times, turnTime{name: t.Name(), start: start, end: time.Now()})
+			if sched.first == me {
+				sched.first = nil
+			}
+			if sched.second == me {
+				sched.second = nil
+			}
+			sched.dispatch()
 			sched.mu.Unlock()
-			close(mine)
 		})
 	}
-	// go test calls every test up to here, one by one, before it resumes any: the lines are
-	// in the files' order and complete when t.Parallel returns.
-	t.Parallel()
-	for _, c := range append(prevs, after()) {
-		if c != nil {
-			<-c
-		}
-	}
-	start = time.Now()
 	t.Cleanup(done) // registered first, so run last: after t's agents and programs stopped
 	return done
 }
@@ -179,32 +243,55 @@ func detached() chan struct{} {
 	return sched.lastBG
 }
 
-// serial makes t one of the tests that run one at a time: it returns once the background
-// tests have detached and the serial test before t has ended, its cleanups included.
+// serial makes t a test of the first line (see scheduler): it returns once the background
+// tests have detached and t's turn has come; nothing but background and aside tests runs
+// beside it.
 func serial(t *testing.T) {
 	t.Helper()
-	turn(t, []*chan struct{}{&sched.lastSerial}, detached)
+	inLine(t, kindSerial)
 }
 
-// quiet makes t a serial test that runs with no aside test beside it (see scheduler): a test
-// that bets on time, whose figures a heavy neighbour would skew. It takes its place in both
-// lines, in the files' order.
+// quiet makes t a test of the first line that runs with no aside test beside it (see
+// scheduler): a test that bets on time (answers within seconds, no scan slipping its beat) or
+// compares figures of the whole machine with a tolerance (node_exporter's, a container's CPU
+// against its quota), which a heavy neighbour would skew.
 func quiet(t *testing.T) {
 	t.Helper()
-	turn(t, []*chan struct{}{&sched.lastSerial, &sched.lastAside}, detached)
+	inLine(t, kindQuiet)
 }
 
 // aside makes t a test of the second line (see scheduler): it returns once the background
-// tests have detached and the test before t in the second line (an aside or a quiet one) has
-// ended; t runs beside the serial ones.
-//
-// For now an aside test also takes its place in the serial line, as a quiet one does: beside
-// the serial line, on 2 cores, the aside tests' load made serial tests that compare with the
-// whole machine miss (CI at e44c9ab: node_cpu_seconds_total 0.2 s apart, a process missing
-// from a --no-bpf scan), so the second line stays in the scheduler but runs nothing beside.
+// tests have detached and t's turn has come; it runs beside the serial tests.
 func aside(t *testing.T) {
 	t.Helper()
-	turn(t, []*chan struct{}{&sched.lastSerial, &sched.lastAside}, detached)
+	inLine(t, kindAside)
+}
+
+// background makes t a test that starts first, one at a time, and runs beside the lines from
+// its call of detach on (see scheduler for what it must own from then on).
+func background(t *testing.T) (detach func()) {
+	t.Helper()
+	mine := make(chan struct{})
+	sched.mu.Lock()
+	prev := sched.lastBG
+	sched.lastBG = mine
+	sched.mu.Unlock()
+	t.Parallel()
+	if prev != nil {
+		<-prev
+	}
+	start := time.Now()
+	var once sync.Once
+	detach = func() {
+		once.Do(func() {
+			sched.mu.Lock()
+			sched.times = append(sched.times, turnTime{name: t.Name(), start: start, end: time.Now()})
+			sched.mu.Unlock()
+			close(mine)
+		})
+	}
+	t.Cleanup(detach)
+	return detach
 }
 
 // outageLength is how long the outage tests (TestRemoteWriteLossless, TestCarbonResendsAfterOutage)
@@ -222,13 +309,6 @@ func outageLength(t *testing.T) time.Duration {
 		}
 	}
 	return d
-}
-
-// background makes t a test that starts first, one at a time, and runs beside the serial
-// ones from its call of detach on (see scheduler for what it must own from then on).
-func background(t *testing.T) (detach func()) {
-	t.Helper()
-	return turn(t, []*chan struct{}{&sched.lastBG}, func() chan struct{} { return nil })
 }
 
 // portBook remembers every port freePort handed out in this run: tests run side by side, and

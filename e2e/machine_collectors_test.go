@@ -13,7 +13,7 @@ import (
 // df, the kernel's files and node_exporter by internal/sysscan's tests and
 // TestNodeExporterSideBySide.
 func TestMachineCollectors(t *testing.T) {
-	serial(t)
+	quiet(t)
 	a := startAgent(t)
 	want := []string{
 		`fs.avail`, `fs.size`, `fs.files_free`, `fs.device_error`, `fs.readonly`,

@@ -220,7 +220,7 @@ func tolerance(fam string, neValue, rate, skew, memTotal float64) float64 {
 // the coverage table to artifacts/nodeexporter-coverage.md and requires node-mixin's families
 // in both.
 func TestNodeExporterSideBySide(t *testing.T) {
-	serial(t)
+	quiet(t)
 	neURL := startNodeExporter(t)
 	// Debian's node_exporter excludes more mount points than upstream's (the agent's default).
 	a := startAgent(t, "--fs-mount-points-exclude", debianMountPointsExclude)
@@ -525,11 +525,13 @@ var nodeMixinAlertExprs = map[string]string{
 
 // TestNodeMixinOnAgent: a real Prometheus scraping only the agent evaluates node-mixin's
 // recording rules and alert expressions; each returns data. It also checks that
-// sum(rate(node_cpu_seconds_total[1m])) is the number of CPUs within 5 %.
+// sum(rate(node_cpu_seconds_total[1m])) is the number of CPUs within 5 %. It mostly waits for
+// its minute of points: it runs in the background (see scheduler), beside the other tests.
 func TestNodeMixinOnAgent(t *testing.T) {
-	serial(t)
+	detach := background(t)
 	a := startAgent(t, "--interval", "1s")
 	api := startPrometheusFor(t, strings.TrimPrefix(a.URL, "http://"), nodeMixinRules)
+	detach()
 	// A full minute of points, so that rate(...[1m]) is over a whole window.
 	waitFor(t, 150*time.Second, func() error {
 		ans, err := promQuery(api, `count_over_time(node_cpu_seconds_total{cpu="0",mode="idle"}[1m])`)

@@ -19,7 +19,7 @@ import (
 // series has a point for every scan tick of the window, none dropped (a gap of two intervals
 // or more is a tick the ticker dropped because a scan was still running).
 func TestScanKeepsItsBeatUnderHeavyPromQL(t *testing.T) {
-	serial(t)
+	quiet(t)
 	const interval = 2 * time.Second
 	a := startAgent(t, "--interval", interval.String())
 	var body strings.Builder

@@ -43,7 +43,7 @@ type reloadStatus struct {
 // read-only POST /-/reload is refused; and through it all no scan slips and the history has a
 // point per scan (issue 33).
 func TestReloadAppliesSettingsWithoutLosingScans(t *testing.T) {
-	serial(t)
+	quiet(t)
 	dir := t.TempDir()
 	write := func(name, s string) string {
 		t.Helper()

@@ -133,7 +133,7 @@ func promtoolClean(t *testing.T, body string) {
 // root (docker import), a container run as web-d at --cpus 0.5: it appears by name and image
 // with its short id, held at ~0.5 CPU and throttled, and under cAdvisor's names on /metrics.
 func TestDockerContainerByName(t *testing.T) {
-	serial(t)
+	quiet(t)
 	docker := need(t, "docker")
 	need(t, "containerd")
 	_, tarball := ctrRootfs(t)
@@ -186,7 +186,7 @@ func TestDockerContainerByName(t *testing.T) {
 // in namespace cantal-e2e at --cpus 0.5: it appears named by its containerd id, with its
 // namespace, held at ~0.5 CPU and throttled.
 func TestContainerdContainerByName(t *testing.T) {
-	serial(t)
+	quiet(t)
 	ctr := need(t, "ctr")
 	rootfs, _ := ctrRootfs(t)
 	root := rootDir(t, "/var/lib", "cantal-e2e-containerd-")
@@ -238,7 +238,7 @@ func TestContainerdContainerByName(t *testing.T) {
 // /cantal-e2e-runc/<id>, a CPU quota of 0.5) is named from runc's state.json by its id, held
 // at ~0.5 CPU and throttled.
 func TestRuncContainerByID(t *testing.T) {
-	serial(t)
+	quiet(t)
 	runc := need(t, "runc")
 	rootfs, _ := ctrRootfs(t)
 	bundle := t.TempDir()
