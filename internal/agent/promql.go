@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/prometheus/model/labels"
 
 	"github.com/cantal-go/cantal/internal/api"
+	"github.com/cantal-go/cantal/internal/hub"
 	"github.com/cantal-go/cantal/internal/promapi"
 	"github.com/cantal-go/cantal/internal/promcluster"
 	"github.com/cantal-go/cantal/internal/promname"
@@ -40,7 +41,9 @@ func (a *Agent) promqlRoutes(s *api.Server) {
 	opt.Prefix, opt.Share = promapi.ClusterPrefix, local
 	opt.Queryable = promcluster.New(st, promcluster.Options{
 		Members: s.Cluster.Members,
-		Fetch:   s.Fetcher(),
+		// Its own client, keeping one connection per peer (the cluster routes' client opens
+		// one per request): every query asks every peer.
+		Fetch: &hub.Fetcher{Timeout: s.ClusterTimeout, KeepAlive: true},
 		// A peer's process's owner is unknown here: a caller who may not see every process
 		// sees no other node's process series, nor their label values.
 		PeerMatchers: func(ctx context.Context) []*labels.Matcher {
