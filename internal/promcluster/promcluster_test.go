@@ -34,6 +34,11 @@ const t0 = 1_700_000_000_000
 // scan i) and of per-CPU counters (cpus of them).
 func node(t testing.TB, name string, load float64, scans, cpus int) *promstore.Storage {
 	t.Helper()
+	return newNode(name, load, scans, cpus)
+}
+
+// newNode is node outside a test (the benchmark's peer process).
+func newNode(name string, load float64, scans, cpus int) *promstore.Storage {
 	hist := history.New(history.Options{})
 	reg := registry.New(hist, time.Hour, nil)
 	l := reg.Series(series.Labels{"metric": "system.load_avg_1min"}, series.Float)
