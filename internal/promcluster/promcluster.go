@@ -326,6 +326,11 @@ func (q *querier) peerBatch(ctx context.Context, m hub.Member, sels []*pending) 
 			return lists, err
 		}
 		q.c.mu.Lock()
+		for k, t := range q.c.old { // members that left are not kept for ever
+			if time.Since(t) > oldPeerFor {
+				delete(q.c.old, k)
+			}
+		}
 		q.c.old[key] = time.Now()
 		q.c.mu.Unlock()
 	}
