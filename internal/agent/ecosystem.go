@@ -1,6 +1,8 @@
 package agent
 
 import (
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/cantal-go/cantal/internal/api"
 	"github.com/cantal-go/cantal/internal/buildinfo"
 	"github.com/cantal-go/cantal/internal/export"
@@ -29,7 +31,7 @@ func (a *Agent) samples() []series.Sample {
 func (a *Agent) ecosystemRoutes(s *api.Server) {
 	build := buildinfo.Get()
 	a.mux.Handle("GET /metrics", export.PrometheusHandler(a.samples, export.Options{Visible: s.SeriesVisible, PerPID: a.cfg.MetricsPerPID,
-		Timestamps: !a.cfg.MetricsNoTS, BuildInfo: &build, Mapper: promname.New(a.promOptions()), Gather: selfMetrics(a.reloadMetrics()...)}))
+		Timestamps: !a.cfg.MetricsNoTS, BuildInfo: &build, Mapper: promname.New(a.promOptions()), Gather: selfMetrics([]prometheus.Gatherer{a.notifier}, a.reloadMetrics()...)}))
 	a.mux.Handle("GET "+a.cfg.InfluxPath, export.InfluxHandler(a.samples, export.Influx{Visible: s.SeriesVisible,
 		HostTag: a.cfg.InfluxHostTag, Host: a.cfg.NodeName}))
 	a.mux.Handle("POST /write", a.push.WriteHandler())

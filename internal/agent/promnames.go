@@ -34,13 +34,15 @@ func (a *Agent) promOptions() promname.Options {
 // (process_cpu_seconds_total, process_resident_memory_bytes, process_open_fds, process_max_fds,
 // process_virtual_memory_bytes, process_start_time_seconds, ...), as every Prometheus exporter
 // has them: client_golang's process collector, read from the real /proc/self whatever --proc
-// says; and more of the agent's own (the reloads' outcome, reload.go).
-func selfMetrics(more ...prometheus.Collector) func() []*dto.MetricFamily {
+// says; and more of the agent's own (the reloads' outcome, reload.go; the Alertmanager
+// notifier's cantal_notifications_* from gs, package notify).
+func selfMetrics(gs []prometheus.Gatherer, more ...prometheus.Collector) func() []*dto.MetricFamily {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	reg.MustRegister(more...)
+	all := append(prometheus.Gatherers{reg}, gs...)
 	return func() []*dto.MetricFamily {
-		mfs, _ := reg.Gather() // what could be read: a family it failed to read is left out
+		mfs, _ := all.Gather() // what could be read: a family it failed to read is left out
 		return mfs
 	}
 }

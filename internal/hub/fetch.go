@@ -13,18 +13,31 @@ import (
 )
 
 // Fetcher makes the plain HTTP requests of the cluster routes to peers (a history window
-// longer than the subscriptions keep, the peers' alerts): the one HTTP client for peer
-// answers beside the Hub's WebSocket dialer. Every request opens a new connection, so a dead
-// peer costs at most Timeout (the dial timeout, TLS handshake included): a kept-alive
-// connection to a peer whose cable was cut would still accept the request and leave it
-// waiting for the whole deadline, while a peer that accepts a fresh connection is alive and
-// gets that deadline to compute its answer. One TCP (and TLS) handshake per peer and request
-// is cheap next to a history answer. A member with TLS is asked over HTTPS with its client
-// configuration, never over plain HTTP; there is no proxy from the environment.
+// longer than the subscriptions keep, the peers' alerts, the cluster-wide query's selectors):
+// the one HTTP client for peer answers beside the Hub's WebSocket dialer. A member with TLS is
+// asked over HTTPS with its client configuration, never over plain HTTP; there is no proxy
+// from the environment.
 //
-// A Fetcher is safe for concurrent use; its zero value dials with no timeout of its own.
+// Without KeepAlive every request opens a new connection, so a dead peer costs at most
+// Timeout (the dial timeout, TLS handshake included): a kept-alive connection to a peer whose
+// process hangs would still take the request and leave it waiting for the whole deadline,
+// while a peer that accepts a fresh connection is alive and gets that deadline to compute its
+// answer.
+//
+// With KeepAlive (the cluster-wide query, which asks every peer for every query) a Fetcher
+// keeps one connection per peer and reuses it across requests: at most one connection to a
+// peer at a time (a second request to it waits for the first's answer), so at most one
+// connection attempt, bounded by Timeout, is ever pending for a dead peer. A peer whose cable
+// was cut after the connection was made is found out by the kernel: the connection's
+// TCP_USER_TIMEOUT is Timeout, so a request that the peer does not acknowledge within Timeout
+// fails then, as a fresh connection attempt would, rather than at the request's deadline; a
+// peer that acknowledges the request and then computes its answer gets the deadline.
+//
+// A Fetcher is safe for concurrent use; its zero value dials with no timeout of its own and
+// opens a connection per request. Its fields are not changed after the first request.
 type Fetcher struct {
-	Timeout time.Duration
+	Timeout   time.Duration
+	KeepAlive bool
 
 	once   sync.Once
 	client *http.Client
@@ -36,8 +49,8 @@ type memberTLSKey struct{}
 
 func (f *Fetcher) httpClient() *http.Client {
 	f.once.Do(func() {
-		d := &net.Dialer{Timeout: f.Timeout}
-		f.client = &http.Client{Transport: &http.Transport{
+		d := &net.Dialer{Timeout: f.Timeout, Control: userTimeout(f.Timeout)}
+		tr := &http.Transport{
 			DialContext: d.DialContext,
 			DialTLSContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 				cfg, _ := ctx.Value(memberTLSKey{}).(*tls.Config)
@@ -48,11 +61,22 @@ func (f *Fetcher) httpClient() *http.Client {
 				}
 				return DialTLS(ctx, d, network, addr, cfg)
 			},
-			DisableKeepAlives: true,
-		}}
+			DisableKeepAlives: !f.KeepAlive,
+		}
+		if f.KeepAlive {
+			tr.MaxConnsPerHost = 1
+			tr.MaxIdleConnsPerHost = 1
+			// Below the agents' server's IdleTimeout (a minute), so the peer rarely closes a
+			// connection as it is being reused (a GET is retried on a new one if it does).
+			tr.IdleConnTimeout = 50 * time.Second
+		}
+		f.client = &http.Client{Transport: tr}
 	})
 	return f.client
 }
+
+// CloseIdle closes the connections that no request uses now (with KeepAlive).
+func (f *Fetcher) CloseIdle() { f.httpClient().CloseIdleConnections() }
 
 // ErrTooLarge is the error of an answer longer than Get's limit.
 type ErrTooLarge struct{ Limit int64 }

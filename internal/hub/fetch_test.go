@@ -3,6 +3,8 @@ package hub
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -86,5 +88,59 @@ func TestFetcherGet(t *testing.T) {
 	}
 	if _, err := f.Get(ctx, Member{HTTP: m.HTTP}, "/ok", 10); err == nil || err.Error() != "peer is down" {
 		t.Errorf("a member that is down: %v; want peer is down", err)
+	}
+}
+
+// TestFetcherKeepAliveOneConnectionPerPeer: with KeepAlive, requests to a peer, one after
+// another and many at once, all go over one connection: it is opened once, never two at a
+// time, and every request is answered.
+func TestFetcherKeepAliveOneConnectionPerPeer(t *testing.T) {
+	var opened, open, most atomic.Int32
+	ts := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("ok " + r.URL.Query().Get("i")))
+	}))
+	ts.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		switch s {
+		case http.StateNew:
+			opened.Add(1)
+			n := open.Add(1)
+			for {
+				m := most.Load()
+				if n <= m || most.CompareAndSwap(m, n) {
+					break
+				}
+			}
+		case http.StateClosed, http.StateHijacked:
+			open.Add(-1)
+		}
+	}
+	ts.Start()
+	defer ts.Close()
+	f := &Fetcher{Timeout: time.Second, KeepAlive: true}
+	defer f.CloseIdle()
+	m := Member{Name: "p", HTTP: strings.TrimPrefix(ts.URL, "http://"), Up: true}
+	ctx := context.Background()
+	for i := range 10 {
+		if b, err := f.Get(ctx, m, fmt.Sprintf("/x?i=%d", i), 100); err != nil || string(b) != fmt.Sprintf("ok %d", i) {
+			t.Fatalf("request %d: %q, %v", i, b, err)
+		}
+	}
+	errs := make(chan error, 8)
+	for i := range 8 {
+		go func() {
+			b, err := f.Get(ctx, m, fmt.Sprintf("/x?i=%d", i), 100)
+			if err == nil && string(b) != fmt.Sprintf("ok %d", i) {
+				err = fmt.Errorf("answer %q", b)
+			}
+			errs <- err
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	if opened.Load() != 1 || most.Load() != 1 {
+		t.Errorf("%d connections opened, %d at once, for 18 requests; want 1 and 1", opened.Load(), most.Load())
 	}
 }

@@ -32,6 +32,7 @@ import (
 	"log/slog"
 	"net/url"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -43,6 +44,7 @@ import (
 	"github.com/prometheus/prometheus/discovery/targetgroup"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/notifier"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/cantal-go/cantal/internal/apiwire"
 )
@@ -280,6 +282,34 @@ func (s *Sender) Status() (per []Status, tooBig int64) {
 		per = append(per, *byURL[u])
 	}
 	return per, s.tooBig.Load()
+}
+
+// Gather returns the notifier's counters as the agent's /metrics names its own: Prometheus's
+// prometheus_notifications_* families (sent, errors, dropped, queue length and capacity, the
+// Alertmanagers discovered, the latency), each renamed cantal_notifications_* with
+// Prometheus's help and labels (alertmanager: the post URL, never credentials), and
+// cantal_notifications_too_large_dropped_total, the alerts dropped for their size before
+// they were queued. It makes a Sender a prometheus.Gatherer; safe for concurrent use, and on
+// a nil Sender (nothing).
+func (s *Sender) Gather() ([]*dto.MetricFamily, error) {
+	if s == nil {
+		return nil, nil
+	}
+	mfs, err := s.reg.Gather()
+	for _, mf := range mfs {
+		if name, ok := strings.CutPrefix(mf.GetName(), "prometheus_"); ok {
+			mf.Name = proto.String("cantal_" + name)
+		}
+	}
+	tooBig := float64(s.tooBig.Load())
+	mfs = append(mfs, &dto.MetricFamily{
+		Name:   proto.String("cantal_notifications_too_large_dropped_total"),
+		Help:   proto.String("Total number of alerts dropped because their labels alone were larger than an alert may be."),
+		Type:   dto.MetricType_COUNTER.Enum(),
+		Metric: []*dto.Metric{{Counter: &dto.Counter{Value: &tooBig}}},
+	})
+	slices.SortFunc(mfs, func(a, b *dto.MetricFamily) int { return strings.Compare(a.GetName(), b.GetName()) })
+	return mfs, err
 }
 
 func labelValue(m *dto.Metric, name string) string {

@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
+
+	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/hub"
 	"github.com/cantal-go/cantal/internal/promapi"
 )
@@ -80,6 +83,23 @@ func FuzzClusterQuery(f *testing.F) {
 		f.Add(`node_load1`, "0", "0", "series", s.peer)
 		f.Add(`node_load1`, "-1", "x", "labels", s.peer)
 	}
+	// Peer select answers: one series of a good chunk, of a chunk cut short, of samples out
+	// of order.
+	chunk := func(ts ...int64) []byte {
+		c := chunkenc.NewXORChunk()
+		app, _ := c.Appender()
+		for _, t := range ts {
+			app.Append(0, t, 1.5)
+		}
+		return c.Bytes()
+	}
+	for _, c := range [][]byte{chunk(t0, t0+2000), chunk(t0, t0+2000, t0+4000)[:5], chunk(t0+2000, t0), chunk(t0 - 1e6)} {
+		b := apiwire.AppendPeerSelectHeader(nil)
+		b = apiwire.AppendPeerSelectCount(b, 1)
+		b = apiwire.AppendPeerSeries(b, apiwire.PeerSeries{Labels: []string{"__name__", "node_load1", "node", "b"}, Chunks: [][]byte{c}})
+		f.Add(`node_load1`, "1700000050", "2", "query", string(b))
+		f.Add(`node_load1`, "1700000000", "1", "range", string(b))
+	}
 	local := node(f, "a", 1, 30, 2)
 	var peerBody atomicString
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -122,6 +142,33 @@ func FuzzClusterQuery(f *testing.F) {
 	})
 }
 
+// FuzzPeerHandler: whatever selectors a peer select asks for, the answer is a 200 that reads
+// as a peer select answer of that many selectors, or Prometheus's JSON error, never a 500 or
+// a panic.
+func FuzzPeerHandler(f *testing.F) {
+	f.Add(`1700000000000,1700000060000,p,{__name__="node_load1"}`, `0,1,l,{node="a"}`)
+	f.Add(`1700000000000,1700000060000,p,{__name__=~".+"}`, `x`)
+	f.Add(`-9223372036854775808,9223372036854775807,p,{cpu!=""}`, `1,0,p,{}`)
+	h := PeerHandler(node(f, "a", 1, 30, 2), PeerOptions{MaxSamples: 200, Timeout: 2 * time.Second})
+	f.Fuzz(func(t *testing.T, s1, s2 string) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", apiwire.PeerSelectPath+"?"+url.Values{"s": {s1, s2}}.Encode(), nil))
+		switch {
+		case rec.Code == 200:
+			if _, err := apiwire.DecodePeerSelect(rec.Body.Bytes(), 2); err != nil {
+				t.Fatalf("%q %q: %v", s1, s2, err)
+			}
+		case rec.Code == 500:
+			t.Fatalf("%q %q: %d %s", s1, s2, rec.Code, rec.Body)
+		default:
+			var a struct{ Status, ErrorType string }
+			if err := jsonUnmarshal(rec.Body.Bytes(), &a); err != nil || a.Status != "error" || a.ErrorType == "" {
+				t.Fatalf("%q %q: %d %s", s1, s2, rec.Code, rec.Body)
+			}
+		}
+	})
+}
+
 // FuzzParseValues: whatever valid JSON a peer sends as a values array, the fast reading
 // either leaves it to encoding/json (false) or reads exactly what encoding/json reads.
 func FuzzParseValues(f *testing.F) {
@@ -150,4 +197,38 @@ func FuzzParseValues(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestBadPeerSelectAnswerIsLeftOutWithAWarning: a peer select answer whose chunk is cut
+// short, holds samples out of order or outside the window asked leaves the peer out with a
+// warning naming it; the local series are answered, and the engine never reads a bad chunk.
+func TestBadPeerSelectAnswerIsLeftOutWithAWarning(t *testing.T) {
+	chunk := func(ts ...int64) []byte {
+		c := chunkenc.NewXORChunk()
+		app, _ := c.Appender()
+		for _, t := range ts {
+			app.Append(0, t, 1.5)
+		}
+		return c.Bytes()
+	}
+	at := int64(t0 + 10*2000)
+	for name, c := range map[string][]byte{
+		"cut short":    chunk(at-4000, at-2000, at)[:6],
+		"out of order": chunk(at-2000, at-4000),
+		"outside":      chunk(at + 1000),
+	} {
+		var body atomicString
+		b := apiwire.AppendPeerSelectHeader(nil)
+		b = apiwire.AppendPeerSelectCount(b, 1)
+		b = apiwire.AppendPeerSeries(b, apiwire.PeerSeries{Labels: []string{"__name__", "node_load1", "node", "b"}, Chunks: [][]byte{c}})
+		body.Store(string(b))
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { w.Write([]byte(body.Load())) }))
+		t.Cleanup(srv.Close)
+		h := cluster(t, node(t, "a", 1, 11, 1), map[string]*httptest.Server{"b": srv}, "", "")
+		code, a, out := get(t, h, "query", url.Values{"query": {`node_load1`}, "time": {fmt.Sprint(float64(at) / 1000)}})
+		if code != 200 || len(a.Data.Result) != 1 || a.Data.Result[0].Metric["node"] != "a" ||
+			len(a.Warnings) != 1 || !strings.Contains(a.Warnings[0], "node b left out: reading the answer") {
+			t.Errorf("%s: %d %s", name, code, out)
+		}
+	}
 }

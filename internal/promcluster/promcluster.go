@@ -2,15 +2,20 @@
 // (/cluster/prometheus/api/v1/): the local node's series (a promstore.Storage) beside every
 // peer's, so that Prometheus's PromQL engine evaluates a query once over the whole cluster.
 //
-// The engine asks for each selector of a query (Querier.Select, with the window it needs);
-// a Select asks every peer that is up, through the hub's one HTTP client (hub.Fetcher, at most
-// Options.Parallel at once under hub.FanOut), for the raw samples of that selector over that
-// window from the peer's own /prometheus API (an instant query of the selector as a range
-// vector: the points the peer holds, named as the peer names them, with its node and
-// instance labels). Asking the peer in Prometheus's names, not the Cantal wire's, is what lets a
-// selector on a Prometheus name reach a peer whose series are named by its own options. A peer
-// that is down or does not answer is left out with a warning naming it (the answer's
-// "warnings"), never silently; the local series are always there.
+// The engine selects every selector of a query (Querier.Select, with the window it needs)
+// before it reads any; the first read asks every peer that is up, through the Queryable's
+// hub.Fetcher (one kept-alive connection per peer with Fetcher.KeepAlive; at most
+// Options.Parallel peers at once under hub.FanOut), for all the query's selectors in one
+// request: a peer select (apiwire.PeerSelectPath, served by PeerHandler), whose answer is each
+// selector's series over its window only, with the peer's node and instance labels and its
+// samples in Prometheus's XOR chunks, which the engine reads in place. Asking the peer in
+// Prometheus's names, not the Cantal wire's, is what lets a selector on a Prometheus name
+// reach a peer whose series are named by its own options. A peer that does not know the
+// peer select (an older agent) is asked the old way, one selector at a time as an instant
+// query of the selector as a range vector on its /prometheus API, and remembered as such for
+// a while. A peer that is down, does not answer or answers something unreadable is left out
+// with a warning naming it (the answer's "warnings"), never silently; the local series are
+// always there.
 //
 // A Queryable is safe for concurrent use.
 package promcluster
@@ -26,6 +31,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/prometheus/model/histogram"
@@ -35,6 +41,7 @@ import (
 	"github.com/prometheus/prometheus/tsdb/chunks"
 	"github.com/prometheus/prometheus/util/annotations"
 
+	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/hub"
 )
 
@@ -66,6 +73,9 @@ type Options struct {
 type Queryable struct {
 	local storage.Queryable
 	opt   Options
+
+	mu  sync.Mutex
+	old map[string]time.Time // peers (ID@address) that did not answer the peer select, since
 }
 
 // New returns the Queryable of local's series and the peers'.
@@ -79,7 +89,7 @@ func New(local storage.Queryable, opt Options) *Queryable {
 	if opt.PeerTimeout <= 0 {
 		opt.PeerTimeout = 10 * time.Second
 	}
-	return &Queryable{local: local, opt: opt}
+	return &Queryable{local: local, opt: opt, old: map[string]time.Time{}}
 }
 
 // Querier implements storage.Queryable.
@@ -95,6 +105,9 @@ type querier struct {
 	c          *Queryable
 	local      storage.Querier
 	mint, maxt int64
+
+	mu   sync.Mutex
+	open *batch // the batch new selections join, until it starts
 }
 
 func (q *querier) Close() error { return q.local.Close() }
@@ -151,20 +164,7 @@ func (q *querier) fanOut(ctx context.Context, members []hub.Member, get func(ctx
 func (q *querier) peerGet(ctx context.Context, m hub.Member, path string, params url.Values, v any) error {
 	body, err := q.c.opt.Fetch.Get(ctx, m, PeerPrefix+path+"?"+params.Encode(), q.c.opt.MaxAnswer)
 	if err != nil {
-		var se hub.StatusError
-		if errors.As(err, &se) {
-			var ans struct {
-				Error string `json:"error"`
-			}
-			if json.Unmarshal(se.Body, &ans) == nil && ans.Error != "" {
-				return fmt.Errorf("%s: %s", se.Status, ans.Error)
-			}
-		}
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			return ue.Err // the request's URL is the peer's and the query's: said elsewhere
-		}
-		return err
+		return peerErr(err)
 	}
 	var ans struct {
 		Status string          `json:"status"`
@@ -182,7 +182,29 @@ func (q *querier) peerGet(ctx context.Context, m hub.Member, path string, params
 	return nil
 }
 
-// Select implements storage.Querier: the local series and each peer's, sorted, merged.
+// peerErr is the warning's text of a failed request to a peer: a peer's error answer is its
+// error; the request's URL (the peer's and the query's, said elsewhere) is left out.
+func peerErr(err error) error {
+	var se hub.StatusError
+	if errors.As(err, &se) {
+		var ans struct {
+			Error string `json:"error"`
+		}
+		if json.Unmarshal(se.Body, &ans) == nil && ans.Error != "" {
+			return fmt.Errorf("%s: %s", se.Status, ans.Error)
+		}
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// Select implements storage.Querier: the local series and each peer's, sorted, merged. The
+// peers are not asked here but when the first of the query's selections is read: the engine
+// selects every selector of a query before it reads any, so one request to each peer carries
+// them all (see batch).
 func (q *querier) Select(ctx context.Context, _ bool, hints *storage.SelectHints, ms ...*labels.Matcher) storage.SeriesSet {
 	mint, maxt := q.mint, q.maxt
 	if hints != nil {
@@ -192,61 +214,254 @@ func (q *querier) Select(ctx context.Context, _ bool, hints *storage.SelectHints
 	if maxt < mint {
 		return local
 	}
-	// The samples in [mint, maxt]: a range selector at maxt reaches back (maxt-d, maxt].
-	params := url.Values{
-		"query": {fmt.Sprintf("%s[%dms]", selectorString(q.peerMatchers(ctx, ms)), maxt-mint+1)},
-		"time":  {formatTime(maxt)},
+	p := &pending{sel: apiwire.PeerSelector{Start: mint, End: maxt,
+		// The series API wants labels only: the peers' series, not their points.
+		LabelsOnly: hints != nil && hints.Func == "series",
+		Matchers:   selectorString(q.peerMatchers(ctx, ms))}}
+	q.mu.Lock()
+	if q.open == nil || q.open.started {
+		q.open = &batch{ctx: ctx}
 	}
-	// The series API wants labels only: the peers' series API, not their points.
-	seriesOnly := hints != nil && hints.Func == "series"
-	if seriesOnly {
-		params = url.Values{"match[]": {selectorString(q.peerMatchers(ctx, ms))},
-			"start": {formatTime(mint)}, "end": {formatTime(maxt)}}
-	}
+	b := q.open
+	b.sels = append(b.sels, p)
+	q.mu.Unlock()
+	return &lazySet{q: q, b: b, p: p, local: local}
+}
+
+// pending is one selection of a batch: its selector, and once the batch ran each peer's
+// series (by member index) and the warnings of the peers left out.
+type pending struct {
+	sel   apiwire.PeerSelector
+	peers [][]*peerSeries
+	annos annotations.Annotations
+}
+
+// batch is the selections of a query made before any was read, asked of the peers together.
+// Its fields but once are guarded by the querier's mu until started; after once they are
+// read only.
+type batch struct {
+	ctx     context.Context // the first selection's
+	sels    []*pending
+	started bool
+	once    sync.Once
+}
+
+// run asks every peer for the batch's selections, at most Parallel peers at once.
+func (q *querier) run(b *batch) {
+	q.mu.Lock()
+	b.started = true
+	sels := b.sels
+	q.mu.Unlock()
 	members := q.c.opt.Members()
-	peers := make([][]*peerSeries, len(members))
-	annos := q.fanOut(ctx, members, func(ctx context.Context, i int, m hub.Member) error {
-		if seriesOnly {
-			var data []map[string]string
-			if err := q.peerGet(ctx, m, "series", params, &data); err != nil {
-				return err
-			}
-			list := make([]*peerSeries, len(data))
-			for j, l := range data {
-				list[j] = &peerSeries{lset: labels.FromMap(l)}
-			}
-			slices.SortFunc(list, func(a, b *peerSeries) int { return labels.Compare(a.lset, b.lset) })
-			peers[i] = list
-			return nil
-		}
-		var data struct {
-			ResultType string       `json:"resultType"`
-			Result     []wireSeries `json:"result"`
-		}
-		if err := q.peerGet(ctx, m, "query", params, &data); err != nil {
-			return err
-		}
-		if data.ResultType != "matrix" {
-			return fmt.Errorf("answer of type %q, want matrix", data.ResultType)
-		}
-		list := make([]*peerSeries, 0, len(data.Result))
-		for _, ws := range data.Result {
-			list = append(list, &peerSeries{lset: ws.lset, pts: ws.pts})
-		}
-		slices.SortFunc(list, func(a, b *peerSeries) int { return labels.Compare(a.lset, b.lset) })
-		peers[i] = list
-		return nil
-	})
-	if err := ctx.Err(); err != nil {
-		return storage.ErrSeriesSet(err)
+	for _, p := range sels {
+		p.peers = make([][]*peerSeries, len(members))
 	}
-	sets := []storage.SeriesSet{local}
-	for _, list := range peers {
+	annos := q.fanOut(b.ctx, members, func(ctx context.Context, i int, m hub.Member) error {
+		lists, err := q.peerBatch(ctx, m, sels)
+		for k, list := range lists {
+			sels[k].peers[i] = list
+		}
+		return err
+	})
+	for _, p := range sels {
+		p.annos = annotations.Annotations{}
+		p.annos.Merge(annos)
+	}
+}
+
+// lazySet is a Select's answer: the local series and, when first read, the peers'.
+type lazySet struct {
+	q     *querier
+	b     *batch
+	p     *pending
+	local storage.SeriesSet
+	set   storage.SeriesSet
+}
+
+func (s *lazySet) init() storage.SeriesSet {
+	if s.set != nil {
+		return s.set
+	}
+	s.b.once.Do(func() { s.q.run(s.b) })
+	if err := s.b.ctx.Err(); err != nil {
+		s.set = storage.ErrSeriesSet(err)
+		return s.set
+	}
+	sets := []storage.SeriesSet{s.local}
+	for _, list := range s.p.peers {
 		if len(list) > 0 {
 			sets = append(sets, &seriesSet{list: list, i: -1})
 		}
 	}
-	return &warned{SeriesSet: storage.NewMergeSeriesSet(sets, 0, storage.ChainedSeriesMerge), annos: annos}
+	s.set = &warned{SeriesSet: storage.NewMergeSeriesSet(sets, 0, storage.ChainedSeriesMerge), annos: s.p.annos}
+	return s.set
+}
+
+func (s *lazySet) Next() bool                        { return s.init().Next() }
+func (s *lazySet) At() storage.Series                { return s.init().At() }
+func (s *lazySet) Err() error                        { return s.init().Err() }
+func (s *lazySet) Warnings() annotations.Annotations { return s.init().Warnings() }
+
+// errNoPeerSelect is the error of a peer that does not answer the peer select (an older agent).
+var errNoPeerSelect = errors.New("no peer select")
+
+// oldPeerFor is how long a peer that did not answer the peer select is asked the old way
+// before it is tried again (it may have been upgraded).
+const oldPeerFor = 5 * time.Minute
+
+// peerBatch fetches sels from m: in one peer select, or from an older peer one selector at a
+// time from its query API. It returns a sorted list of series for each selection.
+func (q *querier) peerBatch(ctx context.Context, m hub.Member, sels []*pending) ([][]*peerSeries, error) {
+	key := m.ID + "@" + m.HTTP
+	q.c.mu.Lock()
+	since, old := q.c.old[key]
+	if old && time.Since(since) > oldPeerFor {
+		delete(q.c.old, key)
+		old = false
+	}
+	q.c.mu.Unlock()
+	if !old {
+		lists, err := q.peerSelect(ctx, m, sels)
+		if !errors.Is(err, errNoPeerSelect) {
+			return lists, err
+		}
+		q.c.mu.Lock()
+		for k, t := range q.c.old { // members that left are not kept for ever
+			if time.Since(t) > oldPeerFor {
+				delete(q.c.old, k)
+			}
+		}
+		q.c.old[key] = time.Now()
+		q.c.mu.Unlock()
+	}
+	lists := make([][]*peerSeries, len(sels))
+	for k, p := range sels {
+		list, err := q.peerJSON(ctx, m, p.sel)
+		if err != nil {
+			return lists, err
+		}
+		lists[k] = list
+	}
+	return lists, nil
+}
+
+// peerSelect asks m for sels in one apiwire peer select.
+func (q *querier) peerSelect(ctx context.Context, m hub.Member, sels []*pending) ([][]*peerSeries, error) {
+	params := make([]string, len(sels))
+	for k, p := range sels {
+		params[k] = p.sel.Param()
+	}
+	body, err := q.c.opt.Fetch.Get(ctx, m, apiwire.PeerSelectPath+"?"+url.Values{"s": params}.Encode(), q.c.opt.MaxAnswer)
+	if err != nil {
+		var se hub.StatusError
+		if errors.As(err, &se) && (strings.HasPrefix(se.Status, "404") || strings.HasPrefix(se.Status, "405")) {
+			return nil, errNoPeerSelect
+		}
+		return nil, peerErr(err)
+	}
+	wire, err := apiwire.DecodePeerSelect(body, len(sels))
+	if errors.Is(err, apiwire.ErrNotPeerSelect) {
+		return nil, errNoPeerSelect
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading the answer: %w", err)
+	}
+	lists := make([][]*peerSeries, len(sels))
+	for k, ws := range wire {
+		list := make([]*peerSeries, len(ws))
+		for j, w := range ws {
+			ps, err := readPeerSeries(w, sels[k].sel)
+			if err != nil {
+				return nil, fmt.Errorf("reading the answer: selector %d, series %d: %w", k, j, err)
+			}
+			list[j] = ps
+		}
+		slices.SortFunc(list, func(a, b *peerSeries) int { return labels.Compare(a.lset, b.lset) })
+		lists[k] = list
+	}
+	return lists, nil
+}
+
+// readPeerSeries checks a series of a peer select answer: its chunks are XOR chunks whose
+// samples are in time order within the selector's window (so that reading them in the
+// engine cannot fail), none for a labels-only selector.
+func readPeerSeries(w apiwire.PeerSeries, sel apiwire.PeerSelector) (*peerSeries, error) {
+	b := labels.NewScratchBuilder(len(w.Labels) / 2)
+	for i := 0; i+1 < len(w.Labels); i += 2 {
+		b.Add(w.Labels[i], w.Labels[i+1])
+	}
+	b.Sort()
+	ps := &peerSeries{lset: b.Labels()}
+	if sel.LabelsOnly {
+		if len(w.Chunks) > 0 {
+			return nil, errors.New("samples for a labels-only selector")
+		}
+		return ps, nil
+	}
+	last := sel.Start - 1
+	var it chunkenc.Iterator
+	for _, raw := range w.Chunks {
+		c, err := chunkenc.FromData(chunkenc.EncXOR, raw)
+		if err != nil {
+			return nil, err
+		}
+		n := 0
+		it = c.Iterator(it)
+		for vt := it.Next(); vt != chunkenc.ValNone; vt = it.Next() {
+			t := it.AtT()
+			if vt != chunkenc.ValFloat || t <= last || t > sel.End {
+				return nil, fmt.Errorf("sample at %d out of order or outside [%d, %d]", t, sel.Start, sel.End)
+			}
+			last = t
+			n++
+		}
+		if err := it.Err(); err != nil {
+			return nil, err
+		}
+		if n != c.NumSamples() || n == 0 {
+			return nil, fmt.Errorf("chunk of %d samples holding %d", c.NumSamples(), n)
+		}
+		ps.chunks = append(ps.chunks, c)
+	}
+	return ps, nil
+}
+
+// peerJSON asks an older peer for one selection from its query API (series API for labels).
+func (q *querier) peerJSON(ctx context.Context, m hub.Member, sel apiwire.PeerSelector) ([]*peerSeries, error) {
+	if sel.LabelsOnly {
+		params := url.Values{"match[]": {sel.Matchers}, "start": {formatTime(sel.Start)}, "end": {formatTime(sel.End)}}
+		var data []map[string]string
+		if err := q.peerGet(ctx, m, "series", params, &data); err != nil {
+			return nil, err
+		}
+		list := make([]*peerSeries, len(data))
+		for j, l := range data {
+			list[j] = &peerSeries{lset: labels.FromMap(l)}
+		}
+		slices.SortFunc(list, func(a, b *peerSeries) int { return labels.Compare(a.lset, b.lset) })
+		return list, nil
+	}
+	// The samples in [mint, maxt]: a range selector at maxt reaches back (maxt-d, maxt].
+	params := url.Values{
+		"query": {fmt.Sprintf("%s[%dms]", sel.Matchers, sel.End-sel.Start+1)},
+		"time":  {formatTime(sel.End)},
+	}
+	var data struct {
+		ResultType string       `json:"resultType"`
+		Result     []wireSeries `json:"result"`
+	}
+	if err := q.peerGet(ctx, m, "query", params, &data); err != nil {
+		return nil, err
+	}
+	if data.ResultType != "matrix" {
+		return nil, fmt.Errorf("answer of type %q, want matrix", data.ResultType)
+	}
+	list := make([]*peerSeries, 0, len(data.Result))
+	for _, ws := range data.Result {
+		list = append(list, &peerSeries{lset: ws.lset, pts: ws.pts})
+	}
+	slices.SortFunc(list, func(a, b *peerSeries) int { return labels.Compare(a.lset, b.lset) })
+	return list, nil
 }
 
 // labelWalk is LabelNames or LabelValues: the local answer and every peer's, merged.
@@ -338,13 +553,24 @@ func (w *warned) Warnings() annotations.Annotations {
 
 // peerSeries is one peer series of a Select, its points read from the answer.
 type peerSeries struct {
-	lset labels.Labels
-	pts  points
+	lset   labels.Labels
+	pts    points           // from an older peer's JSON
+	chunks []chunkenc.Chunk // from a peer select, checked
 }
 
 func (s *peerSeries) Labels() labels.Labels { return s.lset }
-func (s *peerSeries) Iterator(chunkenc.Iterator) chunkenc.Iterator {
-	return storage.NewListSeriesIterator(s.pts)
+func (s *peerSeries) Iterator(it chunkenc.Iterator) chunkenc.Iterator {
+	switch len(s.chunks) {
+	case 0:
+		return storage.NewListSeriesIterator(s.pts)
+	case 1:
+		return s.chunks[0].Iterator(it)
+	}
+	its := make([]chunkenc.Iterator, len(s.chunks))
+	for i, c := range s.chunks {
+		its[i] = c.Iterator(nil)
+	}
+	return storage.ChainSampleIteratorFromIterators(nil, its)
 }
 
 // seriesSet is a sorted list of series.

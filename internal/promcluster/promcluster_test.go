@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -17,6 +19,7 @@ import (
 
 	"github.com/prometheus/prometheus/model/labels"
 
+	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/history"
 	"github.com/cantal-go/cantal/internal/hub"
 	"github.com/cantal-go/cantal/internal/promapi"
@@ -31,6 +34,11 @@ const t0 = 1_700_000_000_000
 // scan i) and of per-CPU counters (cpus of them).
 func node(t testing.TB, name string, load float64, scans, cpus int) *promstore.Storage {
 	t.Helper()
+	return newNode(name, load, scans, cpus)
+}
+
+// newNode is node outside a test (the benchmark's peer process).
+func newNode(name string, load float64, scans, cpus int) *promstore.Storage {
 	hist := history.New(history.Options{})
 	reg := registry.New(hist, time.Hour, nil)
 	l := reg.Series(series.Labels{"metric": "system.load_avg_1min"}, series.Float)
@@ -49,8 +57,18 @@ func node(t testing.TB, name string, load float64, scans, cpus int) *promstore.S
 	return promstore.New(hist, promstore.RegistryCatalog(reg), promstore.Options{Instance: name + ":22682", Node: name})
 }
 
-// peer serves st's node-local API, as a peer's agent does.
+// peer serves st's node-local API and its peer select, as a peer's agent does.
 func peer(t testing.TB, st *promstore.Storage) *httptest.Server {
+	mux := http.NewServeMux()
+	mux.Handle(promapi.Prefix, promapi.New(st, promapi.Options{Now: func() time.Time { return time.UnixMilli(t0 + 3600_000) }}))
+	mux.Handle(apiwire.PeerSelectPath, PeerHandler(st, PeerOptions{}))
+	srv := httptest.NewServer(mux)
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// oldPeer serves st's node-local API only, as an agent from before the peer select does.
+func oldPeer(t testing.TB, st *promstore.Storage) *httptest.Server {
 	srv := httptest.NewServer(promapi.New(st, promapi.Options{Now: func() time.Time { return time.UnixMilli(t0 + 3600_000) }}))
 	t.Cleanup(srv.Close)
 	return srv
@@ -353,28 +371,159 @@ func TestSilentPeerIsLeftOutWithAWarning(t *testing.T) {
 }
 
 // TestSeriesAsksPeersForLabelsOnly: the series API asks each peer for its series' labels
-// (its own series API), not for the points of the whole window.
+// (a labels-only peer select, or an older peer's own series API), not for the points of the
+// whole window.
 func TestSeriesAsksPeersForLabelsOnly(t *testing.T) {
-	b := promapi.New(node(t, "b", 2, 3, 2), promapi.Options{Now: func() time.Time { return time.UnixMilli(t0 + 4000) }})
-	var paths atomicString
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		paths.Store(paths.Load() + " " + r.URL.Path)
-		b.ServeHTTP(w, r)
+	for _, old := range []bool{false, true} {
+		st := node(t, "b", 2, 3, 2)
+		mux := http.NewServeMux()
+		mux.Handle(promapi.Prefix, promapi.New(st, promapi.Options{Now: func() time.Time { return time.UnixMilli(t0 + 4000) }}))
+		if !old {
+			mux.Handle(apiwire.PeerSelectPath, PeerHandler(st, PeerOptions{}))
+		}
+		var paths atomicString
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			paths.Store(paths.Load() + " " + r.URL.Path + "?" + r.URL.Query().Get("s"))
+			mux.ServeHTTP(w, r)
+		}))
+		t.Cleanup(srv.Close)
+		members := []hub.Member{{ID: "b", Name: "b", HTTP: strings.TrimPrefix(srv.URL, "http://"), Up: true}}
+		local := node(t, "a", 1, 3, 2)
+		q := New(local, Options{Members: func() []hub.Member { return members }, Fetch: &hub.Fetcher{Timeout: time.Second}})
+		h := promapi.New(local, promapi.Options{Prefix: promapi.ClusterPrefix, Queryable: q, Now: func() time.Time { return time.UnixMilli(t0 + 4000) }})
+		code, _, body := get(t, h, "series", url.Values{"match[]": {`node_cpu_seconds_total`}})
+		var ser struct {
+			Data []map[string]string `json:"data"`
+		}
+		json.Unmarshal(body, &ser)
+		if code != 200 || len(ser.Data) != 4 {
+			t.Fatalf("old peer %v: series: %d %s", old, code, body)
+		}
+		p := strings.TrimSpace(paths.Load())
+		want := regexp.MustCompile(`^/prometheus/peer/v1/select\?-?\d+,\d+,l,\{__name__="node_cpu_seconds_total"\}$`)
+		if old {
+			want = regexp.MustCompile(`^/prometheus/peer/v1/select\?\S+ /prometheus/api/v1/series\?$`)
+		}
+		if !want.MatchString(p) {
+			t.Fatalf("old peer %v: the peer was asked %q, want labels only (%s)", old, p, want)
+		}
+	}
+}
+
+// TestOneRequestPerPeerPerQuery: a query of three selectors (a binary operation, two
+// aggregations) asks each peer once, in one peer select carrying the three, each for the
+// query's window only (a minute's rate at one instant: not the held hour), over one kept-alive
+// connection across queries; its answer is the node-local engine's over the same series.
+func TestOneRequestPerPeerPerQuery(t *testing.T) {
+	const scans = 1800
+	st := node(t, "b", 2, scans, 2)
+	inner := peer(t, st)
+	var reqs atomic.Int32
+	var params atomicString
+	var conns atomic.Int32
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		reqs.Add(1)
+		params.Store(strings.Join(r.URL.Query()["s"], " "))
+		r.URL.Host, r.URL.Scheme, r.RequestURI = strings.TrimPrefix(inner.URL, "http://"), "http", ""
+		resp, err := http.DefaultTransport.RoundTrip(r)
+		if err != nil {
+			http.Error(w, err.Error(), 502)
+			return
+		}
+		defer resp.Body.Close()
+		w.WriteHeader(resp.StatusCode)
+		io.Copy(w, resp.Body)
 	}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Start()
 	t.Cleanup(srv.Close)
 	members := []hub.Member{{ID: "b", Name: "b", HTTP: strings.TrimPrefix(srv.URL, "http://"), Up: true}}
-	local := node(t, "a", 1, 3, 2)
-	q := New(local, Options{Members: func() []hub.Member { return members }, Fetch: &hub.Fetcher{Timeout: time.Second}})
-	h := promapi.New(local, promapi.Options{Prefix: promapi.ClusterPrefix, Queryable: q, Now: func() time.Time { return time.UnixMilli(t0 + 4000) }})
-	code, _, body := get(t, h, "series", url.Values{"match[]": {`node_cpu_seconds_total`}})
-	var ser struct {
-		Data []map[string]string `json:"data"`
+	local := node(t, "a", 1, scans, 2)
+	f := &hub.Fetcher{Timeout: time.Second, KeepAlive: true}
+	t.Cleanup(f.CloseIdle)
+	q := New(local, Options{Members: func() []hub.Member { return members }, Fetch: f})
+	now := func() time.Time { return time.UnixMilli(t0 + (scans-1)*2000) }
+	h := promapi.New(local, promapi.Options{Prefix: promapi.ClusterPrefix, Queryable: q, Now: now})
+	const query = `node_load1 * on(node) group_left sum by (node)(rate(node_cpu_seconds_total[1m])) / on(node) count by (node)(node_cpu_seconds_total)`
+	at := fmt.Sprint(float64(now().UnixMilli()) / 1000)
+	for i := range 3 {
+		reqs.Store(0)
+		code, a, body := get(t, h, "query", url.Values{"query": {query}, "time": {at}})
+		if code != 200 || len(a.Data.Result) != 2 || len(a.Warnings) > 0 {
+			t.Fatalf("query %d: %d %s", i, code, body)
+		}
+		if n := reqs.Load(); n != 1 {
+			t.Errorf("query %d: %d requests to the peer; want 1", i, n)
+		}
+		sels := strings.Fields(params.Load())
+		if len(sels) != 3 {
+			t.Fatalf("query %d: the peer was asked for %q; want the query's 3 selectors", i, sels)
+		}
+		for _, s := range sels {
+			sel, err := apiwire.ParsePeerSelector(s)
+			if err != nil || sel.End != now().UnixMilli() || sel.End-sel.Start > 5*60_000 {
+				t.Errorf("query %d: selector %q (%v): want one ending at the query's time, no longer than the 5-minute lookback", i, s, err)
+			}
+		}
+		// The node-local engine over b's storage gives b's row of the answer.
+		_, la, lbody := get(t, promapi.New(st, promapi.Options{Prefix: promapi.ClusterPrefix, Now: now}), "query", url.Values{"query": {query}, "time": {at}})
+		found := false
+		for _, r := range a.Data.Result {
+			if r.Metric["node"] == "b" {
+				found = len(la.Data.Result) == 1 && r.Value[1] == la.Data.Result[0].Value[1]
+			}
+		}
+		if !found {
+			t.Errorf("query %d: b's row of %s is not the node-local %s", i, body, lbody)
+		}
 	}
-	json.Unmarshal(body, &ser)
-	if code != 200 || len(ser.Data) != 4 {
-		t.Fatalf("series: %d %s", code, body)
+	if n := conns.Load(); n != 1 {
+		t.Errorf("%d connections to the peer for 3 queries; want 1", n)
 	}
-	if p := strings.TrimSpace(paths.Load()); p != "/prometheus/api/v1/series" {
-		t.Fatalf("the peer was asked %q, want its series API only", p)
+}
+
+// TestOlderPeerIsAskedItsQueryAPI: a peer without the peer select (an older agent) is asked
+// the old way, one selector at a time from its query API, and gives the same answer as a new
+// one; it is not asked for the peer select again at the next query.
+func TestOlderPeerIsAskedItsQueryAPI(t *testing.T) {
+	const scans = 30
+	var selects atomic.Int32
+	oldInner := oldPeer(t, node(t, "c", 3, scans, 2))
+	old := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == apiwire.PeerSelectPath {
+			selects.Add(1)
+		}
+		r.URL.Host, r.URL.Scheme, r.RequestURI = strings.TrimPrefix(oldInner.URL, "http://"), "http", ""
+		resp, err := http.DefaultTransport.RoundTrip(r)
+		if err != nil {
+			http.Error(w, err.Error(), 502)
+			return
+		}
+		defer resp.Body.Close()
+		w.WriteHeader(resp.StatusCode)
+		io.Copy(w, resp.Body)
+	}))
+	t.Cleanup(old.Close)
+	h := cluster(t, node(t, "a", 1, scans, 2), map[string]*httptest.Server{"b": peer(t, node(t, "b", 3, scans, 2)), "c": old}, "", "")
+	at := fmt.Sprint(float64(t0+(scans-1)*2000) / 1000)
+	for i := range 2 {
+		code, a, body := get(t, h, "query", url.Values{"query": {`sum by (node)(rate(node_cpu_seconds_total[20s])) + on(node) node_load1`}, "time": {at}})
+		if code != 200 || len(a.Data.Result) != 3 || len(a.Warnings) > 0 {
+			t.Fatalf("query %d: %d %s", i, code, body)
+		}
+		vals := map[string]any{}
+		for _, r := range a.Data.Result {
+			vals[r.Metric["node"]] = r.Value[1]
+		}
+		if vals["b"] == nil || vals["b"] != vals["c"] {
+			t.Errorf("query %d: b (new) %v and c (old), holding the same points, %v", i, vals["b"], vals["c"])
+		}
+	}
+	if n := selects.Load(); n != 1 {
+		t.Errorf("the older peer was asked for the peer select %d times over 2 queries; want once", n)
 	}
 }
