@@ -67,7 +67,7 @@ func TestMain(m *testing.M) {
 // scheduler runs the tests in two lines, from when the background tests have detached:
 //
 //   - background: the few tests that mostly wait (a receiver's outage, an agent down and
-//     restarted, memory to be returned, a minute of points to gather) go first, one at a time,
+//     restarted, a minute of points to gather) go first, one at a time,
 //     and leave the line once started: they call background and then its detach, and run on
 //     beside the lines and each other. A background test's start (its receivers, its agent's
 //     first scans of every process) comes before the lines start, so it loads the machine no
@@ -81,7 +81,8 @@ func TestMain(m *testing.M) {
 //   - aside: tests that load their own agent hard and assert only on it (its memory, its
 //     answers) run one at a time in the second line, beside the serial ones. Their agents run
 //     in a PID namespace of their own (startAgentOwnPIDs): the processes other tests start
-//     (2000 of TestProcessChurn's) are not in their tables.
+//     (2000 of TestProcessChurn's) are not in their tables. One that then only waits (memory
+//     to be returned after the spike it made) detaches, as a background test does.
 //
 // The first line takes its tests in order, but while an aside test runs and the next is a
 // quiet one, it runs the serial tests after it meanwhile; the quiet one comes next once the
@@ -261,10 +262,12 @@ func quiet(t *testing.T) {
 }
 
 // aside makes t a test of the second line (see scheduler): it returns once the background
-// tests have detached and t's turn has come; it runs beside the serial tests.
-func aside(t *testing.T) {
+// tests have detached and t's turn has come; it runs beside the serial tests. A test that
+// then only waits (for the agent to return memory) calls the returned detach, and runs on
+// beside both lines as a background test does.
+func aside(t *testing.T) (detach func()) {
 	t.Helper()
-	inLine(t, kindAside)
+	return inLine(t, kindAside)
 }
 
 // background makes t a test that starts first, one at a time, and runs beside the lines from
