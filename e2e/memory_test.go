@@ -151,7 +151,7 @@ func protoBytes(num byte, b []byte) []byte {
 // twice its level before the spike within 2 minutes, with no traffic to trigger a collection.
 // The GC pacer kept 2.4 GB of heap 5 minutes after N3. (issue 31, N9)
 func TestMemoryReturnedAfterSpike(t *testing.T) {
-	detach := aside(t) // the spike is heavy: not beside a quiet test, not before the lines start
+	detach := aside(t)        // the spike is heavy: not beside a quiet test, not before the lines start
 	a := startAgentOwnPIDs(t) // its RSS is its own: not grown by the processes of the tests beside it
 	pid := a.pid()
 	// The level before: once the agent has scanned a few times.
