@@ -148,7 +148,9 @@ export function containers(ctx: Ctx) {
         note.replaceChildren(ans.total === 0 ? message("info", "No containers named on this node: the agent names Podman's and Docker's containers when it runs as root (see docs/containers.md).") : "");
         count.textContent = `${ans.total} containers`;
       }
-      if (!table.el.contains(document.activeElement)) table.set(ans.containers);
+      // Rows are not rewritten under a keyboard user in them; a sort button (the header is not
+      // rewritten) keeps the focus after a click without stopping the live rows.
+      if (!table.el.tBodies[0].contains(document.activeElement)) table.set(ans.containers);
       ctx.ready();
     } catch (e) {
       if (ctx.alive()) note.replaceChildren(message("error", `Containers not loaded: ${(e as Error).message}`));
