@@ -43,12 +43,24 @@ type Entry struct {
 	Key  string
 	Kind series.Kind
 	ID   history.ID
-	// labels gives the series' Cantal labels (parsed from Key when not held).
-	labels interface{ Labels() series.Labels }
+	// h gives the series' Cantal labels when set (a registry catalog's; held by value, not
+	// in an interface: boxing it cost an allocation per series listed); else they are
+	// parsed from Key.
+	h    registry.Handle
+	hasH bool
 }
 
 // Labels returns the entry's Cantal labels; the caller must not modify them.
-func (e Entry) Labels() series.Labels { return e.labels.Labels() }
+func (e Entry) Labels() series.Labels {
+	if e.hasH {
+		return e.h.Labels()
+	}
+	l, err := series.ParseKey(e.Key)
+	if err != nil {
+		return series.Labels{}
+	}
+	return l
+}
 
 // Catalog lists the series a Storage serves.
 type Catalog interface {
@@ -75,7 +87,7 @@ func (c registryCatalog) Each(fromMs int64, fn func(e Entry) bool) {
 		if h.Kind() == series.State {
 			return true
 		}
-		return fn(Entry{Key: h.Key(), Kind: h.Kind(), ID: h.HistoryID(), labels: h})
+		return fn(Entry{Key: h.Key(), Kind: h.Kind(), ID: h.HistoryID(), h: h, hasH: true})
 	})
 }
 
@@ -84,22 +96,12 @@ func StoreCatalog(h *history.Store) Catalog { return storeCatalog{h} }
 
 type storeCatalog struct{ h *history.Store }
 
-type keyLabels string
-
-func (k keyLabels) Labels() series.Labels {
-	l, err := series.ParseKey(string(k))
-	if err != nil {
-		return series.Labels{}
-	}
-	return l
-}
-
 func (c storeCatalog) Each(_ int64, fn func(e Entry) bool) {
 	c.h.Each(func(id history.ID, key string, kind series.Kind) bool {
 		if kind == series.State {
 			return true
 		}
-		return fn(Entry{Key: key, Kind: kind, ID: id, labels: keyLabels(key)})
+		return fn(Entry{Key: key, Kind: kind, ID: id})
 	})
 }
 
@@ -143,10 +145,12 @@ type Storage struct {
 	mu    sync.RWMutex
 	names map[string]*named // by series key
 
-	idxMu     sync.Mutex // held while the next index is built
-	idx       atomic.Pointer[index]
-	idxBuilds atomic.Int64 // indexes built (tests)
-	tested    atomic.Int64 // series tested against a selector's matchers (tests)
+	idxMu      sync.Mutex // held while the index is brought up to date
+	idx        atomic.Pointer[index]
+	idxBuilds  atomic.Int64 // index versions made (tests)
+	idxChanged atomic.Int64 // slots whose series changed, over every version (tests)
+	idxHeld    []slotID     // what each slot held at the last update; under idxMu
+	tested     atomic.Int64 // series tested against a selector's matchers (tests)
 }
 
 // named is the Prometheus identity of one series key, immutable once made.
@@ -283,14 +287,13 @@ func (s *Storage) each(ctx context.Context, mint, maxt int64, points bool, ms []
 	if x := s.currentIndexFor(points); x != nil {
 		if cands, ok := x.candidates(ms); ok {
 			for _, c := range cands {
-				ie := x.all[c]
-				if !test(ie.n, ie.e) {
+				if ie := x.at(c); ie != nil && !test(ie.n, ie.e) {
 					break
 				}
 			}
 		} else {
-			for _, ie := range x.all {
-				if !test(ie.n, ie.e) {
+			for i := range x.slots {
+				if ie := x.slots[i].Load(); ie != nil && !test(ie.n, ie.e) {
 					break
 				}
 			}
