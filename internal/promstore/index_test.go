@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -187,5 +189,68 @@ func TestIndexFollowsChurn(t *testing.T) {
 	}
 	if v := reg.View(); v.Evicted == 0 {
 		t.Fatalf("no series forgotten: the test did not churn")
+	}
+}
+
+// TestIndexUnderChurnWithConcurrentQueries: queries run while scans register and forget series
+// (run with -race): each finds the series that stay, once each, and never one twice.
+func TestIndexUnderChurnWithConcurrentQueries(t *testing.T) {
+	const t0 = 1_700_000_000_000
+	hist := history.New(history.Options{})
+	reg := registry.New(hist, time.Hour, slog.New(slog.DiscardHandler))
+	reg.SetMaxSeries(60)
+	st := New(hist, RegistryCatalog(reg), Options{Instance: "n1:22682", Node: "n1"})
+	stay := reg.Series(series.Labels{"metric": "stay", "appname": "churn"}, series.Level)
+	var ts atomic.Int64
+	ts.Store(t0)
+	scan := func(gen int) {
+		reg.Begin(ts.Load())
+		reg.Put(stay, 1)
+		for i := range 10 {
+			reg.Put(reg.Series(series.Labels{"metric": fmt.Sprintf("gen%d", gen%7), "appname": "churn", "pid": fmt.Sprint(gen*100 + i)}, series.Level), 1)
+		}
+		reg.Commit()
+		ts.Add(2000)
+	}
+	scan(0)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sels := []string{`stay`, `{appname="churn"}`, `{__name__=~"gen.*|stay"}`, `{pid!="3"}`}
+			for i := 0; ; i++ {
+				select {
+				case <-done:
+					return
+				default:
+				}
+				ms, _ := parser.NewParser(parser.Options{}).ParseMetricSelector(sels[(i+w)%len(sels)])
+				q, _ := st.Querier(t0, ts.Load())
+				ss := q.Select(context.Background(), true, nil, ms...)
+				seen := map[string]bool{}
+				found := false
+				for ss.Next() {
+					l := ss.At().Labels().String()
+					if seen[l] {
+						t.Errorf("%v: %s listed twice", ms, l)
+					}
+					seen[l] = true
+					found = found || ss.At().Labels().Get("__name__") == "stay"
+				}
+				if !found && (i+w)%len(sels) != 3 {
+					t.Errorf("%v: the series that stays is missing", ms)
+				}
+			}
+		}()
+	}
+	for gen := 1; gen <= 60; gen++ {
+		scan(gen)
+	}
+	close(done)
+	wg.Wait()
+	if reg.View().Evicted == 0 {
+		t.Fatal("no series forgotten: the test did not churn")
 	}
 }
