@@ -1,17 +1,21 @@
 package bench
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
 	"math"
+	"net"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,7 +31,6 @@ import (
 	"github.com/cantal-go/cantal/internal/promstore"
 	"github.com/cantal-go/cantal/internal/registry"
 	"github.com/cantal-go/cantal/internal/series"
-	"github.com/cantal-go/cantal/internal/testsupport/cputime"
 )
 
 // BenchmarkPromQLQueryRange compares the agent's /prometheus API with a real Prometheus
@@ -36,12 +39,15 @@ import (
 // counters holding an hour of 2 s scans.
 //
 // The agent's side is its promapi.Handler over a promstore of a registry written scan by scan
-// (the agent's own storage and engine), served over loopback HTTP in this process. Prometheus
-// gets the very series and points the agent's storage gives (read back through promstore), as
-// a TSDB block written by the tsdb package of the Prometheus module into the data directory
-// it then starts on. Both answers are compared (same series, values within 1e-9 relative).
-// Reported per query: wall time and CPU (the agent: this process's; Prometheus: its process's
-// from /proc, 10 ms ticks), and their ratios agent/Prometheus:
+// (the agent's own storage and engine), served over loopback HTTP by a child process (this
+// test binary again, see TestMain and servePromQLBenchAgent), so that its CPU is counted as
+// Prometheus's is: that process's alone, from /proc (10 ms ticks), without the client's. (It
+// used to run in this process, whose CPU then carried the client's request and JSON decoding.)
+// Prometheus gets the very series and points the agent's storage gives (read back through a
+// promstore of the same scans made here), as a TSDB block written by the tsdb package of the
+// Prometheus module into the data directory it then starts on. Both answers are compared
+// (same series, values within 1e-9 relative). Reported per query: wall time and CPU, and
+// their ratios agent/Prometheus:
 //
 //	cd bench && go test -run '^$' -bench 'PromQLQueryRange' -benchtime 5x -timeout 30m
 func BenchmarkPromQLQueryRange(b *testing.B) {
@@ -51,25 +57,10 @@ func BenchmarkPromQLQueryRange(b *testing.B) {
 	}
 	for _, n := range []int{1, 100, 10_000} {
 		b.Run(fmt.Sprintf("series=%d", n), func(b *testing.B) {
-			const scans = 1800
 			end := time.Now().Truncate(time.Minute).Add(-time.Minute)
-			t0 := end.Add(-(scans - 1) * 2 * time.Second).UnixMilli()
-			hist := history.New(history.Options{})
-			reg := registry.New(hist, 2*time.Hour, nil)
-			refs := make([]*series.Ref, n)
-			for i := range refs {
-				refs[i] = reg.Series(series.Labels{"metric": "requests", "appname": "bench", "worker": fmt.Sprint(i)}, series.Counter)
-			}
-			for j := range scans {
-				reg.Begin(t0 + int64(j)*2000)
-				for i, r := range refs {
-					reg.Put(r, uint64(j*(i%97+1)))
-				}
-				reg.Commit()
-			}
-			st := promstore.New(hist, promstore.RegistryCatalog(reg), promstore.Options{Instance: "bench:22682", Node: "bench"})
-			agent := httptest.NewServer(promapi.New(st, promapi.Options{MaxSamples: 1e9, Timeout: time.Hour}))
-			b.Cleanup(agent.Close)
+			t0 := end.Add(-(promqlBenchScans - 1) * 2 * time.Second).UnixMilli()
+			agentAddr, agentPID := startPromQLBenchAgent(b, n, t0)
+			st := promqlBenchStore(n, t0)
 
 			dir := b.TempDir()
 			writeBlock(b, st, t0, end.UnixMilli(), filepath.Join(dir, "data"))
@@ -85,11 +76,11 @@ func BenchmarkPromQLQueryRange(b *testing.B) {
 
 			params := url.Values{"query": {`sum(rate(requests_total[1m]))`},
 				"start": {fmt.Sprint(t0 / 1000)}, "end": {fmt.Sprint(end.Unix())}, "step": {"2"}}
-			agentURL := agent.URL + "/prometheus/api/v1/query_range?" + params.Encode()
+			agentURL := "http://" + agentAddr + "/prometheus/api/v1/query_range?" + params.Encode()
 			promURL := "http://" + addr + "/api/v1/query_range?" + params.Encode()
 			// The same answer from both (and warm-up: Prometheus's first query reads the block).
 			a, p := rangeValues(b, agentURL), rangeValues(b, promURL)
-			if len(a) < scans-40 || len(a) != len(p) {
+			if len(a) < promqlBenchScans-40 || len(a) != len(p) {
 				b.Fatalf("agent %d points, Prometheus %d", len(a), len(p))
 			}
 			for ts, v := range a {
@@ -101,10 +92,10 @@ func BenchmarkPromQLQueryRange(b *testing.B) {
 			var aWall, pWall, aCPU, pCPU time.Duration
 			b.ResetTimer()
 			for b.Loop() {
-				t, c := time.Now(), cputime.Process()
+				t, c := time.Now(), procCPU(b, agentPID)
 				rangeValues(b, agentURL)
 				aWall += time.Since(t)
-				aCPU += cputime.Process() - c
+				aCPU += procCPU(b, agentPID) - c
 				t, c = time.Now(), procCPU(b, pid)
 				rangeValues(b, promURL)
 				pWall += time.Since(t)
@@ -121,6 +112,92 @@ func BenchmarkPromQLQueryRange(b *testing.B) {
 			}
 		})
 	}
+}
+
+// promqlBenchScans is the scans BenchmarkPromQLQueryRange's counters hold: an hour at 2 s.
+const promqlBenchScans = 1800
+
+// promqlBenchStore is a promstore over n counters written scan by scan, promqlBenchScans
+// scans 2 s apart from t0: the same points whenever it is made with the same n and t0.
+func promqlBenchStore(n int, t0 int64) *promstore.Storage {
+	hist := history.New(history.Options{})
+	reg := registry.New(hist, 2*time.Hour, nil)
+	refs := make([]*series.Ref, n)
+	for i := range refs {
+		refs[i] = reg.Series(series.Labels{"metric": "requests", "appname": "bench", "worker": fmt.Sprint(i)}, series.Counter)
+	}
+	for j := range promqlBenchScans {
+		reg.Begin(t0 + int64(j)*2000)
+		for i, r := range refs {
+			reg.Put(r, uint64(j*(i%97+1)))
+		}
+		reg.Commit()
+	}
+	return promstore.New(hist, promstore.RegistryCatalog(reg), promstore.Options{Instance: "bench:22682", Node: "bench"})
+}
+
+// promqlBenchAgentEnv names, in the environment of a child of this test binary, the counters
+// and start ("n t0") of the agent it is to serve (TestMain).
+const promqlBenchAgentEnv = "CANTAL_BENCH_PROMQL_AGENT"
+
+// startPromQLBenchAgent starts this test binary again as the agent's side of
+// BenchmarkPromQLQueryRange (servePromQLBenchAgent), stopped when the benchmark ends, and
+// returns its address and pid.
+func startPromQLBenchAgent(b *testing.B, n int, t0 int64) (string, int) {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%d %d", promqlBenchAgentEnv, n, t0))
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { stdin.Close(); cmd.Process.Kill(); cmd.Wait() })
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		b.Fatalf("the agent's process did not say its address: %v", err)
+	}
+	return strings.TrimSpace(line), cmd.Process.Pid
+}
+
+// servePromQLBenchAgent is the child of startPromQLBenchAgent: it serves promapi over
+// promqlBenchStore(n, t0) on a loopback port, writes the address to stdout, and returns when
+// stdin closes (its parent ended).
+func servePromQLBenchAgent(spec string) error {
+	var n int
+	var t0 int64
+	if _, err := fmt.Sscan(spec, &n, &t0); err != nil {
+		return fmt.Errorf("%s=%q: %w", promqlBenchAgentEnv, spec, err)
+	}
+	st := promqlBenchStore(n, t0)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	srv := &http.Server{Handler: promapi.New(st, promapi.Options{MaxSamples: 1e9, Timeout: time.Hour})}
+	go srv.Serve(l)
+	fmt.Println(l.Addr().String())
+	io.Copy(io.Discard, os.Stdin)
+	return srv.Close()
+}
+
+// TestMain runs the tests and benchmarks, or, in the child a benchmark starts, the agent's
+// side of BenchmarkPromQLQueryRange.
+func TestMain(m *testing.M) {
+	if spec := os.Getenv(promqlBenchAgentEnv); spec != "" {
+		if err := servePromQLBenchAgent(spec); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
 }
 
 // writeBlock writes every series st holds in [mint, maxt] as one TSDB block in dir.
@@ -194,8 +271,10 @@ func rangeValues(b *testing.B, url string) map[float64]float64 {
 	}
 	out := map[float64]float64{}
 	for _, p := range ans.Data.Result[0].Values {
-		var v float64
-		fmt.Sscan(p[1].(string), &v)
+		v, err := strconv.ParseFloat(p[1].(string), 64)
+		if err != nil {
+			b.Fatalf("%s: value %q: %v", url, p[1], err)
+		}
 		out[p[0].(float64)] = v
 	}
 	return out

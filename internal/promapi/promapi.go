@@ -238,6 +238,10 @@ func (h *Handler) wrap(fn func(*http.Request) (any, annotations.Annotations, *ap
 			return
 		}
 		warn, info := annos.AsStrings(r.FormValue("query"), 10, 10)
+		if qd, ok := data.(queryData); ok {
+			writeQueryAnswer(w, qd, warn, info)
+			return
+		}
 		writeJSON(w, http.StatusOK, response{Status: "success", Data: data, Warnings: warn, Infos: info})
 	}
 }
@@ -254,6 +258,37 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
+	w.Write(b)
+}
+
+// writeQueryAnswer writes the answer json.Marshal(response{Status: "success", Data: qd,
+// Warnings: warn, Infos: info}) would, without encoding/json compacting the result again
+// (it does for every json.RawMessage: a second pass over the largest answers).
+func writeQueryAnswer(w http.ResponseWriter, qd queryData, warn, info []string) {
+	rt, err1 := json.Marshal(qd.ResultType)
+	tail, err2 := json.Marshal(struct {
+		Warnings []string `json:"warnings,omitempty"`
+		Infos    []string `json:"infos,omitempty"`
+	}{warn, info})
+	raw, _ := qd.Result.(json.RawMessage)
+	if err1 != nil || err2 != nil || raw == nil {
+		writeJSON(w, http.StatusOK, response{Status: "success", Data: qd, Warnings: warn, Infos: info})
+		return
+	}
+	b := make([]byte, 0, len(raw)+len(rt)+len(tail)+64)
+	b = append(b, `{"status":"success","data":{"resultType":`...)
+	b = append(b, rt...)
+	b = append(b, `,"result":`...)
+	b = append(b, raw...)
+	b = append(b, '}')
+	if len(tail) > 2 { // not {}
+		b = append(b, ',')
+		b = append(b, tail[1:]...)
+	} else {
+		b = append(b, '}')
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
 	w.Write(b)
 }
 
@@ -323,7 +358,7 @@ func (h *Handler) run(r *http.Request, mk func(ctx context.Context) (promql.Quer
 	// Written before qry.Close (deferred) gives the result's points back to the engine's
 	// pools, where the next query reuses them: marshalled after, an answer could carry
 	// another query's values.
-	b, err := json.Marshal(out)
+	b, err := appendResult(nil, out)
 	if err != nil {
 		return nil, nil, &apiError{typ: errInternal, err: fmt.Errorf("encoding the result: %w", err)}
 	}

@@ -120,6 +120,11 @@ type Handle struct {
 	slot int32
 }
 
+// Slot returns the series' position in the registry's table: it keeps it while registered, and
+// a later series may take it once this one is forgotten (a reader that indexes series by slot,
+// internal/promstore, compares what a slot holds from one view to the next).
+func (h Handle) Slot() int32 { return h.slot }
+
 // Labels returns the series' labels; the caller must not modify them. For a series not written
 // for a while (a dead process's) they are parsed from its key, which allocates.
 func (h Handle) Labels() series.Labels { return h.e.Labels() }

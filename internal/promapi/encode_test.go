@@ -1,0 +1,56 @@
+package promapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/promql/parser"
+)
+
+// TestEncodeAsEncodingJSON: the answers written by hand are, byte for byte, those encoding/json
+// wrote before (values of every kind, label sets that need escaping, warnings and infos).
+func TestEncodeAsEncodingJSON(t *testing.T) {
+	odd := labels.FromStrings(labels.MetricName, "x_total", "a", `<b>&"q"\`+"\n\u2028é\xff", "empty", "")
+	floats := []promql.FPoint{{T: 0, F: 0}, {T: 1, F: math.Copysign(0, -1)}, {T: -1500, F: math.NaN()},
+		{T: 1_700_000_000_123, F: math.Inf(1)}, {T: 1_700_000_000_120, F: math.Inf(-1)}, {T: 999, F: 1e-7},
+		{T: 1e15, F: 1e21}, {T: -7, F: -123456789.125}, {T: 2, F: 0.1}, {T: 3, F: 5e-324}, {T: 4, F: math.MaxFloat64}}
+	values := []parser.Value{
+		promql.Matrix{},
+		promql.Matrix{{Metric: odd, Floats: floats}, {Metric: labels.FromStrings("b", "c")}, {Metric: labels.EmptyLabels(), Floats: floats[:1]}},
+		promql.Vector{},
+		promql.Vector{{Metric: odd, T: 1_700_000_000_001, F: 42.5}, {Metric: labels.EmptyLabels(), T: -1, F: math.NaN()}},
+		promql.Scalar{T: 1_700_000_000_999, V: -0.5},
+		promql.Scalar{T: 5, V: math.Inf(-1)},
+		promql.String{T: 12, V: `a "string" <x>`},
+	}
+	for _, v := range values {
+		for _, notes := range [][2][]string{{nil, nil}, {{"w1", "<w2>"}, nil}, {nil, {"i"}}, {{"w"}, {"i1", "i2"}}} {
+			old, err := json.Marshal(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want, err := json.Marshal(response{Status: "success", Data: queryData{ResultType: v.Type(), Result: json.RawMessage(old)},
+				Warnings: notes[0], Infos: notes[1]})
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, err := appendResult(nil, v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := httptest.NewRecorder()
+			writeQueryAnswer(w, queryData{ResultType: v.Type(), Result: json.RawMessage(raw)}, notes[0], notes[1])
+			if got := w.Body.Bytes(); !bytes.Equal(got, want) {
+				t.Errorf("%s %v:\ngot  %s\nwant %s", v.Type(), notes, got, want)
+			}
+			if ct := w.Header().Get("Content-Type"); ct != "application/json" {
+				t.Errorf("Content-Type %q", ct)
+			}
+		}
+	}
+}
