@@ -104,14 +104,26 @@ func (x *index) values(name string) map[string][]int32 {
 	p.once.Do(func() {
 		p.vals = map[string][]int32{}
 		for i := range x.slots {
-			if ie := x.slots[i].Load(); ie != nil && ie.n.ok {
-				if v := ie.n.lset.Get(name); v != "" {
-					p.vals[v] = append(p.vals[v], int32(i))
-				}
+			if ie := x.slots[i].Load(); ie != nil {
+				labelValues(ie, name, func(v string) {
+					if l := p.vals[v]; len(l) == 0 || l[len(l)-1] != int32(i) {
+						p.vals[v] = append(l, int32(i))
+					}
+				})
 			}
 		}
 	})
 	return p.vals
+}
+
+// labelValues calls fn with the value of label name (__name__ included) of the series of ie
+// and of its twin (see named), the empty value left out: a slot is listed under each.
+func labelValues(ie *ientry, name string, fn func(string)) {
+	for n := ie.n; n != nil && n.ok; n = n.twin {
+		if v := n.lset.Get(name); v != "" {
+			fn(v)
+		}
+	}
 }
 
 // at returns the series in slot i, or nil.
@@ -204,11 +216,12 @@ func (s *Storage) updateIndex(vc Versioned, old *index, ver any, size int) *inde
 	}
 	s.idxHeld = held
 	s.idxChanged.Add(int64(len(changes)))
+	names := func(ie *ientry, fn func(string)) { labelValues(ie, labels.MetricName, fn) }
 	if old == nil {
-		x.names = patch(nil, changes, func(ie *ientry) string { return ie.n.s.Name })
+		x.names = patch(nil, changes, names)
 		return x
 	}
-	x.names = patch(old.names, changes, func(ie *ientry) string { return ie.n.s.Name })
+	x.names = patch(old.names, changes, names)
 	old.mu.Lock()
 	built := make([]string, 0, len(old.post))
 	for name := range old.post {
@@ -216,7 +229,7 @@ func (s *Storage) updateIndex(vc Versioned, old *index, ver any, size int) *inde
 	}
 	old.mu.Unlock()
 	for _, name := range built {
-		p := &postings{vals: patch(old.values(name), changes, func(ie *ientry) string { return ie.n.lset.Get(name) })}
+		p := &postings{vals: patch(old.values(name), changes, func(ie *ientry, fn func(string)) { labelValues(ie, name, fn) })}
 		p.once.Do(func() {}) // made
 		x.post[name] = p
 	}
@@ -224,9 +237,9 @@ func (s *Storage) updateIndex(vc Versioned, old *index, ver any, size int) *inde
 }
 
 // patch returns the lists of m (a label's values to ascending slots; nil: none) after
-// changes, value giving the label's value of a served series (empty: none). Lists that did
-// not change are shared with m, the others made anew: m is not modified.
-func patch(m map[string][]int32, changes []change, value func(*ientry) string) map[string][]int32 {
+// changes, values giving the label's values of a slot's series (see labelValues). Lists that
+// did not change are shared with m, the others made anew: m is not modified.
+func patch(m map[string][]int32, changes []change, values func(*ientry, func(string))) map[string][]int32 {
 	out := make(map[string][]int32, len(m))
 	for v, l := range m {
 		out[v] = l
@@ -234,15 +247,11 @@ func patch(m map[string][]int32, changes []change, value func(*ientry) string) m
 	gone := map[string][]int32{}
 	came := map[string][]int32{}
 	for _, c := range changes {
-		if c.old != nil && c.old.n.ok {
-			if v := value(c.old); v != "" {
-				gone[v] = append(gone[v], c.slot)
-			}
+		if c.old != nil {
+			values(c.old, func(v string) { gone[v] = append(gone[v], c.slot) })
 		}
-		if c.new != nil && c.new.n.ok {
-			if v := value(c.new); v != "" {
-				came[v] = append(came[v], c.slot)
-			}
+		if c.new != nil {
+			values(c.new, func(v string) { came[v] = append(came[v], c.slot) })
 		}
 	}
 	touched := func(v string) {

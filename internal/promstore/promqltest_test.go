@@ -44,14 +44,14 @@ type historyStorage struct {
 }
 
 // identityNamer serves the Cantal labels as they are: __name__ is the metric name.
-func identityNamer(l series.Labels, _ series.Kind) (promname.Series, bool) {
+func identityNamer(dst []promname.Series, l series.Labels, _ series.Kind) []promname.Series {
 	s := promname.Series{Name: l[labels.MetricName], Scale: 1}
 	for n, v := range l {
 		if n != labels.MetricName {
 			s.Labels = append(s.Labels, promname.Label{Name: n, Value: v})
 		}
 	}
-	return s, true
+	return append(dst, s)
 }
 
 func (h *historyStorage) Appender(ctx context.Context) storage.Appender {

@@ -105,20 +105,25 @@ func (c storeCatalog) Each(_ int64, fn func(e Entry) bool) {
 	})
 }
 
-// Namer names a Cantal series for Prometheus: its metric name, its other labels and the
-// conversion of its values (promname.Series.Value), or false for a series not served.
-// Called from many goroutines at once.
-type Namer func(l series.Labels, k series.Kind) (promname.Series, bool)
+// Namer appends to dst every Prometheus series a Cantal series is served as (its metric name,
+// its other labels and the conversion of its values, promname.Series.Value), none for a series
+// not served: the first is its own name, the next, if any, its twin under another name (a
+// container's cgroup series is also one of cAdvisor's container_* families, as /metrics and
+// remote write give it). Called from many goroutines at once.
+type Namer func(dst []promname.Series, l series.Labels, k series.Kind) []promname.Series
 
-// MapperNamer is the agent's naming, the remote-write client's: m.Map, per-process series
-// per pid, without state series (Info).
+// MapperNamer is the agent's naming, /metrics' and the remote-write client's: m.MapAll,
+// per-process series per pid, without state series (Info).
 func MapperNamer(m *promname.Mapper) Namer {
-	return func(l series.Labels, k series.Kind) (promname.Series, bool) {
-		s, ok := m.Map(l, k)
-		if !ok || s.Type == promname.Info {
-			return promname.Series{}, false
+	return func(dst []promname.Series, l series.Labels, k series.Kind) []promname.Series {
+		all := m.MapAll(dst, l, k)
+		out := all[:len(dst)]
+		for _, s := range all[len(dst):] {
+			if s.Type != promname.Info {
+				out = append(out, s)
+			}
 		}
-		return s, true
+		return out
 	}
 }
 
@@ -159,6 +164,8 @@ type named struct {
 	ok   bool
 	lset labels.Labels
 	s    promname.Series
+	// twin is the same points served under a second name (see Namer), nil if none.
+	twin *named
 }
 
 // maxNamed bounds the cache of names; it is cleared when full.
@@ -181,9 +188,14 @@ func (s *Storage) name(e Entry) *named {
 		return n
 	}
 	n = &named{kind: e.Kind}
-	n.s, n.ok = s.opt.Namer(e.Labels(), e.Kind)
-	if n.ok {
+	if all := s.opt.Namer(nil, e.Labels(), e.Kind); len(all) > 0 {
+		n.s, n.ok = all[0], true
 		n.lset = s.labelSet(&n.s)
+		if len(all) > 1 {
+			t := &named{kind: e.Kind, ok: true, s: all[1]}
+			t.lset = s.labelSet(&t.s)
+			n.twin = t
+		}
 	}
 	s.mu.Lock()
 	if len(s.names) >= maxNamed {
@@ -284,23 +296,29 @@ func (s *Storage) each(ctx context.Context, mint, maxt int64, points bool, ms []
 		fn(n, e)
 		return true
 	}
+	visit := func(n *named, e Entry) bool {
+		if !test(n, e) {
+			return false
+		}
+		return n.twin == nil || test(n.twin, e)
+	}
 	if x := s.currentIndexFor(points); x != nil {
 		if cands, ok := x.candidates(ms); ok {
 			for _, c := range cands {
-				if ie := x.at(c); ie != nil && !test(ie.n, ie.e) {
+				if ie := x.at(c); ie != nil && !visit(ie.n, ie.e) {
 					break
 				}
 			}
 		} else {
 			for i := range x.slots {
-				if ie := x.slots[i].Load(); ie != nil && !test(ie.n, ie.e) {
+				if ie := x.slots[i].Load(); ie != nil && !visit(ie.n, ie.e) {
 					break
 				}
 			}
 		}
 		return err
 	}
-	s.cat.Each(mint, func(e Entry) bool { return test(s.name(e), e) })
+	s.cat.Each(mint, func(e Entry) bool { return visit(s.name(e), e) })
 	return err
 }
 

@@ -2,6 +2,7 @@ package promstore
 
 import (
 	"context"
+	"log/slog"
 	"math"
 	"testing"
 	"time"
@@ -135,5 +136,58 @@ func TestVisibleFiltersSeries(t *testing.T) {
 		if n == "requests_active" {
 			t.Fatalf("hidden series listed: %v", some)
 		}
+	}
+}
+
+// TestContainerSeriesServedUnderBothNames: a container's cgroup series is served under its own
+// name and as cAdvisor's container_* family, as /metrics and remote write give it, with each
+// name's own unit; through the index (the registry's catalog) and the walk (the store's) alike,
+// and after the container is forgotten under neither.
+func TestContainerSeriesServedUnderBothNames(t *testing.T) {
+	const t0 = 1_700_000_000_000
+	const id = "28b5dec444b2e0c0ffee28b5dec444b2e0c0ffee28b5dec444b2e0c0ffee2801"
+	hist := history.New(history.Options{})
+	reg := registry.New(hist, time.Hour, slog.New(slog.DiscardHandler))
+	reg.SetMaxSeries(2) // a scan leaving more forgets the series written longest ago
+	cpu := reg.Series(series.Labels{"metric": "cgroup.cpu.usage_ms", "cgroup": "libpod_parent.libpod-" + id,
+		"container": "web-1", "image": "localhost/shop:1", "container_id": id[:12]}, series.Counter)
+	for i := range 30 {
+		reg.Begin(t0 + int64(i)*2000)
+		reg.Put(cpu, uint64(i)*1000) // 500 ms of CPU a second
+		reg.Commit()
+	}
+	end := int64(t0 + 29*2000)
+	for name, cat := range map[string]Catalog{"index": RegistryCatalog(reg), "walk": StoreCatalog(hist)} {
+		st := New(hist, cat, Options{Node: "n1"})
+		v := instant(t, st, `rate(container_cpu_usage_seconds_total{name="web-1"}[20s])`, end)
+		if len(v) != 1 || math.Abs(v[0].F-0.5) > 1e-9 || v[0].Metric.Get("image") != "localhost/shop:1" ||
+			v[0].Metric.Get("id") != "/libpod_parent/libpod-"+id || v[0].Metric.Get("node") != "n1" {
+			t.Fatalf("%s: cAdvisor's rate = %v; want 0.5 CPU with its labels", name, v)
+		}
+		v = instant(t, st, `{container_id="`+id[:12]+`"}`, end)
+		if len(v) != 1 || v[0].Metric.Get(labels.MetricName) == "container_cpu_usage_seconds_total" {
+			t.Fatalf("%s: by the agent's own labels: %v; want its own series, not the twin (which has cAdvisor's labels)", name, v)
+		}
+		q, _ := st.Querier(t0, end)
+		names, _, err := q.LabelValues(context.Background(), labels.MetricName, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(names) != 2 {
+			t.Fatalf("%s: names %v; want the series' own and cAdvisor's", name, names)
+		}
+	}
+	// Forgotten: the index lists it under neither name any more.
+	st := New(hist, RegistryCatalog(reg), Options{})
+	if v := instant(t, st, `container_cpu_usage_seconds_total`, end); len(v) != 1 {
+		t.Fatalf("before it is forgotten: %v", v)
+	}
+	reg.Begin(end + 2000) // two other series: the container's is forgotten
+	for _, m := range []string{"a", "b"} {
+		reg.Put(reg.Series(series.Labels{"metric": m}, series.Level), 1)
+	}
+	reg.Commit()
+	if v := instant(t, st, `container_cpu_usage_seconds_total`, end); len(v) != 0 {
+		t.Fatalf("after it is forgotten: %v", v)
 	}
 }
