@@ -150,7 +150,7 @@ func (t *cgroupTracker) read(sink series.Sink, cs *cgroupSeries, id int, dir str
 		if errors.Is(err, unix.ENOENT) {
 			// Missing while its cgroup is there: not looked for again for a while. A cgroup
 			// gone is not remembered so (it may come back under this path at once).
-			if dirThere(dir) {
+			if t.dirThere(cs, dir) {
 				f.absent = t.gen + cgProbeEvery
 			}
 		} else if !errors.Is(err, unix.ENODEV) {
@@ -173,10 +173,14 @@ func (t *cgroupTracker) read(sink series.Sink, cs *cgroupSeries, id int, dir str
 	return b, true
 }
 
-// dirThere reports whether the directory dir is there (only asked when a file is missing).
-func dirThere(dir string) bool {
-	var st unix.Stat_t
-	return unix.Stat(dir, &st) == nil
+// dirThere reports whether the directory dir of cs is there (asked when a file is missing),
+// once a scan.
+func (t *cgroupTracker) dirThere(cs *cgroupSeries, dir string) bool {
+	if cs.dir.gen != t.gen || cs.dir.path != dir {
+		var st unix.Stat_t
+		cs.dir.gen, cs.dir.path, cs.dir.there = t.gen, dir, unix.Stat(dir, &st) == nil
+	}
+	return cs.dir.there
 }
 
 func (t *cgroupTracker) closeFile(f *cgFile) {

@@ -87,20 +87,25 @@ func addContainerLabels(l series.Labels, ci *cgroupInfo) {
 
 // cgroupSeries are the cached Refs of one cgroup name.
 type cgroupSeries struct {
-	refs          [cgNum]*series.Ref
-	refsFor       string // the ctrKey refs were made with
-	cfsV2         bool   // the unified cpu.stat had CFS figures in the latest scan
-	procs         int64
-	pid           int                    // a process of it in this scan (its network namespace's interfaces)
-	labelled      map[string]*series.Ref // per device and interface series, by labelledKey
-	oomKill       uint64                 // the latest oom_kill read
-	oomHave       bool                   // oomKill was read
-	oomReadGen    uint64                 // the scan that read it
-	oomPending    uint64                 // kills logged after that read (see oomkmsg.go)
-	info          *cgroupInfo
-	files         *cgFileTable // its files, kept open or known missing (cgroup_files.go)
-	net           netState     // its network namespace (cgroup_res.go)
-	scanmark.Mark              // the latest scan that saw it
+	refs       [cgNum]*series.Ref
+	refsFor    string // the ctrKey refs were made with
+	cfsV2      bool   // the unified cpu.stat had CFS figures in the latest scan
+	procs      int64
+	pid        int                    // a process of it in this scan (its network namespace's interfaces)
+	labelled   map[string]*series.Ref // per device and interface series, by labelledKey
+	oomKill    uint64                 // the latest oom_kill read
+	oomHave    bool                   // oomKill was read
+	oomReadGen uint64                 // the scan that read it
+	oomPending uint64                 // kills logged after that read (see oomkmsg.go)
+	info       *cgroupInfo
+	files      *cgFileTable // its files, kept open or known missing (cgroup_files.go)
+	net        netState     // its network namespace (cgroup_res.go)
+	dir        struct {     // whether a directory of it was there (dirThere)
+		gen   uint64
+		path  string
+		there bool
+	}
+	scanmark.Mark // the latest scan that saw it
 }
 
 const (
