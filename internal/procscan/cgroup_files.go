@@ -126,6 +126,9 @@ func (t *cgroupTracker) read(sink series.Sink, cs *cgroupSeries, id int, dir str
 	if f.dir != dir {
 		t.closeFile(f)
 		*f = cgFile{dir: dir}
+		if id == fMemEvents {
+			t.unwatchEvents(cs)
+		}
 	}
 	if f.absent > t.gen {
 		return nil, false
@@ -136,6 +139,9 @@ func (t *cgroupTracker) read(sink series.Sink, cs *cgroupSeries, id int, dir str
 			return b, true
 		}
 		t.closeFile(f)
+		if id == fMemEvents {
+			t.unwatchEvents(cs)
+		}
 		if !errors.Is(err, unix.ENODEV) {
 			sink.Problem(dir+"/"+cgFiles[id].name, err.Error())
 			return nil, false
@@ -161,6 +167,9 @@ func (t *cgroupTracker) read(sink series.Sink, cs *cgroupSeries, id int, dir str
 	b, err := kfile.PreadAll(fd, &t.buf, cgReadCap, true)
 	if err == nil && !cgFiles[id].rare && t.kept < t.opt.CgroupKeepOpen {
 		f.kept, t.kept = kfile.Kept{FD: fd, Open: true}, t.kept+1
+		if id == fMemEvents {
+			t.watchEvents(cs, string(t.path[:len(t.path)-1]))
+		}
 	} else {
 		unix.Close(fd)
 	}
@@ -192,6 +201,7 @@ func (t *cgroupTracker) closeFile(f *cgFile) {
 
 // forgetFiles closes cs's files and forgets what was known of them.
 func (t *cgroupTracker) forgetFiles(cs *cgroupSeries) {
+	t.unwatchEvents(cs)
 	if cs.files == nil {
 		return
 	}
@@ -208,4 +218,5 @@ func (t *cgroupTracker) closeAll() {
 		t.forgetFiles(cs)
 		t.closeNet(&cs.net)
 	}
+	t.closeEvents()
 }

@@ -89,3 +89,48 @@ func TestCgroupFilesKeptAndRecreated(t *testing.T) {
 		t.Errorf("%d cgroup files still open after the cgroup's last process went; want 0", p.cg.kept)
 	}
 }
+
+// A v2 cgroup's memory.events is read again only when the kernel notified it (inotify): a
+// scan after it changed shows the new oom and oom_kill counts, and scans without a change
+// read it no more.
+func TestMemoryEventsReadWhenNotified(t *testing.T) {
+	const id = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	p := resTree(t, true)
+	events := filepath.Join(p.opt.Sys, "fs/cgroup/unified/docker", id, "memory.events")
+	if err := os.WriteFile(events, []byte("low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	key := func(metric string) string {
+		b, _ := json.Marshal(series.Labels{"metric": metric, "cgroup": "docker." + id,
+			"container": "web-1", "container_id": id[:12], "image": "shop:1"})
+		return string(b)
+	}
+	scan := func() *series.Recorder {
+		t.Helper()
+		r := series.NewRecorder()
+		if err := p.Collect(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	for range 3 {
+		scan()
+	}
+	cs := p.cg.byName["docker."+id]
+	if !cs.ev.on || cs.ev.dirty {
+		t.Fatalf("memory.events watched %v, to be read %v after scans without a change; want watched, not read", cs.ev.on, cs.ev.dirty)
+	}
+	if err := os.WriteFile(events, []byte("low 0\nhigh 0\nmax 9\noom 5\noom_kill 4\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	r := scan()
+	if r.Values[key("cgroup.memory.oom")] != 5 || r.Values[key("cgroup.memory.oom_kill")] != 4 {
+		t.Errorf("after memory.events changed: oom %d, oom_kill %d; want 5, 4",
+			r.Values[key("cgroup.memory.oom")], r.Values[key("cgroup.memory.oom_kill")])
+	}
+	r = scan() // unchanged: its latest figures again
+	if r.Values[key("cgroup.memory.oom")] != 5 || r.Values[key("cgroup.memory.oom_kill")] != 4 {
+		t.Errorf("a scan after: oom %d, oom_kill %d; want 5, 4",
+			r.Values[key("cgroup.memory.oom")], r.Values[key("cgroup.memory.oom_kill")])
+	}
+}

@@ -100,6 +100,7 @@ type cgroupSeries struct {
 	info       *cgroupInfo
 	files      *cgFileTable // its files, kept open or known missing (cgroup_files.go)
 	net        netState     // its network namespace (cgroup_res.go)
+	ev         evWatch      // the watch on its memory.events (cgroup_events.go)
 	dir        struct {     // whether a directory of it was there (dirThere)
 		gen   uint64
 		path  string
@@ -197,6 +198,10 @@ type cgroupTracker struct {
 	netOwnerNext map[string]string // the next scan's, reused
 	key          []byte            // putLabelled's
 	hostTried    uint64            // the scan that last failed to read the host's network namespace
+	ino          int               // inotify instance watching memory.events files; -1: none
+	inoTried     bool
+	inoWD        map[int32]*cgroupSeries
+	inoBuf       []byte
 }
 
 func newCgroupTracker(opt Options) *cgroupTracker {
@@ -206,6 +211,7 @@ func newCgroupTracker(opt Options) *cgroupTracker {
 		byContent: map[string]*cgroupInfo{},
 		byName:    map[string]*cgroupSeries{},
 		kmsgFD:    -1,
+		ino:       -1,
 		tombs:     map[string]*tomb{},
 	}
 }
@@ -333,6 +339,7 @@ func (t *cgroupTracker) collect(sink series.Sink, gen uint64) {
 		t.closeNet(&cs.net)
 	})
 	t.netCands = t.netCands[:0]
+	t.drainEvents()
 	for name, cs := range t.byName {
 		delete(t.tombs, name) // a cgroup of that name again: its own files count
 		if cs.info.ctrOK {
@@ -446,13 +453,22 @@ func (t *cgroupTracker) readV2(sink series.Sink, name string, cs *cgroupSeries, 
 		t.put(sink, name, cs, cgMemUsage, usage)
 	}
 	t.readSingle(sink, name, cs, fMemMax, dir, cgMemLimit)
-	if t.readKeyed(sink, cs, fMemEvents, dir) {
-		if v, ok := lookup(t.kvs, "oom"); ok {
-			t.put(sink, name, cs, cgOOM, v)
+	ev := &cs.ev
+	if !(ev.on && !ev.dirty && ev.have && cs.files[fMemEvents].dir == dir) { // see cgroup_events.go
+		ev.dirty, ev.have = false, false
+		if t.readKeyed(sink, cs, fMemEvents, dir) {
+			ev.oom, ev.hasOOM = lookup(t.kvs, "oom")
+			ev.kill, ev.hasKill = lookup(t.kvs, "oom_kill")
+			ev.have = true
 		}
-		if v, ok := lookup(t.kvs, "oom_kill"); ok {
-			t.put(sink, name, cs, cgOOMKill, v)
-			t.readOOMKill(cs, v)
+	}
+	if ev.have {
+		if ev.hasOOM {
+			t.put(sink, name, cs, cgOOM, ev.oom)
+		}
+		if ev.hasKill {
+			t.put(sink, name, cs, cgOOMKill, ev.kill)
+			t.readOOMKill(cs, ev.kill)
 		}
 	}
 	if t.readKeyed(sink, cs, fMemStat, dir) {
