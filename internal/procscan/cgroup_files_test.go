@@ -134,3 +134,27 @@ func TestMemoryEventsReadWhenNotified(t *testing.T) {
 			r.Values[key("cgroup.memory.oom")], r.Values[key("cgroup.memory.oom_kill")])
 	}
 }
+
+// Beyond Options.CgroupKeepOpen a cgroup's files are opened, read and closed at each scan,
+// with the same figures.
+func TestCgroupFilesBeyondBudget(t *testing.T) {
+	const id = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	p := resTree(t, true)
+	p.cg.opt.CgroupKeepOpen = 0
+	pids := filepath.Join(p.opt.Sys, "fs/cgroup/unified/docker", id, "pids.current")
+	b, _ := json.Marshal(series.Labels{"metric": "cgroup.pids", "cgroup": "docker." + id,
+		"container": "web-1", "container_id": id[:12], "image": "shop:1"})
+	for i := range 3 {
+		os.WriteFile(pids, []byte(fmt.Sprintln(7+i)), 0o644)
+		r := series.NewRecorder()
+		if err := p.Collect(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+		if got := r.Values[string(b)]; got != uint64(7+i) {
+			t.Errorf("scan %d: cgroup.pids = %d; want %d", i, got, 7+i)
+		}
+		if p.cg.kept != 0 {
+			t.Errorf("%d files kept open with a budget of none", p.cg.kept)
+		}
+	}
+}
