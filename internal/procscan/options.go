@@ -43,8 +43,9 @@ type Options struct {
 	// CgroupKeepOpen is how many cgroup files (and containers' /proc/PID/net/dev) the scan keeps
 	// open between scans, re-reading each with a single pread(2) instead of open, read and
 	// close (see cgroup_files.go): up to nine files a cgroup v2 cgroup with processes. 8192
-	// when zero (900 cgroups), none when negative, and never more than a quarter of the
-	// RLIMIT_NOFILE allowance of KeepOpen (taken from it). Each open file costs the kernel
+	// when zero (900 cgroups), none when negative, and never more than half of the
+	// RLIMIT_NOFILE allowance of KeepOpen (taken from it: a cgroup's files are read at every
+	// scan, most processes' files are not). Each open file costs the kernel
 	// about 4.5 KiB while it is open (its seq_file buffer and struct file): 36 MiB at 8192.
 	// Files beyond it are read with open, read and close, which costs about three times as
 	// much CPU.
@@ -90,7 +91,7 @@ func (o Options) withDefaults() Options {
 	var rl unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &rl); err == nil && rl.Cur < 1<<40 {
 		c := keepOpenCap(int(rl.Cur))
-		o.CgroupKeepOpen = min(o.CgroupKeepOpen, c/4)
+		o.CgroupKeepOpen = min(o.CgroupKeepOpen, c/2)
 		o.KeepOpen = min(o.KeepOpen, c-o.CgroupKeepOpen)
 	}
 	if o.MaxRead <= 0 {
