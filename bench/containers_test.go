@@ -4,7 +4,8 @@ package bench
 // on fixture trees (a /proc of one process per container, a cgroup v2 tree with each
 // container's cpu.stat, memory.* files, Podman's containers.json), beside the same scan of as
 // many processes without containers: in the root cgroup (none), and each in a service cgroup
-// of its own with the same files (services). The figure to hold to the goal (≤ 20 µs of CPU
+// of its own with the same files (services); containers-full are containers whose cgroups also
+// have io.stat, pids.* and PSI files, as a real v2 container's has. The figure to hold to the goal (≤ 20 µs of CPU
 // per container per scan) is cpu-ns/op of containers divided by the count (µs/container
 // below), and less that of none: what a container adds over a bare process.
 //
@@ -26,8 +27,12 @@ import (
 
 // ctrFixture writes the trees for n processes (pids 1000...) in the layout kind: "none" (root
 // cgroup), "services" (system.slice/svc-N.service) or "containers" (libpod_parent/libpod-<id>,
-// named in containers.json). It returns the proc, sys and runtime roots.
+// named in containers.json); "containers-full" gives each container's cgroup also the files
+// a real v2 container cgroup has beside (io.stat, pids.current, pids.max and the three PSI
+// files). It returns the proc, sys and runtime roots.
 func ctrFixture(b *testing.B, n int, kind string) (proc, sys, root string) {
+	full := strings.HasSuffix(kind, "-full")
+	kind = strings.TrimSuffix(kind, "-full")
 	b.Helper()
 	dir := b.TempDir()
 	os.Chmod(dir, 0o755)
@@ -74,6 +79,14 @@ func ctrFixture(b *testing.B, n int, kind string) (proc, sys, root string) {
 		write(filepath.Join(c, "memory.stat"), "anon 4194304\nfile 6291456\ninactive_file 2097152\nactive_file 4194304\n", 0o644)
 		write(filepath.Join(c, "memory.events"), "low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n", 0o644)
 		write(filepath.Join(c, "cgroup.procs"), fmt.Sprintf("%d\n", pid), 0o644)
+		if full {
+			write(filepath.Join(c, "io.stat"), "8:0 rbytes=4096 wbytes=8192 rios=1 wios=2 dbytes=0 dios=0\n", 0o644)
+			write(filepath.Join(c, "pids.current"), "1\n", 0o644)
+			write(filepath.Join(c, "pids.max"), "4096\n", 0o644)
+			for _, f := range []string{"cpu.pressure", "memory.pressure", "io.pressure"} {
+				write(filepath.Join(c, f), "some avg10=0.00 avg60=0.00 avg300=0.00 total=1000\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=500\n", 0o644)
+			}
+		}
 	}
 	if kind == "containers" {
 		f := filepath.Join(root, "var/lib/containers/storage/overlay-containers/containers.json")
@@ -91,7 +104,7 @@ func BenchmarkScanContainers(b *testing.B) {
 		b.Skip("the runtime's state must be root's: run as root")
 	}
 	for _, n := range []int{10, 100, 500} {
-		for _, kind := range []string{"none", "services", "containers"} {
+		for _, kind := range []string{"none", "services", "containers", "containers-full"} {
 			b.Run(fmt.Sprintf("%s-%d", kind, n), func(b *testing.B) {
 				proc, sys, root := ctrFixture(b, n, kind)
 				p := procscan.NewProcesses(procscan.Options{Proc: proc, Sys: sys, PageSize: 4096, NoTaskIter: true,
@@ -104,7 +117,7 @@ func BenchmarkScanContainers(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				if kind == "containers" {
+				if strings.HasPrefix(kind, "containers") {
 					named := 0
 					for k := range rec.Values {
 						if strings.Contains(k, `"metric":"cgroup.processes"`) && strings.Contains(k, `"container":"web-`) {

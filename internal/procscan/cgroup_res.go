@@ -3,7 +3,10 @@ package procscan
 import (
 	"errors"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
+	"unsafe"
 
 	"github.com/cantal-go/cantal/internal/kfile"
 	"github.com/cantal-go/cantal/internal/series"
@@ -60,8 +63,8 @@ const (
 )
 
 func (t *cgroupTracker) putLabelled(sink series.Sink, name string, cs *cgroupSeries, m int, value string, v uint64) {
-	key := strconv.Itoa(m) + "\x00" + value
-	r := cs.labelled[key]
+	t.key = append(append(append(t.key[:0], byte(m)), 0), value...)
+	r := cs.labelled[string(t.key)]
 	if r == nil {
 		if cs.labelled == nil || len(cs.labelled) >= maxLabelled {
 			cs.labelled = map[string]*series.Ref{}
@@ -69,7 +72,7 @@ func (t *cgroupTracker) putLabelled(sink series.Sink, name string, cs *cgroupSer
 		l := series.Labels{"metric": labelledMetrics[m].name, "cgroup": name, labelledMetrics[m].label: value}
 		addContainerLabels(l, cs.info)
 		r = sink.Series(l, series.Counter)
-		cs.labelled[key] = r
+		cs.labelled[string(t.key)] = r
 	}
 	sink.Put(r, v)
 }
@@ -82,7 +85,7 @@ func (t *cgroupTracker) readResources(sink series.Sink, name string, cs *cgroupS
 	t.io = t.io[:0]
 	haveIO := false
 	if ci.V2Dir != "" {
-		if b, ok := t.read(sink, ci.V2Dir, "io.stat"); ok {
+		if b, ok := t.read(sink, cs, fIOStat, ci.V2Dir); ok {
 			var err error
 			if t.io, err = parseIOStat(b, t.io); err != nil {
 				sink.Problem(ci.V2Dir+"/io.stat", err.Error())
@@ -92,17 +95,17 @@ func (t *cgroupTracker) readResources(sink series.Sink, name string, cs *cgroupS
 	}
 	if !haveIO && ci.BlkioDir != "" {
 		for _, f := range [...]struct {
-			file string
-			ops  bool
-		}{{"blkio.throttle.io_service_bytes_recursive", false}, {"blkio.throttle.io_serviced_recursive", true}} {
-			b, ok := t.read(sink, ci.BlkioDir, f.file)
+			rec, flat int
+			ops       bool
+		}{{fV1BlkioBytesRec, fV1BlkioBytes, false}, {fV1BlkioOpsRec, fV1BlkioOps, true}} {
+			b, ok := t.read(sink, cs, f.rec, ci.BlkioDir)
 			if !ok {
-				b, ok = t.read(sink, ci.BlkioDir, f.file[:len(f.file)-len("_recursive")])
+				b, ok = t.read(sink, cs, f.flat, ci.BlkioDir)
 			}
 			if ok {
 				var err error
 				if t.io, err = parseBlkio(b, t.io, f.ops); err != nil {
-					sink.Problem(ci.BlkioDir+"/"+f.file, err.Error())
+					sink.Problem(ci.BlkioDir+"/"+cgFiles[f.rec].name, err.Error())
 				}
 			}
 		}
@@ -115,25 +118,25 @@ func (t *cgroupTracker) readResources(sink series.Sink, name string, cs *cgroupS
 		t.putLabelled(sink, name, cs, ioWrites, dev, d.WIOs)
 	}
 	// Tasks.
-	for _, dir := range []string{ci.V2Dir, ci.PidsDir} {
-		if dir != "" && t.readSingle(sink, name, cs, dir, "pids.current", cgPids) {
-			t.readSingle(sink, name, cs, dir, "pids.max", cgPidsLimit)
-			break
+	if ci.V2Dir == "" || !t.readSingle(sink, name, cs, fPidsCurrent, ci.V2Dir, cgPids) {
+		if ci.PidsDir != "" && t.readSingle(sink, name, cs, fV1PidsCurrent, ci.PidsDir, cgPids) {
+			t.readSingle(sink, name, cs, fV1PidsMax, ci.PidsDir, cgPidsLimit)
 		}
+	} else {
+		t.readSingle(sink, name, cs, fPidsMax, ci.V2Dir, cgPidsLimit)
 	}
 	// Pressure.
 	if ci.V2Dir != "" {
 		for _, f := range [...]struct {
-			file       string
-			some, full int
-		}{{"cpu.pressure", cgPSICPUSome, cgPSICPUFull}, {"memory.pressure", cgPSIMemSome, cgPSIMemFull}, {"io.pressure", cgPSIIOSome, cgPSIIOFull}} {
-			b, ok := t.read(sink, ci.V2Dir, f.file)
+			id, some, full int
+		}{{fCPUPressure, cgPSICPUSome, cgPSICPUFull}, {fMemPressure, cgPSIMemSome, cgPSIMemFull}, {fIOPressure, cgPSIIOSome, cgPSIIOFull}} {
+			b, ok := t.read(sink, cs, f.id, ci.V2Dir)
 			if !ok {
 				continue
 			}
 			some, full, haveSome, haveFull, err := parsePressure(b)
 			if err != nil {
-				sink.Problem(ci.V2Dir+"/"+f.file, err.Error())
+				sink.Problem(ci.V2Dir+"/"+cgFiles[f.id].name, err.Error())
 				continue
 			}
 			if haveSome {
@@ -145,7 +148,7 @@ func (t *cgroupTracker) readResources(sink series.Sink, name string, cs *cgroupS
 		}
 	}
 	if ci.ctrOK && cs.pid > 0 {
-		t.readNetwork(sink, name, cs)
+		t.netCandidate(sink, name, cs)
 	}
 }
 
@@ -177,33 +180,110 @@ func readlink(p string) (string, error) {
 	return string(buf[:n]), nil
 }
 
-// readNetwork puts the interface counters of the network namespace of cs's process, unless
-// it is the host's (a container run with the host's network: its figures are the machine's;
-// the host's is Proc/1's, or the agent's own when init's cannot be read).
-// The process is held by a descriptor of its /proc directory while it is read, and its cgroup
-// is read through it again: a pid that exited and was reused outside the cgroup is not
-// counted. The files are the kernel's (procfs), read as it shows them, within a size cap; the
-// interface names are the container's choice and are data (cut to valid UTF-8, at most
-// maxIfaces of them, lo left out as cAdvisor does).
-func (t *cgroupTracker) readNetwork(sink series.Sink, name string, cs *cgroupSeries) {
-	if t.hostNetNS == "" {
-		// init's, else (init's hidden, e.g. a sandbox's pid namespace) the agent's own.
-		ns, err := readlink(filepath.Join(t.opt.Proc, "1", "ns", "net"))
-		if err != nil {
-			if ns, err = readlink(filepath.Join(t.opt.Proc, "self", "ns", "net")); err != nil {
-				return
-			}
+// Network: a container's interfaces are those of its network namespace, read from
+// /proc/PID/net/dev of one of its processes, unless the namespace is the host's (a container
+// run with the host's network: its figures are the machine's; the host's is Proc/1's, or the
+// agent's own when init's cannot be read).
+//
+// The containers of one pod (a Kubernetes pod, a podman pod) share the namespace of the pod's
+// sandbox (infra) container; counting its interfaces on each would count the pod's traffic
+// once per container in any sum. As cAdvisor does, the series go to one cgroup of those in
+// the namespace, its owner: the one that owned it in the previous scan while it is still in
+// it, else the first by cgroup name (the infra container's when the runtime names it so,
+// e.g. Kubernetes' pause container is one of the pod's cgroups). The others get none.
+//
+// The process is first found through a descriptor of its /proc directory, and its cgroup is
+// read through it again: a pid that exited and was reused outside the cgroup is not counted.
+// Its net/dev is then kept open (within Options.CgroupKeepOpen) and re-read with pread, while
+// the same process's ns/net link names the same namespace at each scan (one readlink). The
+// files are the kernel's (procfs), read as it shows them, within a size cap; the interface
+// names are the container's choice and are data (cut to valid UTF-8, at most maxIfaces of
+// them, lo left out as cAdvisor does).
+
+// netState is what the scan keeps of a container cgroup's network namespace.
+type netState struct {
+	pid  int        // the process it was found through
+	ns   string     // that process's ns/net link, e.g. "net:[4026532999]"
+	host bool       // ns is the host's
+	dev  kfile.Kept // its net/dev, opened through the process checked
+	tmp  bool       // dev is open beyond the budget: closed at the end of the scan
+}
+
+// netCand is a container cgroup of this scan in a network namespace of its own.
+type netCand struct {
+	ns, name string
+	cs       *cgroupSeries
+}
+
+func (t *cgroupTracker) closeNet(n *netState) {
+	if n.dev.Open {
+		n.dev.Close()
+		if !n.tmp {
+			t.kept--
 		}
-		t.hostNetNS = ns
 	}
+	*n = netState{}
+}
+
+// hostNS reports whether the host's network namespace is known, reading it when not (again
+// every cgProbeEvery scans when it cannot be read).
+func (t *cgroupTracker) hostNS() bool {
+	if t.hostNetNS != "" {
+		return true
+	}
+	if t.hostTried != 0 && t.gen-t.hostTried < cgProbeEvery {
+		return false
+	}
+	ns, err := readlink(filepath.Join(t.opt.Proc, "1", "ns", "net"))
+	if err != nil {
+		if ns, err = readlink(filepath.Join(t.opt.Proc, "self", "ns", "net")); err != nil {
+			t.hostTried = t.gen
+			return false
+		}
+	}
+	t.hostNetNS = ns
+	return true
+}
+
+// readlinkAt is readlinkat(2) of a NUL-terminated path, without allocating.
+func readlinkAt(dirfd int, path, buf []byte) (int, error) {
+	r, _, e := unix.Syscall6(unix.SYS_READLINKAT, uintptr(dirfd), uintptr(unsafe.Pointer(&path[0])),
+		uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)), 0, 0)
+	if e != 0 {
+		return 0, e
+	}
+	return int(r), nil
+}
+
+// netCandidate finds the network namespace of cs's process and, unless it is the host's,
+// adds cs to this scan's candidates for its network series.
+func (t *cgroupTracker) netCandidate(sink series.Sink, name string, cs *cgroupSeries) {
+	if !t.hostNS() {
+		return
+	}
+	n := &cs.net
+	var lnk [64]byte
+	if n.pid == cs.pid && (n.dev.Open || n.host) {
+		t.path = append(strconv.AppendInt(append(append(t.path[:0], t.opt.Proc...), '/'), int64(cs.pid), 10), "/ns/net\x00"...)
+		if k, err := readlinkAt(unix.AT_FDCWD, t.path, lnk[:]); err == nil && string(lnk[:k]) == n.ns {
+			if !n.host {
+				t.netCands = append(t.netCands, netCand{ns: n.ns, name: name, cs: cs})
+			}
+			return
+		}
+	}
+	t.closeNet(n)
 	dir, err := unix.Open(filepath.Join(t.opt.Proc, strconv.Itoa(cs.pid)), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return // exited
 	}
 	defer unix.Close(dir)
-	buf := make([]byte, 64)
-	n, err := unix.Readlinkat(dir, "ns/net", buf)
-	if err != nil || string(buf[:n]) == t.hostNetNS {
+	k, err := readlinkAt(dir, []byte("ns/net\x00"), lnk[:])
+	if err != nil {
+		return
+	}
+	if string(lnk[:k]) == t.hostNetNS {
+		n.pid, n.ns, n.host = cs.pid, t.hostNetNS, true
 		return
 	}
 	b, err := kfile.ReadFileAt(dir, []byte("cgroup\x00"), &t.buf, 1<<16)
@@ -213,15 +293,69 @@ func (t *cgroupTracker) readNetwork(sink series.Sink, name string, cs *cgroupSer
 	if ci, ok := t.byContent[string(b)]; !ok || ci.Name != name {
 		return
 	}
-	b, err = kfile.ReadFileAt(dir, []byte("net/dev\x00"), &t.buf, maxNetDevFile)
+	fd, err := kfile.OpenAt(dir, []byte("net/dev\x00"))
 	if err != nil {
 		if !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ESRCH) {
 			sink.Problem("/proc/"+strconv.Itoa(cs.pid)+"/net/dev", err.Error())
 		}
 		return
 	}
-	if t.netdevs, err = kfile.ParseNetDev(b, t.netdevs[:0]); err != nil {
-		sink.Problem("/proc/"+strconv.Itoa(cs.pid)+"/net/dev", err.Error())
+	n.pid, n.ns, n.dev = cs.pid, string(lnk[:k]), kfile.Kept{FD: fd, Open: true}
+	if t.kept < t.opt.CgroupKeepOpen {
+		t.kept++
+	} else {
+		n.tmp = true
+	}
+	t.netCands = append(t.netCands, netCand{ns: n.ns, name: name, cs: cs})
+}
+
+// readNetworks puts the interface counters of each network namespace of this scan's
+// candidates on its owner.
+func (t *cgroupTracker) readNetworks(sink series.Sink) {
+	c := t.netCands
+	slices.SortFunc(c, func(a, b netCand) int {
+		if r := strings.Compare(a.ns, b.ns); r != 0 {
+			return r
+		}
+		return strings.Compare(a.name, b.name)
+	})
+	owners := t.netOwnerNext
+	if owners == nil {
+		owners = map[string]string{}
+	}
+	clear(owners)
+	for i := 0; i < len(c); {
+		j, owner := i, i
+		prev, had := t.netOwner[c[i].ns]
+		for ; j < len(c) && c[j].ns == c[i].ns; j++ {
+			if had && c[j].name == prev {
+				owner = j
+			}
+		}
+		owners[c[owner].ns] = c[owner].name
+		t.readNetDev(sink, c[owner].name, c[owner].cs)
+		i = j
+	}
+	t.netOwner, t.netOwnerNext = owners, t.netOwner
+	for _, e := range c {
+		if e.cs.net.tmp {
+			t.closeNet(&e.cs.net)
+		}
+	}
+}
+
+// readNetDev puts the counters of cs's kept net/dev.
+func (t *cgroupTracker) readNetDev(sink series.Sink, name string, cs *cgroupSeries) {
+	n := &cs.net
+	b, err := kfile.PreadAll(n.dev.FD, &t.buf, maxNetDevFile, false)
+	if err == nil {
+		t.netdevs, err = kfile.ParseNetDev(b, t.netdevs[:0])
+	}
+	if err != nil {
+		if !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ESRCH) {
+			sink.Problem("/proc/"+strconv.Itoa(n.pid)+"/net/dev", err.Error())
+		}
+		t.closeNet(n)
 		return
 	}
 	k := 0

@@ -16,6 +16,13 @@ import (
 // network namespace; it returns the Processes reading it.
 func resTree(t *testing.T, v2 bool) *Processes {
 	t.Helper()
+	p, _ := resTreeRoot(t, v2)
+	return p
+}
+
+// resTreeRoot is resTree, and the runtime state's root.
+func resTreeRoot(t *testing.T, v2 bool) (*Processes, string) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("the runtime state must be root's: run as root") // the suite runs as root
 	}
@@ -66,7 +73,7 @@ func resTree(t *testing.T, v2 bool) *Processes {
 	if err := os.WriteFile(cfg, []byte(`{"ID":"`+id+`","Name":"/web-1","Config":{"Image":"shop:1"}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return NewProcesses(Options{Proc: proc, Sys: sys, PageSize: 4096, Containers: containers.New(containers.Options{Root: root})})
+	return NewProcesses(Options{Proc: proc, Sys: sys, PageSize: 4096, Containers: containers.New(containers.Options{Root: root})}), root
 }
 
 // A container's block I/O per device (named from sysfs), tasks and their limit, pressure
@@ -153,4 +160,69 @@ func containsMetric(k, prefix string) bool {
 	var l map[string]string
 	json.Unmarshal([]byte(k), &l)
 	return len(l["metric"]) >= len(prefix) && l["metric"][:len(prefix)] == prefix
+}
+
+// The containers of one pod share its sandbox's network namespace: its interfaces are put on
+// one of their cgroups only (the first by name), so that a sum over the pod's containers is
+// the namespace's own counters, not a multiple of them (as cAdvisor does).
+func TestCgroupNetworkPodCountedOnce(t *testing.T) {
+	p, root := resTreeRoot(t, true)
+	proc, sys := p.opt.Proc, p.opt.Sys
+	// Two more containers (web-2, web-3) whose processes share 4242's network namespace, and
+	// a fourth (db-1) in a namespace of its own.
+	ids := map[string]string{"web-2": "1123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+		"web-3": "2123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+		"db-1":  "3123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"}
+	pids := map[string]string{"web-2": "4343", "web-3": "4444", "db-1": "4545"}
+	netdev, err := os.ReadFile(filepath.Join(proc, "4242/net/dev"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, id := range ids {
+		pid := pids[name]
+		d := filepath.Join(proc, pid)
+		if err := os.CopyFS(d, os.DirFS(filepath.Join(proc, "4242"))); err != nil {
+			t.Fatal(err)
+		}
+		stat, _ := os.ReadFile(filepath.Join(d, "stat"))
+		os.WriteFile(filepath.Join(d, "stat"), []byte(pid+string(stat[4:])), 0o644)
+		os.WriteFile(filepath.Join(d, "cgroup"), []byte("0::/docker/"+id+"\n"), 0o644)
+		os.MkdirAll(filepath.Join(sys, "fs/cgroup/unified/docker", id), 0o755)
+		os.WriteFile(filepath.Join(sys, "fs/cgroup/unified/docker", id, "memory.current"), []byte("4096\n"), 0o644)
+		ns := "net:[4026532999]"
+		if name == "db-1" {
+			ns = "net:[4026533111]"
+		}
+		os.Remove(filepath.Join(d, "ns/net"))
+		os.Symlink(ns, filepath.Join(d, "ns/net"))
+		os.WriteFile(filepath.Join(d, "net/dev"), netdev, 0o644)
+		cfg := filepath.Join(root, "var/lib/docker/containers", id, "config.v2.json")
+		os.MkdirAll(filepath.Dir(cfg), 0o700)
+		if err := os.WriteFile(cfg, []byte(`{"ID":"`+id+`","Name":"/`+name+`","Config":{"Image":"shop:1"}}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := series.NewRecorder()
+	for range 3 {
+		if err := p.Collect(context.Background(), r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sums := map[string]uint64{} // rx bytes of eth0 by container
+	for k, v := range r.Values {
+		var l map[string]string
+		if json.Unmarshal([]byte(k), &l) == nil && l["metric"] == "cgroup.net.rx.bytes" && l["interface"] == "eth0" {
+			sums[l["container"]] += v
+		}
+	}
+	pod := sums["web-1"] + sums["web-2"] + sums["web-3"]
+	if pod != 12345 {
+		t.Errorf("eth0 rx bytes summed over the pod's containers = %d (%v); want the namespace's 12345", pod, sums)
+	}
+	if sums["web-1"] != 12345 {
+		t.Errorf("the pod's network went to %v; want the first cgroup by name (web-1's)", sums)
+	}
+	if sums["db-1"] != 12345 {
+		t.Errorf("a container in a namespace of its own: %d; want 12345", sums["db-1"])
+	}
 }

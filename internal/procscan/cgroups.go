@@ -1,7 +1,6 @@
 package procscan
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 
@@ -9,7 +8,6 @@ import (
 	"github.com/cantal-go/cantal/internal/kfile"
 	"github.com/cantal-go/cantal/internal/scanmark"
 	"github.com/cantal-go/cantal/internal/series"
-	"golang.org/x/sys/unix"
 )
 
 // cgroupInfo is the meaning of one distinct /proc/PID/cgroup content, shared by every process
@@ -89,17 +87,25 @@ func addContainerLabels(l series.Labels, ci *cgroupInfo) {
 
 // cgroupSeries are the cached Refs of one cgroup name.
 type cgroupSeries struct {
-	refs          [cgNum]*series.Ref
-	refsFor       string // the ctrKey refs were made with
-	cfsV2         bool   // the unified cpu.stat had CFS figures in the latest scan
-	procs         int64
-	pid           int                    // a process of it in this scan (its network namespace's interfaces)
-	labelled      map[string]*series.Ref // per device and interface series, by labelledKey
-	oomKill       uint64                 // the latest oom_kill read
-	oomHave       bool                   // oomKill was read
-	oomReadGen    uint64                 // the scan that read it
-	oomPending    uint64                 // kills logged after that read (see oomkmsg.go)
-	info          *cgroupInfo
+	refs       [cgNum]*series.Ref
+	refsFor    string // the ctrKey refs were made with
+	cfsV2      bool   // the unified cpu.stat had CFS figures in the latest scan
+	procs      int64
+	pid        int                    // a process of it in this scan (its network namespace's interfaces)
+	labelled   map[string]*series.Ref // per device and interface series, by labelledKey
+	oomKill    uint64                 // the latest oom_kill read
+	oomHave    bool                   // oomKill was read
+	oomReadGen uint64                 // the scan that read it
+	oomPending uint64                 // kills logged after that read (see oomkmsg.go)
+	info       *cgroupInfo
+	files      *cgFileTable // its files, kept open or known missing (cgroup_files.go)
+	net        netState     // its network namespace (cgroup_res.go)
+	ev         evWatch      // the watch on its memory.events (cgroup_events.go)
+	dir        struct {     // whether a directory of it was there (dirThere)
+		gen   uint64
+		path  string
+		there bool
+	}
 	scanmark.Mark // the latest scan that saw it
 }
 
@@ -171,21 +177,31 @@ type cgroupTracker struct {
 	unified  string // mount point of the v2 hierarchy, "" when none
 	detected bool
 
-	byContent map[string]*cgroupInfo
-	byName    map[string]*cgroupSeries
-	lines     []cgroupLine
-	path      []byte
-	buf       []byte
-	kvs       []kv
-	io        []ioDev
-	netdevs   []kfile.NetDev
-	devNames  map[string]string // "major:minor" → block device name, from Sys/dev/block
-	hostNetNS string            // the network namespace of Proc/1 ("net:[4026531840]")
-	kmsgTried bool              // Options.Kmsg was opened (see oomkmsg.go)
-	kmsgFD    int               // -1: none
-	kmsgBuf   []byte
-	tombs     map[string]*tomb // gone containers' OOM kills, by cgroup name
-	gen       uint64           // the scan collect is in
+	byContent    map[string]*cgroupInfo
+	byName       map[string]*cgroupSeries
+	lines        []cgroupLine
+	path         []byte
+	buf          []byte
+	kvs          []kv
+	io           []ioDev
+	netdevs      []kfile.NetDev
+	devNames     map[string]string // "major:minor" → block device name, from Sys/dev/block
+	hostNetNS    string            // the network namespace of Proc/1 ("net:[4026531840]")
+	kmsgTried    bool              // Options.Kmsg was opened (see oomkmsg.go)
+	kmsgFD       int               // -1: none
+	kmsgBuf      []byte
+	tombs        map[string]*tomb  // gone containers' OOM kills, by cgroup name
+	gen          uint64            // the scan collect is in
+	kept         int               // cgroup files open (Options.CgroupKeepOpen)
+	netCands     []netCand         // this scan's containers with a network namespace of their own
+	netOwner     map[string]string // network namespace → the cgroup its series went to last scan
+	netOwnerNext map[string]string // the next scan's, reused
+	key          []byte            // putLabelled's
+	hostTried    uint64            // the scan that last failed to read the host's network namespace
+	ino          int               // inotify instance watching memory.events files; -1: none
+	inoTried     bool
+	inoWD        map[int32]*cgroupSeries
+	inoBuf       []byte
 }
 
 func newCgroupTracker(opt Options) *cgroupTracker {
@@ -195,6 +211,7 @@ func newCgroupTracker(opt Options) *cgroupTracker {
 		byContent: map[string]*cgroupInfo{},
 		byName:    map[string]*cgroupSeries{},
 		kmsgFD:    -1,
+		ino:       -1,
 		tombs:     map[string]*tomb{},
 	}
 }
@@ -316,7 +333,13 @@ func score(ci *cgroupInfo) int {
 func (t *cgroupTracker) collect(sink series.Sink, gen uint64) {
 	t.gen = gen
 	t.openKmsg()
-	scanmark.Sweep(t.byName, gen, func(name string, cs *cgroupSeries) { t.bury(name, cs, gen) })
+	scanmark.Sweep(t.byName, gen, func(name string, cs *cgroupSeries) {
+		t.bury(name, cs, gen)
+		t.forgetFiles(cs)
+		t.closeNet(&cs.net)
+	})
+	t.netCands = t.netCands[:0]
+	t.drainEvents()
 	for name, cs := range t.byName {
 		delete(t.tombs, name) // a cgroup of that name again: its own files count
 		if cs.info.ctrOK {
@@ -342,11 +365,12 @@ func (t *cgroupTracker) collect(sink series.Sink, gen uint64) {
 		}
 		// On hybrid machines the unified cpu.stat has usage but no CFS figures: the v1 cpu
 		// controller's cpu.stat has them (throttled_time in ns).
-		if ci.CPUDir != "" && !cs.cfsV2 && t.readKeyed(sink, ci.CPUDir, "cpu.stat") {
+		if ci.CPUDir != "" && !cs.cfsV2 && t.readKeyed(sink, cs, fV1CPUStat, ci.CPUDir) {
 			t.putThrottling(sink, name, cs, 1e6)
 		}
 		t.readResources(sink, name, cs)
 	}
+	t.readNetworks(sink)
 	t.drainKmsg(gen)
 	t.putTombs(sink, gen)
 	scanmark.Sweep(t.byContent, gen, nil)
@@ -363,59 +387,46 @@ func (t *cgroupTracker) put(sink series.Sink, name string, cs *cgroupSeries, m i
 	sink.Put(r, v)
 }
 
-// read reads dir/file; a missing file (a controller without that file, a cgroup removed
-// mid-scan) is reported as ok=false without a problem.
-func (t *cgroupTracker) read(sink series.Sink, dir, file string) ([]byte, bool) {
-	t.path = append(append(append(append(t.path[:0], dir...), '/'), file...), 0)
-	b, err := kfile.ReadFileAt(unix.AT_FDCWD, t.path, &t.buf, 1<<20)
-	if err != nil {
-		if !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENODEV) {
-			sink.Problem(dir+"/"+file, err.Error())
-		}
-		return nil, false
-	}
-	return b, true
-}
-
 // readValue reads a one-value file: its value when it has one, and whether the file was there.
-func (t *cgroupTracker) readValue(sink series.Sink, dir, file string) (v uint64, ok, there bool) {
-	b, there := t.read(sink, dir, file)
-	if !there {
-		return 0, false, false
+// A limit file is read every cgRareEvery scans, its latest read answered between.
+func (t *cgroupTracker) readValue(sink series.Sink, cs *cgroupSeries, id int, dir string) (v uint64, ok, there bool) {
+	rare := cgFiles[id].rare
+	if rare && cs.files != nil {
+		if f := &cs.files[id]; f.dir == dir && f.next > t.gen {
+			return f.v, f.ok, f.there
+		}
 	}
-	v, ok, err := parseSingleValue(b)
-	if err != nil {
-		sink.Problem(dir+"/"+file, err.Error())
-		return 0, false, false
+	b, there := t.read(sink, cs, id, dir)
+	if there {
+		var err error
+		if v, ok, err = parseSingleValue(b); err != nil {
+			sink.Problem(dir+"/"+cgFiles[id].name, err.Error())
+			v, ok, there = 0, false, false
+		}
 	}
-	return v, ok, true
+	if f := &cs.files[id]; rare && f.dir == dir {
+		f.v, f.ok, f.there, f.next = v, ok, there, t.gen+cgRareEvery
+	}
+	return v, ok, there
 }
 
 // readSingle reads a one-value file into series m; it reports whether the file was there.
-func (t *cgroupTracker) readSingle(sink series.Sink, name string, cs *cgroupSeries, dir, file string, m int) bool {
-	b, ok := t.read(sink, dir, file)
-	if !ok {
-		return false
-	}
-	v, ok, err := parseSingleValue(b)
-	if err != nil {
-		sink.Problem(dir+"/"+file, err.Error())
-		return false
-	}
+func (t *cgroupTracker) readSingle(sink series.Sink, name string, cs *cgroupSeries, id int, dir string, m int) bool {
+	v, ok, there := t.readValue(sink, cs, id, dir)
 	if ok && !(m == cgMemLimit && v >= 1<<62) { // v1 says "no limit" with a huge number
 		t.put(sink, name, cs, m, v)
 	}
-	return true
+	return there
 }
 
-func (t *cgroupTracker) readKeyed(sink series.Sink, dir, file string) bool {
-	b, ok := t.read(sink, dir, file)
+func (t *cgroupTracker) readKeyed(sink series.Sink, cs *cgroupSeries, id int, dir string) bool {
+	b, ok := t.read(sink, cs, id, dir)
 	if !ok {
 		return false
 	}
 	var err error
 	if t.kvs, err = parseFlatKeyed(b, t.kvs[:0]); err != nil {
-		sink.Problem(dir+"/"+file, err.Error())
+		sink.Problem(dir+"/"+cgFiles[id].name, err.Error())
 		return false
 	}
 	return true
@@ -423,7 +434,7 @@ func (t *cgroupTracker) readKeyed(sink series.Sink, dir, file string) bool {
 
 // readV2 reads a unified-hierarchy cgroup and reports whether it had CPU and memory files.
 func (t *cgroupTracker) readV2(sink series.Sink, name string, cs *cgroupSeries, dir string) (haveCPU, haveMem bool) {
-	if haveCPU = t.readKeyed(sink, dir, "cpu.stat"); haveCPU {
+	if haveCPU = t.readKeyed(sink, cs, fCPUStat, dir); haveCPU {
 		for _, e := range [...]struct {
 			key string
 			m   int
@@ -434,24 +445,33 @@ func (t *cgroupTracker) readV2(sink series.Sink, name string, cs *cgroupSeries, 
 		}
 		cs.cfsV2 = t.putThrottling(sink, name, cs, 1000)
 	}
-	usage, haveUsage, haveMem := t.readValue(sink, dir, "memory.current")
+	usage, haveUsage, haveMem := t.readValue(sink, cs, fMemCurrent, dir)
 	if !haveMem {
 		return haveCPU, false
 	}
 	if haveUsage {
 		t.put(sink, name, cs, cgMemUsage, usage)
 	}
-	t.readSingle(sink, name, cs, dir, "memory.max", cgMemLimit)
-	if t.readKeyed(sink, dir, "memory.events") {
-		if v, ok := lookup(t.kvs, "oom"); ok {
-			t.put(sink, name, cs, cgOOM, v)
-		}
-		if v, ok := lookup(t.kvs, "oom_kill"); ok {
-			t.put(sink, name, cs, cgOOMKill, v)
-			t.readOOMKill(cs, v)
+	t.readSingle(sink, name, cs, fMemMax, dir, cgMemLimit)
+	ev := &cs.ev
+	if !(ev.on && !ev.dirty && ev.have && cs.files[fMemEvents].dir == dir) { // see cgroup_events.go
+		ev.dirty, ev.have = false, false
+		if t.readKeyed(sink, cs, fMemEvents, dir) {
+			ev.oom, ev.hasOOM = lookup(t.kvs, "oom")
+			ev.kill, ev.hasKill = lookup(t.kvs, "oom_kill")
+			ev.have = true
 		}
 	}
-	if t.readKeyed(sink, dir, "memory.stat") {
+	if ev.have {
+		if ev.hasOOM {
+			t.put(sink, name, cs, cgOOM, ev.oom)
+		}
+		if ev.hasKill {
+			t.put(sink, name, cs, cgOOMKill, ev.kill)
+			t.readOOMKill(cs, ev.kill)
+		}
+	}
+	if t.readKeyed(sink, cs, fMemStat, dir) {
 		if v, ok := lookup(t.kvs, "inactive_file"); ok && haveUsage {
 			t.put(sink, name, cs, cgMemWorkingSet, usage-min(v, usage))
 		}
@@ -493,18 +513,18 @@ func (t *cgroupTracker) putThrottling(sink series.Sink, name string, cs *cgroupS
 }
 
 func (t *cgroupTracker) readV1Memory(sink series.Sink, name string, cs *cgroupSeries, dir string) {
-	usage, haveUsage, _ := t.readValue(sink, dir, "memory.usage_in_bytes")
+	usage, haveUsage, _ := t.readValue(sink, cs, fV1MemUsage, dir)
 	if haveUsage {
 		t.put(sink, name, cs, cgMemUsage, usage)
 	}
-	t.readSingle(sink, name, cs, dir, "memory.limit_in_bytes", cgMemLimit)
-	if t.readKeyed(sink, dir, "memory.oom_control") { // oom_kill since Linux 4.13
+	t.readSingle(sink, name, cs, fV1MemLimit, dir, cgMemLimit)
+	if t.readKeyed(sink, cs, fV1OOMControl, dir) { // oom_kill since Linux 4.13
 		if v, ok := lookup(t.kvs, "oom_kill"); ok {
 			t.put(sink, name, cs, cgOOMKill, v)
 			t.readOOMKill(cs, v)
 		}
 	}
-	if t.readKeyed(sink, dir, "memory.stat") {
+	if t.readKeyed(sink, cs, fV1MemStat, dir) {
 		if v, ok := lookup(t.kvs, "total_inactive_file"); ok && haveUsage {
 			t.put(sink, name, cs, cgMemWorkingSet, usage-min(v, usage))
 		}
@@ -523,14 +543,14 @@ func (t *cgroupTracker) readV1Memory(sink series.Sink, name string, cs *cgroupSe
 }
 
 func (t *cgroupTracker) readV1CPU(sink series.Sink, name string, cs *cgroupSeries, dir string) {
-	if b, ok := t.read(sink, dir, "cpuacct.usage"); ok {
+	if b, ok := t.read(sink, cs, fV1CPUAcctUsage, dir); ok {
 		if v, ok, err := parseSingleValue(b); err != nil {
 			sink.Problem(dir+"/cpuacct.usage", err.Error())
 		} else if ok {
 			t.put(sink, name, cs, cgCPUUsage, v/1e6) // ns
 		}
 	}
-	if t.readKeyed(sink, dir, "cpuacct.stat") {
+	if t.readKeyed(sink, cs, fV1CPUAcctStat, dir) {
 		if v, ok := lookup(t.kvs, "user"); ok {
 			t.put(sink, name, cs, cgCPUUser, t.opt.ticksToMs(v))
 		}

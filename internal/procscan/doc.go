@@ -16,6 +16,10 @@
 //     scan's own counters (ScanStats).
 //   - cgroups.go, cgroup_name.go: what "the cgroup" of a process is when cgroup v1 and v2
 //     disagree, and the per-cgroup series read from each cgroup's files.
+//   - cgroup_files.go, cgroup_events.go: how those files are read (kept open within
+//     Options.CgroupKeepOpen, missing ones and limits not read at every scan, memory.events
+//     when the kernel notifies it).
+//   - cgroup_res.go: I/O, tasks, pressure and a container's network (a pod's once).
 //   - parse_proc.go, parse_cgroup.go: the pure parsers of those files, tested on literal
 //     strings, testdata fixtures and fuzz targets.
 //

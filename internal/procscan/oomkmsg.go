@@ -155,6 +155,7 @@ func (t *cgroupTracker) oomKilled(memcg string, gen uint64) {
 		}
 		pre := name[:i]
 		if cs := t.byName[pre]; cs != nil && cs.Seen(gen) && cs.info.ctrOK {
+			cs.ev.dirty = true // its memory.events is read again (cgroup_events.go)
 			if cs.oomReadGen == gen {
 				cs.oomPending++
 			}

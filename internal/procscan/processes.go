@@ -508,6 +508,7 @@ func (p *Processes) Close() error {
 	for _, st := range p.procs {
 		p.forget(st)
 	}
+	p.cg.closeAll()
 	p.events.close()
 	p.events, p.evTried = nil, false
 	p.closeTasks()
