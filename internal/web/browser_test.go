@@ -39,6 +39,9 @@ func TestMain(m *testing.M) {
 	if os.Getenv(helperEnv) == "1" {
 		os.Exit(runHelper())
 	}
+	if os.Getenv(threadsEnv) == "1" {
+		os.Exit(runThreads())
+	}
 	code := m.Run()
 	removeAgentBinary()
 	os.Exit(code)

@@ -124,8 +124,10 @@ export async function processes(ctx: Ctx) {
       if (!ctx.alive()) return;
       all = ans.processes;
       err.replaceChildren();
-      // Don't rewrite the rows under a keyboard user: skip this refresh while focus is in the table.
-      if (!table.el.contains(document.activeElement)) draw();
+      // Don't rewrite the rows under a keyboard user: skip this refresh while focus is in a row.
+      // A sort button keeps the focus after a click (the header is not rewritten): it must not
+      // stop the live rows.
+      if (!table.el.tBodies[0].contains(document.activeElement)) draw();
       ctx.ready();
     } catch (e) {
       if (ctx.alive()) err.replaceChildren(message("error", `Processes not loaded: ${(e as Error).message}`));
