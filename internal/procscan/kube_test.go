@@ -12,35 +12,60 @@ import (
 	"github.com/cantal-go/cantal/internal/series"
 )
 
-// Kubernetes' layouts, from a fixture of real kubelet and containerd trees
-// (../containers/testdata/kube: containerd's CRI task bundles with their annotations, under
-// the cgroupfs and the systemd driver; cases.json: each Guaranteed, Burstable and BestEffort
-// pod's sandbox and container as /proc/PID/cgroup shows them on a cgroup v1 (hybrid) and a
-// v2 machine): a process in any of them, and its cgroup, are labelled with its pod,
-// namespace and Kubernetes container name.
+// kubeCase is one pod's sandbox or container in a fixture tree of Kubernetes' layouts.
+type kubeCase struct {
+	Driver, QOS, Pod, Namespace, Container, Image string
+	CgroupVersion                                 string `json:"cgroup_version"`
+	ProcCgroup                                    string `json:"proc_cgroup"`
+	CgroupDir                                     string `json:"cgroup_dir"`
+	ContainerID                                   string `json:"container_id"`
+}
+
+// Kubernetes' layouts, from fixtures of real kubelet trees under the cgroupfs and the systemd
+// driver: containerd's CRI task bundles with their annotations (../containers/testdata/kube:
+// cases.json, each Guaranteed, Burstable and BestEffort pod's sandbox and container as
+// /proc/PID/cgroup shows them on a cgroup v1 (hybrid) and a v2 machine) and CRI-O's own state
+// (../containers/testdata/kube-crio, each case on v1 and v2 alike): a process in any of them,
+// and its cgroup, are labelled with its pod, namespace and Kubernetes container name.
 func TestKubernetesLayouts(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("the runtime state must be root's: run as root") // the suite runs as root
 	}
-	b, err := os.ReadFile("../containers/testdata/kube/cases.json")
-	if err != nil {
-		t.Fatal(err)
+	read := func(tree string) []kubeCase {
+		b, err := os.ReadFile("../containers/testdata/" + tree + "/cases.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var cases []kubeCase
+		if err := json.Unmarshal(b, &cases); err != nil {
+			t.Fatal(err)
+		}
+		return cases
 	}
-	var cases []struct {
-		Driver, QOS, Pod, Namespace, Container, Image string
-		CgroupVersion                                 string `json:"cgroup_version"`
-		ProcCgroup                                    string `json:"proc_cgroup"`
-		CgroupDir                                     string `json:"cgroup_dir"`
-		ContainerID                                   string `json:"container_id"`
+	if cases := read("kube"); len(cases) != 24 {
+		t.Fatalf("containerd: %d cases; want 2 drivers × 3 QoS classes × sandbox and container × v1 and v2", len(cases))
+	} else {
+		kubeLayouts(t, "kube", cases)
 	}
-	if err := json.Unmarshal(b, &cases); err != nil {
-		t.Fatal(err)
+	var crio []kubeCase
+	for _, c := range read("kube-crio") {
+		// CRI-O's cases name the cgroup alone: as /proc/PID/cgroup shows it on each version.
+		c.CgroupVersion, c.ProcCgroup = "v1", "11:memory:"+c.CgroupDir+"\n4:cpu,cpuacct:"+c.CgroupDir+"\n1:name=systemd:"+c.CgroupDir+"\n0::/\n"
+		crio = append(crio, c)
+		c.CgroupVersion, c.ProcCgroup = "v2", "0::"+c.CgroupDir+"\n"
+		crio = append(crio, c)
 	}
-	if len(cases) != 24 {
-		t.Fatalf("%d cases; want 2 drivers × 3 QoS classes × sandbox and container × v1 and v2", len(cases))
+	if len(crio) != 24 {
+		t.Fatalf("CRI-O: %d cases; want 2 drivers × 3 QoS classes × sandbox and container × v1 and v2", len(crio))
 	}
+	kubeLayouts(t, "kube-crio", crio)
+}
+
+// kubeLayouts runs each case of a fixture tree (../containers/testdata/TREE) through the
+// process scan: see TestKubernetesLayouts.
+func kubeLayouts(t *testing.T, tree string, cases []kubeCase) {
 	for _, c := range cases {
-		t.Run(c.Driver+"/"+c.QOS+"/"+c.CgroupVersion+"/"+c.Container, func(t *testing.T) {
+		t.Run(tree+"/"+c.Driver+"/"+c.QOS+"/"+c.CgroupVersion+"/"+c.Container, func(t *testing.T) {
 			proc, sys := copyTree(t, "testdata/proc"), copyTree(t, "testdata/sys")
 			if err := os.WriteFile(filepath.Join(proc, "4242/cgroup"), []byte(c.ProcCgroup), 0o644); err != nil {
 				t.Fatal(err)
@@ -56,7 +81,7 @@ func TestKubernetesLayouts(t *testing.T) {
 			}
 			root := t.TempDir()
 			os.Chmod(root, 0o755)
-			if err := os.CopyFS(root, os.DirFS(filepath.Join("../containers/testdata/kube", c.Driver))); err != nil {
+			if err := os.CopyFS(root, os.DirFS(filepath.Join("../containers/testdata", tree, c.Driver))); err != nil {
 				t.Fatal(err)
 			}
 			p := NewProcesses(Options{Proc: proc, Sys: sys, PageSize: 4096, Containers: containers.New(containers.Options{Root: root})})
