@@ -130,8 +130,10 @@ func TestStatusCountsFilteredForPrivateCallers(t *testing.T) {
 	if p, n := counts(out); p != 0 || n != 0 {
 		t.Errorf("a user with no process counts %d processes, %d apps; want 0, 0", p, n)
 	}
+	// Over TCP the caller is a curl running as that user: a scan during its request lists it
+	// (CI at f3aea59 counted 1), so the user has at most that one process.
 	_, body := a.tcpAs(otherUID, "GET", "/api/v1/status", "")
-	if p, n := counts(body); p != 0 || n != 0 {
-		t.Errorf("a user with no process over TCP counts %d processes, %d apps; want 0, 0", p, n)
+	if p, n := counts(body); p > 1 || n != 0 {
+		t.Errorf("a user whose only process is its curl counts over TCP %d processes, %d apps; want at most 1, 0", p, n)
 	}
 }
