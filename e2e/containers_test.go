@@ -118,8 +118,11 @@ func TestPodmanContainerByName(t *testing.T) {
 // name, with the labels /metrics shows for it (id, image, name) plus instance and node, and at
 // the scan /metrics stamps a value with, the value /metrics gives: so kubernetes-mixin's rules
 // and cAdvisor's dashboards work on a store fed by remote write as on one that scrapes.
+//
+// It compares its own agent's answers with its own Prometheus's at one scan, whatever the load:
+// a test of the second line (aside).
 func TestRemoteWriteContainerCAdvisorNames(t *testing.T) {
-	serial(t)
+	aside(t)
 	const name, node = "rw-web-1", "rw-ctr-e2e"
 	image := ctrImage(t)
 	id := podmantest.Run(t, name, image, []string{"--cpus", "0.2"}, "-burn")

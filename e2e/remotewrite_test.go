@@ -486,8 +486,10 @@ func (r *receiver) raw(node string, fromMs int64) ([]rawPoint, error) {
 // all the same: one pushed 2 s before a point of the same series that is already stored, one
 // after. The agent holds pushed series back until their scans are final (docs/remote-write.md);
 // short segments (--snapshot-interval 16s at --interval 1s: 16 scans) keep the wait under 30 s.
+// It mostly waits for its segments, with its own agent and Prometheus: it runs in the
+// background (see scheduler).
 func TestRemoteWriteLatePush(t *testing.T) {
-	serial(t)
+	detach := background(t)
 	const node = "rw-late"
 	prom := &receiver{t: t, name: "prometheus", prog: need(t, "prometheus"), dir: t.TempDir(), addr: freePort(t)}
 	prom.args = []string{"--config.file=" + writeFile(t, prom.dir, "prometheus.yml", "global: {}\n"),
@@ -503,6 +505,7 @@ func TestRemoteWriteLatePush(t *testing.T) {
 `, prom.addr)
 	a := startAgent(t, "--interval", "1s", "--snapshot-interval", "16s", "--node-name", node,
 		"--remote-write-config", writeFile(t, t.TempDir(), "rw.yml", cfg))
+	detach()
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Logf("agent output:\n%s", tail(a.out.String(), 8000))

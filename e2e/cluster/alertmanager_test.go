@@ -199,6 +199,7 @@ func (n *node) scans() (int, error) {
 // seconds since the node was last seen; then the chosen sender itself is killed, and exactly one
 // node_down for it reaches Alertmanager, posted by the next lowest id.
 func TestNodeDownReachesAlertmanagerOnce(t *testing.T) {
+	t.Parallel() // two at a time (-parallel: GOMAXPROCS); each owns its lab (see harness_test.go)
 	lab := newLab(t, 4, "10.77.10")
 	hosts := lab.Hosts()
 	px := startAlertmanager(t, hosts[3])

@@ -25,6 +25,7 @@ const loadSel = "system.load_avg_1min"
 // heal of e's cable with backfill, and a crash. The steps build on each other, so the first
 // failure stops the rest.
 func TestCluster(t *testing.T) {
+	t.Parallel() // two at a time (-parallel: GOMAXPROCS); each owns its lab (see harness_test.go)
 	started := time.Now()
 	lab := newLab(t, 5, "10.77.6")
 	nodes := startNodes(t, lab)

@@ -7,6 +7,11 @@
 // The test process stays in the root network namespace, which the labs never touch; it reaches
 // an agent by creating its sockets inside that agent's namespace (see dialIn), so a node is
 // observable from "its own host" even while its cable is cut.
+//
+// The tests run two at a time (each calls t.Parallel; go test's -parallel is GOMAXPROCS): each
+// owns its lab (namespaces named from a random id, a /24 of its own, permanent neighbour
+// entries, so the kernel's shared neighbour table does not overflow) and its agents; none sets
+// the environment or measures the machine.
 package cluster
 
 import (

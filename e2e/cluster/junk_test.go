@@ -14,6 +14,7 @@ import (
 //
 // Security finding 14.
 func TestJunkGossipPacketsLogThrottled(t *testing.T) {
+	t.Parallel() // two at a time (-parallel: GOMAXPROCS); each owns its lab (see harness_test.go)
 	lab := newLab(t, 2, "10.77.9")
 	hosts := lab.Hosts()
 	key := writeGossipKey(t, t.TempDir(), "gossip.key")

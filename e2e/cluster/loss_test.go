@@ -21,6 +21,7 @@ const lossyBound = 45 * time.Second
 // where the kernel lacks netem) on every host's link; one peer added at a; every node ends up
 // listing every other as alive (joined as formCluster does, through the API).
 func TestLossyMembershipConverges(t *testing.T) {
+	t.Parallel() // two at a time (-parallel: GOMAXPROCS); each owns its lab (see harness_test.go)
 	lab := newLab(t, 5, "10.77.7")
 	ctx := context.Background()
 	for _, h := range lab.Hosts() {

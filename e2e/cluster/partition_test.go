@@ -40,6 +40,7 @@ const (
 // costs without any partition (the machine is shared; at a load average of 343 on two cores a
 // steady-state history query took 1.7 s). On a quiet machine that adds about 0.1 s.
 func TestPartitionAndHeal20(t *testing.T) {
+	t.Parallel() // two at a time (-parallel: GOMAXPROCS); each owns its lab (see harness_test.go)
 	if err := netns.Available(); err != nil {
 		t.Fatalf("multi-node tests need network namespaces (run as root with iproute2; see scripts/install-deps.sh): %v", err)
 	}

@@ -49,6 +49,7 @@ func (n *node) promQuery(q string, at time.Time) (promAnswer, error) {
 // nodes, asked of each node's /cluster/prometheus at the same time, give the same answer,
 // naming all three nodes, with no warning; with c cut off, a's answer names c in its warnings.
 func TestClusterPromQLSameFromEveryNode(t *testing.T) {
+	t.Parallel() // two at a time (-parallel: GOMAXPROCS); each owns its lab (see harness_test.go)
 	lab := newLab(t, 3, "10.77.34")
 	nodes := startNodes(t, lab)
 	a, c := nodes[0], nodes[2]

@@ -261,6 +261,7 @@ func peerNames(n *node) (string, error) {
 //
 // Security finding 10.
 func TestTLSClusterRefusesNonMembers(t *testing.T) {
+	t.Parallel() // two at a time (-parallel: GOMAXPROCS); each owns its lab (see harness_test.go)
 	lab := newLab(t, 4, "10.77.8")
 	hosts := lab.Hosts()
 	p := newPKI(t)

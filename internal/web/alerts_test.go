@@ -21,6 +21,7 @@ import (
 // header's badge with 1 firing alert, as a person sees it (drawn text, visible box); its list
 // names the alert and the node; a value back under the threshold clears the badge.
 func TestBrowserAlertBadge(t *testing.T) {
+	inLine(t)
 	chrome := requireBrowser(t)
 	shots := uiArtifacts(t)
 	tmp := t.TempDir()
@@ -126,6 +127,7 @@ func TestBrowserAlertBadge(t *testing.T) {
 // shows on n1's pages with n2 named in the list; when n2 is killed, n1's badge shows node_down
 // for n2 and the list names n2 as not answering.
 func TestBrowserAlertBadgeCluster(t *testing.T) {
+	inLine(t)
 	chrome := requireBrowser(t)
 	shots := uiArtifacts(t)
 	tmp := t.TempDir()

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -42,9 +43,32 @@ func TestMain(m *testing.M) {
 	if os.Getenv(threadsEnv) == "1" {
 		os.Exit(runThreads())
 	}
+	// The browser tests gate themselves (browserLine): unless -test.parallel is given, each
+	// holds a parallel slot at once, so TestBrowserFleet never waits behind tests of the line.
+	flag.Parse()
+	given := false
+	flag.Visit(func(f *flag.Flag) { given = given || f.Name == "test.parallel" })
+	if !given {
+		flag.Set("test.parallel", "1000")
+	}
 	code := m.Run()
 	removeAgentBinary()
 	os.Exit(code)
+}
+
+// browserLine is the line of browser tests (see inLine): one at a time, holding it.
+var browserLine = make(chan struct{}, 1)
+
+// inLine makes t a browser test of the line: the browser tests run one at a time, in no set
+// order, after the other tests of the package, and TestBrowserFleet (the longest: three
+// agents, a node stopped, every page at three sizes) runs beside them. Each owns what it
+// uses: its agents (ports from the kernel, state in its temporary directories), its Chromium
+// (a profile of its own), its containers and network namespaces (named by test and pid).
+func inLine(t *testing.T) {
+	t.Helper()
+	t.Parallel()
+	browserLine <- struct{}{}
+	t.Cleanup(func() { <-browserLine }) // registered first, so run last
 }
 
 // runHelper publishes helperSeries counters and one state through shm at $CANTAL_PATH, updates
@@ -254,6 +278,7 @@ func jsString(s string) string {
 }
 
 func TestBrowser(t *testing.T) {
+	inLine(t)
 	chrome := requireBrowser(t)
 	shots := artifactDir(t)
 	tmp := t.TempDir()

@@ -51,6 +51,7 @@ func clusterRows(t *testing.T, run func(js string, v any) error) []clusterRow {
 }
 
 func TestBrowserClusterContainers(t *testing.T) {
+	inLine(t)
 	chrome := requireBrowser(t)
 	if os.Geteuid() != 0 {
 		t.Fatal("the agent names containers from the runtimes' root-only state: run as root")

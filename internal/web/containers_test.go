@@ -78,6 +78,7 @@ func nearSize(drawn string, want uint64) error {
 }
 
 func TestBrowserContainers(t *testing.T) {
+	inLine(t)
 	chrome := requireBrowser(t)
 	if os.Geteuid() != 0 {
 		t.Fatal("the agent names containers from the runtimes' root-only state: run as root")

@@ -80,6 +80,7 @@ const gapInkJS = `((mid) => ` + chartsJS + `.map(({title, u}) => {
 }))`
 
 func TestBrowserOutageDrawnAsGap(t *testing.T) {
+	inLine(t)
 	chrome := requireBrowser(t)
 	outage := outageLength(t)
 	tmp := t.TempDir()
@@ -337,6 +338,7 @@ func scanTimes(t *testing.T, n *fleetNode) []float64 {
 }
 
 func TestBrowserNetworkTotalWithInterfaceChurn(t *testing.T) {
+	inLine(t)
 	chrome := requireBrowser(t)
 	tmp := t.TempDir()
 	bin := agentBinary(t)

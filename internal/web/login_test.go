@@ -32,6 +32,7 @@ import (
 // credentials, and the overview draws its CPU chart from the history and keeps it moving over
 // the WebSocket; refusing the challenge leaves a page without data.
 func TestBrowserLogin(t *testing.T) {
+	inLine(t)
 	chrome := requireBrowser(t)
 	tmp := t.TempDir()
 	bin := agentBinary(t)

@@ -103,6 +103,7 @@ func agentDisks(t *testing.T, n *fleetNode) []string {
 }
 
 func TestBrowserOverview(t *testing.T) {
+	inLine(t)
 	chrome := requireBrowser(t)
 	shots := uiArtifacts(t)
 	tmp := t.TempDir()

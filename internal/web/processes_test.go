@@ -67,6 +67,7 @@ type drawnProc struct {
 }
 
 func TestBrowserProcessesFollowAfterSort(t *testing.T) {
+	inLine(t)
 	chrome := requireBrowser(t)
 	tmp := t.TempDir()
 

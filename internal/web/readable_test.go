@@ -78,6 +78,7 @@ func parseDuration(s string) (float64, error) {
 }
 
 func TestBrowserReadable(t *testing.T) {
+	inLine(t)
 	chrome := requireBrowser(t)
 	tmp := t.TempDir()
 	bin := agentBinary(t)
@@ -229,6 +230,7 @@ func abs(x int) int {
 }
 
 func TestBrowserMetricsNamedSelector(t *testing.T) {
+	inLine(t)
 	chrome := requireBrowser(t)
 	tmp := t.TempDir()
 	bin := agentBinary(t)
@@ -269,6 +271,7 @@ func TestBrowserMetricsNamedSelector(t *testing.T) {
 }
 
 func TestBrowserChartPageFits(t *testing.T) {
+	inLine(t)
 	chrome := requireBrowser(t)
 	tmp := t.TempDir()
 	bin := agentBinary(t)
@@ -480,6 +483,7 @@ func startCountingProxy(t *testing.T, target string) *countingProxy {
 }
 
 func TestBrowserOverviewTraffic(t *testing.T) {
+	inLine(t)
 	chrome := requireBrowser(t)
 	tmp := t.TempDir()
 	bin := agentBinary(t)
