@@ -84,10 +84,10 @@ func TestMain(m *testing.M) {
 //     (2000 of TestProcessChurn's) are not in their tables. One that then only waits (memory
 //     to be returned after the spike it made) detaches, as a background test does.
 //
-// The first line takes its tests in order, but while an aside test runs and the next is a
-// quiet one, it runs the serial tests after it meanwhile; the quiet one comes next once the
-// aside test has ended, and no aside test starts while a quiet one waits at the head of the
-// line. So an aside test costs the first line nothing unless quiet tests are all that is left.
+// The first line takes its tests in order, but while an aside test runs it passes over the
+// quiet ones and runs the serial tests after them meanwhile; an aside test starts whenever no
+// quiet test runs. So the aside tests cost the first line nothing while serial tests are left;
+// the quiet ones passed over run once the first line is free with no aside test running.
 //
 // From detach (background) or its start (aside) on, a test must own everything it uses: its
 // ports (freePort never hands a port out twice, so a receiver stopped for minutes gets its
@@ -125,17 +125,14 @@ type lineTest struct {
 
 // dispatch starts what may start now: the first line's next test (the first waiting serial or
 // quiet test; a quiet one only with no aside test running, else the first serial test after
-// it), and the second line's (the first waiting aside test, with no quiet test running or at
-// the head of the first line). Called with s.mu held, once the background tests have detached.
+// it), and the second line's (the first waiting aside test, with no quiet test running). The
+// first line is served first: once it is free and an aside test ends, a quiet test waiting
+// goes before the next aside test. Called with s.mu held, once the background tests have
+// detached.
 func (s *scheduler) dispatch() {
-	quietAhead := false // a quiet test is the first line's next: it waits for the second line
 	if s.first == nil {
 		for i, w := range s.waiting {
-			if w.kind == kindAside {
-				continue
-			}
-			if w.kind == kindQuiet && s.second != nil {
-				quietAhead = true
+			if w.kind == kindAside || (w.kind == kindQuiet && s.second != nil) {
 				continue
 			}
 			s.first = w
@@ -144,15 +141,7 @@ func (s *scheduler) dispatch() {
 			break
 		}
 	}
-	if !quietAhead {
-		for _, w := range s.waiting {
-			if w.kind != kindAside {
-				quietAhead = w.kind == kindQuiet
-				break
-			}
-		}
-	}
-	if s.second == nil && !quietAhead && (s.first == nil || s.first.kind != kindQuiet) {
+	if s.second == nil && (s.first == nil || s.first.kind != kindQuiet) {
 		for i, w := range s.waiting {
 			if w.kind == kindAside {
 				s.second = w
