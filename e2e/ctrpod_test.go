@@ -16,9 +16,10 @@ import (
 // The containers of a real Podman pod (its infra container and two more) share one network
 // namespace; the agent puts that namespace's interfaces on one of their cgroups only, as
 // cAdvisor does, so that a sum over the pod's containers is the namespace's own counter (the
-// kernel's /proc/PID/net/dev of the infra container's process), not three times it.
+// kernel's /proc/PID/net/dev of the infra container's process), not three times it. Its pod
+// and agent are its own and it measures only its pod's traffic: a test of the second line.
 func TestPodNetworkCountedOnce(t *testing.T) {
-	serial(t)
+	aside(t)
 	image := ctrImage(t)
 	const pod = "cantal-pod-1"
 	exec.Command("podman", "pod", "rm", "-f", pod).Run() // a leftover of an interrupted run
