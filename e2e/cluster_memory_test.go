@@ -33,12 +33,12 @@ func vmHWM(t *testing.T, pid int) int64 {
 }
 
 // historyRounds is how many rounds of points TestParallelClusterHistoryMemoryBounded pushes:
-// $CANTAL_E2E_HISTORY_ROUNDS (at least 60: an answer of over 10 MiB), else 100. The bound it
+// $CANTAL_E2E_HISTORY_ROUNDS (at least 60: an answer of over 10 MiB), else 60. The bound it
 // checks is relative to one answer, so a smaller history drives the same code; the failure it
 // defends against (each query holding copies of the whole history) grows with it either way.
 func historyRounds(t *testing.T) int {
 	t.Helper()
-	n := 100
+	n := 60
 	if v := os.Getenv("CANTAL_E2E_HISTORY_ROUNDS"); v != "" {
 		var err error
 		if n, err = strconv.Atoi(v); err != nil || n < 60 {
@@ -49,7 +49,7 @@ func historyRounds(t *testing.T) int {
 }
 
 // TestParallelClusterHistoryMemoryBounded: six cluster/history?window=1h at once, each of a
-// local history of about 20 MB (historyRounds: 100 rounds of 10000 points; 200, 40 MB, with
+// local history of about 12 MB (historyRounds: 60 rounds of 10000 points; 200, 40 MB, with
 // $CANTAL_E2E_HISTORY_ROUNDS=200 as `make test-long` runs it), raise the agent's peak RSS by at most four times one answer:
 // the local part is built under the query slot, one at a time, with the node label written
 // directly. Before, each built its local history and a decoded copy of it in parallel: six

@@ -64,14 +64,14 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// scheduler runs the tests in two lines, from when the background tests have detached:
+// scheduler runs the tests in two lines, with a third kind beside them:
 //
 //   - background: the few tests that mostly wait (a receiver's outage, an agent down and
-//     restarted, a minute of points to gather) go first, one at a time,
-//     and leave the line once started: they call background and then its detach, and run on
-//     beside the lines and each other. A background test's start (its receivers, its agent's
-//     first scans of every process) comes before the lines start, so it loads the machine no
-//     more than a serial test.
+//     restarted, a minute of points to gather) start one at a time, beside the lines from
+//     their first test on, and leave that line of their own once started: they call
+//     background and then its detach, and run on beside the lines and each other. A
+//     background test's start (its receivers, its agent's first scans of every process) loads
+//     the machine no more than an aside test's.
 //   - serial and quiet: most tests assert on what an agent sees of the whole machine, or load
 //     it (process churn, busy loops): they run one at a time in the first line, in the order
 //     go test starts them (the files' order). A quiet one bets on time (a legitimate request
@@ -127,8 +127,7 @@ type lineTest struct {
 // quiet test; a quiet one only with no aside test running, else the first serial test after
 // it), and the second line's (the first waiting aside test, with no quiet test running). The
 // first line is served first: once it is free and an aside test ends, a quiet test waiting
-// goes before the next aside test. Called with s.mu held, once the background tests have
-// detached.
+// goes before the next aside test. Called with s.mu held.
 func (s *scheduler) dispatch() {
 	if s.first == nil {
 		for i, w := range s.waiting {
@@ -199,9 +198,6 @@ func inLine(t *testing.T, kind lineKind) (done func()) {
 	sched.waiting = append(sched.waiting, me)
 	sched.mu.Unlock()
 	t.Parallel()
-	if c := detached(); c != nil {
-		<-c
-	}
 	sched.mu.Lock()
 	sched.dispatch()
 	sched.mu.Unlock()
@@ -226,16 +222,8 @@ func inLine(t *testing.T, kind lineKind) (done func()) {
 	return done
 }
 
-// detached returns the channel closed once the last background test has detached.
-func detached() chan struct{} {
-	sched.mu.Lock()
-	defer sched.mu.Unlock()
-	return sched.lastBG
-}
-
-// serial makes t a test of the first line (see scheduler): it returns once the background
-// tests have detached and t's turn has come; nothing but background and aside tests runs
-// beside it.
+// serial makes t a test of the first line (see scheduler): it returns once t's turn has
+// come; nothing but background and aside tests runs beside it.
 func serial(t *testing.T) {
 	t.Helper()
 	inLine(t, kindSerial)
@@ -250,8 +238,8 @@ func quiet(t *testing.T) {
 	inLine(t, kindQuiet)
 }
 
-// aside makes t a test of the second line (see scheduler): it returns once the background
-// tests have detached and t's turn has come; it runs beside the serial tests. A test that
+// aside makes t a test of the second line (see scheduler): it returns once t's turn has come;
+// it runs beside the serial tests. A test that
 // then only waits (for the agent to return memory) calls the returned detach, and runs on
 // beside both lines as a background test does.
 func aside(t *testing.T) (detach func()) {

@@ -69,7 +69,7 @@ func uiArtifacts(t *testing.T) string {
 var fleetLevels = map[string]float64{"n1": 15, "n2": 50, "n3": 85}
 
 func TestBrowserFleet(t *testing.T) {
-	t.Parallel() // beside the line of the other browser tests (see inLine)
+	inLine(t)
 	chrome := requireBrowser(t)
 	shots := uiArtifacts(t)
 	tmp := t.TempDir()
