@@ -45,7 +45,8 @@ func (a *Agent) promqlRoutes(s *api.Server) {
 	a.mux.Handle(apiwire.PeerSelectPath, promcluster.PeerHandler(st, promcluster.PeerOptions{
 		MaxSamples: a.cfg.QueryMaxSamples, Timeout: a.cfg.QueryTimeout}))
 	opt.Prefix, opt.Share = promapi.ClusterPrefix, local
-	opt.Queryable = promcluster.New(st, promcluster.Options{
+	cq := promcluster.New(st, promcluster.Options{
+		Node:    a.cfg.NodeName,
 		Members: s.Cluster.Members,
 		// Its own client, keeping one connection per peer (the cluster routes' client opens
 		// one per request): every query asks every peer.
@@ -59,5 +60,6 @@ func (a *Agent) promqlRoutes(s *api.Server) {
 			return []*labels.Matcher{labels.MustNewMatcher(labels.MatchEqual, "pid", "")}
 		},
 	})
+	opt.Queryable, opt.Planner = cq, cq
 	a.mux.Handle(promapi.ClusterPrefix, promapi.New(st, opt))
 }

@@ -67,9 +67,21 @@ type Options struct {
 	// Share, when set, is a Handler whose engine and --query-max-concurrency slots this one
 	// uses too (the cluster API beside the node's: one bound for both).
 	Share *Handler
+	// Planner, when set, plans every query and query_range before the engine evaluates it
+	// (the cluster API's pushdown, promcluster.Queryable.Plan).
+	Planner Planner
 	// Rules, when set, are the rule files' groups /api/v1/rules and /api/v1/alerts list;
 	// nil: both answer empty lists.
 	Rules RuleSource
+}
+
+// A Planner may answer a query by another query over another Queryable that gives the same
+// answer (promcluster's pushdown). Plan is called with the query's context (its timeout,
+// its caller) once its slot is taken, with the engine that then evaluates what it returns;
+// step is 0 for an instant query at start. It never fails: a query it cannot plan comes
+// back as it is, over the Handler's Queryable, for the engine to answer or refuse.
+type Planner interface {
+	Plan(ctx context.Context, ng *promql.Engine, qs string, start, end time.Time, step time.Duration) (storage.Queryable, string)
 }
 
 // Handler serves the API. Make one with New.
@@ -371,8 +383,17 @@ func (h *Handler) query(r *http.Request) (any, annotations.Annotations, *apiErro
 		return nil, nil, invalidParam(err, "time")
 	}
 	return h.run(r, func(ctx context.Context) (promql.Query, error) {
-		return h.ng.NewInstantQuery(ctx, h.q, nil, r.FormValue("query"), ts)
+		q, qs := h.plan(ctx, r.FormValue("query"), ts, ts, 0)
+		return h.ng.NewInstantQuery(ctx, q, nil, qs, ts)
 	})
+}
+
+// plan is Options.Planner's plan of qs, or qs over the Handler's Queryable.
+func (h *Handler) plan(ctx context.Context, qs string, start, end time.Time, step time.Duration) (storage.Queryable, string) {
+	if h.opt.Planner == nil {
+		return h.q, qs
+	}
+	return h.opt.Planner.Plan(ctx, h.ng, qs, start, end, step)
 }
 
 // maxPoints is query_range's bound of points per series, Prometheus's.
@@ -401,7 +422,8 @@ func (h *Handler) queryRange(r *http.Request) (any, annotations.Annotations, *ap
 		return nil, nil, badData(errors.New("exceeded maximum resolution of 11,000 points per timeseries. Try decreasing the query resolution (?step=XX)"))
 	}
 	return h.run(r, func(ctx context.Context) (promql.Query, error) {
-		return h.ng.NewRangeQuery(ctx, h.q, nil, r.FormValue("query"), start, end, step)
+		q, qs := h.plan(ctx, r.FormValue("query"), start, end, step)
+		return h.ng.NewRangeQuery(ctx, q, nil, qs, start, end, step)
 	})
 }
 

@@ -50,6 +50,9 @@ const PeerPrefix = "/prometheus/api/v1/"
 
 // Options configure a Queryable.
 type Options struct {
+	// Node is the local node's name (its series' node label): its part of a pushed
+	// aggregation is told apart from the peers' by it (see Pushdown).
+	Node string
 	// Members returns the peers (not the local node). Required.
 	Members func() []hub.Member
 	// Fetch is the client of the requests to peers. Required.
@@ -162,6 +165,12 @@ func (q *querier) fanOut(ctx context.Context, members []hub.Member, get func(ctx
 // peerGet fetches a peer's answer to path?params and decodes its data into v; a peer's error
 // answer is its error.
 func (q *querier) peerGet(ctx context.Context, m hub.Member, path string, params url.Values, v any) error {
+	return q.peerGetAnswer(ctx, m, path, params, v, nil)
+}
+
+// peerGetAnswer is peerGet that also decodes the whole answer into env when it is not nil
+// (its warnings and infos).
+func (q *querier) peerGetAnswer(ctx context.Context, m hub.Member, path string, params url.Values, v, env any) error {
 	body, err := q.c.opt.Fetch.Get(ctx, m, PeerPrefix+path+"?"+params.Encode(), q.c.opt.MaxAnswer)
 	if err != nil {
 		return peerErr(err)
@@ -172,6 +181,11 @@ func (q *querier) peerGet(ctx context.Context, m hub.Member, path string, params
 	}
 	if err := json.Unmarshal(body, &ans); err != nil {
 		return fmt.Errorf("reading the answer: %w", err)
+	}
+	if env != nil {
+		if err := json.Unmarshal(body, env); err != nil {
+			return fmt.Errorf("reading the answer: %w", err)
+		}
 	}
 	if ans.Status != "success" {
 		return fmt.Errorf("answer status %q", ans.Status)

@@ -1,0 +1,352 @@
+package promcluster
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql/parser"
+
+	"github.com/cantal-go/cantal/internal/apiwire"
+	"github.com/cantal-go/cantal/internal/hub"
+	"github.com/cantal-go/cantal/internal/promapi"
+)
+
+// counted counts, by path, the requests a peer's server is asked, and keeps their queries.
+type counted struct {
+	mu      sync.Mutex
+	paths   map[string]int
+	queries []string
+}
+
+func (c *counted) wrap(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c.mu.Lock()
+		c.paths[r.URL.Path]++
+		if q := r.URL.Query().Get("query"); q != "" {
+			c.queries = append(c.queries, q)
+		}
+		c.mu.Unlock()
+		h.ServeHTTP(w, r)
+	})
+}
+
+func (c *counted) reset() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p := c.paths
+	c.paths, c.queries = map[string]int{}, nil
+	return p
+}
+
+// pushCluster is the cluster API over a (local), b and c (peers, c's scans ending half-way),
+// with the pushdown (Planner) or without, and the count of the peers' requests.
+func pushCluster(t *testing.T, scans int) (push, fetch http.Handler, reqs *counted) {
+	t.Helper()
+	reqs = &counted{paths: map[string]int{}}
+	var members []hub.Member
+	for _, p := range []struct {
+		name  string
+		load  float64
+		scans int
+		cpus  int
+	}{{"b", 2, scans, 2}, {"c", 3, scans / 2, 4}} {
+		st := node(t, p.name, p.load, p.scans, p.cpus)
+		mux := http.NewServeMux()
+		mux.Handle(promapi.Prefix, promapi.New(st, promapi.Options{Now: func() time.Time { return time.UnixMilli(t0 + 3600_000) }}))
+		mux.Handle(apiwire.PeerSelectPath, PeerHandler(st, PeerOptions{}))
+		srv := httptest.NewServer(reqs.wrap(mux))
+		t.Cleanup(srv.Close)
+		members = append(members, hub.Member{ID: p.name, Name: p.name, HTTP: strings.TrimPrefix(srv.URL, "http://"), Up: true})
+	}
+	local := node(t, "a", 1, scans, 2)
+	q := New(local, Options{Node: "a", Members: func() []hub.Member { return members }, Fetch: &hub.Fetcher{Timeout: 5 * time.Second}})
+	now := func() time.Time { return time.UnixMilli(t0 + 3600_000) }
+	push = promapi.New(local, promapi.Options{Prefix: promapi.ClusterPrefix, Queryable: q, Planner: q, Now: now})
+	fetch = promapi.New(local, promapi.Options{Prefix: promapi.ClusterPrefix, Queryable: q, Now: now})
+	return push, fetch, reqs
+}
+
+// sameAnswer reports how got differs from want: the same series (labels), at the same times,
+// values within a relative 1e-9 (sums of sums are added in another order).
+func sameAnswer(got, want answer) error {
+	if got.Status != want.Status || got.ErrorType != want.ErrorType || got.Data.ResultType != want.Data.ResultType {
+		return fmt.Errorf("status %s %s %s, want %s %s %s (%s / %s)", got.Status, got.ErrorType, got.Data.ResultType,
+			want.Status, want.ErrorType, want.Data.ResultType, got.Error, want.Error)
+	}
+	key := func(m map[string]string) string { return labels.FromMap(m).String() }
+	type pts = [][2]any
+	index := func(a answer) map[string]pts {
+		out := map[string]pts{}
+		for _, r := range a.Data.Result {
+			v := r.Values
+			if v == nil && r.Value[0] != nil {
+				v = pts{r.Value}
+			}
+			out[key(r.Metric)] = v
+		}
+		return out
+	}
+	g, w := index(got), index(want)
+	if len(got.Data.Result) != len(want.Data.Result) || len(g) != len(w) {
+		return fmt.Errorf("%d series, want %d", len(got.Data.Result), len(want.Data.Result))
+	}
+	for k, wv := range w {
+		gv, ok := g[k]
+		if !ok {
+			return fmt.Errorf("no series %s", k)
+		}
+		if len(gv) != len(wv) {
+			return fmt.Errorf("%s: %d points, want %d", k, len(gv), len(wv))
+		}
+		for i := range wv {
+			if gv[i][0] != wv[i][0] {
+				return fmt.Errorf("%s: point %d at %v, want %v", k, i, gv[i][0], wv[i][0])
+			}
+			gf, _ := strconv.ParseFloat(gv[i][1].(string), 64)
+			wf, _ := strconv.ParseFloat(wv[i][1].(string), 64)
+			if gf != wf && !(math.IsNaN(gf) && math.IsNaN(wf)) && math.Abs(gf-wf) > 1e-9*math.Max(math.Abs(gf), math.Abs(wf)) {
+				return fmt.Errorf("%s: point %d = %v, want %v", k, i, gv[i][1], wv[i][1])
+			}
+		}
+	}
+	return nil
+}
+
+// TestPushdownSameAsFetch: every query gives the same answer pushed down as fetched and
+// evaluated once (the whole cluster's series at the asking node), instant and range, over a
+// peer whose series end half-way (its parts end there too: a merge does not carry its last
+// point on); the queries whose aggregations are pushed ask each peer query_range only, the
+// others ask the peer select only.
+func TestPushdownSameAsFetch(t *testing.T) {
+	const (
+		none = iota
+		all
+		partly // an aggregation pushed, a selector fetched
+	)
+	const scans = 300 // 10 minutes
+	push, fetch, reqs := pushCluster(t, scans)
+	end := float64(t0+(scans-1)*2000) / 1000
+	for _, c := range []struct {
+		q      string
+		pushed int
+	}{
+		{`sum(rate(node_cpu_seconds_total[1m]))`, all},
+		{`sum by (cpu)(rate(node_cpu_seconds_total[1m]))`, all},
+		{`sum without (cpu)(rate(node_cpu_seconds_total[1m]))`, all},
+		{`sum by (node)(rate(node_cpu_seconds_total[1m]))`, all},
+		{`count(node_cpu_seconds_total)`, all},
+		{`count by (cpu)(node_cpu_seconds_total)`, all},
+		{`count without (node, instance)(node_cpu_seconds_total)`, all},
+		{`max(node_load1)`, all},
+		{`min by (instance)(node_load1)`, all},
+		{`group by (node)(node_load1)`, all},
+		{`topk(2, node_load1)`, all},
+		{`bottomk(3, rate(node_cpu_seconds_total[1m]))`, all},
+		{`topk by (cpu)(1, rate(node_cpu_seconds_total[1m]))`, all},
+		{`sum(rate(node_cpu_seconds_total[1m])) / count(node_cpu_seconds_total)`, all},
+		{`sum(node_load1) - max(node_load1)`, all},
+		{`sum by (node)(sum by (node, cpu)(rate(node_cpu_seconds_total[1m])))`, all},
+		{`sum(node_load1 * on(node, instance) group_left max by (node, instance)(node_load1))`, all},
+		{`sum(node_load1 > 2.5)`, all},
+		{`sum(clamp_max(node_load1, 3) * 2)`, all},
+		{`count(node_load1 offset 1m)`, all},
+		{`sum(increase(node_cpu_seconds_total[2m])) > 0`, all},
+		{`absent(sum(no_such_metric))`, all},
+		// Not pushed: the same answer from the fetch.
+		{`avg(node_load1)`, none},
+		{`sum(vector(1))`, none},
+		{`sum(label_replace(node_load1, "node", "x", "", ""))`, none},
+		{`sum(rate(node_cpu_seconds_total[1m]) * ignoring(node, instance) group_left max without (node, instance)(rate(node_cpu_seconds_total[1m])))`, partly},
+		{`sum by (cpu)(sum by (cpu)(rate(node_cpu_seconds_total[1m])))`, all}, // the inner one
+		{`max_over_time(sum(node_load1)[5m:30s])`, none},
+		{`quantile(0.5, node_load1)`, none},
+	} {
+		for _, kind := range []struct {
+			path   string
+			params url.Values
+		}{
+			{"query", url.Values{"time": {fmt.Sprint(end)}}},
+			{"query", url.Values{"time": {fmt.Sprint(end - 300)}}},
+			{"query_range", url.Values{"start": {fmt.Sprint(end - 590)}, "end": {fmt.Sprint(end)}, "step": {"10"}}},
+			{"query_range", url.Values{"start": {fmt.Sprint(end - 37)}, "end": {fmt.Sprint(end + 60)}, "step": {"2"}}},
+		} {
+			kind.params.Set("query", c.q)
+			reqs.reset()
+			_, want, wb := get(t, fetch, kind.path, kind.params)
+			reqs.reset()
+			_, got, gb := get(t, push, kind.path, kind.params)
+			asked := reqs.reset()
+			name := c.q + " " + kind.path + " " + kind.params.Encode()
+			if want.Status != "success" {
+				t.Fatalf("%s: fetched: %s", name, wb)
+			}
+			if len(want.Data.Result) == 0 && !strings.Contains(c.q, "no_such") {
+				t.Fatalf("%s: fetched: no series (a case that shows nothing)", name)
+			}
+			if err := sameAnswer(got, want); err != nil {
+				t.Errorf("%s: pushed down: %v\npushed: %s\nfetched: %s", name, err, gb, wb)
+			}
+			select_, ranges := asked[apiwire.PeerSelectPath], asked[PeerPrefix+"query_range"]
+			switch {
+			case c.pushed == all && (ranges == 0 || select_ != 0):
+				t.Errorf("%s: peers asked %v, want query_range only (pushed down)", name, asked)
+			case c.pushed == none && ranges != 0:
+				t.Errorf("%s: peers asked %v, want no query_range (not pushed)", name, asked)
+			case c.pushed == partly && (ranges == 0 || select_ == 0):
+				t.Errorf("%s: peers asked %v, want query_range and the peer select (partly pushed)", name, asked)
+			}
+		}
+	}
+}
+
+// TestPushdownLeavesOutPeersWithAWarning: a peer that is down or cut is named in a pushed
+// query's warnings, and the others' parts are in the answer.
+func TestPushdownLeavesOutPeersWithAWarning(t *testing.T) {
+	const scans = 30
+	local := node(t, "a", 1, scans, 2)
+	b := peer(t, node(t, "b", 2, scans, 2))
+	members := []hub.Member{
+		{ID: "b", Name: "b", HTTP: strings.TrimPrefix(b.URL, "http://"), Up: true},
+		{ID: "d", Name: "d", HTTP: "127.0.0.1:1", Up: false},
+	}
+	q := New(local, Options{Node: "a", Members: func() []hub.Member { return members }, Fetch: &hub.Fetcher{Timeout: time.Second}})
+	h := promapi.New(local, promapi.Options{Prefix: promapi.ClusterPrefix, Queryable: q, Planner: q,
+		Now: func() time.Time { return time.UnixMilli(t0 + 3600_000) }})
+	at := fmt.Sprint(float64(t0+(scans-1)*2000) / 1000)
+	_, a, body := get(t, h, "query", url.Values{"query": {`sum(node_load1)`}, "time": {at}})
+	if a.Status != "success" || len(a.Data.Result) != 1 {
+		t.Fatalf("answer %s", body)
+	}
+	want := 1 + 2 + 2*float64(scans-1)/100
+	if got, _ := strconv.ParseFloat(a.Data.Result[0].Value[1].(string), 64); math.Abs(got-want) > 1e-9 {
+		t.Errorf("sum(node_load1) = %v, want a's and b's %v", got, want)
+	}
+	if len(a.Warnings) != 1 || !strings.Contains(a.Warnings[0], "node d left out") {
+		t.Errorf("warnings %q, want node d left out", a.Warnings)
+	}
+}
+
+// TestPushdownAsksPeersWithPeerMatchers: a pushed aggregation asked of a peer carries
+// Options.PeerMatchers in each of its selectors, so a caller sees of another node only what
+// it may.
+func TestPushdownAsksPeersWithPeerMatchers(t *testing.T) {
+	const scans = 30
+	reqs := &counted{paths: map[string]int{}}
+	st := node(t, "b", 2, scans, 2)
+	srv := httptest.NewServer(reqs.wrap(promapi.New(st, promapi.Options{Now: func() time.Time { return time.UnixMilli(t0 + 3600_000) }})))
+	t.Cleanup(srv.Close)
+	members := []hub.Member{{ID: "b", Name: "b", HTTP: strings.TrimPrefix(srv.URL, "http://"), Up: true}}
+	local := node(t, "a", 1, scans, 2)
+	q := New(local, Options{Node: "a", Members: func() []hub.Member { return members }, Fetch: &hub.Fetcher{Timeout: time.Second},
+		PeerMatchers: func(context.Context) []*labels.Matcher {
+			return []*labels.Matcher{labels.MustNewMatcher(labels.MatchEqual, "pid", "")}
+		}})
+	h := promapi.New(local, promapi.Options{Prefix: promapi.ClusterPrefix, Queryable: q, Planner: q,
+		Now: func() time.Time { return time.UnixMilli(t0 + 3600_000) }})
+	at := fmt.Sprint(float64(t0+(scans-1)*2000) / 1000)
+	get(t, h, "query", url.Values{"query": {`sum(rate(node_cpu_seconds_total[1m])) / sum(node_load1 * on(node) node_load1)`}, "time": {at}})
+	if len(reqs.queries) != 2 {
+		t.Fatalf("peer asked %q, want two pushed aggregations", reqs.queries)
+	}
+	for _, qs := range reqs.queries {
+		e, err := parseExpr(qs)
+		if err != nil {
+			t.Fatalf("%q: %v", qs, err)
+		}
+		n := 0
+		parser.Inspect(e, func(n2 parser.Node, _ []parser.Node) error {
+			if vs, ok := n2.(*parser.VectorSelector); ok {
+				n++
+				if !slices.ContainsFunc(vs.LabelMatchers, func(m *labels.Matcher) bool { return m.Name == "pid" && m.Type == labels.MatchEqual && m.Value == "" }) {
+					t.Errorf("%q: selector %s without pid=\"\"", qs, vs)
+				}
+			}
+			return nil
+		})
+		if n == 0 {
+			t.Errorf("%q: no selector", qs)
+		}
+	}
+}
+
+// TestPlanPushes: which aggregations of a query are pushed, and the merge that replaces them.
+func TestPlanPushes(t *testing.T) {
+	for _, c := range []struct {
+		q      string
+		pushed []string
+		merge  string
+	}{
+		{`sum(rate(x[1m]))`, []string{`sum(rate(x[1m]))`}, `sum(__cantal_partial_0__)`},
+		{`count without (cpu) (x)`, []string{`count without (cpu) (x)`}, `sum without (cpu, __cantal_node__) (__cantal_partial_0__)`},
+		{`topk(3, x) * 2`, []string{`topk(3, x)`}, `topk(3, __cantal_partial_0__) * 2`},
+		{`sum(x) / on() group_left count(y)`, []string{`sum(x)`, `count(y)`}, `sum(__cantal_partial_0__) / on () group_left () sum(__cantal_partial_1__)`},
+		{`sum by (node)(avg by (node, cpu)(x))`, []string{`sum by (node) (avg by (node, cpu) (x))`}, `sum by (node) (__cantal_partial_0__)`},
+		{`avg(sum by (job)(x))`, []string{`sum by (job) (x)`}, `avg(sum by (job) (__cantal_partial_0__))`},
+		{`sum(x - ignoring(node) y)`, nil, ``},
+		{`sum(x - on(job) y)`, nil, ``},
+		{`sum(x - on(job, node) y)`, []string{`sum(x - on (job, node) y)`}, `sum(__cantal_partial_0__)`},
+		{`sum(x * scalar(y))`, nil, ``},
+		{`sum(x * time())`, []string{`sum(x * time())`}, `sum(__cantal_partial_0__)`},
+		{`sum(hour())`, nil, ``},
+		{`sum(hour(x))`, []string{`sum(hour(x))`}, `sum(__cantal_partial_0__)`},
+		{`sum(absent(x))`, nil, ``},
+		{`sum(label_join(x, "node", ",", "a"))`, nil, ``},
+		{`sum(label_join(x, "other", ",", "a"))`, []string{`sum(label_join(x, "other", ",", "a"))`}, `sum(__cantal_partial_0__)`},
+		{`max_over_time(sum(x)[5m:])`, nil, ``},
+		{`sum(max_over_time(x[5m:]))`, []string{`sum(max_over_time(x[5m:]))`}, `sum(__cantal_partial_0__)`},
+		{`stddev(x)`, nil, ``},
+		{`__cantal_partial_0__`, nil, ``},
+	} {
+		expr, err := parseExpr(c.q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := makePlan(expr)
+		var pushed []string
+		for _, a := range p.pushed {
+			pushed = append(pushed, a.String())
+		}
+		if !slices.Equal(pushed, c.pushed) || p.merge != c.merge {
+			t.Errorf("%s: pushed %q, merge %q; want %q, %q", c.q, pushed, p.merge, c.pushed, c.merge)
+		}
+	}
+}
+
+// FuzzPlan: any query plans into a merge that parses and aggregations that parse.
+func FuzzPlan(f *testing.F) {
+	for _, s := range []string{`sum(rate(x[1m]))`, `topk(3, x) * 2`, `sum(x) / on() group_left count(y)`,
+		`max_over_time(sum(x)[5m:])`, `count without (cpu) (x{a=~"b.*"} offset 5m)`, `sum(x @ end())`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, q string) {
+		expr, err := parseExpr(q)
+		if err != nil {
+			return
+		}
+		p := makePlan(expr)
+		if len(p.pushed) == 0 {
+			return
+		}
+		if _, err := parseExpr(p.merge); err != nil {
+			t.Fatalf("%q: merge %q: %v", q, p.merge, err)
+		}
+		for _, a := range p.pushed {
+			if _, err := parseExpr(a.String()); err != nil {
+				t.Fatalf("%q: pushed %q: %v", q, a, err)
+			}
+		}
+	})
+}
+
+func parseExpr(q string) (parser.Expr, error) { return parser.NewParser(parser.Options{}).ParseExpr(q) }
