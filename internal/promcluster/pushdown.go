@@ -42,7 +42,8 @@ import (
 // scalar is. vector(), scalar(), absent() and friends are not (they make series of no node
 // or mix the nodes), nor is anything that rewrites the node label. The pushed operations
 // are those whose answer is a function of the nodes' answers: sum, min, max, count (merged
-// by sum), group, topk and bottomk (the top k of each node's top k). Aggregations inside a
+// by sum), group, topk and bottomk (the top k of each node's top k), and avg (pushed as a sum
+// and a count, merged as the sum of sums over the sum of counts). Aggregations inside a
 // subquery are not pushed (the subquery evaluates them at its own steps). A query with
 // nothing to push is evaluated as before; a part of a query that is not pushed (a selector
 // beside a pushed aggregation) is fetched as before.
@@ -206,6 +207,16 @@ func makePlan(expr parser.Expr) plan {
 	walk = func(e parser.Expr, inSubquery bool) parser.Expr {
 		switch n := e.(type) {
 		case *parser.AggregateExpr:
+			if !inSubquery && n.Op == parser.AVG && nodeLocal(n.Expr) {
+				// The sum of the nodes' sums over the sum of their counts.
+				i := len(p.pushed)
+				sum, count := *n, *n
+				sum.Op, count.Op = parser.SUM, parser.COUNT
+				p.pushed = append(p.pushed, &sum, &count)
+				return &parser.ParenExpr{Expr: &parser.BinaryExpr{Op: parser.DIV,
+					LHS: mergeOf(&sum, i), RHS: mergeOf(&count, i+1),
+					VectorMatching: &parser.VectorMatching{Card: parser.CardOneToOne}}}
+			}
 			if !inSubquery && pushable(n) {
 				i := len(p.pushed)
 				p.pushed = append(p.pushed, n)
