@@ -30,15 +30,20 @@ const benchScans = 1800
 // benchNow is the benchmarks' now: the last scan.
 var benchNow = time.UnixMilli(t0 + (benchScans-1)*2000)
 
-// benchQueries are the benchmarks' queries: an instant one, and a query_range of node_load1
-// over the last 5 minutes at a 2 s step.
+// benchQueries are the benchmarks' queries: an instant one, a query_range of node_load1
+// over the last 5 minutes at a 2 s step, and the instant one's over the hour at a 2 s step
+// (issue 34's: a Grafana panel of the fleet's CPU by node).
 func benchQueries() map[string]url.Values {
 	at := fmt.Sprint(float64(benchNow.UnixMilli()) / 1000)
 	return map[string]url.Values{
 		"instant": {"query": {`sum by (node)(rate(node_cpu_seconds_total[1m]))`}, "time": {at}},
 		"range5m": {"query": {`node_load1`}, "start": {fmt.Sprint(float64(benchNow.UnixMilli()-300_000) / 1000)}, "end": {at}, "step": {"2"}},
+		"range1h": {"query": {`sum by (node)(rate(node_cpu_seconds_total[1m]))`}, "start": {fmt.Sprint(float64(benchNow.UnixMilli()-3600_000+2000) / 1000)}, "end": {at}, "step": {"2"}},
 	}
 }
+
+// benchQueryNames are benchQueries' names, in the order the benchmarks run them.
+var benchQueryNames = []string{"instant", "range5m", "range1h"}
 
 // benchPeer is a fake peer's handler: its node-local API, and its peer select unless old.
 func benchPeer(name string, i int, old bool) http.Handler {
@@ -86,7 +91,7 @@ func cpuTime() time.Duration {
 // (cpu-ms/op) beside the wall time.
 func runQueries(b *testing.B, h http.Handler, qname string, nodes int) {
 	path := "query"
-	if qname == "range5m" {
+	if strings.HasPrefix(qname, "range") {
 		path = "query_range"
 	}
 	params := benchQueries()[qname]
@@ -108,8 +113,9 @@ func runQueries(b *testing.B, h http.Handler, qname string, nodes int) {
 // BenchmarkClusterQuery is an instant query, sum by (node)(rate(node_cpu_seconds_total[1m])),
 // and a query_range of node_load1 over the last 5 minutes at a 2 s step, each node holding an
 // hour of 2 s scans of its load and 4 CPUs: node-local (nodes=1) and over the local node and
-// 20 peers (nodes=21). The peers are in-process fakes: each a real promapi.Handler and
-// PeerHandler over its own promstore, served by httptest over loopback, asked through a
+// 20 peers (nodes=21), fetched (the peer select) and pushed down (nodes=21/pushdown, Plan:
+// the peers evaluate the sums). The peers are in-process fakes: each a real promapi.Handler
+// and PeerHandler over its own promstore, served by httptest over loopback, asked through a
 // kept-alive hub.Fetcher as the agent does; all of it, the 20 peers' work included, is in the
 // figures (time and this process's CPU).
 func BenchmarkClusterQuery(b *testing.B) {
@@ -121,15 +127,23 @@ func BenchmarkClusterQuery(b *testing.B) {
 		b.Cleanup(srv.Close)
 		members = append(members, hub.Member{ID: name, Name: name, HTTP: strings.TrimPrefix(srv.URL, "http://"), Up: true})
 	}
-	for _, qname := range []string{"instant", "range5m"} {
-		for _, nodes := range []int{1, 21} {
-			b.Run(fmt.Sprintf("%s/nodes=%d", qname, nodes), func(b *testing.B) {
+	for _, qname := range benchQueryNames {
+		for _, nodes := range []int{1, 21, -21} {
+			name := fmt.Sprintf("%s/nodes=%d", qname, nodes)
+			if nodes < 0 {
+				nodes = -nodes
+				name = fmt.Sprintf("%s/nodes=%d/pushdown", qname, nodes)
+			}
+			b.Run(name, func(b *testing.B) {
 				ms := members[:nodes-1]
 				f := &hub.Fetcher{Timeout: time.Second, KeepAlive: true}
 				b.Cleanup(f.CloseIdle)
-				q := New(local, Options{Members: func() []hub.Member { return ms }, Fetch: f})
-				h := promapi.New(local, promapi.Options{Prefix: promapi.ClusterPrefix, Queryable: q, Now: func() time.Time { return benchNow }})
-				runQueries(b, h, qname, nodes)
+				q := New(local, Options{Node: "local", Members: func() []hub.Member { return ms }, Fetch: f})
+				opt := promapi.Options{Prefix: promapi.ClusterPrefix, Queryable: q, Now: func() time.Time { return benchNow }}
+				if strings.HasSuffix(name, "pushdown") {
+					opt.Planner = q
+				}
+				runQueries(b, promapi.New(local, opt), qname, nodes)
 			})
 		}
 	}
@@ -217,7 +231,8 @@ func startPeers(b *testing.B, old bool) (live, pre []hub.Member) {
 // asking node's own. wire=peer-select is the agent's way (one request per peer and query,
 // XOR chunks, one kept-alive connection per peer); wire=json-per-selector is the way before
 // it (peers without the peer select, asked a JSON range query per selector over a new
-// connection per request). nodes=1 is the node-local query; nodes=21/peers=in-memory the same
+// connection per request); wire=pushdown is the agent's way with Plan (the peers evaluate the
+// sums by node, their query_range answers over a kept-alive connection). nodes=1 is the node-local query; nodes=21/peers=in-memory the same
 // query over the same 21 nodes' series held in this process (one merged storage): the
 // engine's own work over that many series, with no peer to ask. The ratios to both are the
 // cluster query's cost.
@@ -244,7 +259,7 @@ func BenchmarkClusterQueryAskingNode(b *testing.B) {
 		}
 		return storage.NewMergeQuerier(qs, nil, storage.ChainedSeriesMerge), nil
 	})
-	for _, qname := range []string{"instant", "range5m"} {
+	for _, qname := range benchQueryNames {
 		b.Run(fmt.Sprintf("%s/nodes=1", qname), func(b *testing.B) {
 			h := promapi.New(local, promapi.Options{Prefix: promapi.ClusterPrefix, Now: func() time.Time { return benchNow }})
 			runQueries(b, h, qname, 1)
@@ -254,14 +269,20 @@ func BenchmarkClusterQueryAskingNode(b *testing.B) {
 			runQueries(b, h, qname, 21)
 		})
 		for _, kind := range []string{"live", "precomputed"} {
-			for _, wire := range []string{"peer-select", "json-per-selector"} {
+			for _, wire := range []string{"peer-select", "json-per-selector", "pushdown"} {
 				ms := peers[wire][kind]
+				if wire == "pushdown" {
+					ms = peers["peer-select"][kind]
+				}
 				b.Run(fmt.Sprintf("%s/nodes=21/peers=%s/wire=%s", qname, kind, wire), func(b *testing.B) {
-					f := &hub.Fetcher{Timeout: time.Second, KeepAlive: wire == "peer-select"}
+					f := &hub.Fetcher{Timeout: time.Second, KeepAlive: wire != "json-per-selector"}
 					b.Cleanup(f.CloseIdle)
-					q := New(local, Options{Members: func() []hub.Member { return ms }, Fetch: f})
-					h := promapi.New(local, promapi.Options{Prefix: promapi.ClusterPrefix, Queryable: q, Now: func() time.Time { return benchNow }})
-					runQueries(b, h, qname, 21)
+					q := New(local, Options{Node: "local", Members: func() []hub.Member { return ms }, Fetch: f})
+					opt := promapi.Options{Prefix: promapi.ClusterPrefix, Queryable: q, Now: func() time.Time { return benchNow }}
+					if wire == "pushdown" {
+						opt.Planner = q
+					}
+					runQueries(b, promapi.New(local, opt), qname, 21)
 				})
 			}
 		}

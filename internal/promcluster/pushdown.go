@@ -399,9 +399,9 @@ func (pq *planned) peers(ctx context.Context, p plan, start, end time.Time, step
 				return fmt.Errorf("answer of type %q, want matrix", data.ResultType)
 			}
 			peerAnnos.Merge(ws)
-			list := make([]*peerSeries, len(data.Result))
-			for j := range data.Result {
-				list[j] = &peerSeries{lset: data.Result[j].lset, pts: data.Result[j].pts}
+			list, err := checkPart(data.Result, start.UnixMilli(), end.UnixMilli())
+			if err != nil {
+				return fmt.Errorf("reading the answer: %w", err)
 			}
 			parts[i] = list
 		}
@@ -414,6 +414,29 @@ func (pq *planned) peers(ctx context.Context, p plan, start, end time.Time, step
 	pq.mu.Lock()
 	pq.annos.Merge(annos)
 	pq.mu.Unlock()
+}
+
+// checkPart checks a peer's part: series of distinct labels whose points are in time order
+// within [start, end] (the merge reads them as a storage's), and returns them.
+func checkPart(result []wireSeries, start, end int64) ([]*peerSeries, error) {
+	list := make([]*peerSeries, len(result))
+	for j, w := range result {
+		last := start - 1
+		for _, p := range w.pts {
+			if p.t <= last || p.t > end {
+				return nil, fmt.Errorf("series %d: point at %d out of order or outside [%d, %d]", j, p.t, start, end)
+			}
+			last = p.t
+		}
+		list[j] = &peerSeries{lset: w.lset, pts: w.pts}
+	}
+	slices.SortFunc(list, func(a, b *peerSeries) int { return labels.Compare(a.lset, b.lset) })
+	for j := 1; j < len(list); j++ {
+		if labels.Equal(list[j-1].lset, list[j].lset) {
+			return nil, fmt.Errorf("two series of the same labels")
+		}
+	}
+	return list, nil
 }
 
 // withMatchers is a written with extra added to each of its selectors (a peer's answer is only

@@ -3,6 +3,7 @@ package promcluster
 import (
 	"context"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -356,3 +357,63 @@ func FuzzPlan(f *testing.F) {
 }
 
 func parseExpr(q string) (parser.Expr, error) { return parser.NewParser(parser.Options{}).ParseExpr(q) }
+
+// TestPushdownHostilePeerIsLeftOut: a peer whose part is unreadable (points out of order or
+// outside the query's range, two series of the same labels, not a matrix, an error answer)
+// is left out with a warning naming it; the other nodes' parts are answered. A query over
+// the samples limit on the asking node is refused with Prometheus's error.
+func TestPushdownHostilePeerIsLeftOut(t *testing.T) {
+	const scans = 30
+	at := int64(t0 + (scans-1)*2000)
+	sec := func(ms int64) string { return strconv.FormatFloat(float64(ms)/1000, 'f', 3, 64) }
+	for _, c := range []struct{ name, body string }{
+		{"out of order", `{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[[` + sec(at) + `,"1"],[` + sec(at-2000) + `,"1"]]}]}}`},
+		{"outside", `{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[[` + sec(at+60000) + `,"1"]]}]}}`},
+		{"same labels", `{"status":"success","data":{"resultType":"matrix","result":[{"metric":{"a":"b"},"values":[[` + sec(at) + `,"1"]]},{"metric":{"a":"b"},"values":[[` + sec(at) + `,"1"]]}]}}`},
+		{"vector", `{"status":"success","data":{"resultType":"vector","result":[]}}`},
+		{"error", `{"status":"error","errorType":"execution","error":"no"}`},
+		{"not JSON", `{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[[1,`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			hostile := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				io.WriteString(w, c.body)
+			}))
+			t.Cleanup(hostile.Close)
+			b := peer(t, node(t, "b", 2, scans, 2))
+			members := []hub.Member{
+				{ID: "b", Name: "b", HTTP: strings.TrimPrefix(b.URL, "http://"), Up: true},
+				{ID: "h", Name: "h", HTTP: strings.TrimPrefix(hostile.URL, "http://"), Up: true},
+			}
+			local := node(t, "a", 1, scans, 2)
+			q := New(local, Options{Node: "a", Members: func() []hub.Member { return members }, Fetch: &hub.Fetcher{Timeout: time.Second}})
+			h := promapi.New(local, promapi.Options{Prefix: promapi.ClusterPrefix, Queryable: q, Planner: q,
+				Now: func() time.Time { return time.UnixMilli(t0 + 3600_000) }})
+			_, a, body := get(t, h, "query", url.Values{"query": {`sum(node_load1)`}, "time": {sec(at)}})
+			if a.Status != "success" || len(a.Data.Result) != 1 {
+				t.Fatalf("answer %s", body)
+			}
+			want := 1 + 2 + 2*float64(scans-1)/100
+			if got, _ := strconv.ParseFloat(a.Data.Result[0].Value[1].(string), 64); math.Abs(got-want) > 1e-9 {
+				t.Errorf("sum(node_load1) = %v, want a's and b's %v", got, want)
+			}
+			if len(a.Warnings) != 1 || !strings.Contains(a.Warnings[0], "node h left out") {
+				t.Errorf("warnings %q, want node h left out", a.Warnings)
+			}
+		})
+	}
+	t.Run("samples limit", func(t *testing.T) {
+		local := node(t, "a", 1, scans, 5000)
+		b := peer(t, node(t, "b", 2, scans, 5000))
+		members := []hub.Member{{ID: "b", Name: "b", HTTP: strings.TrimPrefix(b.URL, "http://"), Up: true}}
+		q := New(local, Options{Node: "a", Members: func() []hub.Member { return members }, Fetch: &hub.Fetcher{Timeout: time.Second}})
+		h := promapi.New(local, promapi.Options{Prefix: promapi.ClusterPrefix, Queryable: q, Planner: q, MaxSamples: 50_000,
+			Now: func() time.Time { return time.UnixMilli(t0 + 3600_000) }})
+		// 5000 sums by cpu at each of 30 steps: 150 000 samples in the local part alone.
+		code, a, body := get(t, h, "query_range", url.Values{"query": {`sum by (cpu)(node_cpu_seconds_total)`},
+			"start": {sec(t0)}, "end": {sec(at)}, "step": {"2"}})
+		if code != 422 || a.ErrorType != "execution" || !strings.Contains(a.Error, "query processing would load too many samples") {
+			t.Errorf("%d %.300s, want 422 execution: too many samples", code, body)
+		}
+	})
+}
