@@ -17,6 +17,10 @@
 // with a warning naming it (the answer's "warnings"), never silently; the local series are
 // always there.
 //
+// Queryable.Plan (pushdown.go) spares most queries the fetch: the aggregations each node can
+// evaluate alone are evaluated by every node over its own series, and only their parts come
+// to the asking node.
+//
 // A Queryable is safe for concurrent use.
 package promcluster
 
