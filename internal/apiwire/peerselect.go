@@ -36,6 +36,50 @@ const (
 	MaxPeerSelectors = 256
 )
 
+// The peer part: a cluster query's aggregation pushed down to a peer (promcluster's Plan) is
+// the peer's node-local query_range (/prometheus/api/v1/query_range) with PeerPartParam set to
+// PeerPartV1. A peer that knows it answers a matrix (200, Content-Type PeerSelectType) as a
+// peer select answer of one selector (the matrix's series, their points the samples of the
+// XOR chunks) followed by the answer's warnings, then its infos, each a uvarint count and as
+// many strings (uvarint length, bytes). An older agent ignores the parameter and answers
+// Prometheus's JSON (no PeerSelectMagic); an error is Prometheus's JSON error answer.
+const (
+	PeerPartParam = "cantal_part"
+	PeerPartV1    = "v1"
+)
+
+// AppendPeerStrings appends a count of strings and the strings (a peer part's warnings or
+// infos).
+func AppendPeerStrings(b []byte, ss []string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(ss)))
+	for _, s := range ss {
+		b = binary.AppendUvarint(b, uint64(len(s)))
+		b = append(b, s...)
+	}
+	return b
+}
+
+// DecodePeerPart reads a peer part answer: its series, warnings and infos, checked as
+// DecodePeerSelect checks an answer. An answer without the magic is ErrNotPeerSelect (a peer
+// that answered Prometheus's JSON).
+func DecodePeerPart(b []byte) (series []PeerSeries, warnings, infos []string, err error) {
+	if !bytes.HasPrefix(b, []byte(PeerSelectMagic)) {
+		return nil, nil, nil, ErrNotPeerSelect
+	}
+	d := peerDecoder{b: b[len(PeerSelectMagic):]}
+	if series, err = d.list(); err != nil {
+		return nil, nil, nil, err
+	}
+	warnings, infos = d.strings(), d.strings()
+	if d.err != nil {
+		return nil, nil, nil, fmt.Errorf("warnings and infos: %w", d.err)
+	}
+	if len(d.b) != 0 {
+		return nil, nil, nil, fmt.Errorf("%d bytes after the infos", len(d.b))
+	}
+	return series, warnings, infos, nil
+}
+
 // PeerSelector is one selector of a peer select request.
 type PeerSelector struct {
 	Start, End int64 // unix ms, both included
@@ -118,30 +162,9 @@ func DecodePeerSelect(b []byte, n int) ([][]PeerSeries, error) {
 	d := peerDecoder{b: b[len(PeerSelectMagic):]}
 	out := make([][]PeerSeries, n)
 	for i := range out {
-		// A series takes at least 2 bytes (no labels, no chunks).
-		count := d.count(2)
-		if d.err != nil {
-			return nil, fmt.Errorf("selector %d: %w", i, d.err)
-		}
-		list := make([]PeerSeries, count)
-		for j := range list {
-			nl := d.count(2)
-			if d.err == nil {
-				list[j].Labels = make([]string, 2*nl)
-				for k := range list[j].Labels {
-					list[j].Labels[k] = string(d.bytes())
-				}
-			}
-			nc := d.count(1)
-			if d.err == nil && nc > 0 {
-				list[j].Chunks = make([][]byte, nc)
-				for k := range list[j].Chunks {
-					list[j].Chunks[k] = d.bytes()
-				}
-			}
-			if d.err != nil {
-				return nil, fmt.Errorf("selector %d, series %d: %w", i, j, d.err)
-			}
+		list, err := d.list()
+		if err != nil {
+			return nil, fmt.Errorf("selector %d: %w", i, err)
 		}
 		out[i] = list
 	}
@@ -149,6 +172,49 @@ func DecodePeerSelect(b []byte, n int) ([][]PeerSeries, error) {
 		return nil, fmt.Errorf("%d bytes after the last selector", len(d.b))
 	}
 	return out, nil
+}
+
+// list reads one selector's series.
+func (d *peerDecoder) list() ([]PeerSeries, error) {
+	// A series takes at least 2 bytes (no labels, no chunks).
+	count := d.count(2)
+	if d.err != nil {
+		return nil, d.err
+	}
+	list := make([]PeerSeries, count)
+	for j := range list {
+		nl := d.count(2)
+		if d.err == nil {
+			list[j].Labels = make([]string, 2*nl)
+			for k := range list[j].Labels {
+				list[j].Labels[k] = string(d.bytes())
+			}
+		}
+		nc := d.count(1)
+		if d.err == nil && nc > 0 {
+			list[j].Chunks = make([][]byte, nc)
+			for k := range list[j].Chunks {
+				list[j].Chunks[k] = d.bytes()
+			}
+		}
+		if d.err != nil {
+			return nil, fmt.Errorf("series %d: %w", j, d.err)
+		}
+	}
+	return list, nil
+}
+
+// strings reads a count of strings and the strings.
+func (d *peerDecoder) strings() []string {
+	n := d.count(1)
+	if d.err != nil || n == 0 {
+		return nil
+	}
+	out := make([]string, n)
+	for i := range out {
+		out[i] = string(d.bytes())
+	}
+	return out
 }
 
 // peerDecoder reads uvarints and length-prefixed bytes; its first error sticks.

@@ -98,3 +98,57 @@ func FuzzParsePeerSelector(f *testing.F) {
 		}
 	})
 }
+
+// TestPeerPartRoundTrip: a peer part written with the Append functions decodes to the same
+// series, warnings and infos; truncated, trailing bytes or no magic are errors.
+func TestPeerPartRoundTrip(t *testing.T) {
+	series := []PeerSeries{{Labels: []string{"node", "a"}, Chunks: [][]byte{{0, 1, 2}}}, {Labels: []string{"node", "b"}}}
+	b := AppendPeerSelectCount(AppendPeerSelectHeader(nil), len(series))
+	for _, s := range series {
+		b = AppendPeerSeries(b, s)
+	}
+	b = AppendPeerStrings(AppendPeerStrings(b, []string{"PromQL warning: w"}), []string{"PromQL info: i", ""})
+	out, warn, info, err := DecodePeerPart(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != 2 || !slices.Equal(out[0].Labels, series[0].Labels) || !bytes.Equal(out[0].Chunks[0], series[0].Chunks[0]) ||
+		!slices.Equal(warn, []string{"PromQL warning: w"}) || !slices.Equal(info, []string{"PromQL info: i", ""}) {
+		t.Errorf("decoded %+v %q %q", out, warn, info)
+	}
+	for n := len(PeerSelectMagic); n < len(b); n++ {
+		if _, _, _, err := DecodePeerPart(b[:n]); err == nil {
+			t.Errorf("truncated to %d of %d bytes: no error", n, len(b))
+		}
+	}
+	if _, _, _, err := DecodePeerPart(append(slices.Clip(b), 0)); err == nil {
+		t.Error("a trailing byte: no error")
+	}
+	if _, _, _, err := DecodePeerPart([]byte(`{"status":"success"}`)); err != ErrNotPeerSelect {
+		t.Errorf("JSON: %v, want ErrNotPeerSelect", err)
+	}
+}
+
+// FuzzDecodePeerPart: whatever a peer sends as its part, decoding it fails or gives what,
+// written back, decodes again to as much.
+func FuzzDecodePeerPart(f *testing.F) {
+	b := AppendPeerSelectCount(AppendPeerSelectHeader(nil), 1)
+	b = AppendPeerSeries(b, PeerSeries{Labels: []string{"a", "b"}, Chunks: [][]byte{{1, 2}}})
+	f.Add(AppendPeerStrings(AppendPeerStrings(b, []string{"w"}), nil))
+	f.Add([]byte(PeerSelectMagic + "\x00\x00\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		out, warn, info, err := DecodePeerPart(b)
+		if err != nil {
+			return
+		}
+		re := AppendPeerSelectCount(AppendPeerSelectHeader(nil), len(out))
+		for _, s := range out {
+			re = AppendPeerSeries(re, s)
+		}
+		re = AppendPeerStrings(AppendPeerStrings(re, warn), info)
+		again, w2, i2, err := DecodePeerPart(re)
+		if err != nil || len(again) != len(out) || !slices.Equal(w2, warn) || !slices.Equal(i2, info) {
+			t.Fatalf("re-encoded part: %v", err)
+		}
+	})
+}

@@ -2,10 +2,15 @@ package promapi
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"strconv"
 
+	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
+
+	"github.com/cantal-go/cantal/internal/apiwire"
 )
 
 // The answers of query and query_range, written by hand: encoding/json spent four fifths of a
@@ -116,4 +121,38 @@ func appendJSONFloat(b []byte, f float64) []byte {
 		}
 	}
 	return b
+}
+
+// peerPart is a query_range answer packed as apiwire's peer part, without its warnings and
+// infos (the Handler's wrap appends them).
+type peerPart []byte
+
+// peerPartChunk is the most samples one XOR chunk of a peer part holds (a chunk counts them in
+// 16 bits).
+const peerPartChunk = 1024
+
+// appendPeerPart appends m as apiwire's peer part: its series, their points in XOR chunks.
+func appendPeerPart(b []byte, m promql.Matrix) ([]byte, error) {
+	b = apiwire.AppendPeerSelectCount(apiwire.AppendPeerSelectHeader(b), len(m))
+	var ps apiwire.PeerSeries
+	for _, s := range m {
+		if len(s.Histograms) > 0 {
+			return nil, fmt.Errorf("series %s: histogram samples are not sent to peers", s.Metric)
+		}
+		ps.Labels, ps.Chunks = ps.Labels[:0], ps.Chunks[:0]
+		s.Metric.Range(func(l labels.Label) { ps.Labels = append(ps.Labels, l.Name, l.Value) })
+		for i := 0; i < len(s.Floats); i += peerPartChunk {
+			c := chunkenc.NewXORChunk()
+			app, err := c.Appender()
+			if err != nil {
+				return nil, err
+			}
+			for _, p := range s.Floats[i:min(i+peerPartChunk, len(s.Floats))] {
+				app.Append(0, p.T, p.F)
+			}
+			ps.Chunks = append(ps.Chunks, c.Bytes())
+		}
+		b = apiwire.AppendPeerSeries(b, ps)
+	}
+	return b, nil
 }

@@ -37,6 +37,7 @@ import (
 	"github.com/prometheus/prometheus/storage"
 	"github.com/prometheus/prometheus/util/annotations"
 
+	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/buildinfo"
 	"github.com/cantal-go/cantal/internal/promstore"
 )
@@ -254,6 +255,11 @@ func (h *Handler) wrap(fn func(*http.Request) (any, annotations.Annotations, *ap
 			writeQueryAnswer(w, qd, warn, info)
 			return
 		}
+		if pp, ok := data.(peerPart); ok {
+			w.Header().Set("Content-Type", apiwire.PeerSelectType)
+			w.Write(apiwire.AppendPeerStrings(apiwire.AppendPeerStrings(pp, warn), info))
+			return
+		}
 		writeJSON(w, http.StatusOK, response{Status: "success", Data: data, Warnings: warn, Infos: info})
 	}
 }
@@ -366,6 +372,14 @@ func (h *Handler) run(r *http.Request, mk func(ctx context.Context) (promql.Quer
 		if v == nil {
 			out = promql.Matrix{}
 		}
+	}
+	if m, ok := res.Value.(promql.Matrix); ok && r.FormValue(apiwire.PeerPartParam) == apiwire.PeerPartV1 {
+		// A cluster query's pushed part (apiwire): packed, read by the asking node without JSON.
+		b, err := appendPeerPart(nil, m)
+		if err != nil {
+			return nil, nil, &apiError{typ: errInternal, err: fmt.Errorf("encoding the result: %w", err)}
+		}
+		return peerPart(b), res.Warnings, nil
 	}
 	// Written before qry.Close (deferred) gives the result's points back to the engine's
 	// pools, where the next query reuses them: marshalled after, an answer could carry

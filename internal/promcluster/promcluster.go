@@ -169,12 +169,6 @@ func (q *querier) fanOut(ctx context.Context, members []hub.Member, get func(ctx
 // peerGet fetches a peer's answer to path?params and decodes its data into v; a peer's error
 // answer is its error.
 func (q *querier) peerGet(ctx context.Context, m hub.Member, path string, params url.Values, v any) error {
-	return q.peerGetAnswer(ctx, m, path, params, v, nil)
-}
-
-// peerGetAnswer is peerGet that also decodes the whole answer into env when it is not nil
-// (its warnings and infos).
-func (q *querier) peerGetAnswer(ctx context.Context, m hub.Member, path string, params url.Values, v, env any) error {
 	body, err := q.c.opt.Fetch.Get(ctx, m, PeerPrefix+path+"?"+params.Encode(), q.c.opt.MaxAnswer)
 	if err != nil {
 		return peerErr(err)
@@ -185,11 +179,6 @@ func (q *querier) peerGetAnswer(ctx context.Context, m hub.Member, path string, 
 	}
 	if err := json.Unmarshal(body, &ans); err != nil {
 		return fmt.Errorf("reading the answer: %w", err)
-	}
-	if env != nil {
-		if err := json.Unmarshal(body, env); err != nil {
-			return fmt.Errorf("reading the answer: %w", err)
-		}
 	}
 	if ans.Status != "success" {
 		return fmt.Errorf("answer status %q", ans.Status)

@@ -2,6 +2,8 @@ package promcluster
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"net/url"
@@ -16,8 +18,10 @@ import (
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/prometheus/prometheus/storage"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
 	"github.com/prometheus/prometheus/util/annotations"
 
+	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/hub"
 )
 
@@ -386,20 +390,14 @@ func (pq *planned) peers(ctx context.Context, p plan, start, end time.Time, step
 		var peerAnnos annotations.Annotations
 		for i, qs := range queries {
 			params := url.Values{"query": {qs}, "start": {formatTime(start.UnixMilli())},
-				"end": {formatTime(end.UnixMilli())}, "step": {strconv.FormatFloat(step.Seconds(), 'f', -1, 64)}}
-			var data struct {
-				ResultType string       `json:"resultType"`
-				Result     []wireSeries `json:"result"`
-			}
-			ws, err := q.peerQuery(ctx, m, params, &data)
+				"end": {formatTime(end.UnixMilli())}, "step": {strconv.FormatFloat(step.Seconds(), 'f', -1, 64)},
+				apiwire.PeerPartParam: {apiwire.PeerPartV1}}
+			result, ws, err := q.peerQuery(ctx, m, params)
 			if err != nil {
 				return err
 			}
-			if data.ResultType != "matrix" {
-				return fmt.Errorf("answer of type %q, want matrix", data.ResultType)
-			}
 			peerAnnos.Merge(ws)
-			list, err := checkPart(data.Result, start.UnixMilli(), end.UnixMilli())
+			list, err := checkPart(result, start.UnixMilli(), end.UnixMilli())
 			if err != nil {
 				return fmt.Errorf("reading the answer: %w", err)
 			}
@@ -458,24 +456,97 @@ func withMatchers(a *parser.AggregateExpr, extra []*labels.Matcher) string {
 	return e.String()
 }
 
-// peerQuery fetches a peer's query_range answer into v and returns its warnings and infos.
-func (q *querier) peerQuery(ctx context.Context, m hub.Member, params url.Values, v any) (annotations.Annotations, error) {
+// peerQuery fetches a peer's query_range answer and returns its matrix, warnings and infos,
+// read in one pass.
+func (q *querier) peerQuery(ctx context.Context, m hub.Member, params url.Values) ([]wireSeries, annotations.Annotations, error) {
+	body, err := q.c.opt.Fetch.Get(ctx, m, PeerPrefix+"query_range?"+params.Encode(), q.c.opt.MaxAnswer)
+	if err != nil {
+		return nil, nil, peerErr(err)
+	}
 	var annos annotations.Annotations
+	if series, warn, info, err := apiwire.DecodePeerPart(body); !errors.Is(err, apiwire.ErrNotPeerSelect) {
+		if err != nil {
+			return nil, nil, fmt.Errorf("reading the answer: %w", err)
+		}
+		result := make([]wireSeries, len(series))
+		for j, ps := range series {
+			b := labels.NewScratchBuilder(len(ps.Labels) / 2)
+			for k := 0; k+1 < len(ps.Labels); k += 2 {
+				b.Add(ps.Labels[k], ps.Labels[k+1])
+			}
+			b.Sort()
+			result[j].lset = b.Labels()
+			if result[j].pts, err = chunkPoints(ps.Chunks); err != nil {
+				return nil, nil, fmt.Errorf("reading the answer: series %d: %w", j, err)
+			}
+		}
+		addPeerAnnotations(&annos, warn, info)
+		return result, annos, nil
+	}
+	// An older agent's JSON.
 	var ans struct {
+		Status string `json:"status"`
+		Data   struct {
+			ResultType string       `json:"resultType"`
+			Result     []wireSeries `json:"result"`
+		} `json:"data"`
 		Warnings []string `json:"warnings"`
 		Infos    []string `json:"infos"`
 	}
-	err := q.peerGetAnswer(ctx, m, "query_range", params, v, &ans)
-	if err != nil {
-		return nil, err
+	if err := json.Unmarshal(body, &ans); err != nil {
+		return nil, nil, fmt.Errorf("reading the answer: %w", err)
 	}
-	for _, w := range ans.Warnings {
+	if ans.Status != "success" {
+		return nil, nil, fmt.Errorf("answer status %q", ans.Status)
+	}
+	if ans.Data.ResultType != "matrix" {
+		return nil, nil, fmt.Errorf("answer of type %q, want matrix", ans.Data.ResultType)
+	}
+	addPeerAnnotations(&annos, ans.Warnings, ans.Infos)
+	return ans.Data.Result, annos, nil
+}
+
+// addPeerAnnotations adds a peer's warnings and infos to annos.
+func addPeerAnnotations(annos *annotations.Annotations, warnings, infos []string) {
+	for _, w := range warnings {
 		annos.Add(peerAnnotation{text: w, kind: annotations.PromQLWarning})
 	}
-	for _, w := range ans.Infos {
+	for _, w := range infos {
 		annos.Add(peerAnnotation{text: w, kind: annotations.PromQLInfo})
 	}
-	return annos, nil
+}
+
+// chunkPoints reads a peer part's XOR chunks into points (their order and range are checked
+// by checkPart).
+func chunkPoints(raw [][]byte) (points, error) {
+	var pts points
+	var it chunkenc.Iterator
+	for _, r := range raw {
+		c, err := chunkenc.FromData(chunkenc.EncXOR, r)
+		if err != nil {
+			return nil, err
+		}
+		if pts == nil {
+			pts = make(points, 0, c.NumSamples()*len(raw))
+		}
+		n := 0
+		it = c.Iterator(it)
+		for vt := it.Next(); vt != chunkenc.ValNone; vt = it.Next() {
+			if vt != chunkenc.ValFloat {
+				return nil, fmt.Errorf("a %s sample", vt)
+			}
+			t, f := it.At()
+			pts = append(pts, point{t: t, f: f})
+			n++
+		}
+		if err := it.Err(); err != nil {
+			return nil, err
+		}
+		if n != c.NumSamples() || n == 0 {
+			return nil, fmt.Errorf("chunk of %d samples holding %d", c.NumSamples(), n)
+		}
+	}
+	return pts, nil
 }
 
 // peerAnnotation is a warning or an info of a peer's answer, as the peer wrote it.

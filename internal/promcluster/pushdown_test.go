@@ -12,11 +12,13 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
+	"github.com/prometheus/prometheus/tsdb/chunkenc"
 
 	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/hub"
@@ -373,6 +375,9 @@ func TestPushdownHostilePeerIsLeftOut(t *testing.T) {
 		{"vector", `{"status":"success","data":{"resultType":"vector","result":[]}}`},
 		{"error", `{"status":"error","errorType":"execution","error":"no"}`},
 		{"not JSON", `{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[[1,`},
+		{"packed, out of order", string(packedPart(t, at, at-2000))},
+		{"packed, outside", string(packedPart(t, at+60000))},
+		{"packed, truncated", string(packedPart(t, at)[:len(apiwire.PeerSelectMagic)+3])},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			hostile := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -416,4 +421,74 @@ func TestPushdownHostilePeerIsLeftOut(t *testing.T) {
 			t.Errorf("%d %.300s, want 422 execution: too many samples", code, body)
 		}
 	})
+}
+
+// packedPart is a peer part (apiwire) of one series of the points at ts, value 1, as a hostile
+// peer could write it: the chunk holds what it is given.
+func packedPart(t *testing.T, ts ...int64) []byte {
+	c := chunkenc.NewXORChunk()
+	app, err := c.Appender()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, at := range ts {
+		app.Append(0, at, 1)
+	}
+	b := apiwire.AppendPeerSelectCount(apiwire.AppendPeerSelectHeader(nil), 1)
+	b = apiwire.AppendPeerSeries(b, apiwire.PeerSeries{Labels: []string{"x", "y"}, Chunks: [][]byte{c.Bytes()}})
+	return apiwire.AppendPeerStrings(apiwire.AppendPeerStrings(b, nil), nil)
+}
+
+// TestPushdownOlderPeerAnswersJSON: a peer that does not know the peer part (an agent from
+// before it: it answers query_range in Prometheus's JSON) gives its part all the same, and the
+// peers that know it answer packed.
+func TestPushdownOlderPeerAnswersJSON(t *testing.T) {
+	const scans = 30
+	at := fmt.Sprint(float64(t0+(scans-1)*2000) / 1000)
+	var packed, json atomic.Int32
+	count := func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, r)
+			if rec.Header().Get("Content-Type") == apiwire.PeerSelectType {
+				packed.Add(1)
+			} else {
+				json.Add(1)
+			}
+			w.Header().Set("Content-Type", rec.Header().Get("Content-Type"))
+			w.WriteHeader(rec.Code)
+			w.Write(rec.Body.Bytes())
+		})
+	}
+	older := func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			q := r.URL.Query()
+			q.Del(apiwire.PeerPartParam)
+			r.URL.RawQuery = q.Encode()
+			h.ServeHTTP(w, r)
+		})
+	}
+	now := func() time.Time { return time.UnixMilli(t0 + 3600_000) }
+	b := httptest.NewServer(count(promapi.New(node(t, "b", 2, scans, 2), promapi.Options{Now: now})))
+	c := httptest.NewServer(count(older(promapi.New(node(t, "c", 3, scans, 2), promapi.Options{Now: now}))))
+	t.Cleanup(b.Close)
+	t.Cleanup(c.Close)
+	members := []hub.Member{
+		{ID: "b", Name: "b", HTTP: strings.TrimPrefix(b.URL, "http://"), Up: true},
+		{ID: "c", Name: "c", HTTP: strings.TrimPrefix(c.URL, "http://"), Up: true},
+	}
+	local := node(t, "a", 1, scans, 2)
+	q := New(local, Options{Node: "a", Members: func() []hub.Member { return members }, Fetch: &hub.Fetcher{Timeout: time.Second}})
+	h := promapi.New(local, promapi.Options{Prefix: promapi.ClusterPrefix, Queryable: q, Planner: q, Now: now})
+	_, a, body := get(t, h, "query", url.Values{"query": {`sum(node_load1)`}, "time": {at}})
+	want := 1 + 2 + 3 + 3*float64(scans-1)/100
+	if a.Status != "success" || len(a.Data.Result) != 1 || len(a.Warnings) > 0 {
+		t.Fatalf("answer %s", body)
+	}
+	if got, _ := strconv.ParseFloat(a.Data.Result[0].Value[1].(string), 64); math.Abs(got-want) > 1e-9 {
+		t.Errorf("sum(node_load1) = %v, want %v", got, want)
+	}
+	if packed.Load() != 1 || json.Load() != 1 {
+		t.Errorf("%d packed answers and %d JSON ones, want one of each", packed.Load(), json.Load())
+	}
 }
