@@ -38,9 +38,9 @@ var benchNow = time.UnixMilli(t0 + (benchScans-1)*2000)
 func benchQueries() map[string]url.Values {
 	at := fmt.Sprint(float64(benchNow.UnixMilli()) / 1000)
 	return map[string]url.Values{
-		"instant": {"query": {`sum by (node)(rate(node_cpu_seconds_total[1m]))`}, "time": {at}},
-		"range5m": {"query": {`node_load1`}, "start": {fmt.Sprint(float64(benchNow.UnixMilli()-300_000) / 1000)}, "end": {at}, "step": {"2"}},
-		"range1h": {"query": {`sum by (node)(rate(node_cpu_seconds_total[1m]))`}, "start": {fmt.Sprint(float64(benchNow.UnixMilli()-3600_000+2000) / 1000)}, "end": {at}, "step": {"2"}},
+		"instant":     {"query": {`sum by (node)(rate(node_cpu_seconds_total[1m]))`}, "time": {at}},
+		"range5m":     {"query": {`node_load1`}, "start": {fmt.Sprint(float64(benchNow.UnixMilli()-300_000) / 1000)}, "end": {at}, "step": {"2"}},
+		"range1h":     {"query": {`sum by (node)(rate(node_cpu_seconds_total[1m]))`}, "start": {fmt.Sprint(float64(benchNow.UnixMilli()-3600_000+2000) / 1000)}, "end": {at}, "step": {"2"}},
 		"range1h-sum": {"query": {`sum(rate(node_cpu_seconds_total[1m]))`}, "start": {fmt.Sprint(float64(benchNow.UnixMilli()-3600_000+2000) / 1000)}, "end": {at}, "step": {"2"}},
 	}
 }
