@@ -220,9 +220,7 @@ func TestBrowserContainers(t *testing.T) {
 	})
 
 	// A click opens its page: charts from its cgroup's history, its processes.
-	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`a.ctr[data-id="`+id+`"]`))); err != nil {
-		t.Fatal(err)
-	}
+	clickRow(t, ctx, `a.ctr[data-id="`+id+`"]`)
 	if err := waitJS(ctx, `document.body.dataset.ready === "/container/`+id+`"`); err != nil {
 		t.Fatalf("container page: %v", err)
 	}
