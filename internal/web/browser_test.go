@@ -514,10 +514,9 @@ func TestBrowser(t *testing.T) {
 		pid := helper.Process.Pid
 		open(t, ctx, fmt.Sprintf("/processes?q=%d", pid), "/processes")
 		link := fmt.Sprintf(`a[href="/process/%d"]`, pid)
-		if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(link))); err != nil {
+		if err := chromedp.Do(ctx, chromedp.WaitVisible(chromedp.CSS(link)), chromedp.Click(chromedp.CSS(link))); err != nil {
 			t.Fatal(err)
 		}
-		clickRow(t, ctx, link)
 		path := fmt.Sprintf("/process/%d", pid)
 		if err := waitJS(ctx, fmt.Sprintf(`location.pathname === %q && document.body.dataset.ready === %q && document.querySelector("h1")?.textContent.includes("pid %d")`, path, path, pid)); err != nil {
 			// What the page showed, for the failure message (a screenshot has its own deadline).

@@ -261,7 +261,9 @@ func TestBrowserClusterContainers(t *testing.T) {
 	if remote.Cgroup == "" {
 		t.Fatalf("no row of %s on cn2 in %+v", idB, a)
 	}
-	clickRow(t, ctx, `a.ctr[data-id="`+idB+`"][data-node="cn2"]`)
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`a.ctr[data-id="`+idB+`"][data-node="cn2"]`))); err != nil {
+		t.Fatal(err)
+	}
 	if err := waitJS(ctx, `document.body.dataset.ready === "/container/`+idB+`" && new URLSearchParams(location.search).get("node") === "cn2"`); err != nil {
 		t.Fatalf("cn2's container page: %v", err)
 	}

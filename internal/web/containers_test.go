@@ -128,6 +128,27 @@ func TestBrowserContainers(t *testing.T) {
 		t.Fatalf("containers page with the row: %v", err)
 	}
 
+	// The page redraws the table at every scan, in place: the row's link is the same element
+	// after a redraw (a replaced one would lose a click pressed before and released after it).
+	var ts0 string
+	if err := run(`(() => { const a = document.querySelector('a.ctr[data-id="`+id+`"]'); a.cantalProbe = true; return a.dataset.ts })()`, &ts0); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, 30*time.Second, "the link kept across a redraw", func() error {
+		var st string
+		if err := run(`(() => { const a = document.querySelector('a.ctr[data-id="`+id+`"]'); return a ? a.dataset.ts + " " + (a.cantalProbe === true) : "none" })()`, &st); err != nil {
+			return err
+		}
+		ts, kept, _ := strings.Cut(st, " ")
+		if ts == ts0 {
+			return fmt.Errorf("not redrawn yet (scan %s)", ts)
+		}
+		if kept != "true" {
+			t.Fatalf("the link of %s was replaced by the redraw of scan %s (was %s): %s", id, ts, ts0, st)
+		}
+		return nil
+	})
+
 	// The row as drawn against the API's row of the same scan (the page refreshes every scan:
 	// read both until they are of one scan).
 	cols := []string{"name", "image", "pod", "cpu", "mem", "oom", "procs", "io", "net"}
@@ -220,7 +241,9 @@ func TestBrowserContainers(t *testing.T) {
 	})
 
 	// A click opens its page: charts from its cgroup's history, its processes.
-	clickRow(t, ctx, `a.ctr[data-id="`+id+`"]`)
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(`a.ctr[data-id="`+id+`"]`))); err != nil {
+		t.Fatal(err)
+	}
 	if err := waitJS(ctx, `document.body.dataset.ready === "/container/`+id+`"`); err != nil {
 		t.Fatalf("container page: %v", err)
 	}

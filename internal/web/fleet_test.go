@@ -738,21 +738,6 @@ func waitUntil(t *testing.T, d time.Duration, what string, cond func() error) {
 	}
 }
 
-// clickRow clicks the element sel names in a table the page redraws at every scan: when the
-// row is redrawn between chromedp finding the element and taking its box, the click is not
-// made ("Could not find node with given id") and is tried again on the new row, for at most
-// 30 s; any other error fails t.
-func clickRow(t *testing.T, ctx context.Context, sel string) {
-	t.Helper()
-	waitUntil(t, 30*time.Second, "clicking "+sel, func() error {
-		err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(sel)))
-		if err != nil && !strings.Contains(err.Error(), "Could not find node with given id") {
-			t.Fatalf("clicking %s: %v", sel, err)
-		}
-		return err
-	})
-}
-
 func getJSONClient(c *http.Client, url string, v any) error {
 	resp, err := c.Get(url)
 	if err != nil {

@@ -106,6 +106,7 @@ export function containers(ctx: Ctx) {
   ], sortParam.replace(/^-/, ""), sortParam.startsWith("-"), (key, desc) => {
     history.replaceState(null, "", urlOf(cluster, key, desc));
   }, cluster ? "Containers of every node" : "Containers");
+  table.rowKey = (c) => `${c.node ?? ""}\u0000${c.id}`;
   // The switch re-renders the page under the new URL (the columns differ), keeping the sort.
   const viewBtn = (label: string, on: boolean) => h("button", {
     type: "button", "aria-pressed": String(cluster === on), "data-view": on ? "cluster" : "node",
@@ -299,6 +300,7 @@ function localProcesses(ctx: Ctx, c: Container) {
     { key: "rss", label: "Memory (RSS)", num: true, sort: (p) => p.rss, html: (p) => fmtBytes(p.rss) },
     { key: "cmd", label: "Command line", html: (p) => `<span class="mono cmd">${esc((p.cmdline ?? []).join(" "))}</span>` },
   ], "cpu", true, undefined, "Its processes");
+  procTable.rowKey = (p) => `${p.pid}:${p.start_time}`;
   procBody.append(h("div", { class: "table-wrap" }, procTable.el));
   const inside = (p: Process) => p.cgroup === c.cgroup || p.cgroup.startsWith(c.cgroup + ".");
   let busy = false;

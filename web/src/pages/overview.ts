@@ -30,12 +30,14 @@ export function wholeDisks(names: string[]): Set<string> {
 const TOP_FIELDS = "fields=pid,name,cpu_percent,rss";
 
 function procTable(sortKey: "cpu" | "rss", caption: string): SortTable<Process> {
-  return new SortTable<Process>([
+  const t = new SortTable<Process>([
     { key: "pid", label: "PID", num: true, html: (p) => `<a href="/process/${p.pid}">${p.pid}</a>` },
     { key: "name", label: "Name", html: (p) => `<a href="/process/${p.pid}">${esc(p.name)}</a>` },
     { key: "cpu", label: "CPU", num: true, sort: (p) => p.cpu_percent, html: (p) => `${p.cpu_percent.toFixed(1)} %` },
     { key: "rss", label: "Memory", num: true, sort: (p) => p.rss, html: (p) => fmtBytes(p.rss) },
   ], sortKey, true, undefined, caption);
+  t.rowKey = (p) => String(p.pid); // the top tables fetch pid, name, CPU and RSS only
+  return t;
 }
 
 /**

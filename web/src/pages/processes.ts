@@ -79,6 +79,7 @@ export async function processes(ctx: Ctx) {
     { key: "cgroup", label: "Cgroup", sort: (p) => p.cgroup ?? "", html: (p) => `<span class="mono">${esc(p.cgroup ?? "")}</span>` },
     { key: "cmd", label: "Command line", html: (p) => `<span class="mono cmd" title="${esc((p.cmdline ?? []).join(" "))}">${esc((p.cmdline ?? []).join(" "))}</span>` },
   ], sortParam.replace(/^-/, ""), sortParam.startsWith("-"), () => { updateURL(); draw(); }, "Processes");
+  table.rowKey = (p) => `${p.pid}:${p.start_time}`;
 
   const filter = h("input", {
     type: "search", id: "proc-filter", value: q, placeholder: "name, command, cgroup or pid", "data-search": true,
