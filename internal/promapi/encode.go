@@ -99,10 +99,33 @@ func appendMetric(b []byte, m json.Marshaler) ([]byte, error) {
 // appendPoint appends [seconds,"value"].
 func appendPoint(b []byte, t int64, f float64) []byte {
 	b = append(b, '[')
-	b = appendJSONFloat(b, float64(t)/1000)
+	b = appendSeconds(b, t)
 	b = append(b, ',', '"')
 	b = strconv.AppendFloat(b, f, 'f', -1, 64)
 	return append(b, '"', ']')
+}
+
+// appendSeconds appends a time in milliseconds as encoding/json writes float64(t)/1000. From 0
+// to 10^15 ms (15 digits: the nearest float64 of t/1000 has no shorter decimal than t's own)
+// that is t's digits with a point before the last three, trailing zeros dropped, written
+// without formatting a float (a third of a large answer's time was that); other times go
+// through appendJSONFloat.
+func appendSeconds(b []byte, t int64) []byte {
+	if t < 0 || t >= 1e15 {
+		return appendJSONFloat(b, float64(t)/1000)
+	}
+	b = strconv.AppendInt(b, t/1000, 10)
+	ms := t % 1000
+	if ms == 0 {
+		return b
+	}
+	d := [3]byte{byte('0' + ms/100), byte('0' + ms/10%10), byte('0' + ms%10)}
+	n := 3
+	for d[n-1] == '0' {
+		n--
+	}
+	b = append(b, '.')
+	return append(b, d[:n]...)
 }
 
 // appendJSONFloat appends f as encoding/json writes a float64.

@@ -54,3 +54,38 @@ func TestEncodeAsEncodingJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendSecondsAsEncodingJSON: a time written without formatting a float is the bytes
+// encoding/json writes for float64(t)/1000, at the edges of the fast path and across it.
+func TestAppendSecondsAsEncodingJSON(t *testing.T) {
+	ts := []int64{0, 1, 9, 10, 99, 100, 101, 110, 999, 1000, 1001, 1010, 1100, 59_999, 1_700_000_000_000,
+		1_700_000_000_001, 1_700_000_000_010, 1_700_000_000_100, 1_700_000_000_120, 1_795_828_105_552,
+		1e15 - 1, 1e15, 1e15 + 1, -1, -1000, -1500, math.MaxInt64, math.MinInt64}
+	for i := int64(0); i < 200_000; i++ {
+		ts = append(ts, 1_700_000_000_000+i*7919, i*i*104729%1_000_000_000_000_000)
+	}
+	for _, v := range ts {
+		want, err := json.Marshal(float64(v) / 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := appendSeconds(nil, v); !bytes.Equal(got, want) {
+			t.Fatalf("%d ms: %s, encoding/json %s", v, got, want)
+		}
+	}
+}
+
+// FuzzAppendSeconds: any time is written as encoding/json writes it.
+func FuzzAppendSeconds(f *testing.F) {
+	f.Add(int64(1_700_000_000_123))
+	f.Add(int64(-5))
+	f.Fuzz(func(t *testing.T, v int64) {
+		want, err := json.Marshal(float64(v) / 1000)
+		if err != nil {
+			t.Fatal(err) // never: an int64 over 1000 is finite
+		}
+		if got := appendSeconds(nil, v); !bytes.Equal(got, want) {
+			t.Fatalf("%d ms: %s, encoding/json %s", v, got, want)
+		}
+	})
+}
