@@ -101,8 +101,17 @@ func appendPoint(b []byte, t int64, f float64) []byte {
 	b = append(b, '[')
 	b = appendSeconds(b, t)
 	b = append(b, ',', '"')
-	b = strconv.AppendFloat(b, f, 'f', -1, 64)
+	b = appendValue(b, f)
 	return append(b, '"', ']')
+}
+
+// appendValue appends f as strconv.AppendFloat(b, f, 'f', -1, 64) does; a whole number below
+// 10^15 (a counter, a byte count) as an integer, without formatting a float.
+func appendValue(b []byte, f float64) []byte {
+	if f >= -1e15 && f <= 1e15 && f == math.Trunc(f) && !(f == 0 && math.Signbit(f)) {
+		return strconv.AppendInt(b, int64(f), 10)
+	}
+	return strconv.AppendFloat(b, f, 'f', -1, 64)
 }
 
 // appendSeconds appends a time in milliseconds as encoding/json writes float64(t)/1000. From 0

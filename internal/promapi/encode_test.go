@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math"
 	"net/http/httptest"
+	"strconv"
 	"testing"
 
 	"github.com/prometheus/prometheus/model/labels"
@@ -86,6 +87,32 @@ func FuzzAppendSeconds(f *testing.F) {
 		}
 		if got := appendSeconds(nil, v); !bytes.Equal(got, want) {
 			t.Fatalf("%d ms: %s, encoding/json %s", v, got, want)
+		}
+	})
+}
+
+// TestAppendValueAsAppendFloat: values written by appendValue are strconv's 'f' bytes, whole
+// numbers at the edges of its integer path included.
+func TestAppendValueAsAppendFloat(t *testing.T) {
+	vs := []float64{0, math.Copysign(0, -1), 1, -1, 0.5, 1e15, -1e15, 1e15 + 1, 1e15 - 1, 1e16, -1e16, 123456789012345,
+		math.NaN(), math.Inf(1), math.Inf(-1), 5e-324, math.MaxFloat64, 4503599627370496.5, 9007199254740993}
+	for i := range 100_000 {
+		vs = append(vs, float64(i*i), float64(i)*1.25, -float64(i)*1e9, float64(i)/3)
+	}
+	for _, v := range vs {
+		if got, want := appendValue(nil, v), strconv.AppendFloat(nil, v, 'f', -1, 64); !bytes.Equal(got, want) {
+			t.Fatalf("%v: %s, strconv %s", v, got, want)
+		}
+	}
+}
+
+// FuzzAppendValue: any value is written as strconv's 'f' writes it.
+func FuzzAppendValue(f *testing.F) {
+	f.Add(1.5)
+	f.Add(1e15)
+	f.Fuzz(func(t *testing.T, v float64) {
+		if got, want := appendValue(nil, v), strconv.AppendFloat(nil, v, 'f', -1, 64); !bytes.Equal(got, want) {
+			t.Fatalf("%v: %s, strconv %s", v, got, want)
 		}
 	})
 }
