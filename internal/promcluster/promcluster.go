@@ -47,6 +47,7 @@ import (
 
 	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/hub"
+	"github.com/cantal-go/cantal/internal/querylimit"
 )
 
 // PeerPrefix is the path of a peer's own (node-local) query API.
@@ -289,7 +290,9 @@ func (s *lazySet) init() storage.SeriesSet {
 	if s.set != nil {
 		return s.set
 	}
-	s.b.once.Do(func() { s.q.run(s.b) })
+	// The peers are waited for without the request's query slot (querylimit.Away): two
+	// nodes asking each other at once would each wait for the slot the other holds.
+	s.b.once.Do(func() { querylimit.Away(s.b.ctx, func() { s.q.run(s.b) }) })
 	if err := s.b.ctx.Err(); err != nil {
 		s.set = storage.ErrSeriesSet(err)
 		return s.set
@@ -487,9 +490,11 @@ func (q *querier) labelWalk(ctx context.Context, path string, hints *storage.Lab
 	}
 	members := q.c.opt.Members()
 	peers := make([][]string, len(members))
-	annos.Merge(q.fanOut(ctx, members, func(ctx context.Context, i int, m hub.Member) error {
-		return q.peerGet(ctx, m, path, params, &peers[i])
-	}))
+	querylimit.Away(ctx, func() {
+		annos.Merge(q.fanOut(ctx, members, func(ctx context.Context, i int, m hub.Member) error {
+			return q.peerGet(ctx, m, path, params, &peers[i])
+		}))
+	})
 	if err := ctx.Err(); err != nil {
 		return nil, annos, err
 	}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/hub"
+	"github.com/cantal-go/cantal/internal/querylimit"
 )
 
 // Pushdown.
@@ -295,10 +296,16 @@ func (c *Queryable) Plan(ctx context.Context, ng *promql.Engine, qs string, star
 	if step <= 0 {
 		step = time.Second // a range of one step
 	}
-	var wg sync.WaitGroup
-	wg.Go(func() { pq.local(ctx, ng, p, start, end, step) })
-	pq.peers(ctx, p, start, end, step)
-	wg.Wait()
+	// The peers' parts are asked for while this node evaluates its own under the request's
+	// query slot; they are waited for without it (querylimit.Away): two nodes asking each other
+	// at once would each wait for the slot the other holds.
+	peersDone := make(chan struct{})
+	go func() {
+		defer close(peersDone)
+		pq.peers(ctx, p, start, end, step)
+	}()
+	pq.local(ctx, ng, p, start, end, step)
+	querylimit.Away(ctx, func() { <-peersDone })
 	for i := range pq.parts {
 		fillStale(pq.parts[i], end.UnixMilli(), step.Milliseconds())
 		slices.SortFunc(pq.parts[i], func(a, b *peerSeries) int { return labels.Compare(a.lset, b.lset) })

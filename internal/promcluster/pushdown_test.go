@@ -2,6 +2,7 @@ package promcluster
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -23,6 +24,7 @@ import (
 	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/hub"
 	"github.com/cantal-go/cantal/internal/promapi"
+	"github.com/cantal-go/cantal/internal/querylimit"
 )
 
 // counted counts, by path, the requests a peer's server is asked, and keeps their queries.
@@ -490,5 +492,88 @@ func TestPushdownOlderPeerAnswersJSON(t *testing.T) {
 	}
 	if packed.Load() != 1 || json.Load() != 1 {
 		t.Errorf("%d packed answers and %d JSON ones, want one of each", packed.Load(), json.Load())
+	}
+}
+
+// TestNodesAskingEachOtherAtOnce: two agents of one query slot each (the agent's limiter on a
+// 2-core machine) asked a cluster query at the same moment, each holding its slot when it asks
+// the other, both answer with both nodes and no warning: a node waiting for its peers gives its
+// slot back meanwhile (querylimit.Away). Pushed down, fetched (a bare selector) and the label
+// names; before, each waited for the slot the other held until the peer timeout.
+func TestNodesAskingEachOtherAtOnce(t *testing.T) {
+	const scans = 30
+	at := fmt.Sprint(float64(t0+(scans-1)*2000) / 1000)
+	now := func() time.Time { return time.UnixMilli(t0 + 3600_000) }
+	for _, c := range []struct {
+		path   string
+		params url.Values
+		check  func(a answer, body []byte) error
+	}{
+		{"query", url.Values{"query": {`sum by (node)(node_load1)`}, "time": {at}}, nil},
+		{"query", url.Values{"query": {`node_load1`}, "time": {at}}, nil},
+		{"labels", url.Values{}, func(a answer, body []byte) error {
+			if !strings.Contains(string(body), `"node"`) {
+				return fmt.Errorf("no node label: %s", body)
+			}
+			return nil
+		}},
+	} {
+		t.Run(c.path+" "+c.params.Get("query"), func(t *testing.T) {
+			var started sync.WaitGroup
+			started.Add(2)
+			both := make(chan struct{})
+			go func() { started.Wait(); close(both) }()
+			var members [2][]hub.Member
+			var srvs [2]*httptest.Server
+			for i, name := range []string{"a", "b"} {
+				st := node(t, name, float64(i+1), scans, 2)
+				q := New(st, Options{Node: name, Members: func() []hub.Member { return members[i] },
+					Fetch: &hub.Fetcher{Timeout: time.Second, KeepAlive: true}, PeerTimeout: 5 * time.Second})
+				local := promapi.New(st, promapi.Options{Now: now})
+				cl := promapi.New(st, promapi.Options{Prefix: promapi.ClusterPrefix, Queryable: q, Planner: q, Share: local, Now: now})
+				mux := http.NewServeMux()
+				mux.Handle(promapi.Prefix, local)
+				mux.Handle(apiwire.PeerSelectPath, PeerHandler(st, PeerOptions{}))
+				mux.Handle(promapi.ClusterPrefix, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					started.Done()
+					<-both // both hold their slot before either asks the other
+					cl.ServeHTTP(w, r)
+				}))
+				srvs[i] = httptest.NewServer(querylimit.New(1, 64<<20, 256<<20).Handler(mux, true))
+				t.Cleanup(srvs[i].Close)
+			}
+			for i, name := range []string{"b", "a"} {
+				members[i] = []hub.Member{{ID: name, Name: name, HTTP: strings.TrimPrefix(srvs[1-i].URL, "http://"), Up: true}}
+			}
+			errs := make(chan error, 2)
+			for i := range srvs {
+				go func() {
+					resp, err := http.Get(srvs[i].URL + promapi.ClusterPrefix + c.path + "?" + c.params.Encode())
+					if err != nil {
+						errs <- err
+						return
+					}
+					body, _ := io.ReadAll(resp.Body)
+					resp.Body.Close()
+					var a answer
+					json.Unmarshal(body, &a)
+					switch {
+					case a.Status != "success" || len(a.Warnings) > 0:
+						errs <- fmt.Errorf("node %d: %s", i, body)
+					case c.check != nil:
+						errs <- c.check(a, body)
+					case len(a.Data.Result) != 2:
+						errs <- fmt.Errorf("node %d: %d series, want both nodes': %s", i, len(a.Data.Result), body)
+					default:
+						errs <- nil
+					}
+				}()
+			}
+			for range srvs {
+				if err := <-errs; err != nil {
+					t.Error(err)
+				}
+			}
+		})
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"math"
 	"net/http"
 	"strconv"
+	"sync"
 
 	"golang.org/x/sync/semaphore"
 )
@@ -62,6 +63,75 @@ func (l *Limiter) Acquire(ctx context.Context) (release func(), err error) {
 	}
 }
 
+// heldSlot is the slot of one request (Handler), which Away gives back for a while. Its held
+// is guarded by mu: a request's handler may call Away from more than one goroutine.
+type heldSlot struct {
+	l    *Limiter
+	mu   sync.Mutex
+	held int // how many times taken and not given back: 1 while held, 0 while away
+	away int // Away calls running
+}
+
+type heldKey struct{}
+
+func (h *heldSlot) acquire(ctx context.Context) error {
+	if _, err := h.l.Acquire(ctx); err != nil { // given back by h.release, not its func
+		return err
+	}
+	h.mu.Lock()
+	h.held++
+	h.mu.Unlock()
+	return nil
+}
+
+// release gives the slot back if it is held.
+func (h *heldSlot) release() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.held > 0 {
+		h.held--
+		<-h.l.slots
+	}
+}
+
+// Away runs f without the query slot that ctx's request holds (taken by Handler), and takes
+// one again before it returns, waiting as long as ctx lets it (a request whose context ended
+// goes on without one: it is ending). It is for the time a request waits for other nodes: a
+// request that held its slot while asking a peer, whose own request waits for a slot the other
+// way, would wait with it until a timeout (two nodes asking each other a cluster-wide query at
+// once, on one slot each). Calls from several goroutines of one request share the giving back:
+// the slot is taken again when the last returns. Without a slot in ctx, Away just runs f.
+func Away(ctx context.Context, f func()) {
+	h, _ := ctx.Value(heldKey{}).(*heldSlot)
+	if h == nil {
+		f()
+		return
+	}
+	h.mu.Lock()
+	h.away++
+	if h.away == 1 && h.held > 0 {
+		h.held--
+		<-h.l.slots
+	}
+	h.mu.Unlock()
+	defer func() {
+		h.mu.Lock()
+		h.away--
+		last := h.away == 0
+		h.mu.Unlock()
+		// An error: ctx ended, the request goes on without a slot.
+		if last && h.acquire(ctx) == nil {
+			h.mu.Lock()
+			if h.away > 0 && h.held > 0 { // another Away began while this one waited
+				h.held--
+				<-h.l.slots
+			}
+			h.mu.Unlock()
+		}
+	}()
+	f()
+}
+
 // InUse is how many slots are taken.
 func (l *Limiter) InUse() int { return len(l.slots) }
 
@@ -69,17 +139,22 @@ func (l *Limiter) InUse() int { return len(l.slots) }
 // memory (bounded: see the package doc), then sends the answer once next has returned and the
 // slot is given back. With slot unset it only bounds and buffers the answer: for the routes that
 // take a slot themselves around the part that needs it (the cluster routes' local part).
+//
+// The slot travels in the request's context: a handler that waits for other nodes gives it
+// back while it waits (Away).
 func (l *Limiter) Handler(next http.Handler, slot bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		release := func() {}
 		if slot {
-			var err error
-			if release, err = l.Acquire(r.Context()); err != nil {
+			held := &heldSlot{l: l}
+			if err := held.acquire(r.Context()); err != nil {
 				// The client gave up, or the connection's read deadline ended the request's
 				// context: say why, in case the client is still there.
 				Busy(w)
 				return
 			}
+			release = held.release
+			r = r.WithContext(context.WithValue(r.Context(), heldKey{}, held))
 		}
 		a := &answer{l: l, header: http.Header{}}
 		defer a.discard()

@@ -279,3 +279,80 @@ func TestReserve(t *testing.T) {
 		t.Errorf("%d bytes still charged after both answers", n)
 	}
 }
+
+// TestAwayGivesTheSlotBack: a request waiting in Away holds no slot, so two servers of one
+// slot each, each asking the other from inside its own request, both answer (without Away
+// each waits for the slot the other holds); the slot is taken again when Away returns.
+func TestAwayGivesTheSlotBack(t *testing.T) {
+	var srvs [2]*httptest.Server
+	var ls [2]*Limiter
+	started := make(chan struct{}, 2)
+	both := make(chan struct{})
+	for i := range srvs {
+		ls[i] = New(1, 1<<20, 1<<20)
+		other := &srvs[1-i]
+		l := ls[i]
+		mux := http.NewServeMux()
+		mux.HandleFunc("/peer", func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "part") })
+		mux.HandleFunc("/ask", func(w http.ResponseWriter, r *http.Request) {
+			started <- struct{}{}
+			<-both // both requests hold their slots before either asks the other
+			var body []byte
+			var err error
+			Away(r.Context(), func() {
+				if l.InUse() != 0 {
+					err = fmt.Errorf("%d slots in use while away", l.InUse())
+					return
+				}
+				var resp *http.Response
+				// Bounded: without Away this waits for the other's slot until it gives up.
+				c := &http.Client{Timeout: 5 * time.Second}
+				if resp, err = c.Get((*other).URL + "/peer"); err == nil {
+					body, err = io.ReadAll(resp.Body)
+					resp.Body.Close()
+				}
+			})
+			if l.InUse() != 1 {
+				err = fmt.Errorf("%d slots in use after Away, want its own", l.InUse())
+			}
+			if err != nil {
+				http.Error(w, err.Error(), 500)
+				return
+			}
+			w.Write(body)
+		})
+		srvs[i] = httptest.NewServer(l.Handler(mux, true))
+		t.Cleanup(srvs[i].Close)
+	}
+	go func() { <-started; <-started; close(both) }()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	errs := make(chan error, 2)
+	for i := range srvs {
+		go func() {
+			req, _ := http.NewRequestWithContext(ctx, "GET", srvs[i].URL+"/ask", nil)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				errs <- fmt.Errorf("server %d: %w (each waiting for the other's slot)", i, err)
+				return
+			}
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != 200 || string(b) != "part" {
+				errs <- fmt.Errorf("server %d: %d %q", i, resp.StatusCode, b)
+				return
+			}
+			errs <- nil
+		}()
+	}
+	for range srvs {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	for i, l := range ls {
+		if l.InUse() != 0 {
+			t.Errorf("server %d: %d slots in use after the requests", i, l.InUse())
+		}
+	}
+}
