@@ -40,6 +40,7 @@ import (
 	"github.com/cantal-go/cantal/internal/apiwire"
 	"github.com/cantal-go/cantal/internal/buildinfo"
 	"github.com/cantal-go/cantal/internal/promstore"
+	"github.com/cantal-go/cantal/internal/querylimit"
 )
 
 // Prefix is where the agent mounts the API: a Grafana data source's URL is
@@ -348,11 +349,19 @@ func (h *Handler) run(r *http.Request, mk func(ctx context.Context) (promql.Quer
 		return nil, nil, aerr
 	}
 	defer cancel()
-	release, aerr := h.slot(ctx)
-	if aerr != nil {
+	if _, aerr := h.slot(ctx); aerr != nil {
 		return nil, nil, aerr
 	}
-	defer release()
+	// The slot travels in ctx, so that a cluster query waiting for its peers gives it back
+	// meanwhile (querylimit.Away), as it does the agent's.
+	ctx, held := querylimit.Hold(ctx, func() { <-h.slots }, func(ctx context.Context) error {
+		_, aerr := h.slot(ctx)
+		if aerr != nil {
+			return aerr.err
+		}
+		return nil
+	})
+	defer held.Release()
 	qry, err := mk(ctx)
 	if err != nil {
 		return nil, nil, invalidParam(err, "query")

@@ -496,7 +496,7 @@ func TestPushdownOlderPeerAnswersJSON(t *testing.T) {
 }
 
 // TestNodesAskingEachOtherAtOnce: two agents of one query slot each (the agent's limiter on a
-// 2-core machine) asked a cluster query at the same moment, each holding its slot when it asks
+// 2-core machine; or one --query-max-concurrency slot) asked a cluster query at the same moment, each holding its slot when it asks
 // the other, both answer with both nodes and no warning: a node waiting for its peers gives its
 // slot back meanwhile (querylimit.Away). Pushed down, fetched (a bare selector) and the label
 // names; before, each waited for the slot the other held until the peer timeout.
@@ -518,62 +518,68 @@ func TestNodesAskingEachOtherAtOnce(t *testing.T) {
 			return nil
 		}},
 	} {
-		t.Run(c.path+" "+c.params.Get("query"), func(t *testing.T) {
-			var started sync.WaitGroup
-			started.Add(2)
-			both := make(chan struct{})
-			go func() { started.Wait(); close(both) }()
-			var members [2][]hub.Member
-			var srvs [2]*httptest.Server
-			for i, name := range []string{"a", "b"} {
-				st := node(t, name, float64(i+1), scans, 2)
-				q := New(st, Options{Node: name, Members: func() []hub.Member { return members[i] },
-					Fetch: &hub.Fetcher{Timeout: time.Second, KeepAlive: true}, PeerTimeout: 5 * time.Second})
-				local := promapi.New(st, promapi.Options{Now: now})
-				cl := promapi.New(st, promapi.Options{Prefix: promapi.ClusterPrefix, Queryable: q, Planner: q, Share: local, Now: now})
-				mux := http.NewServeMux()
-				mux.Handle(promapi.Prefix, local)
-				mux.Handle(apiwire.PeerSelectPath, PeerHandler(st, PeerOptions{}))
-				mux.Handle(promapi.ClusterPrefix, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					started.Done()
-					<-both // both hold their slot before either asks the other
-					cl.ServeHTTP(w, r)
-				}))
-				srvs[i] = httptest.NewServer(querylimit.New(1, 64<<20, 256<<20).Handler(mux, true))
-				t.Cleanup(srvs[i].Close)
-			}
-			for i, name := range []string{"b", "a"} {
-				members[i] = []hub.Member{{ID: name, Name: name, HTTP: strings.TrimPrefix(srvs[1-i].URL, "http://"), Up: true}}
-			}
-			errs := make(chan error, 2)
-			for i := range srvs {
-				go func() {
-					resp, err := http.Get(srvs[i].URL + promapi.ClusterPrefix + c.path + "?" + c.params.Encode())
-					if err != nil {
-						errs <- err
-						return
-					}
-					body, _ := io.ReadAll(resp.Body)
-					resp.Body.Close()
-					var a answer
-					json.Unmarshal(body, &a)
-					switch {
-					case a.Status != "success" || len(a.Warnings) > 0:
-						errs <- fmt.Errorf("node %d: %s", i, body)
-					case c.check != nil:
-						errs <- c.check(a, body)
-					case len(a.Data.Result) != 2:
-						errs <- fmt.Errorf("node %d: %d series, want both nodes': %s", i, len(a.Data.Result), body)
-					default:
-						errs <- nil
-					}
-				}()
-			}
-			for range srvs {
-				if err := <-errs; err != nil {
-					t.Error(err)
+		for _, bound := range []string{"agent", "query-max-concurrency"} {
+			t.Run(bound+" "+c.path+" "+c.params.Get("query"), func(t *testing.T) {
+				agentSlots, maxConcurrency := 1, 20
+				if bound != "agent" {
+					agentSlots, maxConcurrency = 10, 1
 				}
-			}
-		})
+				var started sync.WaitGroup
+				started.Add(2)
+				both := make(chan struct{})
+				go func() { started.Wait(); close(both) }()
+				var members [2][]hub.Member
+				var srvs [2]*httptest.Server
+				for i, name := range []string{"a", "b"} {
+					st := node(t, name, float64(i+1), scans, 2)
+					q := New(st, Options{Node: name, Members: func() []hub.Member { return members[i] },
+						Fetch: &hub.Fetcher{Timeout: time.Second, KeepAlive: true}, PeerTimeout: 5 * time.Second})
+					local := promapi.New(st, promapi.Options{Now: now, MaxConcurrency: maxConcurrency})
+					cl := promapi.New(st, promapi.Options{Prefix: promapi.ClusterPrefix, Queryable: q, Planner: q, Share: local, Now: now})
+					mux := http.NewServeMux()
+					mux.Handle(promapi.Prefix, local)
+					mux.Handle(apiwire.PeerSelectPath, PeerHandler(st, PeerOptions{}))
+					mux.Handle(promapi.ClusterPrefix, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+						started.Done()
+						<-both // both hold their slot before either asks the other
+						cl.ServeHTTP(w, r)
+					}))
+					srvs[i] = httptest.NewServer(querylimit.New(agentSlots, 64<<20, 256<<20).Handler(mux, true))
+					t.Cleanup(srvs[i].Close)
+				}
+				for i, name := range []string{"b", "a"} {
+					members[i] = []hub.Member{{ID: name, Name: name, HTTP: strings.TrimPrefix(srvs[1-i].URL, "http://"), Up: true}}
+				}
+				errs := make(chan error, 2)
+				for i := range srvs {
+					go func() {
+						resp, err := http.Get(srvs[i].URL + promapi.ClusterPrefix + c.path + "?" + c.params.Encode())
+						if err != nil {
+							errs <- err
+							return
+						}
+						body, _ := io.ReadAll(resp.Body)
+						resp.Body.Close()
+						var a answer
+						json.Unmarshal(body, &a)
+						switch {
+						case a.Status != "success" || len(a.Warnings) > 0:
+							errs <- fmt.Errorf("node %d: %s", i, body)
+						case c.check != nil:
+							errs <- c.check(a, body)
+						case len(a.Data.Result) != 2:
+							errs <- fmt.Errorf("node %d: %d series, want both nodes': %s", i, len(a.Data.Result), body)
+						default:
+							errs <- nil
+						}
+					}()
+				}
+				for range srvs {
+					if err := <-errs; err != nil {
+						t.Error(err)
+					}
+				}
+			})
+		}
 	}
 }

@@ -63,70 +63,90 @@ func (l *Limiter) Acquire(ctx context.Context) (release func(), err error) {
 	}
 }
 
-// heldSlot is the slot of one request (Handler), which Away gives back for a while. Its held
-// is guarded by mu: a request's handler may call Away from more than one goroutine.
-type heldSlot struct {
-	l    *Limiter
+// Slot is a slot one request holds (the Limiter's, taken by Handler, or another bound's, taken
+// by its handler: promapi's --query-max-concurrency), which Away gives back for a while. Make
+// one with Hold. Its counts are guarded by mu: a request may call Away from more than one
+// goroutine.
+type Slot struct {
+	give   func()                          // gives the slot back
+	take   func(ctx context.Context) error // takes it again, waiting as long as ctx lets it
+	parent *Slot                           // the slot the request held before this one, or nil
+
 	mu   sync.Mutex
-	held int // how many times taken and not given back: 1 while held, 0 while away
+	held int // 1 while held, 0 while given back
 	away int // Away calls running
 }
 
 type heldKey struct{}
 
-func (h *heldSlot) acquire(ctx context.Context) error {
-	if _, err := h.l.Acquire(ctx); err != nil { // given back by h.release, not its func
-		return err
-	}
-	h.mu.Lock()
-	h.held++
-	h.mu.Unlock()
-	return nil
+// Hold returns ctx carrying a slot its caller has just taken (give gives it back, take takes
+// it again), and the Slot, whose Release the caller calls when the request is done with it.
+// Slots held one inside another (the Limiter's, then a handler's own) are given back together
+// by Away and taken again in the order they were first taken.
+func Hold(ctx context.Context, give func(), take func(ctx context.Context) error) (context.Context, *Slot) {
+	parent, _ := ctx.Value(heldKey{}).(*Slot)
+	s := &Slot{give: give, take: take, parent: parent, held: 1}
+	return context.WithValue(ctx, heldKey{}, s), s
 }
 
-// release gives the slot back if it is held.
-func (h *heldSlot) release() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.held > 0 {
-		h.held--
-		<-h.l.slots
+// Release gives the slot back if it is held (not while an Away has it given back).
+func (s *Slot) Release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held > 0 {
+		s.held--
+		s.give()
 	}
 }
 
-// Away runs f without the query slot that ctx's request holds (taken by Handler), and takes
-// one again before it returns, waiting as long as ctx lets it (a request whose context ended
-// goes on without one: it is ending). It is for the time a request waits for other nodes: a
-// request that held its slot while asking a peer, whose own request waits for a slot the other
-// way, would wait with it until a timeout (two nodes asking each other a cluster-wide query at
-// once, on one slot each). Calls from several goroutines of one request share the giving back:
-// the slot is taken again when the last returns. Without a slot in ctx, Away just runs f.
-func Away(ctx context.Context, f func()) {
-	h, _ := ctx.Value(heldKey{}).(*heldSlot)
-	if h == nil {
-		f()
+// leave gives the slot back for an Away call (the first of those running).
+func (s *Slot) leave() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.away++
+	if s.away == 1 && s.held > 0 {
+		s.held--
+		s.give()
+	}
+}
+
+// back ends an Away call: the last one takes the slot again (its error: ctx ended, the request
+// goes on without it).
+func (s *Slot) back(ctx context.Context) {
+	s.mu.Lock()
+	s.away--
+	last := s.away == 0
+	s.mu.Unlock()
+	if !last || s.take(ctx) != nil {
 		return
 	}
-	h.mu.Lock()
-	h.away++
-	if h.away == 1 && h.held > 0 {
-		h.held--
-		<-h.l.slots
+	s.mu.Lock()
+	s.held++
+	if s.away > 0 { // another Away began while this one waited
+		s.held--
+		s.give()
 	}
-	h.mu.Unlock()
+	s.mu.Unlock()
+}
+
+// Away runs f without the slots that ctx's request holds (Hold), and takes them again before
+// it returns, in the order they were first taken, waiting as long as ctx lets it (a request
+// whose context ended goes on without them: it is ending). It is for the time a request waits
+// for other nodes: a request that held its slot while asking a peer, whose own request waits
+// for a slot the other way, would wait with it until a timeout (two nodes asking each other a
+// cluster-wide query at once). Calls from several goroutines of one request share the giving
+// back: a slot is taken again when the last returns. Without a slot in ctx, Away just runs f.
+func Away(ctx context.Context, f func()) {
+	var chain []*Slot // innermost first
+	for s, _ := ctx.Value(heldKey{}).(*Slot); s != nil; s = s.parent {
+		chain = append(chain, s)
+	}
+	for _, s := range chain {
+		s.leave()
+	}
 	defer func() {
-		h.mu.Lock()
-		h.away--
-		last := h.away == 0
-		h.mu.Unlock()
-		// An error: ctx ended, the request goes on without a slot.
-		if last && h.acquire(ctx) == nil {
-			h.mu.Lock()
-			if h.away > 0 && h.held > 0 { // another Away began while this one waited
-				h.held--
-				<-h.l.slots
-			}
-			h.mu.Unlock()
+		for i := len(chain) - 1; i >= 0; i-- {
+			chain[i].back(ctx)
 		}
 	}()
 	f()
@@ -146,15 +166,18 @@ func (l *Limiter) Handler(next http.Handler, slot bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		release := func() {}
 		if slot {
-			held := &heldSlot{l: l}
-			if err := held.acquire(r.Context()); err != nil {
+			if _, err := l.Acquire(r.Context()); err != nil {
 				// The client gave up, or the connection's read deadline ended the request's
 				// context: say why, in case the client is still there.
 				Busy(w)
 				return
 			}
-			release = held.release
-			r = r.WithContext(context.WithValue(r.Context(), heldKey{}, held))
+			ctx, held := Hold(r.Context(), func() { <-l.slots }, func(ctx context.Context) error {
+				_, err := l.Acquire(ctx)
+				return err
+			})
+			release = held.Release
+			r = r.WithContext(ctx)
 		}
 		a := &answer{l: l, header: http.Header{}}
 		defer a.discard()
