@@ -93,12 +93,16 @@ func FuzzClusterQuery(f *testing.F) {
 		}
 		return c.Bytes()
 	}
-	for _, c := range [][]byte{chunk(t0, t0+2000), chunk(t0, t0+2000, t0+4000)[:5], chunk(t0+2000, t0), chunk(t0 - 1e6)} {
+	for _, c := range [][]byte{chunk(t0, t0+2000), chunk(t0, t0+2000, t0+4000)[:5], chunk(t0+2000, t0), chunk(t0 - 1e6), {}, {0}} {
 		b := apiwire.AppendPeerSelectHeader(nil)
 		b = apiwire.AppendPeerSelectCount(b, 1)
 		b = apiwire.AppendPeerSeries(b, apiwire.PeerSeries{Labels: []string{"__name__", "node_load1", "node", "b"}, Chunks: [][]byte{c}})
 		f.Add(`node_load1`, "1700000050", "2", "query", string(b))
 		f.Add(`node_load1`, "1700000000", "1", "range", string(b))
+		// The same as a pushed part's answer (a peer part: the strings after the series).
+		part := string(apiwire.AppendPeerStrings(apiwire.AppendPeerStrings(b, nil), nil))
+		f.Add(`sum(node_load1)`, "1700000050", "2", "push-query", part)
+		f.Add(`sum by (node)(node_load1)`, "1700000000", "1", "push-range", part)
 	}
 	local := node(f, "a", 1, 30, 2)
 	var peerBody atomicString
@@ -108,12 +112,19 @@ func FuzzClusterQuery(f *testing.F) {
 	f.Cleanup(srv.Close)
 	members := []hub.Member{{ID: "b", Name: "b", HTTP: strings.TrimPrefix(srv.URL, "http://"), Up: true}}
 	q := New(local, Options{Members: func() []hub.Member { return members }, Fetch: &hub.Fetcher{Timeout: time.Second}})
-	h := promapi.New(local, promapi.Options{Prefix: promapi.ClusterPrefix, Queryable: q, MaxSamples: 100_000, Timeout: 2 * time.Second,
-		Now: func() time.Time { return time.UnixMilli(t0 + 29*2000) }})
+	opt := promapi.Options{Prefix: promapi.ClusterPrefix, Queryable: q, MaxSamples: 100_000, Timeout: 2 * time.Second,
+		Now: func() time.Time { return time.UnixMilli(t0 + 29*2000) }}
+	fetch := promapi.New(local, opt)
+	opt.Planner = q
+	push := promapi.New(local, opt)
 	f.Fuzz(func(t *testing.T, query, ts, step, which, peer string) {
 		peerBody.Store(peer)
 		var path string
 		var form url.Values
+		h := fetch
+		if w, ok := strings.CutPrefix(which, "push-"); ok {
+			h, which = push, w // the pushdown's parts, read from the same hostile peer
+		}
 		switch which {
 		case "range":
 			path, form = "query_range", url.Values{"query": {query}, "start": {ts}, "end": {"1700000058"}, "step": {step}}
@@ -216,6 +227,8 @@ func TestBadPeerSelectAnswerIsLeftOutWithAWarning(t *testing.T) {
 		"cut short":    chunk(at-4000, at-2000, at)[:6],
 		"out of order": chunk(at-2000, at-4000),
 		"outside":      chunk(at + 1000),
+		"empty":        {},
+		"one byte":     {0},
 	} {
 		var body atomicString
 		b := apiwire.AppendPeerSelectHeader(nil)

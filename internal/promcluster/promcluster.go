@@ -411,6 +411,9 @@ func readPeerSeries(w apiwire.PeerSeries, sel apiwire.PeerSelector) (*peerSeries
 	last := sel.Start - 1
 	var it chunkenc.Iterator
 	for _, raw := range w.Chunks {
+		if len(raw) < 2 { // its count of samples: NumSamples reads it unchecked
+			return nil, fmt.Errorf("chunk of %d bytes", len(raw))
+		}
 		c, err := chunkenc.FromData(chunkenc.EncXOR, raw)
 		if err != nil {
 			return nil, err

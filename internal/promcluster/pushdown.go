@@ -529,6 +529,9 @@ func chunkPoints(raw [][]byte) (points, error) {
 	var pts points
 	var it chunkenc.Iterator
 	for _, r := range raw {
+		if len(r) < 2 { // its count of samples: NumSamples reads it unchecked
+			return nil, fmt.Errorf("chunk of %d bytes", len(r))
+		}
 		c, err := chunkenc.FromData(chunkenc.EncXOR, r)
 		if err != nil {
 			return nil, err

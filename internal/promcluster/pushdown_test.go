@@ -380,6 +380,8 @@ func TestPushdownHostilePeerIsLeftOut(t *testing.T) {
 		{"packed, out of order", string(packedPart(t, at, at-2000))},
 		{"packed, outside", string(packedPart(t, at+60000))},
 		{"packed, truncated", string(packedPart(t, at)[:len(apiwire.PeerSelectMagic)+3])},
+		{"packed, empty chunk", string(apiwire.AppendPeerStrings(apiwire.AppendPeerStrings(apiwire.AppendPeerSeries(
+			apiwire.AppendPeerSelectCount(apiwire.AppendPeerSelectHeader(nil), 1), apiwire.PeerSeries{Labels: []string{"x", "y"}, Chunks: [][]byte{{}}}), nil), nil))},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			hostile := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -582,4 +584,47 @@ func TestNodesAskingEachOtherAtOnce(t *testing.T) {
 			})
 		}
 	}
+}
+
+// FuzzPeerPart: whatever a peer sends as its packed part, reading it (the answer, its chunks'
+// points, their order and range) fails or gives series of distinct labels whose points are in
+// time order within the range; it never panics.
+func FuzzPeerPart(f *testing.F) {
+	t := &testing.T{}
+	f.Add(packedPart(t, t0, t0+2000))
+	f.Add(packedPart(t, t0+2000, t0))
+	f.Add([]byte(apiwire.PeerSelectMagic + "\x01\x00\x01\x05\x00\x01\x02\x03\x04\x00\x00"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		series, _, _, err := apiwire.DecodePeerPart(b)
+		if err != nil {
+			return
+		}
+		result := make([]wireSeries, 0, len(series))
+		for _, ps := range series {
+			pts, err := chunkPoints(ps.Chunks)
+			if err != nil {
+				return
+			}
+			lb := labels.NewScratchBuilder(0)
+			for k := 0; k+1 < len(ps.Labels); k += 2 {
+				lb.Add(ps.Labels[k], ps.Labels[k+1])
+			}
+			lb.Sort()
+			result = append(result, wireSeries{lset: lb.Labels(), pts: pts})
+		}
+		list, err := checkPart(result, t0, t0+3600_000)
+		if err != nil {
+			return
+		}
+		for j, s := range list {
+			if j > 0 && labels.Compare(list[j-1].lset, s.lset) >= 0 {
+				t.Fatalf("series %d not after the one before", j)
+			}
+			for k, p := range s.pts {
+				if p.t < t0 || p.t > t0+3600_000 || (k > 0 && p.t <= s.pts[k-1].t) {
+					t.Fatalf("series %d point %d at %d", j, k, p.t)
+				}
+			}
+		}
+	})
 }
