@@ -537,7 +537,9 @@ func chunkPoints(raw [][]byte) (points, error) {
 			return nil, err
 		}
 		if pts == nil {
-			pts = make(points, 0, c.NumSamples()*len(raw))
+			// Sized by the first chunk's count, which a sample's bits bound (the count is the
+			// peer's word: a hostile one must not make this allocate what its bytes cannot hold).
+			pts = make(points, 0, min(c.NumSamples(), 8*len(r)))
 		}
 		n := 0
 		it = c.Iterator(it)
