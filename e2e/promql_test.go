@@ -16,6 +16,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/prometheus/model/labels"
+	"github.com/prometheus/prometheus/promql/parser"
 )
 
 // nodeMixinExprs are node-mixin's (and the Node Exporter Full dashboard's) kinds of
@@ -106,7 +109,18 @@ func TestPromQLSideBySide(t *testing.T) {
 	if len(churned) > 0 {
 		t.Logf("interfaces that came, went or were made again during the test, not compared: %v", churned)
 	}
+	// Sums over devices can only leave the churned ones out by selecting the others: an
+	// interface made and removed between the two listings (CI at 59d874c: a sum of transmit
+	// packets 5.2006 here, 5.2048 in Prometheus) is in neither listing but in the data.
+	var stable []string
+	for d, idx := range ifaces1 {
+		if ifaces0[d] == idx {
+			stable = append(stable, regexp.QuoteMeta(d))
+		}
+	}
+	sort.Strings(stable)
 	for _, expr := range nodeMixinExprs {
+		expr := onlyDevices(t, expr, stable)
 		inst := url.Values{"query": {expr}, "time": {strconv.FormatFloat(atS, 'f', 3, 64)}}
 		rng := url.Values{"query": {expr}, "start": {strconv.FormatFloat(atS-40, 'f', 3, 64)},
 			"end": {strconv.FormatFloat(atS, 'f', 3, 64)}, "step": {"4"}}
@@ -194,6 +208,23 @@ func netDevices(t *testing.T) map[string]string {
 		out[e.Name()] = strings.TrimSpace(string(idx))
 	}
 	return out
+}
+
+// onlyDevices is expr with device=~"<devices>" added to its selectors of node_network_*.
+func onlyDevices(t *testing.T, expr string, devices []string) string {
+	t.Helper()
+	e, err := parser.NewParser(parser.Options{}).ParseExpr(expr)
+	if err != nil {
+		t.Fatalf("%s: %v", expr, err)
+	}
+	m := labels.MustNewMatcher(labels.MatchRegexp, "device", strings.Join(devices, "|"))
+	parser.Inspect(e, func(n parser.Node, _ []parser.Node) error {
+		if vs, ok := n.(*parser.VectorSelector); ok && strings.HasPrefix(vs.Name, "node_network_") {
+			vs.LabelMatchers = append(vs.LabelMatchers, m)
+		}
+		return nil
+	})
+	return e.String()
 }
 
 var deviceLabel = regexp.MustCompile(`(?:^|,)device=([^,]*)`)
