@@ -53,10 +53,11 @@ var nodeMixinExprs = []string{
 // (t-r, t]: the query times are at 0.777 s past a second, so that a scan's point falls on a
 // range's boundary only when its milliseconds are exactly those (about one range in 1000).
 //
-// It runs in the first line: in the background, beside the container tests, the veth
-// interfaces their containers made and removed entered the sums over devices on one side and
-// not the other (CI at b232b70: the agent forgets a vanished interface's series, Prometheus
-// keeps it for its lookback), which leaving churned interfaces out of the answers cannot undo.
+// Interfaces that other tests make and remove meanwhile are left out of the comparison, sums
+// over devices included (by a device matcher): both hold the same points of them, but a series
+// that starts or ends inside a rate's range is extrapolated differently by the two engines'
+// versions (a check with veths made and removed every 2 s: every raw point equal, a sum of
+// their rates 1.858 here and 2.025 in Prometheus 2.42). It runs in the first line all the same.
 func TestPromQLSideBySide(t *testing.T) {
 	serial(t)
 	prom := &receiver{t: t, name: "prometheus", prog: need(t, "prometheus"), dir: t.TempDir(), addr: freePort(t)}
@@ -111,7 +112,8 @@ func TestPromQLSideBySide(t *testing.T) {
 	}
 	// Sums over devices can only leave the churned ones out by selecting the others: an
 	// interface made and removed between the two listings (CI at 59d874c: a sum of transmit
-	// packets 5.2006 here, 5.2048 in Prometheus) is in neither listing but in the data.
+	// packets 5.2006 here, 5.2048 in Prometheus) is in neither listing but in the data, and its
+	// rates differ between the engines (see above).
 	var stable []string
 	for d, idx := range ifaces1 {
 		if ifaces0[d] == idx {
