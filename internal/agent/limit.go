@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sync/semaphore"
@@ -67,16 +68,44 @@ const (
 )
 
 // deadlines sets the read and write deadlines of every request but the streams.
-func deadlines(next http.Handler) http.Handler {
+func deadlines(next http.Handler) http.Handler { return deadlinesOf(next, bodyTimeout, writeTimeout) }
+
+// deadlinesOf is deadlines with the body's and the answer's timeouts given. Once the body has
+// been read (at once when there is none), the read deadline becomes the answer's: net/http
+// keeps reading the connection while the handler runs (to see a client that goes away), and
+// that read failing at the body's deadline would cancel the request's context, ending every
+// query at 30 s with "canceled" whatever --query-timeout says (CI at 2499011: 1-hour range
+// queries on a loaded machine, 499).
+func deadlinesOf(next http.Handler, body, write time.Duration) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if !streaming(r) {
 			rc := http.NewResponseController(w)
 			now := time.Now()
-			rc.SetReadDeadline(now.Add(bodyTimeout))
-			rc.SetWriteDeadline(now.Add(writeTimeout))
+			rc.SetWriteDeadline(now.Add(write))
+			if r.Body == nil || r.Body == http.NoBody {
+				rc.SetReadDeadline(now.Add(write))
+			} else {
+				rc.SetReadDeadline(now.Add(body))
+				r.Body = &bodyRead{ReadCloser: r.Body, done: func() { rc.SetReadDeadline(now.Add(write)) }}
+			}
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// bodyRead is a request body that calls done once it has been read to its end.
+type bodyRead struct {
+	io.ReadCloser
+	done func()
+	once sync.Once
+}
+
+func (b *bodyRead) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.once.Do(b.done)
+	}
+	return n, err
 }
 
 // bodyBudget bounds the request bodies held in memory at once, in bytes, and each one.

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bufio"
+	"context"
 	"io"
 	"net"
 	"net/http"
@@ -84,6 +85,51 @@ func TestBodyOnlyWhereRouteTakesOne(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		if resp.StatusCode != 200 || string(b) != "read abc" || resp.Close {
 			t.Errorf("push %d = %d %q close=%v; want 200 \"read abc\" on a kept connection", i, resp.StatusCode, b, resp.Close)
+		}
+	}
+}
+
+// TestBodyDeadlineEndsWithTheBody: a request runs past the body's deadline once its body has
+// been read (a GET has none): its context is not canceled by net/http's read of the connection
+// failing at that deadline (every query ended at 30 s, "canceled", whatever --query-timeout
+// said); a body that does not come within the deadline still fails.
+func TestBodyDeadlineEndsWithTheBody(t *testing.T) {
+	const body = 300 * time.Millisecond
+	h := deadlinesOf(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.ReadAll(r.Body); err != nil {
+			http.Error(w, "body: "+err.Error(), http.StatusRequestTimeout)
+			return
+		}
+		select {
+		case <-time.After(3 * body):
+			io.WriteString(w, "ran past the body's deadline")
+		case <-r.Context().Done():
+			http.Error(w, "canceled: "+context.Cause(r.Context()).Error(), 499)
+		}
+	}), body, 10*time.Second)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: h}
+	go srv.Serve(ln)
+	t.Cleanup(func() { srv.Close() })
+	addr := ln.Addr().String()
+	for _, c := range []struct{ name, req, want string }{
+		{"GET", "GET /q HTTP/1.1\r\nHost: x\r\n\r\n", "HTTP/1.1 200 OK"},
+		{"POST", "POST /q HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhello", "HTTP/1.1 200 OK"},
+		{"POST, body never sent", "POST /q HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\n\r\nhe", "HTTP/1.1 408 Request Timeout"},
+	} {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conn.SetDeadline(time.Now().Add(10 * time.Second))
+		io.WriteString(conn, c.req)
+		status, _ := bufio.NewReader(conn).ReadString('\n')
+		conn.Close()
+		if strings.TrimSpace(status) != c.want {
+			t.Errorf("%s: %q, want %q", c.name, strings.TrimSpace(status), c.want)
 		}
 	}
 }
