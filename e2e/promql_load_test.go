@@ -60,7 +60,9 @@ func TestScanKeepsItsBeatUnderHeavyPromQL(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			hc := &http.Client{Timeout: time.Minute}
+			// Longer than the agent's own bound on a request (its 2-minute answer deadline):
+			// the agent answers every query, with its result or Prometheus's error, first.
+			hc := &http.Client{Timeout: 3 * time.Minute}
 			for i := c; time.Now().Before(deadline); i++ {
 				q := queries[i%len(queries)]
 				form := url.Values{"query": {q.query}}
