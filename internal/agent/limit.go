@@ -20,7 +20,7 @@ import (
 
 // limitQueries admits at most l's slots of requests at a time to the handlers that read many
 // series (metrics, history, stats, labels, processes, the exports, the UI's files); the others
-// wait their turn for as long as their client waits. A monitoring agent must not let its readers
+// wait their turn for as long as their client waits, at most the 2-minute answer deadline. A monitoring agent must not let its readers
 // starve its scans: with one CPU kept free of queries (n = GOMAXPROCS-1), an API hammered by
 // clients slows the answers down, not the scans.
 //
